@@ -1,0 +1,25 @@
+"""Frontends: read a framework's model file and build a Graph in that framework's layout.
+
+`FRONTENDS` maps a deployment file's `platform` to its converter; frontends
+never know about runtimes. Each returns a Graph whose inputs/outputs follow
+the deployment file's names, shapes and data formats.
+"""
+from __future__ import annotations
+
+import importlib
+
+from mace.errors import ConfigError
+
+FRONTENDS = {
+    "onnx": "mace.frontends.onnx.frontend",
+}
+
+
+def convert(platform: str, spec) -> "Graph":  # noqa: F821
+    """Convert the model described by `spec` (a frontends.base.ModelSpec)."""
+    try:
+        module = importlib.import_module(FRONTENDS[platform])
+    except KeyError:
+        raise ConfigError(f"platform '{platform}' has no frontend yet; "
+                          f"available: {', '.join(sorted(FRONTENDS))}") from None
+    return module.convert(spec)

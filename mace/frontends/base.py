@@ -1,0 +1,51 @@
+"""What a frontend is asked to convert, independent of the deployment-file format."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mace.ir.dtypes import BY_NAME, to_numpy
+from mace.ir.graph import Graph
+from mace.proto import pb
+
+
+@dataclass
+class TensorSpec:
+    name: str
+    shape: tuple | None = None      # in `data_format`
+    data_format: str = "NHWC"       # NHWC | NCHW | NONE: the caller's layout
+    dtype: str = "float32"
+    value_range: tuple = (-1.0, 1.0)
+
+
+@dataclass
+class ModelSpec:
+    model_path: Path
+    inputs: list = field(default_factory=list)    # TensorSpec
+    outputs: list = field(default_factory=list)   # TensorSpec
+    weight_path: Path | None = None               # Caffe weights
+    name: str = "model"
+
+
+FORMAT_ENUM = {"NHWC": pb.NHWC, "NCHW": pb.NCHW, "NONE": pb.DF_NONE}
+
+
+def user_to_framework(shape, user_fmt: str, fw_fmt: str):
+    """Permutation taking a caller-layout 4-D tensor to the framework's layout (or None)."""
+    if shape is None or len(shape) != 4 or user_fmt == "NONE" or user_fmt == fw_fmt:
+        return None
+    return (0, 3, 1, 2) if user_fmt == "NHWC" else (0, 2, 3, 1)
+
+
+def add_input_info(graph: Graph, t: TensorSpec) -> None:
+    info = graph.net.input_info.add(name=t.name, data_type=BY_NAME[t.dtype],
+                                    data_format=FORMAT_ENUM[t.data_format])
+    info.dims.extend(t.shape)
+    info.minval, info.maxval = float(t.value_range[0]), float(t.value_range[1])
+    graph.specs[t.name] = (tuple(t.shape), to_numpy(BY_NAME[t.dtype]))
+
+
+def add_output_info(graph: Graph, t: TensorSpec) -> None:
+    info = graph.net.output_info.add(name=t.name, data_format=FORMAT_ENUM[t.data_format])
+    if t.shape:
+        info.dims.extend(t.shape)

@@ -1,0 +1,77 @@
+"""ONNX activations -> Activation (fuse_activation later folds most into their producer)."""
+import numpy as np
+
+from mace.errors import ModelError
+from mace.frontends.onnx.registry import onnx_op
+
+SIMPLE = {"Relu": "RELU", "Sigmoid": "SIGMOID", "Tanh": "TANH", "HardSwish": "HARDSWISH",
+          "Softplus": "SOFTPLUS", "Softsign": "SOFTSIGN", "Mish": "MISH"}
+
+
+def _make(onnx_type, kind):
+    @onnx_op(onnx_type)
+    def mapper(ctx, node):
+        ctx.add("Activation", node, [ctx.inp(node, 0)], activation=kind)
+    return mapper
+
+
+for _t, _k in SIMPLE.items():
+    _make(_t, _k)
+
+
+@onnx_op("LeakyRelu")
+def leaky_relu(ctx, node):
+    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="LEAKYRELU",
+            activation_coefficient=float(ctx.attr(node, "alpha", 0.01)))
+
+
+@onnx_op("Elu")
+def elu(ctx, node):
+    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="ELU",
+            activation_coefficient=float(ctx.attr(node, "alpha", 1.0)))
+
+
+@onnx_op("Selu")
+def selu(ctx, node):
+    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="SELU",
+            activation_coefficient=float(ctx.attr(node, "alpha", 1.67326319217681884765625)),
+            beta=float(ctx.attr(node, "gamma", 1.05070102214813232421875)))
+
+
+@onnx_op("HardSigmoid")
+def hard_sigmoid(ctx, node):
+    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="HARDSIGMOID",
+            activation_coefficient=float(ctx.attr(node, "alpha", 0.2)),
+            max_limit=float(ctx.attr(node, "beta", 0.5)))
+
+
+@onnx_op("Gelu")
+def gelu(ctx, node):
+    approx = ctx.attr(node, "approximate", b"none")
+    approx = approx.decode() if isinstance(approx, bytes) else approx
+    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="GELU_TANH" if approx == "tanh" else "GELU")
+
+
+@onnx_op("PRelu")
+def prelu(ctx, node):
+    ctx.add("Activation", node, [ctx.inp(node, 0), ctx.inp(node, 1)], activation="PRELU")
+
+
+@onnx_op("Clip")
+def clip(ctx, node):
+    if ctx.opset < 11:
+        lo, hi = ctx.attr(node, "min", -np.inf), ctx.attr(node, "max", np.inf)
+    else:
+        lo_t, hi_t = ctx.inp(node, 1), ctx.inp(node, 2)
+        if (lo_t and ctx.const(lo_t) is None) or (hi_t and ctx.const(hi_t) is None):
+            raise ModelError(f"Clip '{ctx.op_name(node)}': min/max must be constants")
+        lo = float(ctx.const(lo_t)) if lo_t else -np.inf
+        hi = float(ctx.const(hi_t)) if hi_t else np.inf
+    x = ctx.inp(node, 0)
+    if lo == 0 and np.isfinite(hi):
+        ctx.add("Activation", node, [x], activation="RELUX", max_limit=float(hi))
+    elif lo == 0 and not np.isfinite(hi):
+        ctx.add("Activation", node, [x], activation="RELU")
+    else:
+        ctx.add("Activation", node, [x], activation="CLIP", activation_coefficient=float(max(lo, -3.4e38)),
+                max_limit=float(min(hi, 3.4e38)))

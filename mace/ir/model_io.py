@@ -1,0 +1,111 @@
+"""Write a Graph to `<name>.pb` + `<name>.data`, and load it back without copying weights.
+
+The `.data` file is every constant tensor, each starting at a multiple of
+ALIGN bytes; `ConstTensor.offset/data_size` locate it. Loading memory-maps the
+file, so weights are paged in on demand and never copied twice.
+Writes go to temporary files renamed into place, so a failed write leaves any
+previous model intact.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from mace import __version__
+from mace.errors import ModelError
+from mace.ir.dtypes import from_numpy, to_numpy
+from mace.ir.graph import Graph
+from mace.proto import pb
+
+ALIGN = 64
+
+
+def save_model(graph: Graph, pb_path: Path, data_path: Path) -> None:
+    """Serialize `graph` (net + consts) atomically to pb_path and data_path."""
+    net = pb.NetDef()
+    net.CopyFrom(graph.net)
+    del net.tensors[:]
+    net.version = __version__
+    blobs, offset = [], 0
+    for name, value in graph.consts.items():
+        value = np.ascontiguousarray(value)
+        t = net.tensors.add(name=name, data_type=from_numpy(value.dtype),
+                            offset=offset, data_size=value.nbytes)
+        t.dims.extend(value.shape)
+        pad = (-value.nbytes) % ALIGN
+        blobs.append((value, pad))
+        offset += value.nbytes + pad
+    net.data_size = offset
+    _atomic_write(Path(data_path), lambda f: _write_blobs(f, blobs))
+    _atomic_write(Path(pb_path), lambda f: f.write(net.SerializeToString()))
+
+
+def _write_blobs(f, blobs) -> None:
+    for value, pad in blobs:
+        f.write(value.tobytes())
+        f.write(b"\0" * pad)
+
+
+def _atomic_write(path: Path, write) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def load_net(pb_path: Path) -> pb.NetDef:
+    net = pb.NetDef()
+    try:
+        net.ParseFromString(Path(pb_path).read_bytes())
+    except OSError as e:
+        raise ModelError(f"{pb_path}: cannot read model graph ({e.strerror})") from None
+    except Exception as e:  # protobuf's DecodeError and friends
+        raise ModelError(f"{pb_path}: not a valid model graph file ({e})") from None
+    return net
+
+
+def load_model(pb_path: Path, data_path: Path | None = None) -> Graph:
+    """Load a converted model; constants are read-only views into a memmap of .data."""
+    pb_path = Path(pb_path)
+    data_path = Path(data_path) if data_path else pb_path.with_suffix(".data")
+    net = load_net(pb_path)
+    consts = _map_consts(net, data_path) if net.tensors else {}
+    del net.tensors[:]
+    graph = Graph(net=net, consts=consts)
+    for info in net.input_info:
+        graph.specs[info.name] = (tuple(info.dims), to_numpy(info.data_type))
+    for op in net.op:
+        for t, shape, dt in zip(op.output, op.output_shape, op.output_type):
+            graph.specs[t] = (tuple(shape.dims), to_numpy(dt))
+    return graph
+
+
+def _map_consts(net: pb.NetDef, data_path: Path) -> dict:
+    if not data_path.exists():
+        raise ModelError(f"{data_path}: model data file is missing")
+    size = data_path.stat().st_size
+    if size != net.data_size:
+        raise ModelError(f"{data_path}: expected {net.data_size} bytes of model data, "
+                         f"found {size} (the .pb and .data files do not belong together)")
+    blob = np.memmap(data_path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
+    consts = {}
+    for t in net.tensors:
+        dtype = to_numpy(t.data_type)
+        raw = blob[t.offset:t.offset + t.data_size]
+        consts[t.name] = raw.view(dtype).reshape(tuple(t.dims))
+    return consts
+
+
+def net_to_text(net: pb.NetDef) -> str:
+    """Readable text form of a NetDef (used by --dump_passes and pb_txt files)."""
+    from google.protobuf import text_format
+
+    return text_format.MessageToString(net)

@@ -1,0 +1,55 @@
+"""Activation: RELU, RELUX (relu6 / clip at max_limit), CLIP, LEAKYRELU, PRELU,
+SIGMOID, TANH, ELU, HARDSIGMOID, HARDSWISH, GELU, SOFTPLUS, SOFTSIGN, SELU, MISH.
+
+Args: activation, activation_coefficient (leaky slope / elu alpha / hardsigmoid
+slope / clip min), max_limit (relux max / hardsigmoid offset / clip max).
+PRELU takes the slope as a second input, broadcast against x.
+"""
+import numpy as np
+
+from mace.ops._common import apply_activation, broadcast_shape
+from mace.ops.eltwise import _np_erf
+from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+
+
+@register_op("Activation", layout=Layout.ELEMENTWISE)
+class Activation(OpSpec):
+    @staticmethod
+    def infer(ctx):
+        return [(broadcast_shape(*ctx.shapes), ctx.dtypes[0])]
+
+
+def extra_activation(kind, x, alpha, beta):
+    """Activations that are never fused into a producer."""
+    if kind == "GELU":
+        return 0.5 * x * (1.0 + _np_erf(x / np.sqrt(2.0)))
+    if kind == "GELU_TANH":
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    if kind == "SOFTPLUS":
+        return np.logaddexp(0, x)
+    if kind == "SOFTSIGN":
+        return x / (1 + np.abs(x))
+    if kind == "SELU":
+        return beta * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
+    if kind == "MISH":
+        return x * np.tanh(np.logaddexp(0, x))
+    return None
+
+
+@kernel("Activation", "cpu")
+class ActivationCpu(Kernel):
+    def setup(self, ctx):
+        self.kind = ctx.arg("activation")
+        self.alpha = ctx.arg("activation_coefficient", 0.0)
+        self.max_limit = ctx.arg("max_limit", 0.0)
+        self.beta = ctx.arg("beta", 0.0)
+
+    def run(self, inputs, outputs):
+        x, out = inputs[0], outputs[0]
+        other = extra_activation(self.kind, x, self.alpha, self.beta)
+        if other is not None:
+            np.copyto(out, other, casting="unsafe")
+            return
+        np.copyto(out, np.broadcast_to(x, out.shape))
+        slope = inputs[1] if self.kind == "PRELU" else None
+        apply_activation(out, self.kind, self.alpha, self.max_limit, slope)

@@ -1,0 +1,175 @@
+"""The op registry: the single source of truth for what ops exist.
+
+One op type = one module in `mace/ops/` declaring an `OpSpec` subclass with
+`@register_op`: its layout class (how the NHWC pass treats it), its shape
+function, and its kernels. Kernels are registered per tag with `@kernel`;
+an engine asks for an ordered tag list (e.g. ["cpu:fast", "cpu"]) and gets
+the first that exists, as TFLite Micro's optimised kernels replace the
+portable reference. The numpy "cpu" kernel is the reference and test oracle.
+"""
+from __future__ import annotations
+
+import enum
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from mace.errors import UnsupportedOpError
+from mace.ir.args import get_arg
+
+_MISSING = object()
+
+
+class Layout(enum.Enum):
+    """How an op relates to the 4-D data layout (see transform/passes/to_nhwc.py)."""
+
+    FIXED = "fixed"              # needs NHWC activations (conv, pooling, resize, ...)
+    ELEMENTWISE = "elementwise"  # works in any layout if all operands agree
+    AXIS = "axis"                # works in any layout once its axis arguments are remapped
+    ANY = "any"                  # needs the framework's own layout (reshape, matmul, ...)
+
+
+@dataclass
+class InferContext:
+    """What a shape function sees: the op, its input shapes/dtypes, const input values."""
+
+    op: object
+    shapes: list
+    dtypes: list
+    values: list  # np.ndarray for constant inputs, else None
+
+    def arg(self, name, default=_MISSING):
+        if default is _MISSING:
+            return get_arg(self.op, name)
+        return get_arg(self.op, name, default)
+
+
+class OpSpec:
+    """Base of every op type. Subclasses set `layout` and implement `infer`."""
+
+    type: str = ""
+    layout: Layout = Layout.ANY
+    kernels: dict = {}
+
+    @staticmethod
+    def infer(ctx: InferContext) -> list:
+        """Return [(shape tuple, numpy dtype)] for each output."""
+        raise NotImplementedError
+
+    @staticmethod
+    def remap_axes(op, perm: tuple, ranks: list):
+        """AXIS ops: rewrite axis args for inputs stored as logical.transpose(perm).
+
+        Return the output perm, or None when the op must see the logical layout.
+        """
+        return None
+
+
+@dataclass
+class KernelContext:
+    """What a kernel is built from: the op, tensor specs and constant inputs."""
+
+    op: object
+    input_shapes: list
+    input_dtypes: list
+    output_shapes: list
+    output_dtypes: list
+    consts: list = field(default_factory=list)  # np.ndarray or None per input
+    options: dict = field(default_factory=dict)  # engine options (num_threads, ...)
+
+    def arg(self, name, default=_MISSING):
+        if default is _MISSING:
+            return get_arg(self.op, name)
+        return get_arg(self.op, name, default)
+
+
+class Kernel:
+    """A runnable op. Built once at engine load; `run` writes into `outputs`."""
+
+    def __init__(self, ctx: KernelContext):
+        self.ctx = ctx
+        self.setup(ctx)
+
+    def setup(self, ctx: KernelContext) -> None:
+        """Pre-compute everything that does not depend on input values."""
+
+    def run(self, inputs: list, outputs: list) -> None:
+        raise NotImplementedError
+
+
+class SimpleKernel(Kernel):
+    """A kernel written as a function of its inputs; results are copied out."""
+
+    def compute(self, *inputs):
+        raise NotImplementedError
+
+    def run(self, inputs, outputs):
+        results = self.compute(*inputs)
+        if not isinstance(results, (tuple, list)):
+            results = (results,)
+        for out, res in zip(outputs, results):
+            np.copyto(out, np.asarray(res).reshape(out.shape), casting="unsafe")
+
+
+_SPECS: dict = {}
+
+
+def register_op(op_type: str, layout: Layout = Layout.ANY) -> Callable:
+    def wrap(cls):
+        if op_type in _SPECS:
+            raise ValueError(f"op type {op_type} registered twice")
+        cls.type, cls.layout, cls.kernels = op_type, layout, {}
+        _SPECS[op_type] = cls
+        return cls
+    return wrap
+
+
+def kernel(op_type: str, tag: str = "cpu") -> Callable:
+    def wrap(cls):
+        spec(op_type).kernels[tag] = cls
+        cls.op_type, cls.tag = op_type, tag
+        return cls
+    return wrap
+
+
+def spec(op_type: str) -> type:
+    _load_all()
+    try:
+        return _SPECS[op_type]
+    except KeyError:
+        raise UnsupportedOpError(
+            f"op type '{op_type}' is not registered; known: {', '.join(sorted(_SPECS))}") from None
+
+
+def all_ops() -> dict:
+    _load_all()
+    return dict(_SPECS)
+
+
+def select_kernel(op_type: str, tags) -> tuple:
+    """Return (kernel class, tag) for the first tag in `tags` that has a kernel."""
+    kernels = spec(op_type).kernels
+    for tag in tags:
+        if tag in kernels:
+            return kernels[tag], tag
+    raise UnsupportedOpError(
+        f"op type '{op_type}' has no kernel for {list(tags)}; it has {sorted(kernels)}")
+
+
+_loaded = False
+
+
+def _load_all() -> None:
+    """Import every module of mace.ops so their decorators run (no hand-kept list)."""
+    global _loaded
+    if _loaded:
+        return
+    _loaded = True
+    import mace.ops as pkg
+
+    for info in pkgutil.walk_packages(pkg.__path__, "mace.ops."):
+        if not info.name.rsplit(".", 1)[-1].startswith("_") and info.name != __name__:
+            importlib.import_module(info.name)

@@ -1,0 +1,57 @@
+"""Offline memory plan: one arena, tensors placed at offsets reused once they are dead.
+
+Greedy by size (largest tensor first, lowest offset that overlaps no placed
+tensor alive at the same time), the strategy TFLite's arena planner uses.
+`lower_bound` is the largest total size of simultaneously live tensors: no
+plan can be smaller, so arena_size / lower_bound says how good the plan is.
+The same plan serves the CPU engine, the offline report and (later) GPU image reuse.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TensorLife:
+    name: str
+    size: int      # bytes
+    first: int     # step that writes it (-1: before the first op, e.g. graph inputs)
+    last: int      # last step that reads it
+
+
+@dataclass
+class MemoryPlan:
+    offsets: dict = field(default_factory=dict)  # name -> byte offset in the arena
+    arena_size: int = 0
+    lower_bound: int = 0
+
+
+def _align(n: int, align: int) -> int:
+    return (n + align - 1) // align * align
+
+
+def plan_memory(lives: list, align: int = 64) -> MemoryPlan:
+    plan = MemoryPlan()
+    placed = []  # (offset, end, life)
+    for life in sorted(lives, key=lambda t: (-t.size, t.first, t.name)):
+        size = _align(max(life.size, 1), align)
+        busy = sorted((o, e) for o, e, other in placed
+                      if other.first <= life.last and life.first <= other.last)
+        offset = 0
+        for o, e in busy:
+            if offset + size <= o:
+                break
+            offset = max(offset, e)
+        placed.append((offset, offset + size, life))
+        plan.offsets[life.name] = offset
+        plan.arena_size = max(plan.arena_size, offset + size)
+    plan.lower_bound = live_lower_bound(lives, align)
+    return plan
+
+
+def live_lower_bound(lives: list, align: int = 64) -> int:
+    if not lives:
+        return 0
+    steps = range(min(t.first for t in lives), max(t.last for t in lives) + 1)
+    return max(sum(_align(max(t.size, 1), align) for t in lives if t.first <= s <= t.last)
+               for s in steps)

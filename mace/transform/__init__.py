@@ -1,0 +1,1 @@
+"""Graph transformer: an ordered list of named passes over a Graph (see pipeline.py)."""

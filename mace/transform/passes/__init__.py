@@ -1,0 +1,1 @@
+"""One module per transformer pass; the order lives in mace/transform/pipeline.py."""

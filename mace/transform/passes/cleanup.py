@@ -1,0 +1,73 @@
+"""Passes that remove what does not compute anything.
+
+remove_identity: Identity ops (ONNX Identity/Dropout, TF Identity/StopGradient)
+  and Reshapes to the same shape disappear; consumers read the input instead.
+remove_dead_ops: ops whose outputs nobody reads (and are not model outputs),
+  and constants nobody reads.
+"""
+from __future__ import annotations
+
+from mace.ir.args import get_arg
+
+
+def _is_noop(graph, op) -> bool:
+    if op.type == "Identity":
+        return True
+    if op.type == "Reshape" and op.input[0] in graph.specs and op.output[0] in graph.specs:
+        return graph.shape(op.input[0]) == graph.shape(op.output[0])
+    if op.type == "Transpose":
+        dims = get_arg(op, "dims", [])
+        return bool(dims) and list(dims) == sorted(dims)
+    return False
+
+
+def remove_identity(graph, options) -> bool:
+    outputs = set(graph.output_names)
+    inputs = set(graph.input_names)
+    keep, changed = [], False
+    for op in graph.net.op:
+        if not _is_noop(graph, op):
+            keep.append(op)
+            continue
+        src, dst = op.input[0], op.output[0]
+        if dst in outputs and (src in outputs or src in inputs or src in graph.consts):
+            keep.append(op)  # a model output must stay a distinct, produced tensor
+            continue
+        changed = True
+        if dst in outputs:  # let the producer write the output name directly
+            for other in graph.net.op:
+                for i, t in enumerate(other.output):
+                    if t == src:
+                        other.output[i] = dst
+            graph.rename_tensor(src, dst)
+            _rename_in(keep, src, dst)
+        else:
+            graph.rename_tensor(dst, src)
+            _rename_in(keep, dst, src)
+    if changed:
+        graph.set_ops(o for o in keep)
+    return changed
+
+
+def _rename_in(ops, old, new):
+    for op in ops:
+        for i, t in enumerate(op.input):
+            if t == old:
+                op.input[i] = new
+
+
+def remove_dead_ops(graph, options) -> bool:
+    needed = set(graph.output_names)
+    live = []
+    for op in reversed(list(graph.net.op)):
+        if any(t in needed for t in op.output):
+            live.append(op)
+            needed.update(op.input)
+    live.reverse()
+    changed = len(live) != len(graph.net.op)
+    if changed:
+        graph.set_ops(live)
+    unused = [c for c in graph.consts if c not in needed]
+    for c in unused:
+        del graph.consts[c]
+    return changed or bool(unused)

@@ -1,0 +1,53 @@
+"""fold_constants: evaluate ops whose inputs are all constant, with the reference kernels.
+
+`Shape` ops fold from inferred shapes even though their input is not constant,
+which is what turns ONNX's Shape/Gather/Concat/Reshape chains into plain args.
+Model outputs are never folded away.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops.registry import KernelContext, select_kernel
+from mace.transform.shape_inference import infer_shapes
+
+
+def _evaluate(graph, op) -> list:
+    if op.type == "Shape":  # needs only the inferred shape of its input
+        from mace.ops.shape import _slice
+        from mace.ir.args import get_arg
+        return [_slice(lambda n, d=None: get_arg(op, n, d), graph.shape(op.input[0]))]
+    ins = [np.asarray(graph.consts[t]) for t in op.input]
+    outs = [np.empty(graph.specs[t][0], graph.specs[t][1]) for t in op.output]
+    ctx = KernelContext(op=op, input_shapes=[x.shape for x in ins], input_dtypes=[x.dtype for x in ins],
+                        output_shapes=[o.shape for o in outs], output_dtypes=[o.dtype for o in outs],
+                        consts=ins)
+    cls, _ = select_kernel(op.type, ["cpu"])
+    cls(ctx).run(ins, outs)
+    return outs
+
+
+def is_foldable(graph, op) -> bool:
+    if op.type == "Shape":
+        return op.input[0] in graph.specs or op.input[0] in graph.consts
+    return bool(op.input) and all(t in graph.consts for t in op.input)
+
+
+def try_fold(graph, op) -> bool:
+    """Replace `op`'s outputs by constants if its inputs allow; True if it did."""
+    if not is_foldable(graph, op):
+        return False
+    for t, v in zip(op.output, _evaluate(graph, op)):
+        graph.consts[t] = v
+        graph.specs.pop(t, None)
+    return True
+
+
+def fold_constants(graph, options) -> bool:
+    infer_shapes(graph)
+    outputs = set(graph.output_names)
+    keep = [op for op in graph.net.op if set(op.output) & outputs or not try_fold(graph, op)]
+    changed = len(keep) != len(graph.net.op)
+    if changed:
+        graph.set_ops(keep)
+    return changed

@@ -1,0 +1,42 @@
+"""fuse_activation: fold an Activation into the op that produces its input.
+
+Conv2D, DepthwiseConv2d, Deconv2D, FullyConnected, BatchNorm and float Eltwise
+accept RELU, RELUX, LEAKYRELU, CLIP, SIGMOID, TANH, HARDSIGMOID, HARDSWISH as
+`activation` args (MACE's FOLD_ACTIVATION, plus a few; PRELU stays separate
+since its slope is a tensor). The producer's output must have no other reader.
+"""
+from __future__ import annotations
+
+from mace.ir.args import get_arg, has_arg, set_arg
+
+HOSTS = {"Conv2D", "DepthwiseConv2d", "Deconv2D", "FullyConnected", "BatchNorm", "Eltwise"}
+FUSABLE = {"RELU", "RELUX", "LEAKYRELU", "CLIP", "SIGMOID", "TANH", "HARDSIGMOID", "HARDSWISH"}
+
+
+def fuse_activation(graph, options) -> bool:
+    producers = graph.producers()
+    consumers = graph.consumers()
+    outputs = set(graph.output_names)
+    removed = set()
+    for op in graph.net.op:
+        if op.type != "Activation" or len(op.input) != 1:
+            continue
+        kind = get_arg(op, "activation")
+        src = producers.get(op.input[0])
+        if (kind not in FUSABLE or src is None or src.type not in HOSTS or src.name in removed
+                or get_arg(src, "activation", "") or len(consumers[src.output[0]]) != 1
+                or src.output[0] in outputs or len(src.output) != 1):
+            continue
+        if src.type == "Eltwise" and graph.specs.get(src.output[0], (None, None))[1] is not None \
+                and graph.dtype(src.output[0]).kind != "f":
+            continue
+        set_arg(src, "activation", kind)
+        for name in ("max_limit", "activation_coefficient"):
+            if has_arg(op, name):
+                set_arg(src, name, float(get_arg(op, name)))
+        src.output[0] = op.output[0]
+        src.framework_op.extend(op.framework_op)
+        removed.add(op.name)
+    if removed:
+        graph.set_ops(op for op in graph.net.op if op.name not in removed)
+    return bool(removed)

@@ -1,0 +1,88 @@
+"""The pass list: the single source of truth for how a model is optimised.
+
+Each pass is `fn(graph, options) -> changed`; the transformer applies them in
+order, re-running a pass until it reports no change (to a bound), and can dump
+the IR after each one (`convert --dump_passes DIR`). Later features (quantize,
+placement, winograd) add their passes here, each guarded by `when`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from mace.errors import MaceError, ModelError
+from mace.ir.model_io import net_to_text
+from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
+from mace.transform.passes.fold_constants import fold_constants
+from mace.transform.passes.fold_scale_shift import fold_batchnorm
+from mace.transform.passes.fold_transposes import fold_transposes
+from mace.transform.passes.fuse_activation import fuse_activation
+from mace.transform.passes.sort import sort_topologically
+from mace.transform.passes.to_nhwc import to_nhwc
+from mace.transform.shape_inference import infer_shapes
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    fn: Callable
+    repeat: bool = True                                  # run to a fixpoint
+    when: Callable = staticmethod(lambda options: True)  # options -> bool
+
+
+def _infer(graph, options) -> bool:
+    infer_shapes(graph)
+    return False
+
+
+PASSES = [
+    Pass("sort_topologically", sort_topologically, repeat=False),
+    Pass("infer_shapes", _infer, repeat=False),
+    Pass("remove_identity", remove_identity),
+    Pass("fold_constants", fold_constants),
+    Pass("remove_dead_ops", remove_dead_ops),
+    Pass("fold_batchnorm", fold_batchnorm),
+    Pass("fuse_activation", fuse_activation),
+    Pass("to_nhwc", to_nhwc, repeat=False),
+    Pass("fold_transposes", fold_transposes),
+    Pass("fold_constants_after_layout", fold_constants),
+    Pass("remove_dead_ops_final", remove_dead_ops),
+    Pass("sort_topologically_final", sort_topologically, repeat=False),
+    Pass("infer_shapes_final", _infer, repeat=False),
+]
+
+MAX_REPEATS = 50
+
+
+def pass_names() -> list:
+    return [p.name for p in PASSES]
+
+
+def transform(graph, options: dict | None = None, dump_dir: Path | None = None, log=None):
+    """Run the pass list over `graph` in place; optionally dump the IR after each pass."""
+    options = options or {}
+    if dump_dir:
+        Path(dump_dir).mkdir(parents=True, exist_ok=True)
+        _dump(graph, dump_dir, 0, "frontend")
+    for index, p in enumerate(PASSES, start=1):
+        if not p.when(options) or p.name in options.get("skip_passes", ()):
+            continue
+        try:
+            for _ in range(MAX_REPEATS if p.repeat else 1):
+                if not p.fn(graph, options):
+                    break
+        except MaceError:
+            raise
+        except Exception as e:
+            raise ModelError(f"pass '{p.name}' failed: {e}") from e
+        if log:
+            log(f"pass {p.name}: {len(graph.net.op)} ops")
+        if dump_dir:
+            _dump(graph, dump_dir, index, p.name)
+    return graph
+
+
+def _dump(graph, dump_dir, index, name):
+    path = Path(dump_dir) / f"{index:02d}_{name}.pbtxt"
+    path.write_text(net_to_text(graph.net))
