@@ -61,8 +61,10 @@ class OnnxContext:
     def add(self, op_type: str, node, inputs, outputs=None, name=None, **args):
         """Add an IR op for ONNX `node`; outputs default to the node's outputs."""
         outputs = list(node.output) if outputs is None else outputs
-        return self.graph.add_op(op_type, inputs, outputs, name=name or self.op_name(node),
-                                 framework_op=[self.op_name(node)], **args)
+        op = self.graph.add_op(op_type, inputs, outputs, name=name or self.op_name(node),
+                               framework_op=[self.op_name(node)], **args)
+        infer_op(self.graph, op)  # later ops of the same node may ask for its shape
+        return op
 
     def temp(self, node, suffix: str) -> str:
         return self.graph.unique_name(f"{node.output[0]}_{suffix}")
