@@ -14,6 +14,10 @@ FRONTENDS = {
     "onnx": "mace.frontends.onnx.frontend",
 }
 
+# The layout each framework's 4-D tensors use (validation moves data between it and the caller's).
+FRAMEWORK_FORMATS = {"onnx": "NCHW", "caffe": "NCHW", "tensorflow": "NHWC", "keras": "NHWC",
+                     "pytorch": "NCHW", "megengine": "NCHW"}
+
 
 def convert(platform: str, spec) -> "Graph":  # noqa: F821
     """Convert the model described by `spec` (a frontends.base.ModelSpec)."""

@@ -55,6 +55,22 @@ PASSES = [
 MAX_REPEATS = 50
 
 
+def _enabled(p: Pass, options: dict) -> bool:
+    """A pass runs unless its guard says no, it is skipped, or a pass list leaves it out.
+
+    `only_passes` (graph_optimize_options in the .yml) never drops the passes the
+    runtime depends on (layout, sorting, shapes).
+    """
+    if not p.when(options) or p.name in options.get("skip_passes", ()):
+        return False
+    only = options.get("only_passes")
+    return not only or p.name in only or p.name in REQUIRED
+
+
+REQUIRED = {"sort_topologically", "infer_shapes", "to_nhwc", "fold_transposes",
+            "sort_topologically_final", "infer_shapes_final"}
+
+
 def pass_names() -> list:
     return [p.name for p in PASSES]
 
@@ -66,7 +82,7 @@ def transform(graph, options: dict | None = None, dump_dir: Path | None = None, 
         Path(dump_dir).mkdir(parents=True, exist_ok=True)
         _dump(graph, dump_dir, 0, "frontend")
     for index, p in enumerate(PASSES, start=1):
-        if not p.when(options) or p.name in options.get("skip_passes", ()):
+        if not _enabled(p, options):
             continue
         try:
             for _ in range(MAX_REPEATS if p.repeat else 1):

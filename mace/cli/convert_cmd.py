@@ -1,0 +1,39 @@
+"""`convert`: every model of the deployment file -> builds/<library>/model/<model>.pb + .data."""
+from __future__ import annotations
+
+import sys
+
+from mace.cli._console import console as make_console
+from rich.table import Table
+
+from mace.config import load_deployment
+from mace.convert import convert_deployment
+
+HELP = "convert the models of a deployment file into the IR (.pb + .data)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--dump_passes", default=None, metavar="DIR",
+                   help="write the IR after every transformer pass as text to DIR/<model>/NN_<pass>.pbtxt")
+
+
+def main(args) -> int:
+    config = load_deployment(args.config)
+    console = make_console()
+    for w in config.warnings:
+        print(f"warning: {config.path}: {w}", file=sys.stderr)
+    results = convert_deployment(config, args.build_dir, args.models, args.dump_passes)
+    table = Table(title=f"Library {config.library_name}")
+    for col in ("model", "ops", "weights", "graph file", "data file"):
+        table.add_column(col)
+    for r in results:
+        if args.vlog_level:
+            for line in r.log:
+                console.print(f"  {r.model}: {line}")
+        table.add_row(r.model, str(r.op_count), f"{r.data_bytes / 1024:.1f} KiB", str(r.pb_path),
+                      str(r.data_path))
+        console.print(f"Model {r.model} converted")
+    console.print(table)
+    if args.dump_passes:
+        console.print(f"IR after each pass written to {args.dump_passes}/")
+    return 0

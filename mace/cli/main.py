@@ -1,0 +1,78 @@
+"""Entry point: parse flags, load the deployment file, call the library, print results.
+
+Errors meant for users (MaceError) print one line and exit non-zero without a
+traceback; `--verbose` shows the traceback of anything.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+from mace import __version__
+from mace.cli import config_cmd, convert_cmd, run_cmd
+from mace.errors import MaceError
+
+COMMANDS = {"convert": convert_cmd, "run": run_cmd, "config": config_cmd}
+
+EPILOG = """examples:
+  python tools/converter.py convert --config=examples/digits/digits.yml
+  python tools/converter.py run --config=examples/digits/digits.yml --validate
+  python tools/converter.py run --config=examples/digits/digits.yml --round=100
+  python tools/converter.py config --config=examples/digits/digits.yml
+"""
+
+
+def common_flags() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(add_help=False)
+    p.add_argument("--config", required=True, help="deployment .yml (MACE schema)")
+    p.add_argument("--build_dir", default="builds",
+                   help="where builds/<library_name>/ goes (default: ./builds)")
+    p.add_argument("--model_name", "--models", dest="models", action="append", default=None,
+                   help="only this model (repeatable; default: every model in the file)")
+    p.add_argument("--vlog_level", type=int, default=0,
+                   help="verbosity: 0 results only, 1 passes and timings, 2 per-op detail")
+    p.add_argument("--verbose", action="store_true", help="show tracebacks")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="converter.py", description="Convert, run and validate models described by a MACE-style "
+                                         "deployment file.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parent = common_flags()
+    for name, module in COMMANDS.items():
+        p = sub.add_parser(name, parents=[parent], help=module.HELP, description=module.HELP,
+                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        module.add_arguments(p)
+        p.set_defaults(handler=module.main)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.vlog_level else logging.WARNING,
+                        format="%(message)s")
+    try:
+        return args.handler(args) or 0
+    except MaceError as e:
+        if args.verbose:
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:  # a bug of ours: say so, briefly
+        if args.verbose:
+            raise
+        print(f"internal error: {type(e).__name__}: {e}\n(rerun with --verbose for the traceback, "
+              f"and please report it)", file=sys.stderr)
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+"""`run`: run converted models (timings, outputs) and optionally validate them."""
+from __future__ import annotations
+
+import json
+import math
+import sys
+
+import numpy as np
+from mace.cli._console import console as make_console
+from rich.table import Table
+
+from mace.config import load_deployment
+from mace.errors import ValidationFailed
+from mace.run import run_deployment
+
+HELP = "run converted models; --validate compares with the original framework"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--validate", action="store_true",
+                   help="compare outputs with the original framework (cosine, SQNR, pixel accuracy)")
+    p.add_argument("--round", type=int, default=1, help="timed runs after the warm-up run")
+    p.add_argument("--example", action="store_true",
+                   help="run as an application would: load the model with the Python API and print "
+                        "each output's shape and top-5 classes")
+    p.add_argument("--input_dir", default=None, metavar="DIR",
+                   help="read each input from DIR/<input name>.npy ('/', ':' in names become '_')")
+    p.add_argument("--output_dir", default=None, metavar="DIR",
+                   help="write each output to DIR/<output name>.npy ('/', ':' in names become '_')")
+    p.add_argument("--omp_num_threads", "--num_threads", dest="num_threads", type=int, default=-1,
+                   help="CPU threads for BLAS (and onnxruntime when validating); -1: library default")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random validation inputs")
+    p.add_argument("--json", dest="json_path", default=None, metavar="PATH",
+                   help="write metrics and timings as JSON")
+
+
+def _fmt(x: float) -> str:
+    return "inf" if math.isinf(x) else f"{x:.6f}" if abs(x) < 1000 else f"{x:.1f}"
+
+
+def _print_timing(console, r) -> None:
+    t = r.timing
+    table = Table(title=f"Run model {r.model} on host ({r.runtime})")
+    for col in ("init(ms)", "warmup(ms)", "round", "run_avg(ms)", "median(ms)", "min(ms)", "max(ms)",
+                "std(ms)"):
+        table.add_column(col, justify="right")
+    table.add_row(*(f"{v:.3f}" if isinstance(v, float) else str(v) for v in
+                    (t.init_ms, t.warmup_ms, t.rounds, t.avg_ms, t.median_ms, t.min_ms, t.max_ms, t.std_ms)))
+    console.print(table)
+
+
+def _print_metrics(console, r) -> None:
+    table = Table(title=f"Validate {r.model} against the original framework")
+    for col in ("output", "cosine", "SQNR(dB)", "pixel_accuracy", "max_abs_err", "threshold", "result"):
+        table.add_column(col)
+    for m in r.metrics:
+        table.add_row(m.name, _fmt(m.cosine), _fmt(m.sqnr_db), f"{m.pixel_accuracy:.4f}",
+                      f"{m.max_abs_error:.3g}", f"{m.threshold}",
+                      "[green]PASS[/green]" if m.passed else "[red]FAIL[/red]")
+    console.print(table)
+
+
+def _print_example(console, r) -> None:
+    for name, value in r.outputs.items():
+        flat = np.asarray(value).reshape(-1)
+        top = np.argsort(-flat)[:5]
+        console.print(f"{name}: shape {list(value.shape)}, top-5 " +
+                      ", ".join(f"{i}: {flat[i]:.4f}" for i in top))
+
+
+def to_json(r) -> dict:
+    return {"model": r.model, "runtime": r.runtime, "inputs": r.input_source,
+            "timing": vars(r.timing), "notes": r.notes,
+            "validation": [m.to_dict() for m in r.metrics] if r.metrics else None,
+            "passed": r.passed if r.metrics else None}
+
+
+def main(args) -> int:
+    config = load_deployment(args.config)
+    console = make_console()
+    for w in config.warnings:
+        print(f"warning: {config.path}: {w}", file=sys.stderr)
+    results = run_deployment(config, args.models, build_dir=args.build_dir, rounds=args.round,
+                             validate=args.validate, input_dir=args.input_dir,
+                             output_dir=args.output_dir, num_threads=args.num_threads, seed=args.seed)
+    for r in results:
+        console.print(f"Run model {r.model}: inputs from {r.input_source}")
+        for note in r.notes:
+            console.print(f"[yellow]note:[/yellow] {note}")
+        _print_timing(console, r)
+        if args.example:
+            _print_example(console, r)
+        if r.metrics:
+            _print_metrics(console, r)
+    if args.output_dir:
+        console.print(f"outputs written to {args.output_dir}/")
+    if args.json_path:
+        with open(args.json_path, "w") as f:
+            json.dump({"library": config.library_name, "models": [to_json(r) for r in results]}, f, indent=2)
+    failed = [m.name for r in results for m in r.metrics if not m.passed]
+    if failed:
+        raise ValidationFailed(f"similarity below threshold for output(s): {', '.join(failed)}")
+    if args.validate:
+        console.print("[green]Similarity test passed[/green]")
+    return 0

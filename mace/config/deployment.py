@@ -1,0 +1,213 @@
+"""Load and validate a deployment .yml into DeploymentConfig / ModelConfig / SubgraphConfig.
+
+Every value is normalised (MACE's comma-string and list forms both work),
+every default is filled, and each value remembers where it came from (the file,
+the model level, or the default) so `converter.py config` can show it.
+Errors name the file and the key path, e.g.
+`deploy.yml: models.mobilenet.subgraphs[0].input_shapes: expected comma-separated integers, got "1,224,x"`.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mace.config import schema
+from mace.config.yaml_io import load_yaml
+from mace.errors import ConfigError
+from mace.frontends.base import TensorSpec
+
+
+class _Level:
+    """Attribute access over normalised values (the schema tables are the source of truth)."""
+
+    values: dict
+    origin: dict
+
+    def __getattr__(self, name):
+        values = self.__dict__.get("values", {})
+        if name in values:
+            return values[name]
+        raise AttributeError(name)
+
+
+@dataclass
+class SubgraphConfig(_Level):
+    name: str
+    key_path: str
+    values: dict = field(default_factory=dict)
+    origin: dict = field(default_factory=dict)
+
+    def threshold(self) -> float:
+        """Validation threshold for this subgraph's runtime (quantized models use QUANTIZE)."""
+        table = dict(schema.DEFAULT_THRESHOLDS, **self.values["validation_threshold"])
+        if self.quantize or self.quantize_large_weights:
+            return table["QUANTIZE"]
+        return table[{"cpu": "CPU", "gpu": "GPU", "cpu+gpu": "GPU", "dsp": "HEXAGON", "hta": "HTA",
+                      "apu": "APU", "htp": "HTP"}[self.runtime]]
+
+    @property
+    def inputs(self) -> list:
+        return [TensorSpec(n, tuple(s), f, t, tuple(r)) for n, s, f, t, r in zip(
+            self.input_tensors, self.input_shapes, self.input_data_formats,
+            self.input_data_types, self.input_ranges)]
+
+    @property
+    def outputs(self) -> list:
+        shapes = self.output_shapes or [None] * len(self.output_tensors)
+        return [TensorSpec(n, tuple(s) if s else None, f, t) for n, s, f, t in zip(
+            self.output_tensors, shapes, self.output_data_formats, self.output_data_types)]
+
+
+@dataclass
+class ModelConfig(_Level):
+    name: str
+    key_path: str
+    values: dict = field(default_factory=dict)
+    origin: dict = field(default_factory=dict)
+    subgraphs: list = field(default_factory=list)
+
+
+@dataclass
+class DeploymentConfig(_Level):
+    path: Path
+    values: dict = field(default_factory=dict)
+    origin: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
+    env_used: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
+
+    @property
+    def base_dir(self) -> Path:
+        return self.path.parent
+
+
+class _Reader:
+    def __init__(self, path: Path):
+        self.path = path
+        self.warnings = []
+
+    def fail(self, key_path: str, msg: str):
+        raise ConfigError(f"{self.path}: {key_path}: {msg}")
+
+    def resolve(self, raw: dict, keys, prefix: str, inherited=None) -> tuple:
+        """Normalise `raw` against `keys`; returns (values, origin)."""
+        table = schema.key_table(keys)
+        values, origin = {}, {}
+        for name, value in raw.items():
+            if name not in table:
+                close = difflib.get_close_matches(str(name), list(table), n=1)
+                hint = f" (did you mean '{close[0]}'?)" if close else ""
+                self.warnings.append(f"{prefix}{name}: unknown key, ignored{hint}")
+                continue
+            try:
+                values[name] = table[name].parse(value)
+            except ValueError as e:
+                self.fail(prefix + name, str(e))
+            origin[name] = "file"
+        for key in keys:
+            if key.name in values:
+                continue
+            if inherited and key.name in inherited.values:
+                values[key.name] = inherited.values[key.name]
+                origin[key.name] = "model" if inherited.origin[key.name] == "file" else \
+                    inherited.origin[key.name]
+            elif key.required:
+                self.fail(prefix + key.name, "required key is missing")
+            else:
+                values[key.name] = key.default
+                origin[key.name] = "default"
+        return values, origin
+
+
+def _per_tensor(reader, sg, key, count, what):
+    """Broadcast a one-value list to `count` tensors, or check it has `count` entries."""
+    items = sg.values[key]
+    if len(items) == 1 and count > 1:
+        sg.values[key] = items * count
+    elif len(items) != count and not (key in ("output_shapes", "validation_inputs_data",
+                                              "validation_outputs_data", "input_aliases",
+                                              "output_aliases") and not items):
+        reader.fail(f"{sg.key_path}.{key}", f"has {len(items)} entries but there are {count} {what}")
+
+
+def _check_subgraph(reader, sg):
+    n_in, n_out = len(sg.input_tensors), len(sg.output_tensors)
+    if len(sg.input_shapes) != n_in:
+        reader.fail(f"{sg.key_path}.input_shapes",
+                    f"{len(sg.input_shapes)} shape(s) for {n_in} input tensor(s) {sg.input_tensors}")
+    for key in ("input_data_formats", "input_data_types", "input_ranges",
+                "validation_inputs_data", "input_aliases"):
+        _per_tensor(reader, sg, key, n_in, "input tensors")
+    for key in ("output_shapes", "output_data_formats", "output_data_types",
+                "validation_outputs_data", "output_aliases"):
+        _per_tensor(reader, sg, key, n_out, "output tensors")
+    for name, shape, fmt in zip(sg.input_tensors, sg.input_shapes, sg.input_data_formats):
+        if fmt in ("NHWC", "NCHW") and len(shape) != 4 and sg.origin["input_data_formats"] == "file":
+            reader.fail(f"{sg.key_path}.input_data_formats",
+                        f"{fmt} needs a 4-D shape but '{name}' has {shape} (use NONE)")
+    runtime = sg.runtime
+    if sg.data_type is None:
+        sg.values["data_type"] = schema.DEFAULT_DATA_TYPE[runtime]
+        sg.origin["data_type"] = f"default for {runtime}"
+    elif sg.data_type not in schema.DATA_TYPES[runtime]:
+        reader.fail(f"{sg.key_path}.data_type", f"'{sg.data_type}' is not valid for runtime {runtime}; "
+                                                f"use one of {', '.join(schema.DATA_TYPES[runtime])}")
+
+
+def _subgraphs(reader, model, raw):
+    prefix = f"{model.key_path}.subgraphs"
+    if isinstance(raw, list):
+        items = [(("default_graph" if i == 0 else f"graph_{i}"), f"{prefix}[{i}]", v)
+                 for i, v in enumerate(raw)]
+    elif isinstance(raw, dict):
+        items = [(str(k), f"{prefix}.{k}", v) for k, v in raw.items()]
+    else:
+        reader.fail(prefix, "expected a list of subgraphs or a mapping name -> subgraph")
+    if not items:
+        reader.fail(prefix, "at least one subgraph is required")
+    result = []
+    for name, path, value in items:
+        if not isinstance(value, dict):
+            reader.fail(path, "expected a mapping of subgraph keys")
+        values, origin = reader.resolve(value, schema.SUBGRAPH_KEYS, path + ".", inherited=model)
+        sg = SubgraphConfig(name, path, values, origin)
+        _check_subgraph(reader, sg)
+        result.append(sg)
+    return sorted(result, key=lambda s: s.order) if isinstance(raw, dict) else result
+
+
+def _model(reader, name, raw):
+    path = f"models.{name}"
+    try:
+        name = schema.model_name(name)
+    except ValueError as e:
+        reader.fail(path, str(e))
+    if not isinstance(raw, dict):
+        reader.fail(path, "expected a mapping of model keys")
+    values, origin = reader.resolve(raw, schema.MODEL_KEYS, path + ".")
+    model = ModelConfig(name, path, values, origin)
+    if model.data_type is None:
+        values["data_type"] = schema.DEFAULT_DATA_TYPE[model.runtime]
+        origin["data_type"] = f"default for {model.runtime}"
+    if model.weight_file_path and not model.weight_sha256_checksum:
+        reader.fail(f"{path}.weight_sha256_checksum", "required when weight_file_path is set")
+    model.subgraphs = _subgraphs(reader, model, raw["subgraphs"])
+    return model
+
+
+def load_deployment(path) -> DeploymentConfig:
+    """Parse, normalise and validate a deployment file (no model file is read here)."""
+    path = Path(path)
+    data, env_used = load_yaml(path)
+    reader = _Reader(path)
+    values, origin = reader.resolve(data, schema.TOP_KEYS, "")
+    if values["model_graph_format"] == "file" and values["model_data_format"] == "code":
+        reader.fail("model_data_format", "'code' needs model_graph_format: code too")
+    models_raw = values["models"]
+    if not isinstance(models_raw, dict) or not models_raw:
+        reader.fail("models", "expected a non-empty mapping of model name -> model")
+    config = DeploymentConfig(path, values, origin, env_used=env_used)
+    config.models = {str(k): _model(reader, str(k), v) for k, v in models_raw.items()}
+    config.warnings = reader.warnings
+    return config

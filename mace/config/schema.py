@@ -1,0 +1,261 @@
+"""The deployment file's keys: one table per level, with defaults and checks.
+
+This is MACE's schema (tools/common.py YAMLKeyword and converter.py defaults)
+as data. Each `Key` parses a raw YAML value into a normalised Python value or
+raises ValueError with a message that the loader prefixes with the key path.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+ABIS = ("host", "armeabi-v7a", "arm64-v8a", "arm64", "armhf", "aarch64", "armv7l")
+PLATFORMS = ("tensorflow", "caffe", "onnx", "megengine", "keras", "pytorch")
+RUNTIMES = ("cpu", "gpu", "dsp", "hta", "apu", "htp", "cpu+gpu")
+RUNTIME_ALIASES = {"cpu_gpu": "cpu+gpu", "hexagon": "dsp"}
+DATA_TYPES = {
+    "cpu": ("fp32_fp32", "fp16_fp32", "bf16_fp32", "fp16_fp16"),
+    "gpu": ("fp16_fp32", "fp32_fp32", "fp16_fp16"),
+    "cpu+gpu": ("fp16_fp32", "fp32_fp32", "bf16_fp32", "fp16_fp16"),
+    "dsp": ("uint8",), "hta": ("uint8",), "htp": ("uint8",),
+    "apu": ("fp16_fp32", "fp32_fp32", "uint8"),
+}
+DEFAULT_DATA_TYPE = {"cpu": "fp32_fp32", "gpu": "fp16_fp32", "cpu+gpu": "fp16_fp32",
+                     "dsp": "uint8", "hta": "uint8", "htp": "uint8", "apu": "uint8"}
+IO_DATA_TYPES = ("float32", "float16", "int32", "uint8", "int16", "int64", "bfloat16", "bool", "int8")
+DATA_FORMATS = ("NONE", "NHWC", "NCHW", "OIHW")
+THRESHOLD_KEYS = {"CPU": "CPU", "GPU": "GPU", "DSP": "HEXAGON", "HEXAGON": "HEXAGON", "HTA": "HTA",
+                  "APU": "APU", "HTP": "HTP", "QUANTIZE": "QUANTIZE"}
+DEFAULT_THRESHOLDS = {"CPU": 0.999, "GPU": 0.995, "HEXAGON": 0.98, "HTA": 0.98, "APU": 0.98,
+                      "HTP": 0.98, "QUANTIZE": 0.98}
+CPP_KEYWORDS = frozenset("""alignas alignof and and_eq asm auto bitand bitor bool break case catch char
+char16_t char32_t class compl const constexpr const_cast continue decltype default delete do double
+dynamic_cast else enum explicit export extern false float for friend goto if inline int long mutable
+namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
+reinterpret_cast return short signed sizeof static static_assert static_cast struct switch template
+this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
+wchar_t while xor xor_eq""".split())
+
+
+# ---- value parsers ---------------------------------------------------------
+def as_str(v) -> str:
+    if isinstance(v, (dict, list)):
+        raise ValueError(f"expected a single value, got {type(v).__name__}")
+    return str(v).strip()
+
+
+def as_int(v) -> int:
+    if isinstance(v, bool) or not re.fullmatch(r"-?\d+", str(v).strip()):
+        raise ValueError(f"expected an integer, got {v!r}")
+    return int(str(v).strip())
+
+
+def as_flag(v) -> int:
+    n = as_int(v)
+    if n not in (0, 1):
+        raise ValueError(f"expected 0 or 1, got {v!r}")
+    return n
+
+
+def as_str_list(v) -> list:
+    """MACE accepts a list or one comma-separated string."""
+    if v is None:
+        return []
+    items = v if isinstance(v, list) else str(v).split(",")
+    out = [as_str(x) for x in items]
+    if any(not x for x in out):
+        raise ValueError(f"empty name in {v!r}")
+    return out
+
+
+def one_of(choices, aliases=None, lower=True) -> Callable:
+    def parse(v):
+        s = as_str(v)
+        s = s.lower() if lower else s.upper()
+        s = (aliases or {}).get(s, s)
+        if s not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}, got {v!r}")
+        return s
+    return parse
+
+
+def list_of(parse_item) -> Callable:
+    def parse(v):
+        return [parse_item(x) for x in as_str_list(v)]
+    return parse
+
+
+def parse_shape(v) -> list:
+    if isinstance(v, list):
+        items = v
+    else:
+        s = str(v).replace(" ", "")
+        items = s.split(",") if s else []
+    try:
+        dims = [as_int(x) for x in items]
+    except ValueError:
+        raise ValueError(f"expected comma-separated integers, got \"{v}\"") from None
+    if any(d < 0 for d in dims):
+        raise ValueError(f"dimensions must be >= 0, got \"{v}\"")
+    return dims
+
+
+def parse_shapes(v) -> list:
+    """One shape ("1,224,224,3") or a list of them (one line per tensor)."""
+    if v is None:
+        return []
+    if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
+        return [parse_shape(v)]
+    items = v if isinstance(v, list) else [v]
+    return [parse_shape(x) for x in items]
+
+
+def parse_range(v) -> list:
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v):
+        lo, hi = v
+    else:
+        parts = str(v).replace(" ", "").split(",")
+        try:
+            lo, hi = (float(p) for p in parts)
+        except ValueError:
+            raise ValueError(f"expected \"min,max\", got \"{v}\"") from None
+    if not float(lo) < float(hi):
+        raise ValueError(f"min must be below max, got \"{v}\"")
+    return [float(lo), float(hi)]
+
+
+def parse_ranges(v) -> list:
+    if v is None:
+        return []
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, (int, float)) for x in v):
+        return [parse_range(v)]
+    items = v if isinstance(v, list) else [v]
+    return [parse_range(x) for x in items]
+
+
+def parse_thresholds(v) -> dict:
+    if not isinstance(v, dict):
+        raise ValueError(f"expected a mapping like {{CPU: 0.999, GPU: 0.995}}, got {v!r}")
+    out = {}
+    for key, value in v.items():
+        name = THRESHOLD_KEYS.get(str(key).upper())
+        if name is None:
+            raise ValueError(f"unknown runtime '{key}' (use {', '.join(THRESHOLD_KEYS)})")
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            raise ValueError(f"{key}: expected a number, got {value!r}") from None
+        if not 0.0 < f <= 1.0:
+            raise ValueError(f"{key}: expected a value in (0, 1], got {value}")
+        out[name] = f
+    return out
+
+
+def any_value(v):
+    return v
+
+
+def model_name(v) -> str:
+    s = as_str(v)
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", s) or s in CPP_KEYWORDS:
+        raise ValueError(f"model name '{s}' must be a C identifier and not a C++ keyword "
+                         f"(it names generated code)")
+    return s
+
+
+# ---- key tables --------------------------------------------------------------
+@dataclass(frozen=True)
+class Key:
+    name: str
+    parse: Callable = as_str
+    default: Any = None
+    required: bool = False
+    doc: str = ""
+    later: str = ""       # which feature uses it, when this release only carries it
+
+
+TOP_KEYS = [
+    Key("library_name", as_str, required=True, doc="output goes to builds/<library_name>/"),
+    Key("target_abis", list_of(one_of(ABIS)), ["host"], doc="ABIs to build for"),
+    Key("target_socs", list_of(lambda v: as_str(v).lower()), [], doc="SoCs to build/tune for"),
+    Key("model_graph_format", one_of(("file", "code")), "file", doc="graph as .pb file or code"),
+    Key("model_data_format", one_of(("file", "code")), "file", doc="weights as .data file or code"),
+    Key("models", any_value, required=True, doc="name -> model"),
+    Key("apu_version_with_no_device", as_str, "-1", later="APU"),
+]
+
+# Keys a subgraph may override (MACE: net_conf.update(subgraph)).
+INHERITED_KEYS = [
+    Key("runtime", one_of(RUNTIMES, RUNTIME_ALIASES), "cpu", doc="cpu, gpu, dsp, cpu+gpu, ..."),
+    Key("data_type", as_str, None, doc="per runtime: cpu fp32_fp32, gpu fp16_fp32, dsp uint8"),
+    Key("input_data_types", list_of(one_of(IO_DATA_TYPES)), ["float32"]),
+    Key("output_data_types", list_of(one_of(IO_DATA_TYPES)), ["float32"]),
+    Key("input_ranges", parse_ranges, [[-1.0, 1.0]], doc="random validation inputs / quantize range"),
+    Key("limit_opencl_kernel_time", as_flag, 0, later="GPU runtime"),
+    Key("opencl_queue_window_size", as_int, 0, later="GPU runtime"),
+    Key("nnlib_graph_mode", as_int, 0, later="DSP runtime"),
+    Key("obfuscate", as_flag, 0, later="model as code"),
+    Key("winograd", lambda v: _choice_int(v, (0, 2, 4)), 0, later="GPU/CPU winograd"),
+    Key("quantize", as_flag, 0, later="quantization"),
+    Key("quantize_large_weights", as_flag, 0, later="quantization"),
+    Key("quantize_range_file", as_str, None, later="quantization"),
+    Key("quantize_schema", as_str, "", later="quantization"),
+    Key("quantize_stat", as_flag, 0, later="quantization"),
+    Key("change_concat_ranges", as_flag, 0, later="quantization"),
+    Key("cl_mem_type", one_of(("image", "buffer")), "image", later="GPU runtime"),
+    Key("graph_optimize_options", list_of(as_str), [], doc="replace the pass list (names)"),
+    Key("validation_threshold", parse_thresholds, {}, doc="{CPU: 0.999, GPU: 0.995, DSP: 0.98}"),
+    Key("backend", as_str, "onnxruntime", doc="reference framework for ONNX validation"),
+    Key("accuracy_validation_script", as_str, None, later="accuracy validation"),
+    Key("validation_inputs_data", list_of(as_str), [], doc=".npy files, one per input"),
+    Key("validation_outputs_data", list_of(as_str), [], doc=".npy files, one per output"),
+    Key("check_tensors", list_of(as_str), [], later="layer-by-layer validation"),
+    Key("check_shapes", parse_shapes, [], later="layer-by-layer validation"),
+    Key("docker_image_tag", as_str, None, later="Caffe validation"),
+    Key("dockerfile_path", as_str, None, later="Caffe validation"),
+    Key("dockerfile_sha256_checksum", as_str, None, later="Caffe validation"),
+    Key("accelerator_api", as_str, "", later="DSP backends"),
+    Key("dsp_backend", as_str, None, later="DSP runtime"),
+    Key("micro", any_value, None, later="MCU backend"),
+    Key("order", as_int, 0, doc="execution order of named subgraphs"),
+]
+
+MODEL_KEYS = [
+    Key("platform", one_of(PLATFORMS), required=True, doc="tensorflow, caffe or onnx"),
+    Key("model_file_path", as_str, required=True, doc="local path or http(s) URL"),
+    Key("model_sha256_checksum", lambda v: as_str(v).lower(), required=True),
+    Key("weight_file_path", as_str, None, doc="Caffe .caffemodel"),
+    Key("weight_sha256_checksum", lambda v: as_str(v).lower(), None),
+    Key("subgraphs", any_value, required=True, doc="list (one graph) or dict name -> graph"),
+] + INHERITED_KEYS
+
+SUBGRAPH_KEYS = [
+    Key("input_tensors", as_str_list, required=True),
+    Key("input_shapes", parse_shapes, required=True, doc="in input_data_formats order"),
+    Key("output_tensors", as_str_list, required=True),
+    Key("output_shapes", parse_shapes, [], doc="checked against the converted model"),
+    Key("input_data_formats", list_of(one_of(DATA_FORMATS, lower=False)), ["NHWC"]),
+    Key("output_data_formats", list_of(one_of(DATA_FORMATS, lower=False)), ["NHWC"]),
+    Key("input_aliases", as_str_list, []),
+    Key("output_aliases", as_str_list, []),
+] + INHERITED_KEYS
+
+
+def _choice_int(v, choices):
+    n = as_int(v)
+    if n not in choices:
+        raise ValueError(f"expected one of {', '.join(map(str, choices))}, got {v!r}")
+    return n
+
+
+def key_table(keys) -> dict:
+    return {k.name: k for k in keys}
+
+
+@dataclass
+class Resolved:
+    """A normalised mapping plus where each value came from."""
+
+    values: dict = field(default_factory=dict)
+    origin: dict = field(default_factory=dict)  # key -> "file" | "default" | "model" | ...

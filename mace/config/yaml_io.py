@@ -1,0 +1,66 @@
+"""Read a .yml the way MACE does: `${VAR}` from the environment, ON/OFF kept as text.
+
+Uses yaml.safe_load semantics (no arbitrary objects). YAML 1.1 would turn
+on/off/yes/no into booleans; MACE users write `ON`/`OFF` meaning strings, so
+only true/false are booleans here.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import yaml
+
+from mace.errors import ConfigError
+
+_ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+_Loader.yaml_implicit_resolvers = {
+    ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+                              list("tTfF"))
+
+
+def substitute_env(text: str, path: Path) -> tuple:
+    """Replace ${VAR}; returns (text, {var: value}) and fails naming an unset variable."""
+    used = {}
+
+    def repl(m):
+        name = m.group(1)
+        if name not in os.environ:
+            line = text.count("\n", 0, m.start()) + 1
+            raise ConfigError(f"{path}:{line}: environment variable ${{{name}}} is not set")
+        used[name] = os.environ[name]
+        return os.environ[name]
+
+    return _ENV.sub(repl, text), used
+
+
+def load_yaml(path: Path) -> tuple:
+    """Parse `path`; returns (data, env vars used). Errors name the file and line."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    text, used = substitute_env(text, path)
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
+        problem = getattr(e, "problem", None) or str(e)
+        raise ConfigError(f"{path}{where}: invalid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping of keys at the top level")
+    return data, used

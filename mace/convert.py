@@ -1,0 +1,127 @@
+"""`convert`: deployment file -> builds/<library>/model/<model>.pb + .data for every model.
+
+All models are converted into a scratch folder first and moved into place only
+when every one succeeded, so a failed convert leaves the previous build intact.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mace import frontends
+from mace.config.deployment import DeploymentConfig, ModelConfig
+from mace.config.fetch import fetch, sha256_of
+from mace.errors import ConfigError, ModelError
+from mace.frontends.base import ModelSpec
+from mace.ir.args import set_arg
+from mace.ir.model_io import net_to_text, save_model
+from mace.transform.pipeline import transform
+
+SUPPORTED_RUNTIMES = ("cpu", "cpu+gpu")
+
+
+@dataclass
+class ConvertResult:
+    model: str
+    pb_path: Path
+    data_path: Path
+    op_count: int
+    data_bytes: int
+    log: list = field(default_factory=list)
+
+
+def library_dir(config: DeploymentConfig, build_dir: Path | None = None) -> Path:
+    return Path(build_dir or "builds") / config.library_name
+
+
+def model_paths(config: DeploymentConfig, model: str, build_dir: Path | None = None) -> tuple:
+    d = library_dir(config, build_dir) / "model"
+    return d / f"{model}.pb", d / f"{model}.data"
+
+
+def fetch_model_files(config: DeploymentConfig, model: ModelConfig, build_dir: Path | None = None):
+    downloads = Path(build_dir or "builds") / "downloads"
+    path = fetch(model.model_file_path, model.model_sha256_checksum,
+                 f"{model.key_path}.model_file_path", config.path, downloads)
+    weights = None
+    if model.weight_file_path:
+        weights = fetch(model.weight_file_path, model.weight_sha256_checksum,
+                        f"{model.key_path}.weight_file_path", config.path, downloads)
+    return path, weights
+
+
+def _check_supported(model: ModelConfig) -> None:
+    if len(model.subgraphs) > 1:
+        raise ConfigError(f"{model.key_path}.subgraphs: {len(model.subgraphs)} subgraphs; this release "
+                          f"converts one subgraph per model (named subgraphs on several runtimes "
+                          f"come with layer placement)")
+    for sg in model.subgraphs:
+        if sg.runtime not in SUPPORTED_RUNTIMES:
+            raise ConfigError(f"{sg.key_path}.runtime: '{sg.runtime}' is not available in this release "
+                              f"(available: {', '.join(SUPPORTED_RUNTIMES)})")
+        if sg.quantize:
+            raise ConfigError(f"{sg.key_path}.quantize: quantization is not available in this release")
+
+
+def _check_output_shapes(graph, sg) -> None:
+    for name, shape in zip(sg.output_tensors, sg.output_shapes):
+        actual = list(graph.shape(name))
+        if list(shape) != actual:
+            raise ModelError(f"{sg.key_path}.output_shapes: output '{name}' has shape {actual} "
+                             f"({sg.values['output_data_formats'][sg.output_tensors.index(name)]}) "
+                             f"in the converted model, the deployment file says {list(shape)}")
+
+
+def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
+                  build_dir: Path | None = None, dump_dir: Path | None = None) -> ConvertResult:
+    _check_supported(model)
+    sg = model.subgraphs[0]
+    model_path, weight_path = fetch_model_files(config, model, build_dir)
+    spec = ModelSpec(model_path, sg.inputs, sg.outputs, weight_path, model.name)
+    graph = frontends.convert(model.platform, spec)
+    log = []
+    options = {"runtime": sg.runtime, "data_type": sg.data_type, "winograd": sg.winograd}
+    if sg.graph_optimize_options:
+        from mace.transform.pipeline import pass_names
+        unknown = set(sg.graph_optimize_options) - set(pass_names())
+        if unknown:
+            raise ConfigError(f"{sg.key_path}.graph_optimize_options: unknown pass(es) "
+                              f"{sorted(unknown)}; passes: {', '.join(pass_names())}")
+        options["only_passes"] = list(sg.graph_optimize_options)
+    transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name, log=log.append)
+    _check_output_shapes(graph, sg)
+    for info in graph.net.output_info:
+        del info.dims[:]
+        info.dims.extend(graph.shape(info.name))
+    for key, value in (("runtime", sg.runtime), ("data_type", sg.data_type),
+                       ("source_sha256", sha256_of(model_path)), ("model_name", model.name)):
+        set_arg(graph.net, key, value)
+    pb_path, data_path = out_dir / f"{model.name}.pb", out_dir / f"{model.name}.data"
+    save_model(graph, pb_path, data_path)
+    (out_dir / f"{model.name}.pb_txt").write_text(net_to_text(graph.net))
+    return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log)
+
+
+def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,
+                       dump_dir: Path | None = None) -> list:
+    """Convert the named models (default: all); returns one ConvertResult per model."""
+    names = list(models or config.models)
+    for n in names:
+        if n not in config.models:
+            raise ConfigError(f"{config.path}: no model named '{n}'; models: {', '.join(config.models)}")
+    final_dir = library_dir(config, build_dir) / "model"
+    final_dir.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=".convert.", dir=final_dir.parent))
+    try:
+        results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir) for n in names]
+        final_dir.mkdir(exist_ok=True)
+        for r in results:
+            for src in (r.pb_path, r.data_path, r.pb_path.with_suffix(".pb_txt")):
+                os.replace(src, final_dir / src.name)
+            r.pb_path, r.data_path = final_dir / r.pb_path.name, final_dir / r.data_path.name
+        return results
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

@@ -1,0 +1,133 @@
+"""Deconv2D: 2-D transposed convolution (ONNX ConvTranspose), with a fused activation.
+
+Inputs: x, filter, optional bias (O). The filter keeps ONNX's layout
+(C_in, C_out / group, kh, kw): input channel first, unlike Conv2D's OIHW.
+Args: strides, dilations, group, data_format, output_padding [h, w] (extra
+cells at the bottom/right), pads [top, left, bottom, right] (cells cropped
+from the full result), padding (SAME_UPPER / SAME_LOWER / VALID, resolved
+from the input size: output = input * stride), output_shape [oh, ow] (when
+set, pads are derived from it and `pads` is ignored), and the fused
+activation (activation, max_limit, activation_coefficient).
+
+The CPU kernel runs NHWC: one (grouped) GEMM of the input against the filter
+gives every tap's contribution in a column buffer; a col2im pass then adds
+the kh*kw taps into the output as strided slices.
+"""
+import numpy as np
+
+from mace.ops._common import activation_args, apply_activation, from_nhwc_shape, to_nhwc_shape
+from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+
+
+def _split_total(total, padding):
+    """(begin, end) cells to crop from `total`; a negative total grows the end."""
+    if total < 0:
+        return 0, total
+    small, big = total // 2, total - total // 2
+    return (small, big) if padding == "SAME_UPPER" else (big, small)
+
+
+def deconv_geometry(ctx, x_shape, w_shape):
+    """(N, H, W, C), (kh, kw), strides, dilations, pads, (oh, ow), C_out in NHWC terms."""
+    n, h, w, c = to_nhwc_shape(x_shape, ctx.arg("data_format", "NHWC"))
+    kh, kw = w_shape[2], w_shape[3]
+    strides = list(ctx.arg("strides", [1, 1]))
+    dil = list(ctx.arg("dilations", [1, 1]))
+    extra = list(ctx.arg("output_padding", [0, 0]))
+    padding = (ctx.arg("padding", "") or "").upper()
+    target = list(ctx.arg("output_shape", []))
+    full = [strides[d] * (size - 1) + extra[d] + (k - 1) * dil[d] + 1
+            for d, (size, k) in enumerate(((h, kh), (w, kw)))]
+    if not target and padding in ("SAME_UPPER", "SAME_LOWER"):
+        target = [h * strides[0], w * strides[1]]
+    if target:
+        (top, bottom), (left, right) = (_split_total(full[d] - target[d], padding) for d in range(2))
+        pads = [top, left, bottom, right]
+    elif padding == "VALID":
+        pads = [0, 0, 0, 0]
+    else:
+        pads = list(ctx.arg("pads", [0, 0, 0, 0]))
+    out_hw = (full[0] - pads[0] - pads[2], full[1] - pads[1] - pads[3])
+    if min(out_hw) <= 0:
+        raise ValueError(f"output size {list(out_hw)} is not positive")
+    c_out = w_shape[1] * int(ctx.arg("group", 1))
+    return (n, h, w, c), (kh, kw), strides, dil, pads, out_hw, c_out
+
+
+@register_op("Deconv2D", layout=Layout.FIXED)
+class Deconv2D(OpSpec):
+    @staticmethod
+    def infer(ctx):
+        (n, _, _, _), _, _, _, _, (oh, ow), c_out = deconv_geometry(ctx, ctx.shapes[0], ctx.shapes[1])
+        return [(from_nhwc_shape((n, oh, ow, c_out), ctx.arg("data_format", "NHWC")), ctx.dtypes[0])]
+
+
+@kernel("Deconv2D", "cpu")
+class Deconv2DCpu(Kernel):
+    def setup(self, ctx):
+        assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU Deconv2D runs NHWC (to_nhwc pass)"
+        w = ctx.consts[1]
+        if w is None:
+            raise ValueError(f"Deconv2D '{ctx.op.name}': filter must be constant")
+        geo = deconv_geometry(ctx, ctx.input_shapes[0], w.shape)
+        (n, h, wd, c), (kh, kw), self.strides, self.dil, pads, out_hw, self.c_out = geo
+        self.in_shape, self.k = (n, h, wd, c), (kh, kw)
+        self.group = g = int(ctx.arg("group", 1))
+        cin_g, cout_g = c // g, w.shape[1]
+        # Filter as GEMM operand [group, C_in/g, kh*kw*C_out/g]: one row of taps per input channel.
+        wg = w.astype(np.float32).reshape(g, cin_g, cout_g, kh, kw).transpose(0, 1, 3, 4, 2)
+        self.wmat = np.ascontiguousarray(wg.reshape(g, cin_g, kh * kw * cout_g))
+        self.cols = np.empty((g, n * h * wd, kh * kw * cout_g), np.float32)
+        bias = ctx.consts[2] if len(ctx.consts) > 2 else None
+        self.bias = None if bias is None else bias.astype(np.float32)
+        self.act = activation_args(ctx)
+        self._plan_buffer(pads, out_hw)
+
+    def _plan_buffer(self, pads, out_hw):
+        """Size the scatter buffer to cover both every tap and the (maybe larger) output."""
+        n, h, w, _ = self.in_shape
+        span = [self.strides[d] * (size - 1) + (self.k[d] - 1) * self.dil[d] + 1
+                for d, size in enumerate((h, w))]
+        lo = [min(0, pads[d]) for d in range(2)]  # negative pads extend before the taps
+        hi = [max(span[d], pads[d] + out_hw[d]) for d in range(2)]
+        self.origin = [-lo[0], -lo[1]]  # buffer index of full-result cell (0, 0)
+        self.crop = (slice(self.origin[0] + pads[0], self.origin[0] + pads[0] + out_hw[0]),
+                     slice(self.origin[1] + pads[1], self.origin[1] + pads[1] + out_hw[1]))
+        shape = (n, hi[0] - lo[0], hi[1] - lo[1], self.c_out)
+        # When the output is exactly the scatter area, scatter straight into it.
+        self.direct = shape == (n, out_hw[0], out_hw[1], self.c_out)
+        self.buf = None if self.direct else np.empty(shape, np.float32)
+
+    def run(self, inputs, outputs):
+        x, out = inputs[0], outputs[0]
+        self._gemm(x)
+        buf = out if self.direct else self.buf
+        self._col2im(buf)
+        if not self.direct:
+            out[...] = buf[:, self.crop[0], self.crop[1], :]
+        if self.bias is not None:
+            out += self.bias
+        apply_activation(out, **self.act)
+
+    def _gemm(self, x):
+        g = self.group
+        x2d = x.reshape(-1, x.shape[-1])
+        if g == 1:
+            np.matmul(x2d, self.wmat[0], out=self.cols[0])
+        else:
+            xg = x2d.reshape(x2d.shape[0], g, -1).transpose(1, 0, 2)
+            np.matmul(xg, self.wmat, out=self.cols)
+
+    def _col2im(self, buf):
+        n, h, w, _ = self.in_shape
+        g, (kh, kw), s, d = self.group, self.k, self.strides, self.dil
+        buf[...] = 0
+        # Contiguous buffers, so both reshapes are views and the adds land in `buf`.
+        dst = buf.reshape(buf.shape[:3] + (g, self.c_out // g))
+        cols = self.cols.reshape(g, n, h, w, kh, kw, self.c_out // g)
+        for i in range(kh):
+            r0 = self.origin[0] + i * d[0]
+            for j in range(kw):
+                c0 = self.origin[1] + j * d[1]
+                tap = cols[:, :, :, :, i, j, :].transpose(1, 2, 3, 0, 4)
+                dst[:, r0:r0 + s[0] * (h - 1) + 1:s[0], c0:c0 + s[1] * (w - 1) + 1:s[1]] += tap

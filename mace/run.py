@@ -1,0 +1,172 @@
+"""`run`: execute converted models, time them, and validate against the original framework.
+
+Inputs come from `--input_dir DIR/<name>.npy`, else the subgraph's
+validation_inputs_data, else seeded uniform random values in input_ranges.
+Tensor names become file names by `safe_name` (documented in docs/cli.md).
+"""
+from __future__ import annotations
+
+import re
+import statistics
+import time
+import zlib
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
+from mace.config.fetch import local_path, sha256_of
+from mace.convert import fetch_model_files, model_paths
+from mace.errors import ConfigError, RuntimeInputError
+from mace.frontends import FRAMEWORK_FORMATS
+from mace.frontends.base import user_to_framework
+from mace.ir.args import get_arg
+from mace.runtime.engine import create_engine
+from mace.validate.metrics import compare
+from mace.validate.reference import reference_runner
+
+
+@dataclass
+class Timing:
+    init_ms: float
+    warmup_ms: float
+    rounds: int = 0
+    avg_ms: float = 0.0
+    median_ms: float = 0.0
+    min_ms: float = 0.0
+    max_ms: float = 0.0
+    std_ms: float = 0.0
+
+
+@dataclass
+class ModelRunResult:
+    model: str
+    runtime: str
+    input_source: str
+    timing: Timing
+    outputs: dict = field(default_factory=dict)
+    metrics: list = field(default_factory=list)   # OutputMetrics when validated
+    notes: list = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(m.passed for m in self.metrics)
+
+
+def safe_name(tensor: str) -> str:
+    """File-safe form of a tensor name: '/', ':' and '\\' become '_'."""
+    return re.sub(r"[/:\\]", "_", tensor)
+
+
+def _npy(path: Path, spec, where: str) -> np.ndarray:
+    try:
+        value = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise RuntimeInputError(f"{where}: input file {path} not found") from None
+    except (ValueError, OSError) as e:
+        raise RuntimeInputError(f"{where}: {path} is not a readable .npy file ({e})") from None
+    if tuple(value.shape) != tuple(spec.shape):
+        if value.size == int(np.prod(spec.shape)):
+            value = value.reshape(spec.shape)  # MACE feeds raw data of the right size too
+        else:
+            raise RuntimeInputError(f"{where}: {path} has shape {list(value.shape)}, input '{spec.name}' "
+                                    f"expects {list(spec.shape)}")
+    return value.astype(spec.dtype)
+
+
+def make_inputs(config: DeploymentConfig, sg: SubgraphConfig, input_dir: Path | None, seed: int = 0):
+    """(inputs in the caller's layout, a word saying where they came from)."""
+    specs = sg.inputs
+    if input_dir:
+        return {s.name: _npy(Path(input_dir) / f"{safe_name(s.name)}.npy", s, "--input_dir")
+                for s in specs}, f"files in {input_dir}"
+    if sg.validation_inputs_data:
+        return {s.name: _npy(local_path(f, config.base_dir), s, f"{sg.key_path}.validation_inputs_data")
+                for s, f in zip(specs, sg.validation_inputs_data)}, "validation_inputs_data"
+    inputs = {}
+    for s in specs:
+        rng = np.random.default_rng(seed + zlib.crc32(s.name.encode()))
+        lo, hi = s.value_range
+        if s.dtype.startswith(("int", "uint")):
+            inputs[s.name] = rng.integers(int(lo), int(hi) + 1, s.shape).astype(s.dtype)
+        else:
+            inputs[s.name] = rng.uniform(lo, hi, s.shape).astype(s.dtype)
+    return inputs, f"random in input_ranges (seed {seed})"
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    result = fn()
+    return result, (time.perf_counter() - t) * 1000.0
+
+
+def _thread_limit(num_threads: int):
+    if not num_threads or num_threads < 0:
+        return nullcontext()
+    from threadpoolctl import threadpool_limits
+    return threadpool_limits(limits=num_threads)
+
+
+def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dict, outputs: dict,
+                     num_threads: int = 0) -> list:
+    """Compare `outputs` with the original framework on the same `inputs`."""
+    fw_format = FRAMEWORK_FORMATS[model.platform]
+    model_path, _ = fetch_model_files(config, model)
+    fw_inputs = {}
+    for s in sg.inputs:
+        perm = user_to_framework(s.shape, s.data_format, fw_format)
+        fw_inputs[s.name] = inputs[s.name].transpose(perm) if perm else inputs[s.name]
+    ref = reference_runner(model.platform)(model_path, fw_inputs, list(sg.output_tensors), num_threads)
+    metrics = []
+    for s in sg.outputs:
+        value = ref[s.name]
+        perm = user_to_framework(value.shape, fw_format, s.data_format) \
+            if s.data_format != "NONE" else None
+        value = value.transpose(perm) if perm else value
+        metrics.append(compare(s.name, value, outputs[s.name], sg.threshold()))
+    return metrics
+
+
+def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, rounds: int = 1,
+              validate: bool = False, input_dir=None, output_dir=None, num_threads: int = 0,
+              seed: int = 0) -> ModelRunResult:
+    sg = model.subgraphs[0]
+    pb_path, data_path = model_paths(config, model.name, build_dir)
+    if not pb_path.exists():
+        raise ConfigError(f"model '{model.name}' has not been converted ({pb_path} is missing): "
+                          f"run `python tools/converter.py convert --config={config.path}` first")
+    notes = []
+    with _thread_limit(num_threads):
+        engine, init_ms = _timed(lambda: create_engine(pb_path, data_path))
+        src = get_arg(engine.graph.net, "source_sha256", "")
+        model_path, _ = fetch_model_files(config, model, build_dir)
+        if src and src != sha256_of(model_path):
+            notes.append(f"{model_path} changed since it was converted: run convert again")
+        if sg.runtime == "cpu+gpu":
+            notes.append("no GPU runtime in this release: cpu+gpu runs every op on the CPU")
+        inputs, source = make_inputs(config, sg, input_dir, seed)
+        outputs, warmup_ms = _timed(lambda: engine.run(inputs))
+        timing = Timing(init_ms, warmup_ms)
+        if rounds > 0:
+            times = [_timed(lambda: engine.run(inputs))[1] for _ in range(rounds)]
+            timing = Timing(init_ms, warmup_ms, rounds, statistics.fmean(times), statistics.median(times),
+                            min(times), max(times), statistics.pstdev(times))
+    result = ModelRunResult(model.name, sg.runtime, source, timing, outputs, notes=notes)
+    if output_dir:
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, value in outputs.items():
+            np.save(out / f"{safe_name(name)}.npy", value)
+    if validate:
+        result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads)
+    return result
+
+
+def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:
+    names = list(models or config.models)
+    for n in names:
+        if n not in config.models:
+            raise ConfigError(f"{config.path}: no model named '{n}'; models: {', '.join(config.models)}")
+    return [run_model(config, config.models[n], **kwargs) for n in names]

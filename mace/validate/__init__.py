@@ -1,0 +1,1 @@
+"""Compare our outputs with the original framework's: metrics and reference runners."""
