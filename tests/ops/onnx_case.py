@@ -31,7 +31,7 @@ def make_model(op_type, inputs: dict, consts: dict | None = None, attrs: dict | 
          for i, t in enumerate(out_types or [np.float32] * n_outputs)],
         initializer=[numpy_helper.from_array(np.asarray(v), n) for n, v in consts.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    model.ir_version = min(model.ir_version, 8 if opset <= 17 else model.ir_version)
+    model.ir_version = min(model.ir_version, 8 if opset <= 17 else 10)  # what onnxruntime reads
     return model
 
 

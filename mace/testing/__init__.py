@@ -1,0 +1,1 @@
+"""Helpers shared by tests and benchmarks (real models that installed packages ship)."""
