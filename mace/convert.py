@@ -53,31 +53,36 @@ def fetch_model_files(config: DeploymentConfig, model: ModelConfig, build_dir: P
     return path, weights
 
 
-def _check_supported(model: ModelConfig) -> None:
+def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
+    if config.model_graph_format == "code":
+        raise ConfigError(f"{config.path}: model_graph_format: 'code' (the model as C++ source) is not "
+                          f"available in this release; use 'file'")
     if len(model.subgraphs) > 1:
-        raise ConfigError(f"{model.key_path}.subgraphs: {len(model.subgraphs)} subgraphs; this release "
-                          f"converts one subgraph per model (named subgraphs on several runtimes "
-                          f"come with layer placement)")
+        raise ConfigError(f"{config.path}: {model.key_path}.subgraphs: {len(model.subgraphs)} subgraphs; "
+                          f"this release converts one subgraph per model (named subgraphs on several "
+                          f"runtimes come with layer placement)")
     for sg in model.subgraphs:
         if sg.runtime not in SUPPORTED_RUNTIMES:
-            raise ConfigError(f"{sg.key_path}.runtime: '{sg.runtime}' is not available in this release "
-                              f"(available: {', '.join(SUPPORTED_RUNTIMES)})")
+            raise ConfigError(f"{config.path}: {sg.key_path}.runtime: '{sg.runtime}' is not available "
+                              f"in this release (available: {', '.join(SUPPORTED_RUNTIMES)})")
         if sg.quantize:
-            raise ConfigError(f"{sg.key_path}.quantize: quantization is not available in this release")
+            raise ConfigError(f"{config.path}: {sg.key_path}.quantize: quantization is not available "
+                              f"in this release")
 
 
-def _check_output_shapes(graph, sg) -> None:
+def _check_output_shapes(config, graph, sg) -> None:
     for name, shape in zip(sg.output_tensors, sg.output_shapes):
         actual = list(graph.shape(name))
         if list(shape) != actual:
-            raise ModelError(f"{sg.key_path}.output_shapes: output '{name}' has shape {actual} "
+            raise ModelError(f"{config.path}: {sg.key_path}.output_shapes: output '{name}' has shape "
+                             f"{actual} "
                              f"({sg.values['output_data_formats'][sg.output_tensors.index(name)]}) "
                              f"in the converted model, the deployment file says {list(shape)}")
 
 
 def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
                   build_dir: Path | None = None, dump_dir: Path | None = None) -> ConvertResult:
-    _check_supported(model)
+    _check_supported(config, model)
     sg = model.subgraphs[0]
     model_path, weight_path = fetch_model_files(config, model, build_dir)
     spec = ModelSpec(model_path, sg.inputs, sg.outputs, weight_path, model.name)
@@ -92,7 +97,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
                               f"{sorted(unknown)}; passes: {', '.join(pass_names())}")
         options["only_passes"] = list(sg.graph_optimize_options)
     transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name, log=log.append)
-    _check_output_shapes(graph, sg)
+    _check_output_shapes(config, graph, sg)
     for info in graph.net.output_info:
         del info.dims[:]
         info.dims.extend(graph.shape(info.name))
@@ -113,10 +118,21 @@ def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, 
         if n not in config.models:
             raise ConfigError(f"{config.path}: no model named '{n}'; models: {', '.join(config.models)}")
     final_dir = library_dir(config, build_dir) / "model"
+    # folders this call creates are removed again if it fails: a failed first convert leaves nothing
+    created = [d for d in (final_dir.parent, *final_dir.parent.parents) if not d.exists()]
     final_dir.parent.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix=".convert.", dir=final_dir.parent))
     try:
-        results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir) for n in names]
+        try:
+            results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir) for n in names]
+        except BaseException:
+            shutil.rmtree(scratch, ignore_errors=True)
+            for d in created:  # innermost first; stops at a folder something else wrote into
+                try:
+                    d.rmdir()
+                except OSError:
+                    break
+            raise
         final_dir.mkdir(exist_ok=True)
         for r in results:
             for src in (r.pb_path, r.data_path, r.pb_path.with_suffix(".pb_txt")):

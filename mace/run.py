@@ -17,9 +17,9 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
-from mace.config.fetch import local_path, sha256_of
+from mace.config.fetch import local_path
 from mace.convert import fetch_model_files, model_paths
-from mace.errors import ConfigError, RuntimeInputError
+from mace.errors import ConfigError, ModelError, RuntimeInputError
 from mace.frontends import FRAMEWORK_FORMATS
 from mace.frontends.base import user_to_framework
 from mace.ir.args import get_arg
@@ -68,11 +68,14 @@ def _npy(path: Path, spec, where: str) -> np.ndarray:
     except (ValueError, OSError) as e:
         raise RuntimeInputError(f"{where}: {path} is not a readable .npy file ({e})") from None
     if tuple(value.shape) != tuple(spec.shape):
-        if value.size == int(np.prod(spec.shape)):
-            value = value.reshape(spec.shape)  # MACE feeds raw data of the right size too
+        # Only a reshape that keeps the element order (dims of 1 added or dropped) is taken as
+        # meant; same size in another order (NCHW data for an NHWC input) would be silently wrong.
+        squeeze = [d for d in value.shape if d != 1] == [d for d in spec.shape if d != 1]
+        if value.size == int(np.prod(spec.shape)) and squeeze:
+            value = value.reshape(spec.shape)
         else:
             raise RuntimeInputError(f"{where}: {path} has shape {list(value.shape)}, input '{spec.name}' "
-                                    f"expects {list(spec.shape)}")
+                                    f"expects {list(spec.shape)} ({spec.data_format})")
     return value.astype(spec.dtype)
 
 
@@ -110,22 +113,26 @@ def _thread_limit(num_threads: int):
 
 
 def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dict, outputs: dict,
-                     num_threads: int = 0) -> list:
+                     num_threads: int = 0, build_dir=None) -> list:
     """Compare `outputs` with the original framework on the same `inputs`."""
     fw_format = FRAMEWORK_FORMATS[model.platform]
-    model_path, _ = fetch_model_files(config, model)
+    model_path, _ = fetch_model_files(config, model, build_dir)
     fw_inputs = {}
     for s in sg.inputs:
         perm = user_to_framework(s.shape, s.data_format, fw_format)
         fw_inputs[s.name] = inputs[s.name].transpose(perm) if perm else inputs[s.name]
-    ref = reference_runner(model.platform)(model_path, fw_inputs, list(sg.output_tensors), num_threads)
+    ref = reference_runner(model.platform)(model_path, fw_inputs, list(sg.output_tensors),
+                                           max(num_threads, 0))  # 0: the framework's default
     metrics = []
     for s in sg.outputs:
         value = ref[s.name]
         perm = user_to_framework(value.shape, fw_format, s.data_format) \
             if s.data_format != "NONE" else None
         value = value.transpose(perm) if perm else value
-        metrics.append(compare(s.name, value, outputs[s.name], sg.threshold()))
+        try:
+            metrics.append(compare(s.name, value, outputs[s.name], sg.threshold()))
+        except ValueError as e:
+            raise ModelError(f"{config.path}: {model.key_path}: {e}") from None
     return metrics
 
 
@@ -135,15 +142,16 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
     sg = model.subgraphs[0]
     pb_path, data_path = model_paths(config, model.name, build_dir)
     if not pb_path.exists():
+        flag = f" --build_dir={build_dir}" if build_dir and Path(build_dir) != Path("builds") else ""
         raise ConfigError(f"model '{model.name}' has not been converted ({pb_path} is missing): "
-                          f"run `python tools/converter.py convert --config={config.path}` first")
+                          f"run `python tools/converter.py convert --config={config.path}{flag}` first")
     notes = []
     with _thread_limit(num_threads):
         engine, init_ms = _timed(lambda: create_engine(pb_path, data_path))
+        # the deployment file's checksum names the model file: no need to read (or download) it
         src = get_arg(engine.graph.net, "source_sha256", "")
-        model_path, _ = fetch_model_files(config, model, build_dir)
-        if src and src != sha256_of(model_path):
-            notes.append(f"{model_path} changed since it was converted: run convert again")
+        if src and src != model.model_sha256_checksum:
+            notes.append(f"{model.model_file_path} changed since it was converted: run convert again")
         if sg.runtime == "cpu+gpu":
             notes.append("no GPU runtime in this release: cpu+gpu runs every op on the CPU")
         inputs, source = make_inputs(config, sg, input_dir, seed)
@@ -160,7 +168,7 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
         for name, value in outputs.items():
             np.save(out / f"{safe_name(name)}.npy", value)
     if validate:
-        result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads)
+        result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads, build_dir)
     return result
 
 

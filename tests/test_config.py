@@ -439,7 +439,7 @@ def test_subgraph_errors_in_dict_form_name_the_subgraph(load):
     ("[]\n", "at least one subgraph"),
     ("{}\n", "at least one subgraph"),
     ("just_a_string\n", "expected a list of subgraphs"),
-    ("- not_a_mapping\n", "expected a mapping of subgraph keys"),
+    ("[not_a_mapping]\n", "expected a mapping of subgraph keys"),
 ])
 def test_bad_subgraphs_container(load, subgraphs, fragment):
     text = deployment(subgraph="").replace("    subgraphs:\n", "    subgraphs: " + subgraphs)

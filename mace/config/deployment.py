@@ -41,7 +41,7 @@ class SubgraphConfig(_Level):
     def threshold(self) -> float:
         """Validation threshold for this subgraph's runtime (quantized models use QUANTIZE)."""
         table = dict(schema.DEFAULT_THRESHOLDS, **self.values["validation_threshold"])
-        if self.quantize or self.quantize_large_weights:
+        if (self.quantize or self.quantize_large_weights) and self.runtime in ("cpu", "gpu", "cpu+gpu"):
             return table["QUANTIZE"]
         return table[{"cpu": "CPU", "gpu": "GPU", "cpu+gpu": "GPU", "dsp": "HEXAGON", "hta": "HTA",
                       "apu": "APU", "htp": "HTP"}[self.runtime]]
@@ -93,17 +93,23 @@ class _Reader:
     def resolve(self, raw: dict, keys, prefix: str, inherited=None) -> tuple:
         """Normalise `raw` against `keys`; returns (values, origin)."""
         table = schema.key_table(keys)
-        values, origin = {}, {}
+        values, origin, unknown = {}, {}, []
         for name, value in raw.items():
             if name not in table:
                 close = difflib.get_close_matches(str(name), list(table), n=1)
                 hint = f" (did you mean '{close[0]}'?)" if close else ""
                 self.warnings.append(f"{prefix}{name}: unknown key, ignored{hint}")
+                unknown.append(str(name))
                 continue
+            if value is None and not table[name].required:
+                continue  # `key:` with no value means "not given": inherit or default
             try:
-                values[name] = table[name].parse(value)
+                values[name] = table[name].parse(value) if value is not None else None
             except ValueError as e:
                 self.fail(prefix + name, str(e))
+            if table[name].required and table[name].parse is not schema.any_value and \
+                    values[name] in (None, "", []):
+                self.fail(prefix + name, "required key has no value")
             origin[name] = "file"
         for key in keys:
             if key.name in values:
@@ -113,17 +119,25 @@ class _Reader:
                 origin[key.name] = "model" if inherited.origin[key.name] == "file" else \
                     inherited.origin[key.name]
             elif key.required:
-                self.fail(prefix + key.name, "required key is missing")
+                close = difflib.get_close_matches(key.name, unknown, n=1)
+                hint = f" (found '{close[0]}': a misspelling?)" if close else ""
+                self.fail(prefix + key.name, f"required key is missing{hint}")
             else:
                 values[key.name] = key.default
                 origin[key.name] = "default"
         return values, origin
 
 
+# One value of these applies to every tensor; the other per-tensor lists (shapes, files,
+# aliases) name one thing per tensor and must have exactly one entry per tensor.
+BROADCAST_KEYS = ("input_data_formats", "input_data_types", "input_ranges",
+                  "output_data_formats", "output_data_types")
+
+
 def _per_tensor(reader, sg, key, count, what):
     """Broadcast a one-value list to `count` tensors, or check it has `count` entries."""
     items = sg.values[key]
-    if len(items) == 1 and count > 1:
+    if len(items) == 1 and count > 1 and key in BROADCAST_KEYS:
         sg.values[key] = items * count
     elif len(items) != count and not (key in ("output_shapes", "validation_inputs_data",
                                               "validation_outputs_data", "input_aliases",
@@ -147,7 +161,8 @@ def _check_subgraph(reader, sg):
             reader.fail(f"{sg.key_path}.input_data_formats",
                         f"{fmt} needs a 4-D shape but '{name}' has {shape} (use NONE)")
     runtime = sg.runtime
-    if sg.data_type is None:
+    if sg.data_type is None or sg.origin["data_type"].startswith("default"):
+        # a default follows the subgraph's own runtime, not the one its model defaulted for
         sg.values["data_type"] = schema.DEFAULT_DATA_TYPE[runtime]
         sg.origin["data_type"] = f"default for {runtime}"
     elif sg.data_type not in schema.DATA_TYPES[runtime]:

@@ -7,6 +7,7 @@ builds/downloads/<md5 of URL><suffix>, only kept if the checksum matches.
 from __future__ import annotations
 
 import hashlib
+import http.client
 import os
 import tempfile
 import urllib.request
@@ -77,6 +78,8 @@ def _download(url: str, path: Path, yml: Path, key_path: str) -> None:
             for chunk in iter(lambda: r.read(1 << 20), b""):
                 out.write(chunk)
         os.replace(tmp, path)
-    except OSError as e:
-        os.path.exists(tmp) and os.unlink(tmp)
+    except (OSError, ValueError, http.client.HTTPException) as e:  # ValueError: e.g. a bad port
         raise ConfigError(f"{yml}: {key_path}: cannot download {url}: {e}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -52,7 +52,7 @@ def as_int(v) -> int:
 
 
 def as_flag(v) -> int:
-    n = as_int(v)
+    n = int(v) if isinstance(v, bool) else as_int(v)  # `quantize: true` means 1
     if n not in (0, 1):
         raise ValueError(f"expected 0 or 1, got {v!r}")
     return n
@@ -156,6 +156,13 @@ def any_value(v):
     return v
 
 
+def library_name(v) -> str:
+    s = as_str(v)
+    if not s or s in (".", "..") or re.search(r"[/\\\s]", s):
+        raise ValueError(f"library name '{s}' must be a plain name (it names builds/<library_name>/)")
+    return s
+
+
 def model_name(v) -> str:
     s = as_str(v)
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", s) or s in CPP_KEYWORDS:
@@ -176,7 +183,7 @@ class Key:
 
 
 TOP_KEYS = [
-    Key("library_name", as_str, required=True, doc="output goes to builds/<library_name>/"),
+    Key("library_name", library_name, required=True, doc="output goes to builds/<library_name>/"),
     Key("target_abis", list_of(one_of(ABIS)), ["host"], doc="ABIs to build for"),
     Key("target_socs", list_of(lambda v: as_str(v).lower()), [], doc="SoCs to build/tune for"),
     Key("model_graph_format", one_of(("file", "code")), "file", doc="graph as .pb file or code"),

@@ -53,6 +53,8 @@ def load_yaml(path: Path) -> tuple:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as e:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a text file ({e.reason} at byte {e.start})") from None
     text, used = substitute_env(text, path)
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader

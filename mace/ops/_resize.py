@@ -32,12 +32,14 @@ def source_coords(out_len: int, in_len: int, scale: float, mode: str) -> np.ndar
     f32 = np.float32
     x = np.arange(out_len, dtype=f32)
     scale = f32(scale)
+    if scale == 1 and out_len == in_len:
+        return x  # an axis that is not resized maps 1:1 in every mode (tf_half_pixel_for_nn too)
     if mode == "half_pixel":
         return (x + f32(0.5)) / scale - f32(0.5)
-    if mode == "half_pixel_symmetric":
+    if mode == "half_pixel_symmetric":  # the final sum in float64, as onnxruntime does
         adjustment = f32(out_len) / (scale * f32(in_len))
         offset = f32(in_len) / f32(2) * (f32(1) - adjustment)
-        return offset + (x + f32(0.5)) / scale - f32(0.5)
+        return (np.float64(offset) + (x + 0.5) / np.float64(scale) - 0.5).astype(f32)
     if mode == "pytorch_half_pixel":
         return (x + f32(0.5)) / scale - f32(0.5) if out_len > 1 else np.zeros(out_len, f32)
     if mode == "align_corners":

@@ -5,6 +5,8 @@ Args: activation, activation_coefficient (leaky slope / elu alpha / hardsigmoid
 slope / clip min), max_limit (relux max / hardsigmoid offset / clip max).
 PRELU takes the slope as a second input, broadcast against x.
 """
+import math
+
 import numpy as np
 
 from mace.ops._common import apply_activation, broadcast_shape
@@ -36,6 +38,19 @@ def extra_activation(kind, x, alpha, beta):
     return None
 
 
+def _int_clip_bounds(kind, lo, hi, dtype):
+    """Integer (lo, hi) for CLIP / RELUX on integer tensors (ONNX Clip takes ints), else None.
+
+    The float bounds would make numpy compute in float and refuse to cast back.
+    """
+    if np.dtype(dtype).kind not in "iu" or kind not in ("CLIP", "RELUX"):
+        return None
+    info = np.iinfo(dtype)
+    lo = 0 if kind == "RELUX" else lo
+    return (np.array(max(math.ceil(lo), info.min), dtype),
+            np.array(min(math.floor(hi), info.max), dtype))
+
+
 @kernel("Activation", "cpu")
 class ActivationCpu(Kernel):
     def setup(self, ctx):
@@ -43,9 +58,14 @@ class ActivationCpu(Kernel):
         self.alpha = ctx.arg("activation_coefficient", 0.0)
         self.max_limit = ctx.arg("max_limit", 0.0)
         self.beta = ctx.arg("beta", 0.0)
+        self.int_bounds = _int_clip_bounds(self.kind, self.alpha, self.max_limit,
+                                           ctx.output_dtypes[0])
 
     def run(self, inputs, outputs):
         x, out = inputs[0], outputs[0]
+        if self.int_bounds is not None:
+            np.clip(x, *self.int_bounds, out=out)
+            return
         other = extra_activation(self.kind, x, self.alpha, self.beta)
         if other is not None:
             np.copyto(out, other, casting="unsafe")

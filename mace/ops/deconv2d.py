@@ -5,7 +5,8 @@ Inputs: x, filter, optional bias (O). The filter keeps ONNX's layout
 Args: strides, dilations, group, data_format, output_padding [h, w] (extra
 cells at the bottom/right), pads [top, left, bottom, right] (cells cropped
 from the full result), padding (SAME_UPPER / SAME_LOWER / VALID, resolved
-from the input size: output = input * stride), output_shape [oh, ow] (when
+from the input size: output = input * stride, but no larger than the full
+result, as onnxruntime does), output_shape [oh, ow] (when
 set, pads are derived from it and `pads` is ignored), and the fused
 activation (activation, max_limit, activation_coefficient).
 
@@ -38,10 +39,14 @@ def deconv_geometry(ctx, x_shape, w_shape):
     target = list(ctx.arg("output_shape", []))
     full = [strides[d] * (size - 1) + extra[d] + (k - 1) * dil[d] + 1
             for d, (size, k) in enumerate(((h, kh), (w, kw)))]
-    if not target and padding in ("SAME_UPPER", "SAME_LOWER"):
-        target = [h * strides[0], w * strides[1]]
     if target:
         (top, bottom), (left, right) = (_split_total(full[d] - target[d], padding) for d in range(2))
+        pads = [top, left, bottom, right]
+    elif padding in ("SAME_UPPER", "SAME_LOWER"):
+        # Aim for input * stride but never grow past the full result (onnxruntime does
+        # the same; the ONNX spec would grow it, leaving bias-only cells).
+        totals = [max(0, full[0] - h * strides[0]), max(0, full[1] - w * strides[1])]
+        (top, bottom), (left, right) = (_split_total(t, padding) for t in totals)
         pads = [top, left, bottom, right]
     elif padding == "VALID":
         pads = [0, 0, 0, 0]

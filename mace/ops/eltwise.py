@@ -50,7 +50,12 @@ class Eltwise(OpSpec):
         kind = ctx.arg("type")
         if kind not in BINARY and kind not in NARY and kind not in UNARY and kind != "MEAN":
             raise ValueError(f"Eltwise '{ctx.op.name}': unknown type {kind}")
-        dtype = np.bool_ if kind in BOOL_RESULT else np.result_type(*ctx.dtypes)
+        if kind in BOOL_RESULT:
+            dtype = np.bool_
+        elif kind == "POW":  # the exponent's type never changes the result's (ONNX Pow)
+            dtype = ctx.dtypes[0]
+        else:
+            dtype = np.result_type(*ctx.dtypes)
         return [(broadcast_shape(*ctx.shapes), dtype)]
 
 
@@ -92,6 +97,8 @@ class EltwiseCpu(Kernel):
         dtype = ctx.output_dtypes[0] if self.kind not in BOOL_RESULT else None
         self.consts = [None if c is None else (np.asarray(c, dtype) if dtype is not None else c)
                        for c in ctx.consts]
+        if self.kind == "POW" and ctx.consts[1] is not None:
+            self.consts[1] = ctx.consts[1]  # an int base keeps a float exponent (x ** 0.5)
         self.inplace = self.kind in ("SUM", "PROD", "MIN", "MAX", "SUB") and len(ctx.consts) == 2 \
             and ctx.output_dtypes[0] == np.float32
 

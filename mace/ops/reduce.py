@@ -1,5 +1,6 @@
-"""Reduce: MEAN MAX MIN SUM PROD L1 L2 LOGSUMEXP SUMSQUARE over arg `axis` (a list;
-empty = all axes, unless noop_with_empty_axes), keeping dims when `keepdims`."""
+"""Reduce: arg `reduce_type` (MEAN MAX MIN SUM PROD L1 L2 LOGSUMEXP SUMSQUARE LOGSUM)
+over arg `axis` (a list; empty = all axes, unless noop_with_empty_axes), keeping
+dims when `keepdims`."""
 import numpy as np
 
 from mace.ops._common import normalize_axis
@@ -13,10 +14,18 @@ FUNCS = {
     "PROD": lambda x, a, k: np.prod(x, axis=a, keepdims=k),
     "L1": lambda x, a, k: np.sum(np.abs(x), axis=a, keepdims=k),
     "L2": lambda x, a, k: np.sqrt(np.sum(np.square(x), axis=a, keepdims=k)),
-    "LOGSUMEXP": lambda x, a, k: np.log(np.sum(np.exp(x), axis=a, keepdims=k)),
+    "LOGSUMEXP": lambda x, a, k: _logsumexp(x, a, k),
     "SUMSQUARE": lambda x, a, k: np.sum(np.square(x), axis=a, keepdims=k),
     "LOGSUM": lambda x, a, k: np.log(np.sum(x, axis=a, keepdims=k)),
 }
+
+
+def _logsumexp(x, axes, keepdims):
+    # Shift by the max so exp cannot overflow (inf maxima shift by 0 to keep inf/nan right).
+    m = np.max(x, axis=axes, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    res = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    return res if keepdims else np.squeeze(res, axis=axes)
 
 
 def reduce_axes(op_arg, rank):

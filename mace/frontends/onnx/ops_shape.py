@@ -16,21 +16,32 @@ def _static(ctx, node, i, what):
     return [int(d) for d in np.asarray(v).reshape(-1)]
 
 
-def _reshape_to(ctx, node, dims):
-    ctx.add("Reshape", node, [ctx.inp(node, 0)], dims=[int(d) for d in dims])
+def _const_output(ctx, node, i, value):
+    """Output i of `node` as a constant, through an Identity that folds away at once
+    unless the tensor is a model output (which must be written by an op)."""
+    src = ctx.add_const(ctx.temp(node, "value"), value)
+    ctx.add("Identity", node, [src], outputs=[node.output[i]], name=ctx.temp(node, "const"))
+
+
+def _reshape_to(ctx, node, dims, allowzero=0):
+    # allowzero travels with the dims: a 0 left in them is a real zero-size axis.
+    ctx.add("Reshape", node, [ctx.inp(node, 0)], dims=[int(d) for d in dims],
+            allowzero=int(allowzero) or None)
 
 
 @onnx_op("Reshape")
 def reshape(ctx, node):
     dims = _static(ctx, node, 1, "the target shape")
     x = ctx.inp(node, 0)
-    _reshape_to(ctx, node, resolve_shape(ctx.shape(x), dims, int(ctx.attr(node, "allowzero", 0))))
+    allowzero = int(ctx.attr(node, "allowzero", 0))
+    _reshape_to(ctx, node, resolve_shape(ctx.shape(x), dims, allowzero), allowzero)
 
 
 @onnx_op("Flatten")
 def flatten(ctx, node):
     shape = ctx.shape(ctx.inp(node, 0))
-    axis = int(ctx.attr(node, "axis", 1)) % (len(shape) + 1) if shape else 0
+    axis = int(ctx.attr(node, "axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis  # -1 is the last axis, not len(shape)
     _reshape_to(ctx, node, [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))])
 
 
@@ -77,7 +88,7 @@ def concat(ctx, node):
 def identity(ctx, node):
     if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
         # Inference keeps every element: the mask is all true.
-        ctx.add_const(node.output[1], np.ones(ctx.shape(ctx.inp(node, 0)), np.bool_))
+        _const_output(ctx, node, 1, np.ones(ctx.shape(ctx.inp(node, 0)), np.bool_))
     ctx.add("Identity", node, [ctx.inp(node, 0)], outputs=[node.output[0]])
 
 
@@ -94,7 +105,7 @@ def constant(ctx, node):
                              np.float32 if a.name == "value_floats" else np.int64)
         else:
             raise ModelError(f"Constant '{ctx.op_name(node)}': attribute '{a.name}' is not supported")
-        ctx.add_const(node.output[0], value)
+        _const_output(ctx, node, 0, value)
         return
     raise ModelError(f"Constant '{ctx.op_name(node)}' has no value")
 
@@ -104,7 +115,7 @@ def constant_of_shape(ctx, node):
     shape = _static(ctx, node, 0, "the shape")
     fill = ctx.attr(node, "value")
     value = nh.to_array(fill).reshape(-1)[0] if fill is not None else np.float32(0)
-    ctx.add_const(node.output[0], np.full(shape, value, dtype=np.asarray(value).dtype))
+    _const_output(ctx, node, 0, np.full(shape, value, dtype=np.asarray(value).dtype))
 
 
 @onnx_op("Shape")

@@ -1,0 +1,115 @@
+"""Shared by tests/test_cli.py and tests/test_cli_errors.py: run the CLI as a user would.
+
+Each test gets a temporary working directory holding a copy of examples/digits and
+deployment files whose paths point at it; the CLI runs as a subprocess there.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DIGITS = ROOT / "examples" / "digits"
+
+
+def sha256(path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def cli(*args, cwd, timeout=120):
+    """`python tools/converter.py ARGS` in `cwd`; returns the CompletedProcess."""
+    return subprocess.run([sys.executable, str(ROOT / "tools" / "converter.py"), *map(str, args)],
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def digits_model(**overrides) -> dict:
+    """The digits example's model entry, paths relative to the work dir (see `workdir`)."""
+    sg = {"input_tensors": "image", "input_shapes": "1,8,8,1", "input_data_formats": "NHWC",
+          "input_ranges": "-1,1", "output_tensors": "prob", "output_shapes": "1,10",
+          "output_data_formats": "NONE",
+          "validation_inputs_data": ["digits/inputs/image_0.npy"]}
+    model = {"platform": "onnx", "model_file_path": "digits/digits_cnn.onnx",
+             "model_sha256_checksum": sha256(DIGITS / "digits_cnn.onnx"), "subgraphs": [sg],
+             "runtime": "cpu", "winograd": 0}
+    for key, value in overrides.items():
+        target = sg if key in sg or key.startswith(("input_", "output_", "validation_inputs")) else model
+        if value is None:
+            target.pop(key, None)
+        else:
+            target[key] = value
+    return model
+
+
+def write_deployment(path: Path, models: dict, library: str = "digits", **top) -> Path:
+    data = {"library_name": library, "target_abis": ["host"], "model_graph_format": "file",
+            "model_data_format": "file", **top, "models": models}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def workdir(tmp_path: Path) -> Path:
+    """tmp_path/work with digits/ (a copy of examples/digits) and deploy.yml for it."""
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copytree(DIGITS, work / "digits", ignore=shutil.ignore_patterns("__pycache__"))
+    write_deployment(work / "deploy.yml", {"digits_cnn": digits_model()})
+    return work
+
+
+def save_onnx(path: Path, nodes, inputs, outputs, initializers=(), opset: int = 13) -> str:
+    """Write a small ONNX model; inputs/outputs are (name, shape) pairs; returns its sha256."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in inputs],
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in outputs],
+        initializer=list(initializers))
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return sha256(path)
+
+
+def conv_model(path: Path, input_name: str = "input:0", output_name: str = "scope/out") -> str:
+    """A Conv (3 -> 4 channels, 3x3, pad 1) + Relu on a 1x3x6x6 input; names with ':' and '/'."""
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(7)
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32), "conv/w")
+    b = numpy_helper.from_array(rng.uniform(-1, 1, (4,)).astype(np.float32), "conv/b")
+    nodes = [helper.make_node("Conv", [input_name, "conv/w", "conv/b"], ["conv/y"], name="conv",
+                              pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+             helper.make_node("Relu", ["conv/y"], [output_name], name="relu")]
+    return save_onnx(path, nodes, [(input_name, [1, 3, 6, 6])], [(output_name, [1, 4, 6, 6])], [w, b])
+
+
+def unsupported_model(path: Path, op: str = "Einsum") -> str:
+    """Relu then an op no frontend maps (Einsum by default), on a [1, 4] tensor."""
+    from onnx import helper
+
+    extra = {"equation": "ij->ij"} if op == "Einsum" else {}
+    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu1"),
+             helper.make_node(op, ["r"], ["y"], name="the_odd_one", **extra)]
+    return save_onnx(path, nodes, [("x", [1, 4])], [("y", [1, 4])], opset=13)
+
+
+def small_model_entry(path: Path, checksum: str, inputs: str, shape: str, outputs: str,
+                      fmt: str = "NONE", **extra) -> dict:
+    sg = {"input_tensors": inputs, "input_shapes": shape, "input_data_formats": fmt,
+          "output_tensors": outputs, "output_data_formats": fmt}
+    return {"platform": "onnx", "model_file_path": str(path), "model_sha256_checksum": checksum,
+            "subgraphs": [sg], **extra}
+
+
+def files_of(directory: Path) -> dict:
+    """relative path -> bytes of every file under `directory`."""
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
