@@ -24,6 +24,7 @@ from mace.frontends import FRAMEWORK_FORMATS
 from mace.frontends.base import user_to_framework
 from mace.ir.args import get_arg
 from mace.runtime.engine import create_engine
+from mace.runtime.profiler import OpProfiler
 from mace.validate.metrics import compare
 from mace.validate.reference import reference_runner
 
@@ -49,6 +50,7 @@ class ModelRunResult:
     outputs: dict = field(default_factory=dict)
     metrics: list = field(default_factory=list)   # OutputMetrics when validated
     notes: list = field(default_factory=list)
+    op_stats: list = field(default_factory=list)  # profiler.OpStat per op when profiled
 
     @property
     def passed(self) -> bool:
@@ -138,7 +140,7 @@ def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dic
 
 def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, rounds: int = 1,
               validate: bool = False, input_dir=None, output_dir=None, num_threads: int = 0,
-              seed: int = 0) -> ModelRunResult:
+              seed: int = 0, profile: bool = False) -> ModelRunResult:
     sg = model.subgraphs[0]
     pb_path, data_path = model_paths(config, model.name, build_dir)
     if not pb_path.exists():
@@ -157,11 +159,15 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
         inputs, source = make_inputs(config, sg, input_dir, seed)
         outputs, warmup_ms = _timed(lambda: engine.run(inputs))
         timing = Timing(init_ms, warmup_ms)
+        profiler = OpProfiler() if profile else None
+        if profiler:
+            engine.observers.append(profiler)
         if rounds > 0:
             times = [_timed(lambda: engine.run(inputs))[1] for _ in range(rounds)]
             timing = Timing(init_ms, warmup_ms, rounds, statistics.fmean(times), statistics.median(times),
                             min(times), max(times), statistics.pstdev(times))
-    result = ModelRunResult(model.name, sg.runtime, source, timing, outputs, notes=notes)
+    result = ModelRunResult(model.name, sg.runtime, source, timing, outputs, notes=notes,
+                            op_stats=profiler.stats() if profiler else [])
     if output_dir:
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)

@@ -22,10 +22,10 @@ def sha256(path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def cli(*args, cwd, timeout=120):
+def cli(*args, cwd, env=None, timeout=120):
     """`python tools/converter.py ARGS` in `cwd`; returns the CompletedProcess."""
     return subprocess.run([sys.executable, str(ROOT / "tools" / "converter.py"), *map(str, args)],
-                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def digits_model(**overrides) -> dict:
@@ -92,14 +92,30 @@ def conv_model(path: Path, input_name: str = "input:0", output_name: str = "scop
     return save_onnx(path, nodes, [(input_name, [1, 3, 6, 6])], [(output_name, [1, 4, 6, 6])], [w, b])
 
 
-def unsupported_model(path: Path, op: str = "Einsum") -> str:
-    """Relu then an op no frontend maps (Einsum by default), on a [1, 4] tensor."""
-    from onnx import helper
+def unsupported_model(path: Path) -> str:
+    """Relu then NonMaxSuppression (no frontend maps it): inputs boxes [1,4,4], scores [1,1,4]."""
+    import onnx
+    from onnx import TensorProto, helper
 
-    extra = {"equation": "ij->ij"} if op == "Einsum" else {}
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="relu1"),
-             helper.make_node(op, ["r"], ["y"], name="the_odd_one", **extra)]
-    return save_onnx(path, nodes, [("x", [1, 4])], [("y", [1, 4])], opset=13)
+    nodes = [helper.make_node("Relu", ["scores"], ["s"], name="relu1"),
+             helper.make_node("NonMaxSuppression", ["boxes", "s"], ["selected"], name="nms_node")]
+    graph = helper.make_graph(
+        nodes, "g",
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 4, 4]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 4])],
+        [helper.make_tensor_value_info("selected", TensorProto.INT64, [None, 3])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return sha256(path)
+
+
+def unsupported_entry(path: Path, checksum: str) -> dict:
+    return {"platform": "onnx", "model_file_path": str(path), "model_sha256_checksum": checksum,
+            "subgraphs": [{"input_tensors": "boxes,scores", "input_shapes": ["1,4,4", "1,1,4"],
+                           "input_data_formats": "NONE", "output_tensors": "selected",
+                           "output_data_formats": "NONE"}]}
 
 
 def small_model_entry(path: Path, checksum: str, inputs: str, shape: str, outputs: str,

@@ -49,6 +49,15 @@ def _print_timing(console, r) -> None:
     console.print(table)
 
 
+def _print_ops(console, r) -> None:
+    table = Table(title=f"Ops of {r.model} in run order (timed rounds)")
+    for col in ("#", "op", "type", "kernel", "output shape", "avg(ms)"):
+        table.add_column(col)
+    for s in r.op_stats:
+        table.add_row(str(s.index), s.name, s.type, s.kernel, str(s.output_shape), f"{s.avg_ms:.4f}")
+    console.print(table)
+
+
 def _print_metrics(console, r) -> None:
     table = Table(title=f"Validate {r.model} against the original framework")
     for col in ("output", "cosine", "SQNR(dB)", "pixel_accuracy", "max_abs_err", "threshold", "result"):
@@ -82,12 +91,15 @@ def main(args) -> int:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
     results = run_deployment(config, args.models, build_dir=args.build_dir, rounds=args.round,
                              validate=args.validate, input_dir=args.input_dir,
-                             output_dir=args.output_dir, num_threads=args.num_threads, seed=args.seed)
+                             output_dir=args.output_dir, num_threads=args.num_threads, seed=args.seed,
+                             profile=args.vlog_level >= 2)
     for r in results:
         console.print(f"Run model {r.model}: inputs from {r.input_source}")
         for note in r.notes:
             console.print(f"[yellow]note:[/yellow] {note}")
         _print_timing(console, r)
+        if r.op_stats:
+            _print_ops(console, r)
         if args.example:
             _print_example(console, r)
         if r.metrics:

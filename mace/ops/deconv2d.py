@@ -78,15 +78,32 @@ class Deconv2DCpu(Kernel):
         (n, h, wd, c), (kh, kw), self.strides, self.dil, pads, out_hw, self.c_out = geo
         self.in_shape, self.k = (n, h, wd, c), (kh, kw)
         self.group = g = int(ctx.arg("group", 1))
-        cin_g, cout_g = c // g, w.shape[1]
-        # Filter as GEMM operand [group, C_in/g, kh*kw*C_out/g]: one row of taps per input channel.
-        wg = w.astype(np.float32).reshape(g, cin_g, cout_g, kh, kw).transpose(0, 1, 3, 4, 2)
-        self.wmat = np.ascontiguousarray(wg.reshape(g, cin_g, kh * kw * cout_g))
-        self.cols = np.empty((g, n * h * wd, kh * kw * cout_g), np.float32)
+        self._pack_filter(w.astype(np.float32), n * h * wd)
         bias = ctx.consts[2] if len(ctx.consts) > 2 else None
         self.bias = None if bias is None else bias.astype(np.float32)
         self.act = activation_args(ctx)
         self._plan_buffer(pads, out_hw)
+
+    def _pack_filter(self, w, m):
+        """Filter operand and column buffer; `self.taps` views the columns as
+        (N, H, W, kh, kw, group, C_out/group) for the scatter."""
+        n, h, wd, c = self.in_shape
+        g, (kh, kw) = self.group, self.k
+        cin_g, cout_g = c // g, w.shape[1]
+        taps = (n, h, wd, kh, kw)
+        if cin_g == 1 and g > 1:
+            # Depthwise-like: each column is one input value times its group's filter, a
+            # broadcast multiply written straight in scatter order (a batched GEMM with K=1 is slow).
+            self.wmat = np.ascontiguousarray(
+                w.reshape(g, cout_g, kh, kw).transpose(2, 3, 0, 1).reshape(1, kh * kw, g, cout_g))
+            self.cols = np.empty((m, kh * kw, g, cout_g), np.float32)
+            self.taps = self.cols.reshape(taps + (g, cout_g))
+            return
+        # GEMM operand [group, C_in/g, kh*kw*C_out/g]: one row of taps per input channel.
+        wg = w.reshape(g, cin_g, cout_g, kh, kw).transpose(0, 1, 3, 4, 2)
+        self.wmat = np.ascontiguousarray(wg.reshape(g, cin_g, kh * kw * cout_g))
+        self.cols = np.empty((g, m, kh * kw * cout_g), np.float32)
+        self.taps = self.cols.reshape((g,) + taps + (cout_g,)).transpose(1, 2, 3, 4, 5, 0, 6)
 
     def _plan_buffer(self, pads, out_hw):
         """Size the scatter buffer to cover both every tap and the (maybe larger) output."""
@@ -105,7 +122,7 @@ class Deconv2DCpu(Kernel):
 
     def run(self, inputs, outputs):
         x, out = inputs[0], outputs[0]
-        self._gemm(x)
+        self._columns(x)
         buf = out if self.direct else self.buf
         self._col2im(buf)
         if not self.direct:
@@ -114,25 +131,26 @@ class Deconv2DCpu(Kernel):
             out += self.bias
         apply_activation(out, **self.act)
 
-    def _gemm(self, x):
+    def _columns(self, x):
         g = self.group
         x2d = x.reshape(-1, x.shape[-1])
-        if g == 1:
+        if self.cols.ndim == 4:  # depthwise-like broadcast
+            np.multiply(x2d[:, None, :, None], self.wmat, out=self.cols)
+        elif g == 1:
             np.matmul(x2d, self.wmat[0], out=self.cols[0])
         else:
             xg = x2d.reshape(x2d.shape[0], g, -1).transpose(1, 0, 2)
             np.matmul(xg, self.wmat, out=self.cols)
 
     def _col2im(self, buf):
-        n, h, w, _ = self.in_shape
+        _, h, w, _ = self.in_shape
         g, (kh, kw), s, d = self.group, self.k, self.strides, self.dil
         buf[...] = 0
-        # Contiguous buffers, so both reshapes are views and the adds land in `buf`.
+        # `buf` is contiguous, so this reshape is a view and the adds land in it.
         dst = buf.reshape(buf.shape[:3] + (g, self.c_out // g))
-        cols = self.cols.reshape(g, n, h, w, kh, kw, self.c_out // g)
         for i in range(kh):
             r0 = self.origin[0] + i * d[0]
             for j in range(kw):
                 c0 = self.origin[1] + j * d[1]
-                tap = cols[:, :, :, :, i, j, :].transpose(1, 2, 3, 0, 4)
-                dst[:, r0:r0 + s[0] * (h - 1) + 1:s[0], c0:c0 + s[1] * (w - 1) + 1:s[1]] += tap
+                dst[:, r0:r0 + s[0] * (h - 1) + 1:s[0], c0:c0 + s[1] * (w - 1) + 1:s[1]] += \
+                    self.taps[:, :, :, i, j]

@@ -12,6 +12,9 @@ from mace.ops._resize import ResizeKernel, axis_params, resize_infer, source_coo
 from mace.ops.registry import Layout, OpSpec, kernel, register_op
 
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "legacy")
+# A coordinate this close to a .5 tie is the tie: float32 error (e.g. 7.5 computed as
+# 7.4999995) must not decide the rounding. onnxruntime resolves such ties the same way.
+TIE_TOLERANCE = 1e-6
 
 
 @register_op("ResizeNearestNeighbor", layout=Layout.FIXED)
@@ -25,10 +28,11 @@ def nearest_index(in_len, out_len, scale, coord_mode, nearest_mode) -> np.ndarra
     x = source_coords(out_len, in_len, scale, coord_mode)
     if nearest_mode == "legacy":
         nearest_mode = "ceil" if scale < 1 else "floor"
+    tie = np.abs(x - np.floor(x) - 0.5) <= TIE_TOLERANCE
     if nearest_mode == "round_prefer_floor":
-        idx = np.ceil(x - np.float32(0.5))  # halves go down
+        idx = np.where(tie, np.floor(x), np.round(x))
     elif nearest_mode == "round_prefer_ceil":
-        idx = np.floor(x + np.float32(0.5))  # halves go up
+        idx = np.where(tie, np.floor(x) + 1, np.round(x))
     elif nearest_mode == "floor":
         idx = np.floor(x)
     elif nearest_mode == "ceil":

@@ -136,7 +136,7 @@ class Engine:
                 raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
             for obs in observers:
                 obs("after", node, self)
-        return {n: self.buffers[n].copy() for n in self.graph.output_names}
+        return {n: np.array(self._tensor(n)) for n in self.graph.output_names}
 
 
 def create_engine(pb_path, data_path=None, device: str = "cpu", options: dict | None = None) -> Engine:

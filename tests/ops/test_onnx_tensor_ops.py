@@ -71,6 +71,35 @@ def test_matmul_add_folds_into_fc(a, bias, first):
     assert len(engine.graph.net.op[0].input) == 3  # x, weight, bias
 
 
+@pytest.mark.parametrize("a,b,ta,tb", [((2, 3, 4), (3, 5), 1, 0), ((3, 4), (2, 5, 4), 0, 1),
+                                       ((4, 3), (5, 4), 1, 1), ((4,), (5, 4), 0, 1)])
+@pytest.mark.parametrize("const_b", [False, True])
+def test_matmul_transpose_args(a, b, ta, tb, const_b):
+    """transpose_a / transpose_b (no ONNX node sets transpose_a) against numpy."""
+    from mace.ir.graph import Graph
+    from mace.ops.registry import KernelContext, select_kernel
+    from mace.transform.shape_inference import infer_op
+
+    x, w = rand(*a), rand(*b, seed=1)
+    graph = Graph()
+    graph.specs["x"] = (a, np.dtype(np.float32))
+    if const_b:
+        graph.add_const("w", w)
+    else:
+        graph.specs["w"] = (b, np.dtype(np.float32))
+    op = graph.add_op("MatMul", ["x", "w"], ["y"], transpose_a=ta, transpose_b=tb)
+    infer_op(graph, op)
+    shape, dtype = graph.specs["y"]
+    cls, _ = select_kernel("MatMul", ["cpu"])
+    kern = cls(KernelContext(op, [a, b], [np.dtype(np.float32)] * 2, [shape], [dtype],
+                             consts=[None, w if const_b else None]))
+    out = np.empty(shape, dtype)
+    kern.run([x, w], [out])
+    want = np.matmul(np.swapaxes(x, -1, -2) if ta and x.ndim > 1 else x,
+                     np.swapaxes(w, -1, -2) if tb else w)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("attrs,c", [({"transA": 1, "alpha": 0.5}, None), ({"transB": 1}, (5,)),
                                      ({"transA": 1, "transB": 1, "beta": 0.3}, (4, 5))])
 def test_gemm_runtime_b(attrs, c):

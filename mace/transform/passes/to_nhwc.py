@@ -94,25 +94,32 @@ class _Rewriter:
         """ELEMENTWISE / AXIS ops: keep the inputs' common perm when possible."""
         live = [t for t in op.input if t not in self.graph.consts]
         perms = {self.perm_of(t) for t in live}
-        out_rank = self.rank(op.output[0])
-        if len(perms) == 1 and all(self.rank(t) == out_rank for t in live):
-            p = perms.pop()
-            if p == _ident(out_rank):
+        if len(perms) != 1:
+            return self.any(op)
+        p = perms.pop()
+        rank = len(p)
+        if p == _ident(rank) or any(self.rank(t) != rank for t in live):
+            return self.any(op)
+        if layout == Layout.ELEMENTWISE:
+            if self.rank(op.output[0]) != rank or any(
+                    self.graph.consts[t].ndim > rank for t in op.input if t in self.graph.consts):
                 return self.any(op)
+            out_perm = p
+            carried = [t in self.graph.consts for t in op.input]  # constants broadcast: align them
+        else:
             trial = _copy_op(op)
-            out_perm = p if layout == Layout.ELEMENTWISE else \
-                spec(op.type).remap_axes(trial, p, [self.rank(t) for t in op.input])
-            consts_ok = all(t not in self.graph.consts or self.graph.consts[t].ndim <= out_rank
-                            for t in op.input)
-            if out_perm is not None and consts_ok:
-                for i, t in enumerate(trial.input):
-                    if t in self.graph.consts:
-                        trial.input[i] = self.const_like(t, p, out_rank)
-                op.CopyFrom(trial)
-                for t in op.output:
-                    self.perm[t] = tuple(out_perm) if self.rank(t) == len(out_perm) else _ident(self.rank(t))
-                return
-        self.any(op)
+            out_perm = spec(op.type).remap_axes(trial, p, [self.rank(t) for t in op.input])
+            if out_perm is None:
+                return self.any(op)
+            op.CopyFrom(trial)
+            # Only same-rank constants carry the layout (Concat operands); index, shape or
+            # parameter inputs of AXIS ops are left alone.
+            carried = [t in self.graph.consts and self.graph.consts[t].ndim == rank for t in op.input]
+        for i, t in enumerate(list(op.input)):
+            if carried[i]:
+                op.input[i] = self.const_like(t, p, rank)
+        for t in op.output:
+            self.perm[t] = tuple(out_perm) if self.rank(t) == len(out_perm) else _ident(self.rank(t))
 
     def any(self, op):
         for i, t in enumerate(op.input):

@@ -1,0 +1,11 @@
+"""Generated docs must match the code they describe."""
+from pathlib import Path
+
+from mace.ops.catalog import ops_markdown
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_op_list_is_current():
+    assert (ROOT / "docs" / "ops.md").read_text() == ops_markdown(), \
+        "docs/ops.md is stale: run python tools/gen_op_docs.py"
