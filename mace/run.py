@@ -114,9 +114,29 @@ def _thread_limit(num_threads: int):
     return threadpool_limits(limits=num_threads)
 
 
+def _reference_files(config, sg: SubgraphConfig) -> dict:
+    """validation_outputs_data: the expected outputs, one .npy per output in the caller's layout."""
+    where = f"{config.path}: {sg.key_path}.validation_outputs_data"
+    ref = {}
+    for s, f in zip(sg.outputs, sg.validation_outputs_data):
+        path = local_path(f, config.base_dir)
+        try:
+            ref[s.name] = np.load(path, allow_pickle=False)
+        except FileNotFoundError:
+            raise RuntimeInputError(f"{where}: output file {path} not found") from None
+        except (ValueError, OSError) as e:
+            raise RuntimeInputError(f"{where}: {path} is not a readable .npy file ({e})") from None
+    return ref
+
+
 def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dict, outputs: dict,
-                     num_threads: int = 0, build_dir=None) -> list:
-    """Compare `outputs` with the original framework on the same `inputs`."""
+                     num_threads: int = 0, build_dir=None, use_files: bool = False) -> list:
+    """Compare `outputs` with the original framework on the same `inputs`, or with the
+    validation_outputs_data files (`use_files`: the inputs are validation_inputs_data)."""
+    if use_files and sg.validation_outputs_data:
+        ref = _reference_files(config, sg)
+        return [_compare(config, model, s.name, ref[s.name], outputs[s.name], sg.threshold())
+                for s in sg.outputs]
     fw_format = FRAMEWORK_FORMATS[model.platform]
     model_path, _ = fetch_model_files(config, model, build_dir)
     fw_inputs = {}
@@ -131,11 +151,15 @@ def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dic
         perm = user_to_framework(value.shape, fw_format, s.data_format) \
             if s.data_format != "NONE" else None
         value = value.transpose(perm) if perm else value
-        try:
-            metrics.append(compare(s.name, value, outputs[s.name], sg.threshold()))
-        except ValueError as e:
-            raise ModelError(f"{config.path}: {model.key_path}: {e}") from None
+        metrics.append(_compare(config, model, s.name, value, outputs[s.name], sg.threshold()))
     return metrics
+
+
+def _compare(config, model, name, ref, out, threshold):
+    try:
+        return compare(name, ref, out, threshold)
+    except ValueError as e:
+        raise ModelError(f"{config.path}: {model.key_path}: {e}") from None
 
 
 def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, rounds: int = 1,
@@ -174,7 +198,8 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
         for name, value in outputs.items():
             np.save(out / f"{safe_name(name)}.npy", value)
     if validate:
-        result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads, build_dir)
+        result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads, build_dir,
+                                          use_files=source == "validation_inputs_data")
     return result
 
 

@@ -5,7 +5,9 @@ deployment files whose paths point at it; the CLI runs as a subprocess there.
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -129,3 +131,39 @@ def small_model_entry(path: Path, checksum: str, inputs: str, shape: str, output
 def files_of(directory: Path) -> dict:
     """relative path -> bytes of every file under `directory`."""
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+@contextlib.contextmanager
+def http_server(directory: Path):
+    """Serve `directory` on 127.0.0.1 from a thread; yields (base URL, list of request paths)."""
+    import functools
+    import http.server
+    import threading
+
+    requests = []
+
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self):  # noqa: N802 - http.server's naming
+            requests.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args):
+            pass
+
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0),
+                                            functools.partial(Handler, directory=str(directory)))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}", requests
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+def no_proxy_env() -> dict:
+    """os.environ without proxies, so that 127.0.0.1 is reached directly."""
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
+    env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
+    return env

@@ -12,8 +12,9 @@ from onnx import numpy_helper
 
 from mace.runtime.engine import create_engine
 from mace.transform.pipeline import pass_names
-from tests.cli_helpers import (cli, conv_model, digits_model, files_of, sha256, small_model_entry,
-                               unsupported_entry, unsupported_model, workdir, write_deployment)
+from tests.cli_helpers import (DIGITS, cli, conv_model, digits_model, files_of, http_server, no_proxy_env,
+                               sha256, small_model_entry, unsupported_entry, unsupported_model, workdir,
+                               write_deployment)
 
 
 @pytest.fixture
@@ -230,6 +231,42 @@ def test_input_dir_accepts_the_same_data_without_unit_dims(built):
     ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--input_dir=in", "--output_dir=a", cwd=built))
     ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--output_dir=b", cwd=built))
     np.testing.assert_array_equal(np.load(built / "a" / "prob.npy"), np.load(built / "b" / "prob.npy"))
+
+
+# ---- models named by URL ------------------------------------------------------------------
+def test_url_model_downloaded_once_into_the_build_dir(work):
+    with http_server(DIGITS) as (base, requests):
+        url = f"{base}/digits_cnn.onnx"
+        write_deployment(work / "url.yml", {"digits_cnn": digits_model(model_file_path=url)})
+        env = no_proxy_env()
+        ok(cli("convert", "--config=url.yml", "--build_dir=out", cwd=work, env=env))
+        assert requests == ["/digits_cnn.onnx"]
+        downloads = work / "out" / "downloads"
+        assert [p.suffix for p in downloads.iterdir()] == [".onnx"]
+        ok(cli("convert", "--config=url.yml", "--build_dir=out", cwd=work, env=env))
+        r = ok(cli("run", "--config=url.yml", "--build_dir=out", "--validate", cwd=work, env=env))
+        assert "PASS" in r.stdout
+        assert requests == ["/digits_cnn.onnx"]      # reused from out/downloads every time
+        assert not (work / "builds").exists()         # validation looks in --build_dir too
+        # running (without validating) needs only the converted model, never the download
+        for p in downloads.iterdir():
+            p.unlink()
+        ok(cli("run", "--config=url.yml", "--build_dir=out", cwd=work, env=env))
+        assert requests == ["/digits_cnn.onnx"]
+
+
+# ---- expected outputs from files -------------------------------------------------------------
+def test_validation_outputs_data_is_the_reference(built):
+    image = np.load(built / "digits" / "inputs" / "image_0.npy").astype(np.float32).reshape(1, 8, 8, 1)
+    sess = ort.InferenceSession(str(built / "digits" / "digits_cnn.onnx"), providers=["CPUExecutionProvider"])
+    (prob,) = sess.run(["prob"], {"image": image.transpose(0, 3, 1, 2)})
+    np.save(built / "expected.npy", prob)
+    write_deployment(built / "files.yml", {"digits_cnn": digits_model(validation_outputs_data=["expected.npy"])})
+    r = ok(cli("run", "--config=files.yml", "--build_dir=out", "--validate", cwd=built))
+    assert "PASS" in r.stdout
+    np.save(built / "expected.npy", prob[:, ::-1].copy())  # another answer: the check must fail
+    r = cli("run", "--config=files.yml", "--build_dir=out", "--validate", cwd=built)
+    assert r.returncode == 1 and "FAIL" in r.stdout and "Traceback" not in r.stderr
 
 
 # ---- validation that fails ---------------------------------------------------------------

@@ -240,6 +240,18 @@ def test_missing_validation_inputs_data(built):
     fails(run(built), "validation_inputs_data", "nope.npy", "not found")
 
 
+def test_missing_validation_outputs_data(built):
+    write_deployment(built / "deploy.yml", {"digits_cnn": digits_model(
+        validation_outputs_data=["digits/nope_out.npy"])})
+    fails(run(built, "--validate"), "deploy.yml", "validation_outputs_data", "nope_out.npy", "not found")
+
+
+def test_validation_outputs_data_of_the_wrong_size(built):
+    np.save(built / "out3.npy", np.zeros((1, 3), np.float32))
+    write_deployment(built / "deploy.yml", {"digits_cnn": digits_model(validation_outputs_data=["out3.npy"])})
+    fails(run(built, "--validate"), "models.digits_cnn", "'prob'", "[1, 10]", "[1, 3]")
+
+
 def test_validation_needs_the_model_file(built):
     (built / "digits" / "digits_cnn.onnx").rename(built / "moved.onnx")
     # running needs only the converted model ...

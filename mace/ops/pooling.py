@@ -45,10 +45,13 @@ class PoolingCpu(Kernel):
                       - (h + self.pads[0] + self.pads[2]))
         extra_w = max(0, (self.out_hw[1] - 1) * self.strides[1] + (self.k[1] - 1) * self.dil[1] + 1
                       - (w + self.pads[1] + self.pads[3]))
+        dtype = np.dtype(ctx.input_dtypes[0])
+        self.lowest = np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
         self.xp = np.full((n, h + self.pads[0] + self.pads[2] + extra_h,
                            w + self.pads[1] + self.pads[3] + extra_w, c),
-                          -np.inf if self.is_max else 0.0, np.float32)
+                          self.lowest if self.is_max else 0, dtype if self.is_max else np.float32)
         if not self.is_max:
+            self.acc = np.empty(ctx.output_shapes[0], np.float32)
             self.divisor = self._divisor(bool(ctx.arg("count_include_pad", 0)), extra_h, extra_w)
 
     def _divisor(self, include_pad, extra_h, extra_w):
@@ -71,10 +74,15 @@ class PoolingCpu(Kernel):
         p = self.pads
         _, h, w, _ = self.in_shape
         self.xp[:, p[0]:p[0] + h, p[1]:p[1] + w, :] = x
-        reduce = np.maximum if self.is_max else np.add
-        out[...] = -np.inf if self.is_max else 0
+        if self.is_max:
+            out[...] = self.lowest
+            for i in range(self.k[0]):
+                for j in range(self.k[1]):
+                    np.maximum(out, window(self.xp, i, j, self.dil, self.strides, self.out_hw), out=out)
+            return
+        acc = self.acc
+        acc[...] = 0
         for i in range(self.k[0]):
             for j in range(self.k[1]):
-                reduce(out, window(self.xp, i, j, self.dil, self.strides, self.out_hw), out=out)
-        if not self.is_max:
-            out /= self.divisor
+                acc += window(self.xp, i, j, self.dil, self.strides, self.out_hw)
+        np.divide(acc, self.divisor, out=out, casting="unsafe")

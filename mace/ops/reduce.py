@@ -20,6 +20,26 @@ FUNCS = {
 }
 
 
+def _lowest(dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return False
+    return np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf
+
+
+def _highest(dtype):
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return True
+    return np.iinfo(dtype).max if dtype.kind in "iu" else np.inf
+
+
+# What a reduction over zero elements gives (ONNX: the operation's identity).
+EMPTY = {"MAX": _lowest, "MIN": _highest, "LOGSUMEXP": lambda d: -np.inf, "LOGSUM": lambda d: -np.inf,
+         "SUM": lambda d: 0, "SUMSQUARE": lambda d: 0, "L1": lambda d: 0, "L2": lambda d: 0,
+         "PROD": lambda d: 1, "MEAN": lambda d: np.nan}
+
+
 def _logsumexp(x, axes, keepdims):
     # Shift by the max so exp cannot overflow (inf maxima shift by 0 to keep inf/nan right).
     m = np.max(x, axis=axes, keepdims=True)
@@ -70,6 +90,9 @@ class ReduceCpu(Kernel):
         x = inputs[0]
         if not self.axes:
             np.copyto(outputs[0], x)
+            return
+        if any(x.shape[a] == 0 for a in self.axes):
+            outputs[0][...] = EMPTY[self.ctx.arg("reduce_type")](x.dtype)
             return
         res = self.fn(x, self.axes, True)
         np.copyto(outputs[0], res.reshape(outputs[0].shape), casting="unsafe")
