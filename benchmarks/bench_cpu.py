@@ -38,10 +38,10 @@ ALL_MODELS = LIGHT_MODELS + ("digits",)
 QUICK_MODELS = ("digits", "squeezenet")
 TARGETS = {"resnet50": 2.0, "squeezenet": 2.0, "inception_v1": 2.0, "vgg19": 2.0}
 # (runs, warmup) per model, sized so the full run stays well under 10 minutes on 2 cores.
-DEFAULT_RUNS = {"digits": (200, 20), "squeezenet": (40, 5), "shufflenet": (40, 5),
-                "inception_v1": (30, 3), "inception_v2": (30, 3), "densenet121": (30, 3),
-                "resnet50": (20, 3), "bvlc_alexnet": (20, 3), "zfnet512": (20, 3),
-                "vgg19": (8, 2)}
+DEFAULT_RUNS = {"digits": (300, 30), "squeezenet": (100, 5), "shufflenet": (100, 5),
+                "inception_v1": (60, 3), "inception_v2": (60, 3), "densenet121": (40, 3),
+                "resnet50": (40, 3), "bvlc_alexnet": (40, 3), "zfnet512": (30, 3),
+                "vgg19": (12, 2)}
 QUICK_RUNS = (3, 1)
 REL_TOL = 1e-3          # above this max relative error the row is marked as disagreeing
 CHILD_TIMEOUT_S = 900
@@ -228,8 +228,19 @@ def run_ours(case: dict, x: np.ndarray) -> dict:
             "lower_bound_bytes": int(engine.plan.lower_bound)}
 
 
+def build_main(case: dict) -> int:
+    try:
+        res = build_case(case["name"], Path(case["workdir"]))
+    except Exception as e:
+        res = {"error": f"model preparation failed: {type(e).__name__}: {e}"}
+    print(JSON_MARK + json.dumps(res), flush=True)
+    return 0
+
+
 def child_main(engine: str, case_path: str) -> int:
     case = json.loads(Path(case_path).read_text())
+    if engine == "build":
+        return build_main(case)
     x = np.load(case["input"])
     try:
         res = (run_ours if engine == "ours" else run_ort)(case, x)
@@ -247,8 +258,13 @@ def child_main(engine: str, case_path: str) -> int:
 
 
 # ---------------------------------------------------------------- parent side
-def run_child(engine: str, case: dict) -> dict:
-    case_path = Path(case["dir"]) / f"{engine}_case.json"
+def run_child(engine: str, case: dict, case_path: Path) -> dict:
+    """Run this script as `--child ENGINE case.json`; returns the child's JSON answer.
+
+    Linux keeps a process's ru_maxrss across fork and exec, so a child starts with the
+    parent's RSS as its peak: the parent therefore never loads a model itself (the
+    "build" child does) and stays far smaller than any engine child.
+    """
     case_path.write_text(json.dumps(case))
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", engine, str(case_path)]
     try:
@@ -286,14 +302,16 @@ def max_rel_error(ours: dict, ref: dict):
 def measure(name: str, workdir: Path, args) -> dict:
     runs, warmup = QUICK_RUNS if args.quick else DEFAULT_RUNS[name]
     row = {"model": name, "runs": args.runs or runs, "target": TARGETS.get(name)}
-    try:
-        case = build_case(name, workdir)
-    except Exception as e:
-        row["error"] = f"model preparation failed: {type(e).__name__}: {e}"
+    case = run_child("build", {"name": name, "workdir": str(workdir)},
+                     workdir / f"{name}_build.json")
+    if "error" in case:
+        row["error"] = case["error"]
         return row
     case.update(threads=args.threads, runs=row["runs"],
                 warmup=args.warmup if args.warmup is not None else warmup)
-    row["ort"], row["ours"] = run_child("ort", case), run_child("ours", case)
+    case_dir = Path(case["dir"])
+    row["ort"] = run_child("ort", case, case_dir / "ort_case.json")
+    row["ours"] = run_child("ours", case, case_dir / "ours_case.json")
     errors = [f"{k}: {row[k]['error']}" for k in ("ours", "ort") if "error" in row[k]]
     if errors:
         row["error"] = "; ".join(errors)
@@ -315,6 +333,22 @@ def status(row: dict) -> str:
     if row["target"] is None:
         return "ok (report only)"
     return "meets target" if row["ratio"] <= row["target"] else "MISSES target"
+
+
+def spread_table(rows: list) -> str:
+    """Min / p10 / median / p90 of each engine: how much the machine disturbed the runs."""
+    lines = ["| model | ours min / p10 / median / p90 ms | onnxruntime min / p10 / median / p90 ms "
+             "| ours/ort of the minima |", "|---|---|---|---|"]
+    for r in rows:
+        if "ours_ms" not in r:
+            continue
+        cells = []
+        for engine in ("ours", "ort"):
+            q = np.percentile(r[engine]["times_ms"], [0, 10, 50, 90])
+            cells.append(" / ".join(f"{v:.2f}" for v in q))
+        ratio = min(r["ours"]["times_ms"]) / min(r["ort"]["times_ms"])
+        lines.append(f"| {r['model']} | {cells[0]} | {cells[1]} | {ratio:.2f} |")
+    return "\n".join(lines)
 
 
 def _fmt(v, spec: str) -> str:
@@ -348,6 +382,13 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or "unknown"
+
+
+def load_average() -> str:
+    try:
+        return " / ".join(f"{v:.2f}" for v in os.getloadavg())
+    except OSError:
+        return "unknown"
 
 
 def git_revision() -> str:
@@ -394,7 +435,7 @@ def command_line(args) -> str:
     return " ".join(parts)
 
 
-def markdown(rows: list, args, elapsed_s: float) -> str:
+def markdown(rows: list, args, elapsed_s: float, loads: tuple) -> str:
     failed = [r for r in rows if not status(r).startswith(("ok", "meets", "MISSES"))]
     out = [
         "# CPU performance: our numpy engine vs onnxruntime",
@@ -415,7 +456,9 @@ def markdown(rows: list, args, elapsed_s: float) -> str:
         "of `Engine.run` / `InferenceSession.run` after warm-up runs",
         f"- light models: constant weights replaced by random ones (seed {SEED}), "
         "input standard normal; digits: first held-out test image",
-        f"- whole run took {elapsed_s:.0f} s",
+        f"- whole run took {elapsed_s:.0f} s; load average (1 / 5 / 15 min) {loads[0]} at the "
+        f"start, {loads[1]} at the end (other work on the machine shows up here and as "
+        "spread below)",
         "",
         "## Results",
         "",
@@ -428,6 +471,13 @@ def markdown(rows: list, args, elapsed_s: float) -> str:
         "our memory plan's arena and *lower bound MB* the largest total size of "
         "simultaneously live tensors (no plan can be smaller); *peak RSS* is each engine's "
         "own process, loading the .onnx and building the engine included.",
+        "",
+        "### Spread of the timed runs",
+        "",
+        "A wide p10..p90 range means other load on the machine disturbed the runs; the "
+        "minima are the least disturbed runs and their ratio the least noisy comparison.",
+        "",
+        spread_table(rows),
         "",
     ]
     if failed:
@@ -473,6 +523,11 @@ def main(argv=None) -> int:
         return child_main(*args.child)
     models = selected_models(parser, args)
     out = args.out or (None if args.quick else str(REPO / "docs" / "performance.md"))
+    load_start = load_average()
+    if hasattr(os, "getloadavg") and os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
+        # Contention matters a lot: BLAS threads that wait on a busy core stall every GEMM.
+        print(f"warning: the machine is busy (load average {load_start}); "
+              "timings will be noisy", file=sys.stderr)
     start = time.perf_counter()
     rows = []
     with tempfile.TemporaryDirectory(prefix="mace-bench-") as tmp:
@@ -485,7 +540,7 @@ def main(argv=None) -> int:
     print(table(rows))
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(markdown(rows, args, elapsed))
+        Path(out).write_text(markdown(rows, args, elapsed, (load_start, load_average())))
         print(f"\nwrote {out}")
     # Timing misses do not fail the run (they depend on the machine); broken models do.
     return 1 if any(status(r).startswith(("FAILED", "DISAGREES")) for r in rows) else 0

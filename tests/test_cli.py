@@ -348,6 +348,20 @@ def test_convert_and_run_warn_about_unknown_keys_on_stderr(work):
     assert "did you mean 'winograd'" in r.stderr
 
 
+def test_square_brackets_in_names_are_printed_verbatim(work):
+    """Paths and names are user text, not console markup ('[/x]' once crashed the printer)."""
+    odd = work / "models[" / "v2]"
+    odd.mkdir(parents=True)
+    (work / "digits" / "digits_cnn.onnx").rename(odd / "m[b].onnx")
+    write_deployment(work / "odd.yml", {"digits_cnn": digits_model(model_file_path="models[/v2]/m[b].onnx")})
+    r = ok(cli("config", "--config=odd.yml", cwd=work))
+    assert '"models[/v2]/m[b].onnx"' in r.stdout
+    ok(cli("convert", "--config=odd.yml", "--build_dir=out[/x]", cwd=work))
+    r = ok(cli("run", "--config=odd.yml", "--build_dir=out[/x]", "--output_dir=res[/a]", "--validate", cwd=work))
+    assert "outputs written to res[/a]/" in r.stdout
+    assert (work / "res[" / "a]" / "prob.npy").is_file()
+
+
 def test_version_and_help(work):
     r = ok(cli("--help", cwd=work))
     assert "convert" in r.stdout and "run" in r.stdout and "config" in r.stdout

@@ -1,6 +1,7 @@
 """load_deployment: MACE's deployment .yml schema, normalised, defaulted and checked."""
 from __future__ import annotations
 
+import re
 import textwrap
 
 import pytest
@@ -277,6 +278,23 @@ def test_unset_environment_variable_names_file_and_line(load, monkeypatch):
     assert msg.endswith(f"deploy.yml:{line}: environment variable ${{MACE_TEST_UNSET}} is not set")
 
 
+def test_variables_in_comments_are_not_substituted(load, monkeypatch):
+    monkeypatch.delenv("MACE_TEST_UNSET", raising=False)
+    monkeypatch.setenv("MACE_TEST_LIB", "envlib")
+    text = "# export ${MACE_TEST_UNSET} before converting\n" + deployment().replace(
+        "library_name: mobile", "library_name: ${MACE_TEST_LIB}  # or ${MACE_TEST_UNSET}").replace(
+        "platform: onnx", 'platform: "onnx"  # "${MACE_TEST_UNSET}"')
+    config = load(text)
+    assert config.library_name == "envlib"
+    assert config.env_used == {"MACE_TEST_LIB": "envlib"}
+
+
+def test_variable_after_a_hash_in_a_quoted_value_is_substituted(load, monkeypatch):
+    monkeypatch.setenv("MACE_TEST_FRAG", "v2")
+    config = load(deployment().replace("models/mobilenet.onnx", '"http://host/m.onnx #${MACE_TEST_FRAG}"'))
+    assert config.models["mobilenet"].model_file_path == "http://host/m.onnx #v2"
+
+
 def test_on_off_stay_strings_true_false_are_booleans(tmp_path):
     path = tmp_path / "flags.yml"
     path.write_text("a: ON\nb: OFF\nc: on\nd: off\ne: yes\nf: no\ng: true\nh: False\n")
@@ -338,7 +356,10 @@ def test_subgraph_runtime_gets_its_own_default_data_type(load):
 def test_explicit_data_type_checked_against_runtime(load):
     assert sg0(load(deployment(model_extra="runtime: gpu\ndata_type: fp32_fp32\n"))).data_type == "fp32_fp32"
     msg = error_of(load, deployment(model_extra="runtime: dsp\ndata_type: fp32_fp32\n"))
-    assert "data_type" in msg and "'fp32_fp32' is not valid for runtime dsp" in msg and "uint8" in msg
+    assert "deploy.yml: models.mobilenet.data_type: 'fp32_fp32' is not valid for runtime dsp" in msg
+    assert "uint8" in msg
+    msg = error_of(load, deployment(subgraph_extra="data_type: uint8\n"))
+    assert "models.mobilenet.subgraphs[0].data_type: 'uint8' is not valid for runtime cpu" in msg
 
 
 def test_validation_threshold_dsp_maps_to_hexagon(load):
@@ -563,11 +584,25 @@ def test_model_must_be_a_mapping(load):
 # ---- YAML-level errors -----------------------------------------------------------------
 def test_invalid_yaml_reports_file_line_column(load):
     msg = error_of(load, "library_name: x\nmodels:\n  m: [1, 2\n  n: 3\n", name="broken.yml")
-    assert msg.startswith("")
-    import re
     m = re.search(r"broken\.yml:(\d+):(\d+): invalid YAML", msg)
     assert m, msg
     assert int(m.group(1)) >= 3
+
+
+def test_duplicate_key_reports_position(load):
+    text = deployment(subgraph_extra="input_shapes: 1,2,3,4\n")
+    line = len(text.splitlines())
+    msg = error_of(load, text, name="dup.yml")
+    assert f"dup.yml:{line}:9: invalid YAML: duplicate key 'input_shapes'" in msg
+
+
+def test_anchors_and_merge_keys_still_work(load):
+    text = deployment(name="first") + "  second:\n    <<: *model\n    runtime: cpu\n"
+    text = text.replace("  first:\n", "  first: &model\n")
+    config = load(text)
+    assert list(config.models) == ["first", "second"]
+    assert config.models["second"].model_file_path == "models/mobilenet.onnx"
+    assert sg0(config, "second").input_shapes == [[1, 224, 224, 3]]
 
 
 def test_tab_indentation_reports_position(load):

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 
 from mace.cli._console import console as make_console
+from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment, schema
@@ -23,7 +24,7 @@ def _rows(table: Table, prefix: str, values: dict, origin: dict, skip=()) -> Non
         if key in skip:
             continue
         note = f"carried; used by {LATER[key]}" if key in LATER else ""
-        table.add_row(prefix + key, json.dumps(value), origin.get(key, ""), note)
+        table.add_row(escape(prefix + key), escape(json.dumps(value)), origin.get(key, ""), note)
 
 
 def resolved_dict(config) -> dict:
@@ -36,7 +37,7 @@ def resolved_dict(config) -> dict:
 def main(args) -> int:
     config = load_deployment(args.config)
     console = make_console()
-    table = Table(title=f"Resolved configuration of {config.path}")
+    table = Table(title=escape(f"Resolved configuration of {config.path}"))
     for col in ("key", "value", "from", "note"):
         table.add_column(col)
     _rows(table, "", config.values, config.origin, skip=("models",))
@@ -46,9 +47,9 @@ def main(args) -> int:
             _rows(table, f"{sg.key_path}.", sg.values, sg.origin)
     console.print(table)
     for var, value in config.env_used.items():
-        console.print(f"environment: ${{{var}}} = {value}")
+        console.print(escape(f"environment: ${{{var}}} = {value}"))
     for w in config.warnings:
-        console.print(f"[yellow]warning:[/yellow] {config.path}: {w}")
+        console.print(f"[yellow]warning:[/yellow] {escape(f'{config.path}: {w}')}")
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump(resolved_dict(config), f, indent=2)

@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 from mace.cli._console import console as make_console
+from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment
@@ -23,17 +24,17 @@ def main(args) -> int:
     for w in config.warnings:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
     results = convert_deployment(config, args.build_dir, args.models, args.dump_passes)
-    table = Table(title=f"Library {config.library_name}")
+    table = Table(title=f"Library {escape(config.library_name)}")
     for col in ("model", "ops", "weights", "graph file", "data file"):
         table.add_column(col)
     for r in results:
         if args.vlog_level:
             for line in r.log:
-                console.print(f"  {r.model}: {line}")
-        table.add_row(r.model, str(r.op_count), f"{r.data_bytes / 1024:.1f} KiB", str(r.pb_path),
-                      str(r.data_path))
+                console.print(f"  {r.model}: {escape(line)}")
+        table.add_row(r.model, str(r.op_count), f"{r.data_bytes / 1024:.1f} KiB", escape(str(r.pb_path)),
+                      escape(str(r.data_path)))
         console.print(f"Model {r.model} converted")
     console.print(table)
     if args.dump_passes:
-        console.print(f"IR after each pass written to {args.dump_passes}/")
+        console.print(f"IR after each pass written to {escape(args.dump_passes)}/")
     return 0

@@ -7,6 +7,7 @@ import sys
 
 import numpy as np
 from mace.cli._console import console as make_console
+from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment
@@ -54,7 +55,7 @@ def _print_ops(console, r) -> None:
     for col in ("#", "op", "type", "kernel", "output shape", "avg(ms)"):
         table.add_column(col)
     for s in r.op_stats:
-        table.add_row(str(s.index), s.name, s.type, s.kernel, str(s.output_shape), f"{s.avg_ms:.4f}")
+        table.add_row(str(s.index), escape(s.name), s.type, s.kernel, str(s.output_shape), f"{s.avg_ms:.4f}")
     console.print(table)
 
 
@@ -63,7 +64,7 @@ def _print_metrics(console, r) -> None:
     for col in ("output", "cosine", "SQNR(dB)", "pixel_accuracy", "max_abs_err", "threshold", "result"):
         table.add_column(col)
     for m in r.metrics:
-        table.add_row(m.name, _fmt(m.cosine), _fmt(m.sqnr_db), f"{m.pixel_accuracy:.4f}",
+        table.add_row(escape(m.name), _fmt(m.cosine), _fmt(m.sqnr_db), f"{m.pixel_accuracy:.4f}",
                       f"{m.max_abs_error:.3g}", f"{m.threshold}",
                       "[green]PASS[/green]" if m.passed else "[red]FAIL[/red]")
     console.print(table)
@@ -73,7 +74,7 @@ def _print_example(console, r) -> None:
     for name, value in r.outputs.items():
         flat = np.asarray(value).reshape(-1)
         top = np.argsort(-flat)[:5]
-        console.print(f"{name}: shape {list(value.shape)}, top-5 " +
+        console.print(f"{escape(name)}: shape {list(value.shape)}, top-5 " +
                       ", ".join(f"{i}: {flat[i]:.4f}" for i in top))
 
 
@@ -94,9 +95,9 @@ def main(args) -> int:
                              output_dir=args.output_dir, num_threads=args.num_threads, seed=args.seed,
                              profile=args.vlog_level >= 2)
     for r in results:
-        console.print(f"Run model {r.model}: inputs from {r.input_source}")
+        console.print(f"Run model {r.model}: inputs from {escape(r.input_source)}")
         for note in r.notes:
-            console.print(f"[yellow]note:[/yellow] {note}")
+            console.print(f"[yellow]note:[/yellow] {escape(note)}")
         _print_timing(console, r)
         if r.op_stats:
             _print_ops(console, r)
@@ -105,7 +106,7 @@ def main(args) -> int:
         if r.metrics:
             _print_metrics(console, r)
     if args.output_dir:
-        console.print(f"outputs written to {args.output_dir}/")
+        console.print(f"outputs written to {escape(args.output_dir)}/")
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump({"library": config.library_name, "models": [to_json(r) for r in results]}, f, indent=2)

@@ -145,7 +145,7 @@ def _per_tensor(reader, sg, key, count, what):
         reader.fail(f"{sg.key_path}.{key}", f"has {len(items)} entries but there are {count} {what}")
 
 
-def _check_subgraph(reader, sg):
+def _check_subgraph(reader, sg, model):
     n_in, n_out = len(sg.input_tensors), len(sg.output_tensors)
     if len(sg.input_shapes) != n_in:
         reader.fail(f"{sg.key_path}.input_shapes",
@@ -166,8 +166,9 @@ def _check_subgraph(reader, sg):
         sg.values["data_type"] = schema.DEFAULT_DATA_TYPE[runtime]
         sg.origin["data_type"] = f"default for {runtime}"
     elif sg.data_type not in schema.DATA_TYPES[runtime]:
-        reader.fail(f"{sg.key_path}.data_type", f"'{sg.data_type}' is not valid for runtime {runtime}; "
-                                                f"use one of {', '.join(schema.DATA_TYPES[runtime])}")
+        where = model.key_path if sg.origin["data_type"] == "model" else sg.key_path  # where it was written
+        reader.fail(f"{where}.data_type", f"'{sg.data_type}' is not valid for runtime {runtime}; "
+                                          f"use one of {', '.join(schema.DATA_TYPES[runtime])}")
 
 
 def _subgraphs(reader, model, raw):
@@ -187,7 +188,7 @@ def _subgraphs(reader, model, raw):
             reader.fail(path, "expected a mapping of subgraph keys")
         values, origin = reader.resolve(value, schema.SUBGRAPH_KEYS, path + ".", inherited=model)
         sg = SubgraphConfig(name, path, values, origin)
-        _check_subgraph(reader, sg)
+        _check_subgraph(reader, sg, model)
         result.append(sg)
     return sorted(result, key=lambda s: s.order) if isinstance(raw, dict) else result
 

@@ -18,7 +18,22 @@ _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class _Loader(yaml.SafeLoader):
-    pass
+    def construct_mapping(self, node, deep=False):
+        """A key given twice is an error (YAML would silently keep the last one)."""
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` merges, it is no key
+                continue
+            try:
+                key = self.construct_object(key_node, deep=True)
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: the base class reports it
+                continue
+            if duplicate:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key '{key}'",
+                                                        key_node.start_mark)
+        return super().construct_mapping(node, deep)
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -29,12 +44,22 @@ _Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:true|Tr
                               list("tTfF"))
 
 
+def _in_comment(text: str, pos: int) -> bool:
+    """Whether `pos` lies in a YAML comment: after a `#` that starts a line or follows a blank,
+    outside quotes (a `#` inside a quoted value is text)."""
+    before = text[text.rfind("\n", 0, pos) + 1:pos]
+    return any(before[:m.start()].count('"') % 2 == 0 and before[:m.start()].count("'") % 2 == 0
+               for m in re.finditer(r"(?:^|\s)#", before))
+
+
 def substitute_env(text: str, path: Path) -> tuple:
     """Replace ${VAR}; returns (text, {var: value}) and fails naming an unset variable."""
     used = {}
 
     def repl(m):
         name = m.group(1)
+        if _in_comment(text, m.start()):
+            return m.group(0)  # `# set ${MODEL_DIR} first` documents a variable; it is not a value
         if name not in os.environ:
             line = text.count("\n", 0, m.start()) + 1
             raise ConfigError(f"{path}:{line}: environment variable ${{{name}}} is not set")

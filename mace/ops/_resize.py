@@ -9,7 +9,9 @@ Both resize H and W of a 4-D tensor. Args:
                        tf_half_pixel_for_nn
   data_format          NCHW or NHWC
 Each output row/column maps to a source coordinate once, at load; running is
-gathers along H then W (plus weighted adds for bilinear).
+gathers along H then W (plus weighted adds for bilinear). Coordinates are
+computed in float32 with onnxruntime's formulas, so picks and weights match it;
+an axis whose scale is 1 and size unchanged maps 1:1 in every mode.
 """
 import numpy as np
 
@@ -62,8 +64,8 @@ def axis_params(ctx, x_shape):
 
 
 class ResizeKernel(Kernel):
-    """Base of the resize kernels: NHWC gathers into preallocated buffers; NCHW (only met when folding constants)
-    is handled by working on transposed views."""
+    """Base of the resize kernels: NHWC gathers into preallocated buffers. NCHW (met
+    only when folding a constant before the layout pass) works on transposed views."""
 
     def setup_layout(self, ctx):
         self.nchw = ctx.arg("data_format", "NHWC") == "NCHW"

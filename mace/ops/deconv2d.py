@@ -6,13 +6,14 @@ Args: strides, dilations, group, data_format, output_padding [h, w] (extra
 cells at the bottom/right), pads [top, left, bottom, right] (cells cropped
 from the full result), padding (SAME_UPPER / SAME_LOWER / VALID, resolved
 from the input size: output = input * stride, but no larger than the full
-result, as onnxruntime does), output_shape [oh, ow] (when
-set, pads are derived from it and `pads` is ignored), and the fused
-activation (activation, max_limit, activation_coefficient).
+result, as onnxruntime does), output_shape [oh, ow] (when set, pads are
+derived from it and `pads` is ignored), and the fused activation
+(activation, max_limit, activation_coefficient).
 
 The CPU kernel runs NHWC: one (grouped) GEMM of the input against the filter
-gives every tap's contribution in a column buffer; a col2im pass then adds
-the kh*kw taps into the output as strided slices.
+(a broadcast multiply when each group has one input channel) gives every
+tap's contribution in a column buffer; a col2im pass then adds the kh*kw
+taps into the output as strided slices.
 """
 import numpy as np
 

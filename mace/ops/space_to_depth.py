@@ -1,8 +1,8 @@
 """SpaceToDepth: fold block_size x block_size spatial tiles into channels.
 
-Args: block_size, mode (DCR, ONNX's only order and the default, or CRD, the
-inverse of DepthToSpace CRD; as defined on NCHW whatever the stored layout),
-data_format. H and W must be divisible by block_size.
+Args: block_size, mode (DCR, the default, or CRD (ONNX opset 28), each the
+inverse of DepthToSpace in that mode; as defined on NCHW whatever the stored
+layout), data_format. H and W must be divisible by block_size.
 """
 from mace.ops._space_depth import SpaceDepthKernel, check_mode
 from mace.ops.registry import Layout, OpSpec, kernel, register_op

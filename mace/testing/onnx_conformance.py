@@ -47,17 +47,19 @@ def _arrays(values) -> list | None:
     for v in values:
         if hasattr(v, "dims"):  # a TensorProto
             v = numpy_helper.to_array(v)
+        if isinstance(v, np.generic):
+            v = np.asarray(v)
         if not isinstance(v, np.ndarray):
             return None  # sequences, optionals, maps: not tensors
         out.append(v)
     return out
 
 
-STATIC_ONLY = ("must be static", "must be constant", "constant initializer")
+STATIC_ONLY = ("must be static", "must be constant", "constant initializer")  # dynamic inputs
 
 
-def _freeze(model, names, values):
-    """The model with every input but the first turned into an initializer.
+def _freeze(model, names, values, keep_first=True):
+    """The model with every input but the first (or every input) turned into an initializer.
 
     Deployed models have constant weights, shapes and axes; onnx's cases often feed
     them as inputs, which a static-shape converter rightly refuses.
@@ -67,10 +69,12 @@ def _freeze(model, names, values):
 
     frozen = onnx.ModelProto()
     frozen.CopyFrom(model)
-    keep = [i for i in frozen.graph.input if i.name == names[0]]
+    first = 1 if keep_first else 0
+    keep = [i for i in frozen.graph.input if i.name in names[:first]]
     del frozen.graph.input[:]
     frozen.graph.input.extend(keep)
-    frozen.graph.initializer.extend(numpy_helper.from_array(v, n) for n, v in zip(names[1:], values[1:]))
+    frozen.graph.initializer.extend(numpy_helper.from_array(v, n)
+                                    for n, v in zip(names[first:], values[first:]))
     return frozen
 
 
@@ -78,6 +82,17 @@ def _run(model, feeds):
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         return onnx_backend.run(model, feeds)
+
+
+def _run_frozen(model, names, values):
+    """Freeze every input but the data input; if that is still too dynamic, freeze them all."""
+    if len(names) > 1:
+        try:
+            return _run(_freeze(model, names, values), {names[0]: values[0]})
+        except MaceError as e:
+            if not any(k in str(e) for k in STATIC_ONLY):
+                raise
+    return _run(_freeze(model, names, values, keep_first=False), {})
 
 
 def run_case(case) -> CaseResult:
@@ -94,9 +109,9 @@ def run_case(case) -> CaseResult:
             try:
                 got = _run(case.model, dict(zip(names, ins)))
             except MaceError as e:
-                if not any(k in str(e) for k in STATIC_ONLY) or len(names) < 2:
+                if not any(k in str(e) for k in STATIC_ONLY):
                     raise
-                got = _run(_freeze(case.model, names, ins), {names[0]: ins[0]})
+                got = _run_frozen(case.model, names, ins)
                 note = "parameters frozen as constants"
         except (MaceError, ValueError) as e:
             return CaseResult(case.name, op, "unsupported", str(e).splitlines()[0][:200])

@@ -32,9 +32,11 @@ def test_conv_transpose(k, stride, dilation, pads, out_pad, group, cin, cout):
            "pads": pads, "output_padding": out_pad, "group": group})
 
 
-def test_conv_transpose_rect_kernel_no_bias():
+@pytest.mark.parametrize("opset", [1, 11, 17])
+def test_conv_transpose_rect_kernel_no_bias(opset):
     check("ConvTranspose", {"x": rand(1, 3, 5, 8)}, {"w": rand(3, 2, 2, 3, seed=1)},
-          {"strides": [2, 1], "pads": [0, 1, 1, 0]}, opset=11)
+          {"strides": [2, 1], "dilations": [1, 3], "pads": [0, 1, 1, 0], "output_padding": [1, 0]},
+          opset=opset)
 
 
 @pytest.mark.parametrize("auto_pad", ["SAME_UPPER", "SAME_LOWER", "VALID"])
@@ -65,7 +67,9 @@ def test_conv_transpose_fused_relu():
     model = _model(nodes, {"x": [1, 4, 5, 5]}, {"w": rand(4, 3, 3, 3, seed=1)})
     x = rand(1, 4, 5, 5)
     engine = _compare(model, {"x": x})
-    assert [op.type for op in engine.graph.net.op].count("Activation") == 0
+    deconv = [op for op in engine.graph.net.op if op.type == "Deconv2D"]
+    assert len(deconv) == 1 and [op.type for op in engine.graph.net.op].count("Activation") == 0
+    assert [a.s.decode() for a in deconv[0].arg if a.name == "activation"] == ["RELU"]
 
 
 def test_conv_transpose_dynamic_filter_rejected():
@@ -99,19 +103,30 @@ def _resize_inputs(opset, scales=None, sizes=None):
 @pytest.mark.parametrize("hw_scales", [(2.0, 3.0), (0.5, 0.75), (1.7, 0.6), (1.3, 0.3), (1.0, 2.5)])
 def test_resize_nearest_scales(coord, nearest, hw_scales):
     consts, order = _resize_inputs(13, scales=[1, 1, *hw_scales])
-    check("Resize", {"x": rand(2, 3, 17, 23)}, consts,
+    # 30 x 20 keeps every resized length whole (align_corners refuses fractional ones).
+    check("Resize", {"x": rand(2, 3, 30, 20)}, consts,
           {"mode": "nearest", "coordinate_transformation_mode": coord, "nearest_mode": nearest},
           opset=13, input_order=order)
 
 
-@pytest.mark.parametrize("coord", COORD_MODES)
+@pytest.mark.parametrize("coord", [c for c in COORD_MODES if c != "tf_half_pixel_for_nn"])  # nearest only
 @pytest.mark.parametrize("hw_scales", [(2.0, 3.0), (0.5, 0.75), (1.7, 0.6), (1.0, 2.5)])
 def test_resize_linear_scales(coord, hw_scales):
-    if coord == "tf_half_pixel_for_nn":
-        pytest.skip("onnxruntime allows tf_half_pixel_for_nn only with nearest")
     consts, order = _resize_inputs(13, scales=[1, 1, *hw_scales])
-    check("Resize", {"x": rand(2, 3, 7, 10)}, consts,
+    check("Resize", {"x": rand(2, 3, 10, 20)}, consts,
           {"mode": "linear", "coordinate_transformation_mode": coord}, opset=13, input_order=order)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_resize_align_corners_fractional_length_refused(mode):
+    """4 * 0.6 = 2.4: onnx's reference divides by 1.4, onnxruntime by 1; we refuse."""
+    consts, order = _resize_inputs(13, scales=[1, 1, 0.6, 0.6])
+    model = make_model("Resize", {"x": rand(1, 1, 5, 4)}, consts,
+                       {"mode": mode, "coordinate_transformation_mode": "align_corners"},
+                       opset=13, input_order=order)
+    model.graph.node[0].name = "ac"
+    with pytest.raises(ModelError, match="Resize 'ac'.*align_corners.*axis 3.*sizes"):
+        onnx_backend.run(model, {"x": rand(1, 1, 5, 4)})
 
 
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
@@ -270,6 +285,25 @@ def test_instance_norm(shape):
     c = shape[1]
     check("InstanceNormalization", {"x": rand(*shape, low=-3, high=5)},
           {"s": rand(c, seed=1), "b": rand(c, seed=2)}, {"epsilon": 1e-3}, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("op,attrs", [
+    ("Resize", {"mode": "nearest"}), ("Resize", {"mode": "linear"}),
+    ("DepthToSpace", {"blocksize": 2, "mode": "CRD"}), ("SpaceToDepth", {"blocksize": 2}),
+    ("InstanceNormalization", {}), ("Pad", {"mode": "reflect"}),
+])
+def test_constant_input_folds(op, attrs):
+    """Ops on a constant fold at conversion, running their kernels on NCHW data."""
+    extra = {"Resize": (["", "scales"], {"scales": np.array([1, 1, 1.5, 2], np.float32)}),
+             "InstanceNormalization": (["s", "b"], {"s": rand(4, seed=3), "b": rand(4, seed=4)}),
+             "Pad": (["pads"], {"pads": np.array([0, 0, 1, 2, 0, 0, 2, 1], np.int64)})}
+    names, consts = extra.get(op, ([], {}))
+    nodes = [helper.make_node(op, ["c"] + names, ["t"], **attrs),
+             helper.make_node("Add", ["t", "x"], ["y"])]
+    c = rand(1, 4, 4, 6, seed=2)
+    shape = run_ort(_model(nodes[:1], {}, {"c": c, **consts}), {})[0].shape
+    engine = _compare(_model(nodes, {"x": list(shape)}, {"c": c, **consts}), {"x": rand(*shape)})
+    assert [o.type for o in engine.graph.net.op] == ["Eltwise"]
 
 
 # ---- a small network ------------------------------------------------------------------

@@ -86,10 +86,24 @@ def concat(ctx, node):
 
 @onnx_op("Identity", "Dropout")
 def identity(ctx, node):
+    if node.op_type == "Dropout":
+        _check_inference_dropout(ctx, node)
     if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1]:
         # Inference keeps every element: the mask is all true.
         _const_output(ctx, node, 1, np.ones(ctx.shape(ctx.inp(node, 0)), np.bool_))
     ctx.add("Identity", node, [ctx.inp(node, 0)], outputs=[node.output[0]])
+
+
+def _check_inference_dropout(ctx, node):
+    """Dropout is the identity at inference; a training-mode Dropout is refused."""
+    training = ctx.inp(node, 2)
+    if training is None:
+        return
+    flag = ctx.const(training)
+    if flag is None:
+        raise ModelError(f"Dropout '{ctx.op_name(node)}': training_mode must be static (constant false)")
+    if bool(np.asarray(flag).reshape(-1)[0]):
+        raise ModelError(f"Dropout '{ctx.op_name(node)}': training mode is not supported (inference only)")
 
 
 @onnx_op("Constant")

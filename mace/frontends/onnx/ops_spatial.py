@@ -118,6 +118,8 @@ def _add_resize(ctx, node, x, mode, scales, sizes, coord_mode, nearest_mode):
     if coord_mode not in COORDINATE_MODES:
         raise _fail(ctx, node, f"coordinate_transformation_mode '{coord_mode}' is not supported "
                                f"(supported: {', '.join(COORDINATE_MODES)})")
+    if coord_mode == "align_corners" and sizes is None:
+        _check_whole_lengths(ctx, node, shape, scale)
     args = {"size": out[2:], "scale": [float(s) for s in scale[2:]],
             "coordinate_transformation_mode": coord_mode, "data_format": "NCHW"}
     if mode == "nearest":
@@ -128,6 +130,18 @@ def _add_resize(ctx, node, x, mode, scales, sizes, coord_mode, nearest_mode):
         ctx.add("ResizeBilinear", node, [x], **args)
     else:
         raise _fail(ctx, node, f"mode '{mode}' is not supported (nearest and linear are)")
+
+
+def _check_whole_lengths(ctx, node, shape, scale):
+    """align_corners divides by the resized length minus one. With a scale giving a
+    fractional length (5 * 0.6 = 3.0 but 4 * 0.6 = 2.4), onnx's reference uses the
+    fractional length and onnxruntime the floored one; refuse rather than pick one."""
+    for axis in (2, 3):
+        length = float(np.float32(shape[axis]) * np.float32(scale[axis]))
+        if abs(length - round(length)) > 1e-4:
+            raise _fail(ctx, node, f"align_corners with scale {scale[axis]:g} on axis {axis} gives a "
+                                   f"fractional length {length:g}, where implementations disagree; "
+                                   f"give sizes instead of scales")
 
 
 @onnx_op("Resize")
@@ -179,7 +193,7 @@ def depth_to_space(ctx, node):
 
 @onnx_op("SpaceToDepth")
 def space_to_depth(ctx, node):
-    _block_op(ctx, node, "SpaceToDepth", "DCR")
+    _block_op(ctx, node, "SpaceToDepth", _str_attr(ctx, node, "mode", "DCR"))  # mode: opset 28
 
 
 # ---- Pad ----------------------------------------------------------------------

@@ -8,23 +8,46 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops.registry import KernelContext, select_kernel
+from mace.ir.args import get_arg, set_arg
+from mace.ir.graph import _copy_op
+from mace.ops._common import NCHW_TO_NHWC, NHWC_TO_NCHW
+from mace.ops.registry import InferContext, KernelContext, Layout, select_kernel, spec
 from mace.transform.shape_inference import infer_shapes
 
 
 def _evaluate(graph, op) -> list:
     if op.type == "Shape":  # needs only the inferred shape of its input
         from mace.ops.shape import _slice
-        from mace.ir.args import get_arg
         return [_slice(lambda n, d=None: get_arg(op, n, d), graph.shape(op.input[0]))]
     ins = [np.asarray(graph.consts[t]) for t in op.input]
+    if _needs_nhwc(op, ins):
+        return _evaluate_nhwc(graph, op, ins)
     outs = [np.empty(graph.specs[t][0], graph.specs[t][1]) for t in op.output]
+    return _run_kernel(op, ins, outs)
+
+
+def _run_kernel(op, ins, outs) -> list:
     ctx = KernelContext(op=op, input_shapes=[x.shape for x in ins], input_dtypes=[x.dtype for x in ins],
                         output_shapes=[o.shape for o in outs], output_dtypes=[o.dtype for o in outs],
                         consts=ins)
     cls, _ = select_kernel(op.type, ["cpu"])
     cls(ctx).run(ins, outs)
     return outs
+
+
+def _needs_nhwc(op, ins) -> bool:
+    """FIXED-layout kernels run NHWC only; constant NCHW inputs are folded through NHWC."""
+    return spec(op.type).layout == Layout.FIXED and get_arg(op, "data_format", "NHWC") == "NCHW" \
+        and ins[0].ndim == 4
+
+
+def _evaluate_nhwc(graph, op, ins) -> list:
+    nhwc = _copy_op(op)
+    set_arg(nhwc, "data_format", "NHWC")
+    ins = [np.ascontiguousarray(ins[0].transpose(NCHW_TO_NHWC))] + ins[1:]
+    shapes = spec(op.type).infer(InferContext(nhwc, [x.shape for x in ins], [x.dtype for x in ins], ins))
+    outs = _run_kernel(nhwc, ins, [np.empty(s, d) for s, d in shapes])
+    return [o.transpose(NHWC_TO_NCHW) if o.ndim == 4 else o for o in outs]
 
 
 def is_foldable(graph, op) -> bool:
