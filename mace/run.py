@@ -62,6 +62,18 @@ def safe_name(tensor: str) -> str:
     return re.sub(r"[/:\\]", "_", tensor)
 
 
+def file_names(tensors, what: str) -> dict:
+    """tensor -> file name; two tensors that would share a file are an error, not an overwrite."""
+    names = {}
+    for t in tensors:
+        f = f"{safe_name(t)}.npy"
+        clash = next((other for other, g in names.items() if g == f), None)
+        if clash is not None:
+            raise ConfigError(f"{what} tensors '{clash}' and '{t}' would both be written/read as {f}")
+        names[t] = f
+    return names
+
+
 def _npy(path: Path, spec, where: str) -> np.ndarray:
     try:
         value = np.load(path, allow_pickle=False)
@@ -85,7 +97,8 @@ def make_inputs(config: DeploymentConfig, sg: SubgraphConfig, input_dir: Path | 
     """(inputs in the caller's layout, a word saying where they came from)."""
     specs = sg.inputs
     if input_dir:
-        return {s.name: _npy(Path(input_dir) / f"{safe_name(s.name)}.npy", s, "--input_dir")
+        files = file_names([s.name for s in specs], "input")
+        return {s.name: _npy(Path(input_dir) / files[s.name], s, "--input_dir")
                 for s in specs}, f"files in {input_dir}"
     if sg.validation_inputs_data:
         return {s.name: _npy(local_path(f, config.base_dir), s, f"{sg.key_path}.validation_inputs_data")
@@ -194,9 +207,10 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
                             op_stats=profiler.stats() if profiler else [])
     if output_dir:
         out = Path(output_dir)
+        files = file_names(outputs, "output")
         out.mkdir(parents=True, exist_ok=True)
         for name, value in outputs.items():
-            np.save(out / f"{safe_name(name)}.npy", value)
+            np.save(out / files[name], value)
     if validate:
         result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads, build_dir,
                                           use_files=source == "validation_inputs_data")
