@@ -197,7 +197,10 @@ def run_ort(case: dict, x: np.ndarray) -> dict:
     opts.intra_op_num_threads = case["threads"]
     opts.inter_op_num_threads = 1
     t = time.perf_counter()
-    sess = ort.InferenceSession(case["model"], opts, providers=["CPUExecutionProvider"])
+    try:
+        sess = ort.InferenceSession(case["model"], opts, providers=["CPUExecutionProvider"])
+    except Exception as e:
+        return {"error": f"onnxruntime could not load the model: {type(e).__name__}: {e}"}
     load_s = time.perf_counter() - t
     feed = {case["input_name"]: x}
     names = [o.name for o in sess.get_outputs()]
@@ -325,7 +328,7 @@ def measure(name: str, workdir: Path, args) -> dict:
 
 def status(row: dict) -> str:
     if "error" in row:
-        return "FAILED: " + row["error"].replace("|", "/").replace("\n", " ")[:200]
+        return "FAILED: " + " ".join(row["error"].replace("|", "/").split())[:200]
     if isinstance(row["rel_err"], str):
         return "DISAGREES: " + row["rel_err"]
     if row["rel_err"] > REL_TOL:
@@ -357,7 +360,8 @@ def _fmt(v, spec: str) -> str:
 
 def table(rows: list) -> str:
     head = ("| model | ours median ms | onnxruntime median ms | ours/ort | target | status "
-            "| max rel err | arena MB | lower bound MB | peak RSS ours MB | peak RSS ort MB | runs |")
+            "| max rel err | arena MB | lower bound MB "
+            "| peak RSS ours MB | peak RSS ort MB | runs |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
     for r in rows:
         ours, ort = r.get("ours", {}), r.get("ort", {})

@@ -1,0 +1,191 @@
+"""The program that runs on a device, packed into mace_run.pyz by runner_zip.py:
+
+    python3 mace_run.pyz --model M.pb --input NAME=FILE.npy ... --output_dir D --round N
+
+It loads a converted model with our runtime, runs it once (warm-up) and `--round` more times,
+writes each output to D/<output name>.npy and prints one JSON line (also written to
+D/mace_run.json): init, warm-up and per-round times in ms, their statistics, the output files
+with their sha256, and the Python/numpy/machine it ran on. Exit codes: 0 ok, 1 an error in the
+model or inputs, 3 a bug of ours, 124 --timeout passed.
+
+Only the standard library, numpy and mace's runtime may be imported here: the device has
+nothing else. numpy is imported after the flags are read, because BLAS reads its thread
+count from the environment when it loads.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import threading
+import time
+import traceback
+
+RESULT_FILE = "mace_run.json"
+TIMEOUT_EXIT = 124
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="mace_run.pyz", description="Run a converted model (.pb + .data) "
+                                "with the pymace runtime and report timings as JSON.")
+    p.add_argument("--model", required=True, help="the model graph, <model>.pb")
+    p.add_argument("--data", default=None, help="the weights (default: the .pb's name with .data)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="one per model input (repeat the flag)")
+    p.add_argument("--output_dir", default=None, help="write each output to DIR/<output name>.npy")
+    p.add_argument("--round", type=int, default=1, help="timed runs after the warm-up run")
+    p.add_argument("--omp_num_threads", type=int, default=-1, help="BLAS threads (-1: library default)")
+    p.add_argument("--profile", action="store_true", help="time every op (for benchmarks)")
+    p.add_argument("--json", default=None, help=f"where to write the result (default: DIR/{RESULT_FILE})")
+    p.add_argument("--timeout", type=float, default=0, help="give up after this many seconds (0: never)")
+    p.add_argument("--verbose", action="store_true", help="print tracebacks")
+    return p.parse_args(argv)
+
+
+def limit_threads(n: int) -> None:
+    """Must run before numpy is imported: OpenBLAS and friends read these once, at load."""
+    if n and n > 0:
+        for var in THREAD_VARIABLES:
+            os.environ[var] = str(n)
+
+
+def start_watchdog(seconds: float) -> None:
+    """End the process after `seconds`, even inside a long numpy call: when the host's ssh
+    or adb gives up, nothing else would stop a run on the device."""
+    if seconds <= 0:
+        return
+
+    def expire():
+        sys.stderr.write(f"error: timed out after {seconds:g} s\n")
+        sys.stderr.flush()
+        os._exit(TIMEOUT_EXIT)
+
+    timer = threading.Timer(seconds, expire)
+    timer.daemon = True
+    timer.start()
+
+
+def safe_name(tensor: str) -> str:
+    """The file name rule of mace.run.safe_name (kept here: mace.run needs yaml and onnx)."""
+    return re.sub(r"[/:\\]", "_", tensor)
+
+
+def timing_stats(init_ms: float, warmup_ms: float, round_ms: list) -> dict:
+    """The statistics `converter.py run` prints, keyed like mace.run.Timing's fields."""
+    stats = {"init_ms": init_ms, "warmup_ms": warmup_ms, "rounds": len(round_ms), "avg_ms": 0.0,
+             "median_ms": 0.0, "min_ms": 0.0, "max_ms": 0.0, "std_ms": 0.0}
+    if round_ms:
+        stats.update(avg_ms=statistics.fmean(round_ms), median_ms=statistics.median(round_ms),
+                     min_ms=min(round_ms), max_ms=max(round_ms), std_ms=statistics.pstdev(round_ms))
+    return stats
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _timed(fn):
+    t = time.perf_counter()
+    result = fn()
+    return result, (time.perf_counter() - t) * 1000.0
+
+
+def read_inputs(specs: list) -> dict:
+    import numpy as np
+
+    from mace.errors import RuntimeInputError
+
+    inputs = {}
+    for spec in specs:
+        name, sep, path = spec.rpartition("=")  # the file is ours; a tensor name may hold '='
+        if not sep or not name:
+            raise RuntimeInputError(f"--input {spec!r}: expected NAME=FILE.npy")
+        try:
+            inputs[name] = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as e:
+            raise RuntimeInputError(f"--input {name}: cannot read {path} ({e})") from None
+    return inputs
+
+
+def write_outputs(outputs: dict, out_dir: str) -> list:
+    import numpy as np
+
+    from mace.errors import RuntimeInputError
+
+    os.makedirs(out_dir, exist_ok=True)
+    files, written = {}, []
+    for name, value in outputs.items():
+        file = f"{safe_name(name)}.npy"
+        if file in files:
+            raise RuntimeInputError(f"outputs '{files[file]}' and '{name}' would both be written as {file}")
+        files[file] = name
+        path = os.path.join(out_dir, file)
+        np.save(path, value)
+        written.append({"name": name, "file": file, "shape": list(value.shape), "dtype": str(value.dtype),
+                        "bytes": os.path.getsize(path), "sha256": _sha256(path)})
+    return written
+
+
+def environment() -> dict:
+    import numpy as np
+    from google.protobuf.internal import api_implementation
+
+    from mace import __version__
+    return {"runner": __version__, "python": platform.python_version(), "numpy": np.__version__,
+            "machine": platform.machine(), "protobuf": api_implementation.Type()}
+
+
+def run(args) -> dict:
+    from mace.runtime.engine import create_engine
+    from mace.runtime.profiler import OpProfiler
+
+    inputs = read_inputs(args.input)
+    engine, init_ms = _timed(lambda: create_engine(args.model, args.data))
+    outputs, warmup_ms = _timed(lambda: engine.run(inputs))
+    profiler = OpProfiler() if args.profile else None
+    if profiler:
+        engine.observers.append(profiler)
+    round_ms = [_timed(lambda: engine.run(inputs))[1] for _ in range(max(args.round, 0))]
+    result = {"model": args.model, "timing": dict(timing_stats(init_ms, warmup_ms, round_ms), round_ms=round_ms),
+              "environment": environment(), "outputs": []}
+    if profiler:
+        result["op_stats"] = [vars(s) for s in profiler.stats()]
+    if args.output_dir:
+        result["outputs"] = write_outputs(outputs, args.output_dir)
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    limit_threads(args.omp_num_threads)
+    start_watchdog(args.timeout)
+    try:
+        result = run(args)
+    except Exception as e:
+        from mace.errors import MaceError
+        if args.verbose:
+            traceback.print_exc()
+        known = isinstance(e, MaceError)
+        print(f"error: {e}" if known else f"error: internal: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1 if known else 3
+    text = json.dumps(result)
+    path = args.json or (os.path.join(args.output_dir, RESULT_FILE) if args.output_dir else None)
+    if path:
+        with open(path, "w") as f:
+            f.write(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

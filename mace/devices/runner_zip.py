@@ -1,0 +1,140 @@
+"""Pack the device runner into one file, mace_run.pyz (a zipapp), that needs only numpy.
+
+Inside: runner.py as the entry point, the runtime half of `mace` (errors, ir, proto, ops,
+runtime) and the pure-Python part of `google.protobuf`, copied from the host's installation.
+
+Why vendor protobuf rather than decode the .pb with a small wire-format reader of our own: the
+device then runs exactly the loader and engine the host runs (mace.ir.model_io, the ops read
+their arguments through the protobuf message API: HasField, repeated fields, proto2
+defaults), there is no second decoder to keep in step with mace_ir.proto, and the generated
+mace_ir_pb2 finds the protobuf version it was generated for. The cost is ~0.5 MB of the file
+and a pure-Python parse of the graph at load, which is small: the weights are in .data,
+memory-mapped, never parsed. __main__ forces PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python,
+because the C extension (upb) is a compiled file for the host's CPU and is left out.
+
+The archive is reproducible: files in sorted order with a fixed timestamp, so the same
+sources give the same bytes (and the same sha256 in build.json).
+"""
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+import mace
+
+MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "runtime", "devices/__init__.py",
+              "devices/runner.py")
+# Top-level imports the device can satisfy; anything else must be imported lazily (in a
+# function or a try block) by the modules above, or the runner fails on the device.
+DEVICE_MODULES = {"numpy", "mace", "google"}
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+MAIN = '''"""mace_run.pyz: run a converted model with the pymace runtime (python3 mace_run.pyz -h)."""
+import os
+import sys
+
+# upb, protobuf's C extension, is not in this archive: use the pure-Python implementation
+os.environ["PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"
+if sys.version_info < (3, 10):
+    sys.exit("error: mace_run.pyz needs Python >= 3.10, this is " + sys.version.split()[0])
+
+from mace.devices.runner import main  # noqa: E402
+
+sys.exit(main())
+'''
+# A regular package, not a namespace one: a `google` installed on the device (another
+# protobuf, google-auth) must not mix with ours.
+GOOGLE_INIT = '"""Vendored pure-Python protobuf for mace_run.pyz (see its LICENSE)."""\n'
+
+
+def _python_files(root: Path, part: str):
+    path = root / part
+    if path.is_file():
+        yield path
+        return
+    for p in sorted(path.rglob("*.py")):
+        if "__pycache__" not in p.parts and "testdata" not in p.parts:
+            yield p
+
+
+def archive_members() -> dict:
+    """name inside the archive -> bytes."""
+    mace_root = Path(mace.__file__).parent
+    members = {"__main__.py": MAIN.encode(), "google/__init__.py": GOOGLE_INIT.encode()}
+    for part in MACE_PARTS:
+        for p in _python_files(mace_root, part):
+            members[f"mace/{p.relative_to(mace_root).as_posix()}"] = p.read_bytes()
+    pb_root = _protobuf_root()
+    for p in _python_files(pb_root, "."):
+        members[f"google/protobuf/{p.relative_to(pb_root).as_posix()}"] = p.read_bytes()
+    license_text = _protobuf_license()
+    if license_text:
+        members["google/protobuf/LICENSE"] = license_text
+    return members
+
+
+def _protobuf_root() -> Path:
+    import google.protobuf
+    return Path(google.protobuf.__file__).parent
+
+
+def _protobuf_license() -> bytes | None:
+    from importlib import metadata
+    try:
+        dist = metadata.distribution("protobuf")
+    except metadata.PackageNotFoundError:
+        return None
+    for f in dist.files or ():
+        if f.name.upper().startswith("LICENSE"):
+            return Path(dist.locate_file(f)).read_bytes()
+    return None
+
+
+def protobuf_version() -> str:
+    import google.protobuf
+    return google.protobuf.__version__
+
+
+def foreign_imports(members: dict) -> list:
+    """'mace/ops/x.py imports scipy' for module-level imports a numpy-only device lacks."""
+    found = []
+    stdlib = set(sys.stdlib_module_names) | {"__future__"}
+    for name, source in members.items():
+        if not name.startswith("mace/") or not name.endswith(".py"):
+            continue
+        for node in ast.parse(source).body:  # module level only: lazy imports are optional
+            if isinstance(node, ast.Import):
+                tops = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                tops = [node.module.split(".")[0]]
+            else:
+                continue
+            found += [f"{name} imports {t}" for t in tops if t not in stdlib | DEVICE_MODULES]
+    return found
+
+
+def write_runner(dest: Path, members: dict | None = None) -> str:
+    """Write mace_run.pyz to `dest` atomically (executable, with a shebang); returns its sha256."""
+    members = archive_members() if members is None else members
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(b"#!/usr/bin/env python3\n")
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+                for name in sorted(members):
+                    info = zipfile.ZipInfo(name, ZIP_TIME)
+                    info.external_attr = 0o644 << 16
+                    info.compress_type = zipfile.ZIP_DEFLATED
+                    z.writestr(info, members[name])
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, dest)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return hashlib.sha256(dest.read_bytes()).hexdigest()

@@ -1,0 +1,262 @@
+"""Caffe deploy prototxt + caffemodel -> Graph (still in Caffe's NCHW layout; to_nhwc converts later).
+
+Checks everything a user can get wrong before converting a layer: the files
+(pre-1.0 files are refused with the upgrade command), the layer types (all
+unsupported ones are listed at once), the input and output blob names and the
+input shapes. Layers are matched to their trained weights by name.
+
+Caffe layers often write their result into their input blob (in-place ReLU,
+BatchNorm, Scale, Dropout). The IR needs one writer per tensor, so every write
+gets its own tensor; the last write of each blob keeps the blob's name, which
+is what `output_tensors` and Caffe's own `net.blobs[name]` refer to.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mace.errors import ModelError, UnsupportedOpError
+from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
+from mace.frontends.caffe.model_file import (SchemaGap, blob_array, blob_dims, inference_layers,
+                                             net_inputs, read_caffemodel, read_prototxt)
+from mace.frontends.caffe.registry import load_mappers
+from mace.ir.args import set_arg
+from mace.ir.graph import Graph
+from mace.ops._common import normalize_axis
+from mace.transform.shape_inference import infer_op, infer_shapes, settle_new_ops
+
+FRAMEWORK_FORMAT = "NCHW"
+INPUT_LAYERS = {"Input"}
+
+
+class CaffeContext:
+    """What a mapping function sees: the graph being built, blob names and weights."""
+
+    def __init__(self, graph: Graph, path: Path, weight_path, weights, reserved: set):
+        self.graph = graph
+        self.path = path
+        self.weight_path = weight_path
+        self.weights = weights      # layer name -> [BlobProto], or None without a weight file
+        self.reserved = reserved    # every Caffe blob name: temporaries never take one
+        self.blobs = {}             # Caffe blob -> the tensor holding its current value
+        self.outs = []              # tensors the layer being converted writes, one per top
+
+    # ---- tensors -------------------------------------------------------------
+    def inp(self, layer, i: int = 0) -> str:
+        return self.blobs[layer.bottom[i]]
+
+    def inputs(self, layer) -> list:
+        return [self.blobs[b] for b in layer.bottom]
+
+    def out(self, i: int = 0) -> str:
+        return self.outs[i]
+
+    def shape(self, name: str) -> tuple:
+        return self.graph.shape(name)
+
+    def unique(self, base: str) -> str:
+        name = self.graph.unique_name(base)
+        while name in self.reserved:
+            name = self.graph.unique_name(base)
+        return name
+
+    def temp(self, layer, suffix: str) -> str:
+        return self.unique(f"{layer.name}_{suffix}")
+
+    def add_const(self, layer, suffix: str, value) -> str:
+        return self.graph.add_const(self.temp(layer, suffix), np.asarray(value))
+
+    def add(self, op_type: str, layer, inputs, outputs=None, name=None, **args):
+        """Add an IR op for `layer`; outputs default to the layer's top tensors."""
+        outputs = list(self.outs) if outputs is None else outputs
+        op = self.graph.add_op(op_type, inputs, outputs, name=name or self.unique(layer.name),
+                               framework_op=[layer.name], **args)
+        infer_op(self.graph, op)  # later ops of the same layer may ask for its shape
+        return op
+
+    # ---- parameters and weights -------------------------------------------------
+    def fail(self, layer, message: str) -> ModelError:
+        return ModelError(f"{self.path}: layer '{layer.name}' ({layer.type}): {message}")
+
+    def axis(self, layer, axis: int, rank: int, what: str = "axis") -> int:
+        try:
+            return normalize_axis(int(axis), rank)
+        except ValueError:
+            raise self.fail(layer, f"{what} {axis} is out of range for a {rank}-D input") from None
+
+    def layer_blobs(self, layer) -> list:
+        """The trained blobs of `layer`: the caffemodel's (by layer name), else the prototxt's."""
+        if self.weights is not None and layer.name in self.weights:
+            return self.weights[layer.name]
+        if len(layer.blobs):
+            return list(layer.blobs)
+        if self.weights is None:
+            raise self.fail(layer, "needs trained weights, but the deployment file gives no "
+                                   "weight_file_path (the .caffemodel)")
+        raise self.fail(layer, f"has no weights in {self.weight_path} (no layer of that name)")
+
+    def weight(self, layer, i: int, shape, count: int) -> np.ndarray:
+        """Blob i of `layer` (which must have `count` blobs) as float32 of `shape`.
+
+        Legacy 4-D blobs (num, channels, height, width) match when their leading
+        dims are 1, as Caffe's own loader accepts them."""
+        blobs = self.layer_blobs(layer)
+        if len(blobs) != count:
+            raise self.fail(layer, f"has {len(blobs)} weight blob(s), expected {count}")
+        where = f"{self.path}: layer '{layer.name}' ({layer.type}) blob {i}"
+        value = blob_array(blobs[i], where)
+        shape = tuple(int(d) for d in shape)
+        legacy = not blobs[i].HasField("shape") and len(shape) <= 4 and \
+            blob_dims(blobs[i]) == (1,) * (4 - len(shape)) + shape
+        if value.shape != shape and not legacy:
+            raise self.fail(layer, f"weight blob {i} has shape {list(value.shape)}, "
+                                   f"expected {list(shape)}")
+        return value.reshape(shape)
+
+
+def _check_layers(path: Path, layers, mappers: dict) -> None:
+    bad = {}
+    for layer in layers:
+        if layer.type not in mappers and layer.type not in INPUT_LAYERS:
+            bad.setdefault(layer.type or "(no type)", []).append(layer.name)
+    if bad:
+        listing = "; ".join(f"{t} (layer {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"
+                            for t, n in sorted(bad.items()))
+        raise UnsupportedOpError(f"{path}: unsupported Caffe layer type(s): {listing}. "
+                                 f"Supported: {', '.join(sorted(set(mappers) | INPUT_LAYERS))}")
+
+
+def _read_net(path: Path, mappers: dict):
+    try:
+        return read_prototxt(path)
+    except SchemaGap as gap:
+        # An unknown field inside a layer we cannot convert anyway: name the layer type.
+        _check_layers(path, inference_layers(gap.net), mappers)
+        raise ModelError(f"{path}: {gap}: a field pymace's Caffe schema "
+                         f"(third_party/caffe/caffe.proto) does not know") from None
+
+
+def _check_inputs(spec: ModelSpec, declared: dict, path: Path) -> None:
+    for t in spec.inputs:
+        if t.name not in declared:
+            raise ModelError(f"{path}: input tensor '{t.name}' is not an input of the net; "
+                             f"its inputs (input / Input layer tops) are {sorted(declared)}")
+        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
+        logical = [t.shape[p] for p in perm] if perm else list(t.shape)
+        model = declared[t.name]
+        if model is None:
+            continue
+        # Caffe nets reshape to the input they are given (N, H, W may change), but the
+        # rank and the channels are fixed by the weights.
+        if len(model) != len(logical) or (len(model) > 1 and model[1] != logical[1]):
+            hint = ""
+            if perm and t.data_format == "NHWC":
+                hint = " (input_data_formats defaults to NHWC; Caffe nets are NCHW: set " \
+                       "input_data_formats: NCHW if your shape is NCHW)"
+            raise ModelError(f"{path}: input tensor '{t.name}': shape {list(t.shape)} "
+                             f"({t.data_format}) is {logical} in Caffe's {FRAMEWORK_FORMAT} layout, "
+                             f"but the net declares {model}{hint}")
+
+
+def _check_outputs(spec: ModelSpec, layers, declared: dict, path: Path) -> None:
+    tops = [t for layer in layers if layer.type not in INPUT_LAYERS for t in layer.top]
+    read = {b for layer in layers for b in layer.bottom}
+    for t in spec.outputs:
+        if t.name not in tops and t.name in declared:
+            raise ModelError(f"{path}: output tensor '{t.name}' is an input of the net, not "
+                             f"computed by a layer")
+        if t.name not in tops:
+            ends = [b for b in dict.fromkeys(tops) if b not in read]
+            raise ModelError(f"{path}: output tensor '{t.name}' is not a top of any layer; "
+                             f"the net's outputs are {ends}")
+        if t.name in declared:
+            raise ModelError(f"{path}: output tensor '{t.name}' names a net input that layers "
+                             f"overwrite in place; give the layer a top of its own")
+
+
+def _add_inputs(ctx: CaffeContext, spec: ModelSpec) -> None:
+    for t in spec.inputs:
+        add_input_info(ctx.graph, t)
+        ctx.blobs[t.name] = t.name
+        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
+        if perm:
+            inner = ctx.unique(f"{t.name}_nchw")
+            op = ctx.graph.add_op("Transpose", [t.name], [inner], name=f"{t.name}_to_nchw",
+                                  dims=list(perm))
+            infer_op(ctx.graph, op)
+            ctx.blobs[t.name] = inner
+
+
+def _add_outputs(ctx: CaffeContext, spec: ModelSpec) -> None:
+    graph = ctx.graph
+    for t in spec.outputs:
+        add_output_info(graph, t)
+        src = ctx.blobs[t.name]
+        shape = graph.shape(src)
+        perm = user_to_framework(shape, FRAMEWORK_FORMAT, t.data_format) if t.data_format != "NONE" \
+            else None
+        if perm:
+            inner = ctx.unique(f"{t.name}_nchw")
+            for op in graph.net.op:
+                op.output[:] = [inner if o == src else o for o in op.output]
+                op.input[:] = [inner if i == src else i for i in op.input]
+            graph.add_op("Transpose", [inner], [t.name], name=f"{t.name}_to_nhwc", dims=list(perm))
+
+
+def _top_tensors(ctx: CaffeContext, layer, index: int, last_writer: dict, inputs: set) -> list:
+    """Tensor names for a layer's tops: the blob name for its last writer, else a fresh one."""
+    return [top if last_writer[top] == index and top not in inputs
+            else ctx.unique(f"{top}_{layer.name}") for top in layer.top]
+
+
+def _check_bottoms(ctx: CaffeContext, layer, declared: dict) -> None:
+    for b in layer.bottom:
+        if b in ctx.blobs:
+            continue
+        if b in declared:
+            raise ctx.fail(layer, f"reads net input '{b}', which is not in the deployment file's "
+                                  f"input_tensors")
+        raise ctx.fail(layer, f"reads blob '{b}', which no earlier layer writes")
+
+
+def convert(spec: ModelSpec) -> Graph:
+    path = Path(spec.model_path)
+    mappers = load_mappers()
+    net = _read_net(path, mappers)
+    layers = inference_layers(net)
+    _check_layers(path, layers, mappers)
+    declared = net_inputs(net, layers)
+    _check_inputs(spec, declared, path)
+    _check_outputs(spec, layers, declared, path)
+    weight_path = Path(spec.weight_path) if spec.weight_path else None
+    weights = read_caffemodel(weight_path) if weight_path else None
+
+    graph = Graph()
+    graph.net.name = spec.name
+    set_arg(graph.net, "framework_data_format", FRAMEWORK_FORMAT)
+    set_arg(graph.net, "platform", "caffe")
+    reserved = set(declared) | {b for layer in layers for b in (*layer.top, *layer.bottom)}
+    ctx = CaffeContext(graph, path, weight_path, weights, reserved)
+    _add_inputs(ctx, spec)
+    last_writer = {top: i for i, layer in enumerate(layers) if layer.type not in INPUT_LAYERS
+                   for top in layer.top}
+    keep = {t.name for t in spec.outputs}
+    for index, layer in enumerate(layers):
+        if layer.type in INPUT_LAYERS:
+            continue  # its tops are the model inputs, added above
+        _check_bottoms(ctx, layer, declared)
+        ctx.outs = _top_tensors(ctx, layer, index, last_writer, set(declared))
+        try:
+            first_new = len(graph.net.op)
+            mappers[layer.type](ctx, layer)
+            settle_new_ops(graph, first_new, keep)
+        except (ModelError, UnsupportedOpError):
+            raise
+        except Exception as e:
+            raise ModelError(f"{path}: cannot convert layer '{layer.name}' ({layer.type}): {e}") from e
+        ctx.blobs.update(zip(layer.top, ctx.outs))
+    infer_shapes(graph)
+    _add_outputs(ctx, spec)
+    infer_shapes(graph)
+    return graph

@@ -1,0 +1,326 @@
+"""TensorFlow frozen graph -> Graph (TensorFlow's NHWC layout, which is also ours).
+
+Only the nodes the requested outputs depend on are converted, stopping at the
+requested inputs (so a graph may be cut at inner tensors, as in MACE). Before
+converting a single node, everything a user can get wrong is checked: the
+input/output names (with or without ':0'), the input shapes against the
+placeholders, and the op types (all unsupported ones are listed at once).
+Tensor names inside the IR are TensorFlow's 'node:index'; the model's inputs
+and outputs keep the spelling of the deployment file.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mace.errors import ModelError, UnsupportedOpError
+from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
+from mace.frontends.tensorflow.loader import import_tf, load_graph_def, split_tensor, tensor_name
+from mace.frontends.tensorflow.registry import load_mappers
+from mace.ir.args import set_arg
+from mace.ir.graph import Graph
+from mace.transform.shape_inference import infer_op, infer_shapes, settle_new_ops
+
+FRAMEWORK_FORMAT = "NHWC"
+
+
+class TfContext:
+    """What a mapping function sees: the graph being built and helpers over NodeDefs."""
+
+    def __init__(self, graph: Graph, tf, keep: set):
+        self.graph = graph
+        self.tf = tf
+        self.keep = keep          # tensors that must stay produced by an op (model outputs)
+        self.rename = {}          # TF tensor name -> IR tensor name (inputs, aliases)
+        self.fake_quant = []      # (tensor, min, max, num_bits, narrow_range)
+
+    def name(self, t: str) -> str:
+        t = tensor_name(t)
+        return self.rename.get(t, t)
+
+    def data_inputs(self, node) -> list:
+        return [t for t in node.input if not t.startswith("^")]
+
+    def inp(self, node, i: int):
+        """Data input i of `node` (IR name), or None when absent."""
+        ins = self.data_inputs(node)
+        return self.name(ins[i]) if i < len(ins) else None
+
+    def inputs(self, node) -> list:
+        return [self.name(t) for t in self.data_inputs(node)]
+
+    def out(self, node, i: int = 0) -> str:
+        return f"{node.name}:{i}"
+
+    def const(self, name):
+        return None if name is None else self.graph.consts.get(name)
+
+    def shape(self, name) -> tuple:
+        """Static shape of a tensor converted so far (constants fold as nodes arrive)."""
+        return self.graph.shape(name)
+
+    def dtype(self, name) -> np.dtype:
+        return self.graph.dtype(name)
+
+    def attr(self, node, name: str, default=None):
+        if name not in node.attr:
+            return default
+        return attr_value(self.tf, node.attr[name])
+
+    def fail(self, node, message: str) -> ModelError:
+        return ModelError(f"{node.op} '{node.name}': {message}")
+
+    def static(self, node, i: int, what: str) -> np.ndarray:
+        """Input i of `node` as a constant array; it must be known while converting."""
+        v = self.const(self.inp(node, i))
+        if v is None:
+            raise self.fail(node, f"{what} must be static (computable from constants and input shapes)")
+        return np.asarray(v)
+
+    def static_ints(self, node, i: int, what: str) -> list:
+        return [int(d) for d in self.static(node, i, what).reshape(-1)]
+
+    def add(self, op_type: str, node, inputs, outputs=None, name=None, **args):
+        """Add an IR op for TF `node`; outputs default to the node's first output."""
+        outputs = [self.out(node)] if outputs is None else outputs
+        op = self.graph.add_op(op_type, inputs, outputs, name=name or node.name,
+                               framework_op=[node.name], **args)
+        infer_op(self.graph, op)  # later ops of the same node may ask for its shape
+        return op
+
+    def temp(self, node, suffix: str) -> str:
+        return self.graph.unique_name(f"{node.name}_{suffix}")
+
+    def add_const(self, name: str, value) -> str:
+        return self.graph.add_const(name, np.asarray(value))
+
+    def alias(self, node, i: int, source: str) -> None:
+        """Output i of `node` is `source` (an Identity that needs no op), unless it is a model output."""
+        out = self.out(node, i)
+        if out in self.keep:
+            self.add("Identity", node, [source], [out], name=self.temp(node, f"out{i}"))
+        else:
+            self.rename[out] = source
+
+    def const_output(self, node, i: int, value) -> None:
+        """Output i of `node` is the constant `value`."""
+        value = np.asarray(value)
+        if value.dtype == np.float64:
+            value = value.astype(np.float32)  # the IR keeps no float64 tensors
+        out = self.out(node, i)
+        if out in self.keep:  # a model output must be written by an op
+            src = self.add_const(self.temp(node, "value"), value)
+            self.add("Identity", node, [src], [out], name=self.temp(node, "const"))
+        else:
+            self.add_const(out, value)
+
+
+def numpy_dtype(tf, enum_value) -> np.dtype:
+    dtype = np.dtype(tf.dtypes.as_dtype(enum_value).as_numpy_dtype)
+    return np.dtype(np.float32) if dtype == np.float64 else dtype
+
+
+def attr_value(tf, a):
+    """An AttrValue as a Python value (bytes -> str, type -> numpy dtype, tensor -> ndarray)."""
+    kind = a.WhichOneof("value")
+    if kind == "s":
+        return a.s.decode("utf-8", "replace")
+    if kind in ("i", "f", "b"):
+        return getattr(a, kind)
+    if kind == "type":
+        return numpy_dtype(tf, a.type)
+    if kind == "shape":
+        return None if a.shape.unknown_rank else [d.size for d in a.shape.dim]
+    if kind == "tensor":
+        return tf.make_ndarray(a.tensor)
+    if kind == "list":
+        lst = a.list
+        for field in ("i", "f", "b"):
+            if len(getattr(lst, field)):
+                return list(getattr(lst, field))
+        if len(lst.s):
+            return [s.decode("utf-8", "replace") for s in lst.s]
+        if len(lst.type):
+            return [numpy_dtype(tf, t) for t in lst.type]
+        if len(lst.shape):
+            return [[d.size for d in s.dim] for s in lst.shape]
+        return []
+    return None
+
+
+# ---- which nodes to convert -------------------------------------------------------------
+def needed_nodes(nodes: dict, outputs: list, fed: set, path: Path) -> list:
+    """Nodes the outputs depend on (stopping at fed tensors), in dependency order."""
+    order, state = [], {}
+    for out in outputs:
+        stack = [(split_tensor(out)[0], False)]
+        while stack:
+            name, expanded = stack.pop()
+            if expanded:
+                state[name] = "done"
+                order.append(nodes[name])
+                continue
+            if state.get(name):
+                continue  # done, or on the stack (a cycle: its ops are refused below)
+            state[name] = "open"
+            stack.append((name, True))
+            for t in nodes[name].input:
+                if t.startswith("^") or tensor_name(t) in fed:
+                    continue  # control edges carry no data
+                src = split_tensor(t)[0]
+                if src not in nodes:
+                    raise ModelError(f"{path}: node '{name}' reads '{t}', which no node produces")
+                if not state.get(src):
+                    stack.append((src, False))
+    return order
+
+
+def _check_ops(order: list, path: Path, mappers: dict) -> None:
+    bad = {}
+    for node in order:
+        if node.op not in mappers:
+            bad.setdefault(node.op, []).append(node.name)
+    if bad:
+        listing = "; ".join(f"{t} (node {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"
+                            for t, n in sorted(bad.items()))
+        raise UnsupportedOpError(f"{path}: unsupported TensorFlow op(s): {listing}. "
+                                 f"Supported: {', '.join(sorted(mappers))}")
+
+
+def _placeholders(nodes: dict) -> list:
+    return [n.name for n in nodes.values() if n.op in ("Placeholder", "PlaceholderWithDefault")]
+
+
+def _graph_outputs(nodes: dict) -> list:
+    """Nodes whose outputs nobody reads: what a frozen graph's outputs usually are."""
+    read = {split_tensor(t.lstrip("^"))[0] for n in nodes.values() for t in n.input}
+    return [n.name for n in nodes.values() if n.name not in read and n.op not in ("NoOp", "Const")]
+
+
+def _check_inputs(ctx: TfContext, spec: ModelSpec, nodes: dict, path: Path) -> None:
+    for t in spec.inputs:
+        name, _ = split_tensor(t.name)
+        if name not in nodes:
+            raise ModelError(f"{path}: input tensor '{t.name}' is not in the model; its placeholders "
+                             f"are {_placeholders(nodes)}")
+        node = nodes[name]
+        if node.op not in ("Placeholder", "PlaceholderWithDefault"):
+            continue  # an inner tensor: the graph is cut there, its shape is the caller's word
+        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
+        logical = [t.shape[p] for p in perm] if perm else list(t.shape)
+        declared = ctx.attr(node, "shape")
+        if declared is not None and (len(declared) != len(logical) or any(
+                m >= 0 and m != d for m, d in zip(declared, logical))):
+            hint = ""
+            if perm and t.data_format == "NCHW":
+                hint = " (TensorFlow models are NHWC; input_data_formats NCHW transposes the input)"
+            raise ModelError(f"{path}: input tensor '{t.name}': shape {list(t.shape)} ({t.data_format}) "
+                             f"is {logical} in the model's {FRAMEWORK_FORMAT} layout, but the "
+                             f"placeholder declares {[d if d >= 0 else '?' for d in declared]}{hint}")
+        dtype = ctx.attr(node, "dtype")
+        if dtype is not None and np.dtype(dtype) != np.dtype(t.dtype):
+            raise ModelError(f"{path}: input tensor '{t.name}' is {np.dtype(dtype)} in the model, the "
+                             f"deployment file says {t.dtype} (set input_data_types)")
+
+
+def _check_outputs(spec: ModelSpec, nodes: dict, path: Path) -> None:
+    for t in spec.outputs:
+        if split_tensor(t.name)[0] not in nodes:
+            raise ModelError(f"{path}: output tensor '{t.name}' is not in the model; its outputs "
+                             f"are {_graph_outputs(nodes)}")
+
+
+def _add_inputs(ctx: TfContext, spec: ModelSpec) -> None:
+    for t in spec.inputs:
+        add_input_info(ctx.graph, t)
+        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
+        source = t.name
+        if perm:
+            source = ctx.graph.unique_name(f"{t.name}_nhwc")
+            op = ctx.graph.add_op("Transpose", [t.name], [source], name=f"{t.name}_to_nhwc",
+                                  dims=list(perm))
+            infer_op(ctx.graph, op)
+        if source != tensor_name(t.name):
+            ctx.rename[tensor_name(t.name)] = source
+
+
+def _add_outputs(ctx: TfContext, spec: ModelSpec) -> None:
+    graph = ctx.graph
+    for t in spec.outputs:
+        add_output_info(graph, t)
+        src = ctx.name(t.name)
+        if src not in graph.specs and src not in graph.consts:
+            raise ModelError(f"output tensor '{t.name}' was not produced (its node has fewer outputs)")
+        perm = user_to_framework(graph.shape(src), FRAMEWORK_FORMAT, t.data_format) \
+            if t.data_format != "NONE" else None
+        if perm or src in graph.consts or src in graph.input_names:
+            op = graph.add_op("Transpose" if perm else "Identity", [src], [t.name],
+                              name=graph.unique_name(f"{t.name}_out"), dims=list(perm) if perm else None)
+            infer_op(graph, op)
+        elif src != t.name:
+            for op in graph.net.op:
+                op.output[:] = [t.name if o == src else o for o in op.output]
+                op.input[:] = [t.name if i == src else i for i in op.input]
+            graph.specs[t.name] = graph.specs[src]
+            ctx.fake_quant = [(t.name if q[0] == src else q[0],) + q[1:] for q in ctx.fake_quant]
+
+
+def _check_used_outputs(ctx: TfContext, node, used: set) -> None:
+    """Every output of `node` that something reads must have been produced by its mapping."""
+    for t in used:
+        name = ctx.name(t)
+        if name not in ctx.graph.specs and name not in ctx.graph.consts:
+            raise ctx.fail(node, f"output {t} is used, but only the first output(s) of "
+                                 f"{node.op} are supported")
+
+
+def _record_fake_quant(ctx: TfContext) -> None:
+    if not ctx.fake_quant:
+        return
+    tensors, mins, maxs, bits, narrow = zip(*ctx.fake_quant)
+    for key, value in (("fake_quant_tensors", list(tensors)), ("fake_quant_min", [float(v) for v in mins]),
+                       ("fake_quant_max", [float(v) for v in maxs]), ("fake_quant_num_bits", list(bits)),
+                       ("fake_quant_narrow_range", list(narrow))):
+        set_arg(ctx.graph.net, key, value)
+
+
+def convert(spec: ModelSpec) -> Graph:
+    path = Path(spec.model_path)
+    tf = import_tf()
+    graph_def = load_graph_def(path)
+    nodes = {n.name: n for n in graph_def.node}
+    mappers = load_mappers()
+    graph = Graph()
+    graph.net.name = spec.name
+    set_arg(graph.net, "framework_data_format", FRAMEWORK_FORMAT)
+    set_arg(graph.net, "platform", "tensorflow")
+    keep = {tensor_name(t.name) for t in spec.outputs}
+    ctx = TfContext(graph, tf, keep)
+    _check_inputs(ctx, spec, nodes, path)
+    _check_outputs(spec, nodes, path)
+    order = needed_nodes(nodes, list(keep), {tensor_name(t.name) for t in spec.inputs}, path)
+    _check_ops(order, path, mappers)
+    used = {}
+    for node in order:
+        for t in ctx.data_inputs(node):
+            name, index = split_tensor(t)
+            used.setdefault(name, set()).add(f"{name}:{index}")
+    for t in keep:
+        used.setdefault(split_tensor(t)[0], set()).add(t)
+    _add_inputs(ctx, spec)
+    for node in order:
+        try:
+            first_new = len(graph.net.op)
+            mappers[node.op](ctx, node)
+            settle_new_ops(graph, first_new, keep)
+        except (ModelError, UnsupportedOpError):
+            raise
+        except Exception as e:
+            raise ModelError(f"{path}: cannot convert node '{node.name}' ({node.op}): {e}") from e
+        _check_used_outputs(ctx, node, used.get(node.name, ()))
+    infer_shapes(graph)
+    _add_outputs(ctx, spec)
+    _record_fake_quant(ctx)
+    infer_shapes(graph)
+    return graph

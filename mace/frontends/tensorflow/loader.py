@@ -1,0 +1,129 @@
+"""Read a TensorFlow model as a frozen GraphDef, the form MACE converts.
+
+Accepted: a frozen GraphDef `.pb` (binary; `.pbtxt` as text), a Keras model file
+(`.h5`, `.hdf5`, `.keras`) or a SavedModel directory. Keras models and
+SavedModels are frozen here (variables become constants through
+convert_variables_to_constants_v2 on a concrete function), so the converter and
+the validation reference see the very same graph. TensorFlow is imported only
+by the functions that need it: it takes seconds.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+
+from mace.errors import ModelError
+
+KERAS_SUFFIXES = (".h5", ".hdf5", ".keras")
+
+
+def import_tf():
+    """The tensorflow module, with its C++ log chatter turned down (unless the user set it)."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise ModelError("platform 'tensorflow' needs TensorFlow: pip install -e '.[tf]' "
+                         "(installs tensorflow-cpu)") from None
+    return tf
+
+
+def tensor_name(name: str) -> str:
+    """Canonical TensorFlow tensor name: 'node' -> 'node:0'; 'node:1' stays."""
+    node, sep, index = name.rpartition(":")
+    return name if sep and index.isdigit() else f"{name}:0"
+
+
+def split_tensor(name: str) -> tuple:
+    """('node', output index) of a tensor name written with or without ':N'."""
+    node, _, index = tensor_name(name).rpartition(":")
+    return node, int(index)
+
+
+def load_graph_def(path):
+    """The frozen GraphDef of the model at `path` (a ModelError names what is wrong)."""
+    path = Path(path)
+    if not path.exists():
+        raise ModelError(f"{path}: model file not found")
+    marker = path / "saved_model.pb" if path.is_dir() else path
+    stat = (marker if marker.exists() else path).stat()
+    return _load_cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(path: str, mtime_ns: int, size: int):
+    # Keyed on modification time and size, so a rewritten file is read again. Callers
+    # must not modify the returned GraphDef.
+    path = Path(path)
+    if path.is_dir():
+        return _freeze_saved_model(path)
+    if path.suffix.lower() in KERAS_SUFFIXES:
+        return _freeze_keras(path)
+    return _read_graph_def(path)
+
+
+def _read_graph_def(path: Path):
+    tf = import_tf()
+    graph_def = tf.compat.v1.GraphDef()
+    data = path.read_bytes()
+    try:
+        if path.suffix.lower() == ".pbtxt":
+            from google.protobuf import text_format
+            text_format.Parse(data.decode("utf-8"), graph_def)
+        else:
+            graph_def.ParseFromString(data)
+    except Exception as e:
+        raise ModelError(f"{path}: not a TensorFlow GraphDef ({type(e).__name__}: {e}); "
+                         f"platform 'tensorflow' takes a frozen .pb, a Keras .h5/.keras file "
+                         f"or a SavedModel directory") from None
+    if not graph_def.node:
+        raise ModelError(f"{path}: the GraphDef has no nodes (is it a frozen TensorFlow graph?)")
+    return graph_def
+
+
+def _freeze(concrete, path: Path):
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    try:
+        frozen = convert_variables_to_constants_v2(concrete)
+    except Exception as e:
+        raise ModelError(f"{path}: cannot freeze the model's variables into constants "
+                         f"({type(e).__name__}: {e})") from None
+    return frozen.graph.as_graph_def()
+
+
+def _freeze_keras(path: Path):
+    tf = import_tf()
+    import keras
+
+    try:
+        model = keras.models.load_model(str(path), compile=False)
+    except Exception as e:
+        raise ModelError(f"{path}: Keras cannot load this file ({type(e).__name__}: {e})") from None
+    try:
+        inputs = list(model.inputs)
+    except (AttributeError, ValueError):
+        inputs = []
+    if not inputs:
+        raise ModelError(f"{path}: the Keras model has no defined inputs (build it with keras.Input)")
+    # Each placeholder is named after its Keras input, so input_tensors can name it.
+    specs = [tf.TensorSpec(t.shape, t.dtype, name=t.name.split(":")[0]) for t in inputs]
+    fn = tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0], training=False))
+    return _freeze(fn.get_concrete_function(*specs), path)
+
+
+def _freeze_saved_model(path: Path):
+    tf = import_tf()
+    if not (path / "saved_model.pb").exists():
+        raise ModelError(f"{path}: a directory, but not a SavedModel (no saved_model.pb in it)")
+    try:
+        loaded = tf.saved_model.load(str(path))
+    except Exception as e:
+        raise ModelError(f"{path}: TensorFlow cannot load this SavedModel ({type(e).__name__}: {e})") \
+            from None
+    signatures = dict(loaded.signatures)
+    if not signatures:
+        raise ModelError(f"{path}: the SavedModel has no signatures to convert")
+    name = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
+    return _freeze(signatures[name], path)

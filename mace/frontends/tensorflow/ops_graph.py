@@ -1,0 +1,91 @@
+"""Graph plumbing: Placeholder, PlaceholderWithDefault, Const, Identity, IdentityN,
+StopGradient, Snapshot, NoOp, and fake quantization.
+
+Identities need no op: their outputs are aliases of their inputs (an op is
+emitted only when the tensor is a model output). FakeQuantWithMinMaxVars/Args
+on a constant (weights) is applied here, exactly as TensorFlow does; on an activation it
+becomes an alias and its range is kept as net args for quantization:
+fake_quant_tensors, fake_quant_min, fake_quant_max, fake_quant_num_bits,
+fake_quant_narrow_range (parallel lists; see docs/tensorflow.md).
+"""
+import numpy as np
+
+from mace.frontends.tensorflow.registry import tf_op
+
+
+@tf_op("Placeholder")
+def placeholder(ctx, node):
+    # Fed placeholders are never converted (the walk stops at the inputs).
+    raise ctx.fail(node, "the outputs depend on this placeholder, but input_tensors does not list it")
+
+
+@tf_op("PlaceholderWithDefault")
+def placeholder_with_default(ctx, node):
+    ctx.alias(node, 0, ctx.inp(node, 0))  # not fed: its default value flows
+
+
+@tf_op("Const")
+def const(ctx, node):
+    value = ctx.attr(node, "value")
+    if value.dtype.kind not in "biuf":
+        raise ctx.fail(node, f"constants of type {value.dtype} are not supported")
+    ctx.const_output(node, 0, value)
+
+
+@tf_op("Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureShape")
+def identity(ctx, node):
+    ctx.alias(node, 0, ctx.inp(node, 0))
+
+
+@tf_op("IdentityN")
+def identity_n(ctx, node):
+    for i, source in enumerate(ctx.inputs(node)):
+        ctx.alias(node, i, source)
+
+
+@tf_op("NoOp")
+def no_op(ctx, node):
+    pass  # control dependencies only
+
+
+def nudged_range(lo, hi, num_bits, narrow_range):
+    """TensorFlow's FakeQuant nudging: (nudged min, nudged max, scale), so 0 is exact."""
+    f32 = np.float32
+    qmin, qmax = f32(1 if narrow_range else 0), f32((1 << num_bits) - 1)
+    lo, hi = f32(lo), f32(hi)
+    scale = (hi - lo) / (qmax - qmin)
+    zero_from_min = qmin - lo / scale
+    if zero_from_min < qmin:
+        zero = qmin
+    elif zero_from_min > qmax:
+        zero = qmax
+    else:
+        zero = f32(np.floor(zero_from_min + f32(0.5)))  # std::round of a non-negative value
+    return (qmin - zero) * scale, (qmax - zero) * scale, scale
+
+
+def fake_quant(x, lo, hi, num_bits=8, narrow_range=False):
+    """What FakeQuantWithMinMaxVars computes (float32, TensorFlow's formula)."""
+    nmin, nmax, scale = nudged_range(lo, hi, num_bits, narrow_range)
+    shifted = np.clip(np.asarray(x, np.float32), nmin, nmax) - nmin
+    return (np.floor(shifted * (np.float32(1) / scale) + np.float32(0.5)) * scale + nmin).astype(np.float32)
+
+
+@tf_op("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs")
+def fake_quant_op(ctx, node):
+    x = ctx.inp(node, 0)
+    if node.op == "FakeQuantWithMinMaxArgs":
+        lo, hi = float(ctx.attr(node, "min", -6.0)), float(ctx.attr(node, "max", 6.0))
+    else:
+        lo = float(ctx.static(node, 1, "min").reshape(-1)[0])
+        hi = float(ctx.static(node, 2, "max").reshape(-1)[0])
+    if not lo < hi:
+        raise ctx.fail(node, f"range [{lo}, {hi}] is empty")
+    bits, narrow = int(ctx.attr(node, "num_bits", 8)), int(bool(ctx.attr(node, "narrow_range", False)))
+    value = ctx.const(x)
+    if value is not None:  # quantized weights: apply it now, so results match TensorFlow
+        ctx.const_output(node, 0, fake_quant(value, lo, hi, bits, narrow))
+        return
+    ctx.alias(node, 0, x)
+    recorded = ctx.out(node) if ctx.out(node) in ctx.keep else x
+    ctx.fake_quant.append((recorded, lo, hi, bits, narrow))

@@ -1,0 +1,101 @@
+"""Element-wise math (-> Eltwise, numpy broadcasting is TensorFlow's), AddN, Select,
+reductions (Mean, Sum, Max, Min, Prod -> Reduce), ArgMax/ArgMin, Cast."""
+import numpy as np
+
+from mace.frontends.tensorflow.registry import tf_op
+from mace.ops._common import normalize_axis
+
+ELTWISE = {
+    "Add": "SUM", "AddV2": "SUM", "Sub": "SUB", "Mul": "PROD", "RealDiv": "DIV", "Maximum": "MAX",
+    "Minimum": "MIN", "SquaredDifference": "SQR_DIFF", "Pow": "POW", "FloorDiv": "FLOOR_DIV",
+    "FloorMod": "MOD", "Equal": "EQUAL", "NotEqual": "NOT_EQUAL", "Greater": "GREATER",
+    "GreaterEqual": "GREATER_EQUAL", "Less": "LESS", "LessEqual": "LESS_EQUAL",
+    "LogicalAnd": "AND", "LogicalOr": "OR",
+    "Rsqrt": "RSQRT", "Sqrt": "SQRT", "Square": "SQUARE", "Neg": "NEG", "Abs": "ABS", "Exp": "EXP",
+    "Log": "LOG", "Reciprocal": "RECIPROCAL", "Inv": "RECIPROCAL", "Floor": "FLOOR", "Ceil": "CEIL",
+    "Round": "ROUND", "Sign": "SIGN", "LogicalNot": "NOT", "Sin": "SIN", "Cos": "COS", "Erf": "ERF",
+}
+
+
+def _make(tf_type, kind):
+    @tf_op(tf_type)
+    def mapper(ctx, node):
+        ctx.add("Eltwise", node, ctx.inputs(node), type=kind)
+    mapper.__name__ = f"map_{tf_type}"
+    return mapper
+
+
+for _t, _k in ELTWISE.items():
+    _make(_t, _k)
+
+
+@tf_op("AddN")
+def add_n(ctx, node):
+    inputs = ctx.inputs(node)
+    if len(inputs) == 1:
+        ctx.alias(node, 0, inputs[0])
+    else:
+        ctx.add("Eltwise", node, inputs, type="SUM")
+
+
+@tf_op("SelectV2")
+def select_v2(ctx, node):
+    ctx.add("Select", node, ctx.inputs(node))
+
+
+@tf_op("Select")
+def select(ctx, node):
+    cond, x = ctx.inp(node, 0), ctx.inp(node, 1)
+    # Select (v1) picks whole rows with a vector condition; only the element-wise form maps.
+    if ctx.shape(cond) != ctx.shape(x):
+        raise ctx.fail(node, f"condition shape {list(ctx.shape(cond))} differs from {list(ctx.shape(x))}; "
+                             f"only the element-wise form is supported (SelectV2 broadcasts)")
+    ctx.add("Select", node, ctx.inputs(node))
+
+
+REDUCE = {"Mean": "MEAN", "Sum": "SUM", "Max": "MAX", "Min": "MIN", "Prod": "PROD"}
+
+
+def axis_list(ctx, node, i, rank):
+    try:
+        return sorted({normalize_axis(a, rank) for a in ctx.static_ints(node, i, "the axes")})
+    except ValueError as e:
+        raise ctx.fail(node, str(e)) from None
+
+
+def _make_reduce(tf_type, kind):
+    @tf_op(tf_type)
+    def mapper(ctx, node):
+        x = ctx.inp(node, 0)
+        axes = axis_list(ctx, node, 1, len(ctx.shape(x)))
+        # An empty axis list reduces nothing in TensorFlow.
+        ctx.add("Reduce", node, [x], reduce_type=kind, axis=axes,
+                keepdims=int(bool(ctx.attr(node, "keep_dims", False))), noop_with_empty_axes=1)
+    mapper.__name__ = f"map_{tf_type}"
+    return mapper
+
+
+for _t, _k in REDUCE.items():
+    _make_reduce(_t, _k)
+
+
+@tf_op("ArgMax", "ArgMin")
+def arg_max(ctx, node):
+    x = ctx.inp(node, 0)
+    axis = axis_list(ctx, node, 1, len(ctx.shape(x)))
+    if len(axis) != 1:
+        raise ctx.fail(node, "the dimension must be one axis")
+    out_type = np.dtype(ctx.attr(node, "output_type", np.int64))
+    out = ctx.out(node) if out_type == np.int64 else ctx.temp(node, "int64")
+    ctx.add("ArgMax", node, [x], [out], name=node.name if out == ctx.out(node) else out,
+            axis=axis[0], keepdims=0, argmin=int(node.op == "ArgMin"))
+    if out != ctx.out(node):
+        ctx.add("Cast", node, [out], to=out_type.name)
+
+
+@tf_op("Cast")
+def cast(ctx, node):
+    dtype = np.dtype(ctx.attr(node, "DstT"))
+    if dtype.kind not in "biuf":
+        raise ctx.fail(node, f"cannot cast to {dtype}")
+    ctx.add("Cast", node, [ctx.inp(node, 0)], to=dtype.name)

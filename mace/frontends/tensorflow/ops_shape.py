@@ -1,0 +1,291 @@
+"""Tensor plumbing with static shapes: Reshape, Squeeze, ExpandDims, Transpose, ConcatV2,
+Pack, Unpack, Split, SplitV, Slice, StridedSlice, Tile, GatherV2, and the shape
+producers Shape, ShapeN, Size, Rank, Fill, ZerosLike, OnesLike, Range.
+
+Every shape is static while converting (input shapes come from the deployment
+file), so Shape/Size/Rank are constants at once and the Shape -> StridedSlice
+-> Pack -> Reshape chains of Keras graphs fold into plain Reshape args.
+"""
+import numpy as np
+
+from mace.frontends.tensorflow.registry import tf_op
+from mace.ops._common import normalize_axis
+from mace.ops.reshape import resolve_shape
+from mace.ops.strided_slice import axis_slice
+
+
+def reshape_to(ctx, node, x, dims, out=None):
+    """Reshape `x` to `dims` (TensorFlow's meaning: 0 is a real zero, -1 is inferred)."""
+    ctx.add("Reshape", node, [x], None if out is None else [out],
+            name=None if out is None else out, dims=[int(d) for d in dims],
+            allowzero=1 if 0 in dims else None)
+
+
+def axis_of(ctx, node, axis, rank):
+    try:
+        return normalize_axis(int(axis), rank)
+    except ValueError as e:
+        raise ctx.fail(node, str(e)) from None
+
+
+@tf_op("Reshape")
+def reshape(ctx, node):
+    x = ctx.inp(node, 0)
+    dims = ctx.static_ints(node, 1, "the target shape")
+    try:
+        reshape_to(ctx, node, x, resolve_shape(ctx.shape(x), dims, allowzero=True))
+    except ValueError as e:
+        raise ctx.fail(node, str(e)) from None
+
+
+@tf_op("Squeeze")
+def squeeze(ctx, node):
+    x = ctx.inp(node, 0)
+    shape = ctx.shape(x)
+    axes = {axis_of(ctx, node, a, len(shape)) for a in ctx.attr(node, "squeeze_dims", [])}
+    axes = axes or {i for i, d in enumerate(shape) if d == 1}
+    if any(shape[a] != 1 for a in axes):
+        raise ctx.fail(node, f"cannot squeeze axes {sorted(axes)} of shape {list(shape)}")
+    reshape_to(ctx, node, x, [d for i, d in enumerate(shape) if i not in axes])
+
+
+@tf_op("ExpandDims")
+def expand_dims(ctx, node):
+    x = ctx.inp(node, 0)
+    shape = list(ctx.shape(x))
+    dim = ctx.static_ints(node, 1, "dim")
+    if len(dim) != 1:
+        raise ctx.fail(node, f"dim {dim} must be one axis")
+    shape.insert(axis_of(ctx, node, dim[0], len(shape) + 1), 1)
+    reshape_to(ctx, node, x, shape)
+
+
+@tf_op("Transpose")
+def transpose(ctx, node):
+    ctx.add("Transpose", node, [ctx.inp(node, 0)], dims=ctx.static_ints(node, 1, "perm"))
+
+
+def _concat(ctx, node, values, axis):
+    if len(values) == 1:
+        ctx.alias(node, 0, values[0])
+        return
+    ctx.add("Concat", node, values, axis=axis_of(ctx, node, axis, len(ctx.shape(values[0]))))
+
+
+@tf_op("ConcatV2")
+def concat_v2(ctx, node):
+    inputs = ctx.inputs(node)
+    _concat(ctx, node, inputs[:-1], ctx.static_ints(node, len(inputs) - 1, "axis")[0])
+
+
+@tf_op("Concat")
+def concat(ctx, node):
+    _concat(ctx, node, ctx.inputs(node)[1:], ctx.static_ints(node, 0, "concat_dim")[0])
+
+
+@tf_op("Pack")
+def pack(ctx, node):
+    values = ctx.inputs(node)
+    shape = list(ctx.shape(values[0]))
+    axis = axis_of(ctx, node, ctx.attr(node, "axis", 0), len(shape) + 1)
+    grown = shape[:axis] + [1] + shape[axis:]
+    if len(values) == 1:
+        reshape_to(ctx, node, values[0], grown)
+        return
+    parts = []
+    for i, v in enumerate(values):
+        parts.append(ctx.temp(node, f"part{i}"))
+        reshape_to(ctx, node, v, grown, parts[-1])
+    ctx.add("Concat", node, parts, axis=axis)
+
+
+def _split(ctx, node, x, axis, sizes):
+    shape = ctx.shape(x)
+    if sum(sizes) != shape[axis] or min(sizes) < 0:
+        raise ctx.fail(node, f"sizes {sizes} do not cut axis {axis} (size {shape[axis]})")
+    ctx.add("Split", node, [x], [ctx.out(node, i) for i in range(len(sizes))], axis=axis, split=sizes)
+
+
+@tf_op("Split")
+def split(ctx, node):
+    x = ctx.inp(node, 1)
+    axis = axis_of(ctx, node, ctx.static_ints(node, 0, "axis")[0], len(ctx.shape(x)))
+    n, dim = int(ctx.attr(node, "num_split")), ctx.shape(x)[axis]
+    if dim % n:
+        raise ctx.fail(node, f"axis {axis} of size {dim} does not split evenly into {n}")
+    _split(ctx, node, x, axis, [dim // n] * n)
+
+
+@tf_op("SplitV")
+def split_v(ctx, node):
+    x = ctx.inp(node, 0)
+    axis = axis_of(ctx, node, ctx.static_ints(node, 2, "axis")[0], len(ctx.shape(x)))
+    sizes = ctx.static_ints(node, 1, "size_splits")
+    if sizes.count(-1) == 1:
+        sizes[sizes.index(-1)] = ctx.shape(x)[axis] - (sum(sizes) + 1)
+    _split(ctx, node, x, axis, sizes)
+
+
+@tf_op("Unpack")
+def unpack(ctx, node):
+    x = ctx.inp(node, 0)
+    shape = list(ctx.shape(x))
+    axis = axis_of(ctx, node, ctx.attr(node, "axis", 0), len(shape))
+    parts = [ctx.temp(node, f"part{i}") for i in range(shape[axis])]
+    ctx.add("Split", node, [x], parts, name=ctx.temp(node, "split"), axis=axis, split=[1] * len(parts))
+    for i, p in enumerate(parts):
+        reshape_to(ctx, node, p, shape[:axis] + shape[axis + 1:], ctx.out(node, i))
+
+
+def _slice_or_alias(ctx, node, x, bounds, final_shape):
+    """StridedSlice `x` by per-axis (start, end, step) bounds, then reshape to `final_shape`."""
+    shape = ctx.shape(x)
+    cut = [i for i, (s, e, st) in enumerate(bounds) if (s, e, st) != (0, shape[i], 1)]
+    src = x
+    if cut:
+        sliced = tuple(axis_slice(*b, d)[1] for b, d in zip(bounds, shape))
+        direct = sliced == tuple(final_shape)  # no reshape needed after the slice
+        src = ctx.out(node) if direct else ctx.temp(node, "slice")
+        ctx.add("StridedSlice", node, [x], [src], name=node.name if direct else src,
+                starts=[bounds[i][0] for i in cut], ends=[bounds[i][1] for i in cut], axes=cut,
+                steps=[bounds[i][2] for i in cut])
+        if direct:
+            return
+    if tuple(ctx.shape(src)) != tuple(final_shape):
+        reshape_to(ctx, node, src, final_shape)
+    else:
+        ctx.alias(node, 0, src)
+
+
+@tf_op("Slice")
+def slice_(ctx, node):
+    x = ctx.inp(node, 0)
+    shape = ctx.shape(x)
+    begin, size = ctx.static_ints(node, 1, "begin"), ctx.static_ints(node, 2, "size")
+    if len(begin) != len(shape) or len(size) != len(shape):
+        raise ctx.fail(node, f"begin {begin} and size {size} must have {len(shape)} entries")
+    bounds = []
+    for b, n, d in zip(begin, size, shape):
+        end = d if n == -1 else b + n
+        if not 0 <= b <= end <= d:
+            raise ctx.fail(node, f"begin {begin} and size {size} leave the input shape {list(shape)}")
+        bounds.append((b, end, 1))
+    _slice_or_alias(ctx, node, x, bounds, [e - b for b, e, _ in bounds])
+
+
+def strided_index(ctx, node, rank):
+    """TensorFlow's begin/end/strides and masks as a numpy index (same semantics)."""
+    begin, end = ctx.static_ints(node, 1, "begin"), ctx.static_ints(node, 2, "end")
+    strides = ctx.static_ints(node, 3, "strides")
+    mask = {m: int(ctx.attr(node, m, 0)) for m in
+            ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
+    if 0 in strides:
+        raise ctx.fail(node, f"strides {strides} contain 0")
+    if bin(mask["ellipsis_mask"]).count("1") > 1:
+        raise ctx.fail(node, "more than one ellipsis")
+    index = []
+    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
+        bit = 1 << i
+        if mask["ellipsis_mask"] & bit:
+            index.append(Ellipsis)
+        elif mask["new_axis_mask"] & bit:
+            index.append(None)
+        elif mask["shrink_axis_mask"] & bit:
+            index.append(b)
+        else:
+            index.append(slice(None if mask["begin_mask"] & bit else b,
+                               None if mask["end_mask"] & bit else e, s))
+    return index
+
+
+def _dense(ctx, node, index, shape):
+    """Per input axis: the slice or integer of `index` that applies to it."""
+    consumed = sum(1 for e in index if e is not None and e is not Ellipsis)
+    if consumed > len(shape):
+        raise ctx.fail(node, f"indexes {consumed} axes of a rank-{len(shape)} input")
+    dense = []
+    for e in index:
+        if e is Ellipsis:
+            dense += [slice(None)] * (len(shape) - consumed)
+        elif e is not None:
+            dense.append(e)
+    return dense + [slice(None)] * (len(shape) - len(dense))
+
+
+def _bound(ctx, node, e, dim):
+    if isinstance(e, int):
+        if not -dim <= e < dim:
+            raise ctx.fail(node, f"index {e} is out of range for an axis of size {dim}")
+        return e % dim, e % dim + 1, 1
+    start, stop, step = e.indices(dim)
+    if not len(range(start, stop, step)):
+        return 0, 0, 1
+    return start, (-dim - 1 if stop < 0 else stop), step  # -dim-1: past index 0 (negative step)
+
+
+@tf_op("StridedSlice")
+def strided_slice(ctx, node):
+    x = ctx.inp(node, 0)
+    shape = ctx.shape(x)
+    index = strided_index(ctx, node, len(shape))
+    bounds = [_bound(ctx, node, e, d) for e, d in zip(_dense(ctx, node, index, shape), shape)]
+    # numpy indexing has TensorFlow's semantics; a zero-stride view gives the result's shape.
+    final = np.broadcast_to(np.empty((), np.int8), shape)[tuple(index)].shape
+    _slice_or_alias(ctx, node, x, bounds, final)
+
+
+@tf_op("Tile")
+def tile(ctx, node):
+    ctx.add("Tile", node, [ctx.inp(node, 0)], repeats=ctx.static_ints(node, 1, "multiples"))
+
+
+@tf_op("GatherV2", "Gather")
+def gather(ctx, node):
+    data, indices = ctx.inp(node, 0), ctx.inp(node, 1)
+    if int(ctx.attr(node, "batch_dims", 0)):
+        raise ctx.fail(node, "batch_dims is not supported")
+    axis = ctx.static_ints(node, 2, "axis")[0] if node.op == "GatherV2" else 0
+    ctx.add("Gather", node, [data, indices], axis=axis_of(ctx, node, axis, len(ctx.shape(data))))
+
+
+# ---- static shape producers --------------------------------------------------------------
+@tf_op("Shape")
+def shape_(ctx, node):
+    dtype = ctx.attr(node, "out_type", np.int32)
+    ctx.const_output(node, 0, np.array(ctx.shape(ctx.inp(node, 0)), dtype))
+
+
+@tf_op("ShapeN")
+def shape_n(ctx, node):
+    dtype = ctx.attr(node, "out_type", np.int32)
+    for i, x in enumerate(ctx.inputs(node)):
+        ctx.const_output(node, i, np.array(ctx.shape(x), dtype))
+
+
+@tf_op("Size")
+def size(ctx, node):
+    ctx.const_output(node, 0, np.array(int(np.prod(ctx.shape(ctx.inp(node, 0)))),
+                                       ctx.attr(node, "out_type", np.int32)))
+
+
+@tf_op("Rank")
+def rank(ctx, node):
+    ctx.const_output(node, 0, np.array(len(ctx.shape(ctx.inp(node, 0))), np.int32))
+
+
+@tf_op("ZerosLike", "OnesLike")
+def zeros_like(ctx, node):
+    x = ctx.inp(node, 0)
+    fill = np.zeros if node.op == "ZerosLike" else np.ones
+    ctx.const_output(node, 0, fill(ctx.shape(x), ctx.dtype(x)))
+
+
+@tf_op("Fill")
+def fill(ctx, node):
+    dims = ctx.static_ints(node, 0, "dims")
+    ctx.add("Expand", node, [ctx.inp(node, 1)], shape=dims)  # a scalar broadcast to dims
+
+
+@tf_op("Range")
+def range_(ctx, node):
+    ctx.add("Range", node, ctx.inputs(node))
