@@ -3,13 +3,16 @@
 
     python benchmarks/bench_cpu.py                  # full run, writes docs/performance.md
     python benchmarks/bench_cpu.py --quick          # smoke run: two small models, no file
-    python benchmarks/bench_cpu.py --models resnet50,squeezenet --threads 4 --runs 20
+    python benchmarks/bench_cpu.py --models resnet50,squeezenet --variants env,SkylakeX+wino4
 
 Models: the nine ONNX "light" architectures that the onnx package ships (their
-constant weights swapped for seeded random ones) and the bundled digits example.
-Every engine runs in a fresh child process (this script re-invoked with the
-hidden --child flag, answering with one JSON line) so that its peak RSS is its
-own and the two engines never share thread pools or caches. See benchmarks/README.md.
+constant weights swapped for seeded random ones), MobileNet v2 (built by
+mace/testing/mobilenet_v2.py) and the bundled digits example. Every engine runs
+in a child process of its own (bench_child.py) so that its peak RSS is its own
+and the engines never share thread pools; the parent interleaves blocks of
+timed runs of all of them, round after round. Our engine may run in several
+variants: the BLAS kernels OpenBLAS picks from the environment, or a chosen
+OPENBLAS_CORETYPE, with or without Winograd. See benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -18,12 +21,12 @@ import datetime as _dt
 import json
 import os
 import platform
-import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,259 +34,176 @@ import numpy as np
 REPO = Path(__file__).resolve().parent.parent
 # A clean checkout need not be pip-installed: let the children import `mace` from the tree.
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_child import JSON_MARK, child_main  # noqa: E402
 
 LIGHT_MODELS = ("bvlc_alexnet", "densenet121", "inception_v1", "inception_v2", "resnet50",
                 "shufflenet", "squeezenet", "vgg19", "zfnet512")
-ALL_MODELS = LIGHT_MODELS + ("digits",)
+ALL_MODELS = LIGHT_MODELS + ("mobilenet_v2", "digits")
 QUICK_MODELS = ("digits", "squeezenet")
-TARGETS = {"resnet50": 2.0, "squeezenet": 2.0, "inception_v1": 2.0, "vgg19": 2.0}
-# (runs, warmup) per model, sized so the full run stays well under 10 minutes on 2 cores.
-DEFAULT_RUNS = {"digits": (300, 30), "squeezenet": (100, 5), "shufflenet": (100, 5),
-                "inception_v1": (60, 3), "inception_v2": (60, 3), "densenet121": (40, 3),
-                "resnet50": (40, 3), "bvlc_alexnet": (40, 3), "zfnet512": (30, 3),
-                "vgg19": (12, 2)}
-QUICK_RUNS = (3, 1)
+TARGETS = {"resnet50": 1.2, "vgg19": 1.2, "inception_v1": 1.2, "squeezenet": 1.2,
+           "densenet121": 1.5, "shufflenet": 1.5, "mobilenet_v2": 1.5, "digits": 1.5}
+ARENA_TARGET = 1.1      # planned arena / live-tensor lower bound
+# (timed runs per engine, warm-up runs) per model, sized so a full run of two variants
+# stays around ten minutes on 2 cores.
+DEFAULT_RUNS = {"digits": (1000, 100), "squeezenet": (150, 10), "shufflenet": (150, 10),
+                "mobilenet_v2": (100, 5), "inception_v1": (60, 3), "inception_v2": (60, 3),
+                "densenet121": (50, 3), "resnet50": (50, 3), "bvlc_alexnet": (50, 3),
+                "zfnet512": (40, 3), "vgg19": (15, 2)}
+QUICK_RUNS = (6, 1)
+DEFAULT_ROUNDS = 5
 REL_TOL = 1e-3          # above this max relative error the row is marked as disagreeing
 CHILD_TIMEOUT_S = 900
-JSON_MARK = "BENCH_JSON:"
-SEED = 0
+AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
 
 
-# ---------------------------------------------------------------- model preparation
-def light_path(name: str) -> Path:
-    import onnx
+# ---------------------------------------------------------------- variants of our engine
+@dataclass
+class Variant:
+    coretype: str | None      # OPENBLAS_CORETYPE for the child; None: the environment's
+    winograd: int = 0
 
-    return Path(os.path.dirname(onnx.__file__)) / "backend/test/data/light" / f"light_{name}.onnx"
+    @property
+    def label(self) -> str:
+        base = "env" if self.coretype is None else self.coretype
+        return base + (f"+wino{self.winograd}" if self.winograd else "")
 
-
-def _consumers(graph) -> dict:
-    users = {}
-    for node in graph.node:
-        for i, t in enumerate(node.input):
-            users.setdefault(t, []).append((node, i))
-    return users
-
-
-def _role(tensor: str, users: dict):
-    """(node, input index) that finally uses `tensor`, looking through Unsqueeze/Reshape.
-
-    DenseNet feeds its per-channel scale through Unsqueeze and Inception v1 its
-    classifier weight through Reshape; the real consumer decides the value range.
-    """
-    node, index = users[tensor][0]
-    if node.op_type in ("Unsqueeze", "Reshape") and index == 0 and node.output[0] in users:
-        return _role(node.output[0], users)
-    return node, index
+    def env(self) -> dict:
+        env = dict(os.environ)
+        if self.coretype is not None:
+            env["OPENBLAS_CORETYPE"] = self.coretype
+        return env
 
 
-def _gemm_fan_in(node, shape) -> int:
-    trans_b = any(a.name == "transB" and a.i for a in node.attribute)
-    if len(shape) != 2:
-        return int(np.prod(shape[1:]))
-    return shape[1] if trans_b else shape[0]
+def parse_variant(text: str) -> Variant:
+    base, _, extra = text.strip().partition("+")
+    if extra and extra not in ("wino2", "wino4"):
+        raise ValueError(f"variant '{text}': the suffix must be +wino2 or +wino4")
+    return Variant(None if base in ("", "env") else base, int(extra[4:]) if extra else 0)
 
 
-def _random_weight(rng, shape, node, index) -> np.ndarray:
-    op = node.op_type
-    if (op == "BatchNormalization" and index in (1, 4)) or op == "Mul":
-        # scales and variances: positive and near 1 so BatchNorm neither explodes nor divides by ~0
-        return rng.uniform(0.8, 1.2, shape)
-    if op == "Conv" and index == 1:
-        # He scaling keeps activations O(1) through VGG's 16 convs (a flat 0.05 grows ~2x a layer)
-        return rng.standard_normal(shape) * np.sqrt(2.0 / max(int(np.prod(shape[1:])), 1))
-    if op == "Gemm" and index == 1:
-        return rng.standard_normal(shape) * np.sqrt(2.0 / max(_gemm_fan_in(node, shape), 1))
-    return rng.standard_normal(shape) * 0.05   # biases, BN means and shifts
+def default_variants() -> list:
+    """The environment's BLAS kernels, plus OpenBLAS's AVX-512 ones where the environment
+    pins other kernels on a CPU that has AVX-512 (numpy's OpenBLAS picks Haswell on Zen 4/5)."""
+    variants = [Variant(None)]
+    env = os.environ.get("OPENBLAS_CORETYPE", "")
+    if env and env.lower() != "skylakex" and AVX512 <= cpu_flags():
+        variants.append(Variant("SkylakeX"))
+    return variants
 
 
-def randomize_light(model, seed: int = SEED):
-    """Replace ConstantOfShape weights by seeded random initializers; drop them from graph.input."""
-    from onnx import numpy_helper
-
-    graph = model.graph
-    values = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
-    users = _consumers(graph)
-    rng = np.random.default_rng(seed)
-    kept, new_inits = [], []
-    for node in graph.node:
-        if node.op_type != "ConstantOfShape":
-            kept.append(node)
-            continue
-        shape = [int(d) for d in values[node.input[0]].reshape(-1)]
-        user, index = _role(node.output[0], users)
-        weight = _random_weight(rng, shape, user, index).astype(np.float32)
-        new_inits.append(numpy_helper.from_array(weight, node.output[0]))
-    used = {t for node in kept for t in node.input}
-    inits = [t for t in graph.initializer if t.name in used] + new_inits
-    init_names = {t.name for t in inits}
-    # The true input is the one graph input that never was an initializer nor a weight.
-    data_inputs = [v for v in graph.input if v.name not in values and v.name not in init_names]
-    del graph.node[:]
-    graph.node.extend(kept)
-    del graph.initializer[:]
-    graph.initializer.extend(inits)
-    del graph.input[:]
-    graph.input.extend(data_inputs)
-    model.ir_version = max(model.ir_version, 4)  # IR >= 4: initializers need not be inputs
-    return model
+def cpu_flags() -> set:
+    from mace._blas import cpu_flags as flags
+    return flags()
 
 
-def expose_logits(model) -> None:
-    """Add each Softmax output's input as an extra graph output.
+# ---------------------------------------------------------------- children
+class Child:
+    """One engine process speaking bench_child's line protocol."""
 
-    Several randomized nets end in a saturated (one-hot) softmax, which would hide a wrong
-    layer from the error check; the logits do not. Costs one 1000-float copy per run.
-    """
-    from onnx import TensorProto, helper
+    def __init__(self, engine: str, case: dict, label: str, env=None):
+        self.label = label
+        folder = Path(case.get("dir") or case["workdir"])
+        path = folder / f"{label}_case.json"
+        path.write_text(json.dumps({**case, "label": label}))
+        self.err = open(folder / f"{label}_stderr.txt", "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--child", engine, str(path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err, text=True, env=env)
+        self.info = self.read()
 
-    producers = {o: n for n in model.graph.node for o in n.output}
-    names = {o.name for o in model.graph.output}
-    for out in list(model.graph.output):
-        node = producers.get(out.name)
-        if node is not None and node.op_type == "Softmax" and node.input[0] not in names:
-            model.graph.output.append(
-                helper.make_tensor_value_info(node.input[0], TensorProto.FLOAT, None))
-            names.add(node.input[0])
+    def read(self) -> dict:
+        deadline = time.monotonic() + CHILD_TIMEOUT_S
+        for line in self.proc.stdout:
+            if line.startswith(JSON_MARK):
+                return json.loads(line[len(JSON_MARK):])
+            if time.monotonic() > deadline:
+                break
+        self.proc.kill()
+        self.err.flush()
+        tail = Path(self.err.name).read_text().strip().splitlines()[-1:] or ["no output"]
+        return {"error": f"child exited {self.proc.wait()}: {tail[0][:300]}"}
 
+    def ask(self, **cmd) -> dict:
+        try:
+            self.proc.stdin.write(json.dumps(cmd) + "\n")
+            self.proc.stdin.flush()
+        except OSError as e:
+            return {"error": f"child gone: {e}"}
+        return self.read()
 
-def _data_input(model):
-    vi = model.graph.input[0]
-    return vi.name, [d.dim_value or 1 for d in vi.type.tensor_type.shape.dim]
-
-
-def build_case(name: str, workdir: Path) -> dict:
-    """Write the model and its input under workdir; returns what a child needs to run it."""
-    import onnx
-
-    if name == "digits":
-        model = onnx.load(str(REPO / "examples/digits/digits_cnn.onnx"))
-        # A real held-out test image, already NCHW (1,1,8,8) as the .onnx expects.
-        x = np.load(REPO / "examples/digits/test_set.npz")["images"][:1].astype(np.float32)
-    else:
-        model = randomize_light(onnx.load(str(light_path(name))))
-        _, shape = _data_input(model)
-        x = np.random.default_rng(SEED + 1).standard_normal(shape).astype(np.float32)
-    expose_logits(model)
-    input_name, _ = _data_input(model)
-    case_dir = workdir / name
-    case_dir.mkdir(parents=True)
-    onnx.save(model, str(case_dir / "model.onnx"))
-    np.save(case_dir / "input.npy", x)
-    return {"name": name, "dir": str(case_dir), "model": str(case_dir / "model.onnx"),
-            "input": str(case_dir / "input.npy"), "input_name": input_name}
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.err.close()
 
 
-# ---------------------------------------------------------------- child side
-def peak_rss_mb() -> float:
-    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kb / 1024.0 / (1024.0 if sys.platform == "darwin" else 1.0)  # macOS reports bytes
+def run_child_once(engine: str, case: dict, label: str) -> dict:
+    child = Child(engine, case, label)
+    child.close()
+    return child.info
 
 
-def time_runs(fn, runs: int, warmup: int) -> list:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1000.0)
-    return times
+# ---------------------------------------------------------------- one model
+@dataclass
+class Engine:
+    label: str                 # "ort" or our variant's label
+    child: Child
+    times: list = field(default_factory=list)      # all timed runs, ms
+    rounds: list = field(default_factory=list)     # median of each round's block, ms
+    final: dict = field(default_factory=dict)
+    error: str = ""
 
 
-def run_ort(case: dict, x: np.ndarray) -> dict:
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.intra_op_num_threads = case["threads"]
-    opts.inter_op_num_threads = 1
-    t = time.perf_counter()
+def measure(name: str, workdir: Path, args, variants: list) -> dict:
+    runs, warmup = QUICK_RUNS if args.quick else DEFAULT_RUNS[name]
+    runs = args.runs or runs
+    row = {"model": name, "runs": runs, "target": TARGETS.get(name), "load_before": load_average()}
+    case = run_child_once("build", {"name": name, "workdir": str(workdir)}, f"{name}_build")
+    if "error" in case:
+        row["error"] = case["error"]
+        return row
+    case.update(threads=args.threads, warmup=args.warmup if args.warmup is not None else warmup)
+    engines = [Engine("ort", Child("ort", case, "ort"))]
+    for v in variants:
+        engines.append(Engine(v.label, Child("ours", {**case, "winograd": v.winograd},
+                                             f"ours_{v.label}", v.env())))
     try:
-        sess = ort.InferenceSession(case["model"], opts, providers=["CPUExecutionProvider"])
-    except Exception as e:
-        return {"error": f"onnxruntime could not load the model: {type(e).__name__}: {e}"}
-    load_s = time.perf_counter() - t
-    feed = {case["input_name"]: x}
-    names = [o.name for o in sess.get_outputs()]
-    times = time_runs(lambda: sess.run(names, feed), case["runs"], case["warmup"])
-    return {"times_ms": times, "load_s": load_s, "names": names, "outputs": sess.run(names, feed)}
+        interleave(engines, runs, args.rounds)
+        for e in engines:
+            e.final = {} if e.error else e.child.ask(finish=True)
+            e.error = e.error or e.child.info.get("error") or e.final.get("error", "")
+    finally:
+        for e in engines:
+            e.child.close()
+    row["engines"] = engines
+    row["load_after"] = load_average()
+    return row
 
 
-def run_ours(case: dict, x: np.ndarray) -> dict:
-    import onnx
-    from threadpoolctl import threadpool_limits
-
-    from mace.onnx_backend import prepare
-
-    t = time.perf_counter()
-    try:
-        engine = prepare(onnx.load(case["model"]), {case["input_name"]: x})
-    except Exception as e:
-        return {"error": f"conversion failed: {type(e).__name__}: {e}"}
-    load_s = time.perf_counter() - t
-    feed = {case["input_name"]: x}
-    with threadpool_limits(limits=case["threads"]):
-        times = time_runs(lambda: engine.run(feed), case["runs"], case["warmup"])
-        result = engine.run(feed)
-    names = list(engine.graph.output_names)
-    return {"times_ms": times, "load_s": load_s, "names": names,
-            "outputs": [result[n] for n in names],
-            "arena_bytes": int(engine.plan.arena_size),
-            "lower_bound_bytes": int(engine.plan.lower_bound)}
+def interleave(engines: list, runs: int, rounds: int) -> None:
+    """`rounds` blocks of runs per engine, the engine order rotating each round."""
+    for e in engines:
+        e.error = e.child.info.get("error", "")
+    per_round = max(1, -(-runs // rounds))
+    for r in range(rounds):
+        order = engines[r % len(engines):] + engines[:r % len(engines)]
+        for e in order:
+            if e.error:
+                continue
+            ans = e.child.ask(runs=per_round)
+            if "error" in ans:
+                e.error = ans["error"]
+                continue
+            e.times += ans["times_ms"]
+            e.rounds.append(statistics.median(ans["times_ms"]))
 
 
-def build_main(case: dict) -> int:
-    try:
-        res = build_case(case["name"], Path(case["workdir"]))
-    except Exception as e:
-        res = {"error": f"model preparation failed: {type(e).__name__}: {e}"}
-    print(JSON_MARK + json.dumps(res), flush=True)
-    return 0
-
-
-def child_main(engine: str, case_path: str) -> int:
-    case = json.loads(Path(case_path).read_text())
-    if engine == "build":
-        return build_main(case)
-    x = np.load(case["input"])
-    try:
-        res = (run_ours if engine == "ours" else run_ort)(case, x)
-    except Exception as e:
-        res = {"error": f"run failed: {type(e).__name__}: {e}"}
-    outputs = res.pop("outputs", None)
-    if outputs is not None:
-        # Positional keys: ONNX tensor names may contain '/', which npz treats as folders.
-        out_path = Path(case["dir"]) / f"{engine}_outputs.npz"
-        np.savez(out_path, *[np.asarray(o) for o in outputs])
-        res["outputs_file"] = str(out_path)
-    res["peak_rss_mb"] = peak_rss_mb()
-    print(JSON_MARK + json.dumps(res), flush=True)
-    return 0
-
-
-# ---------------------------------------------------------------- parent side
-def run_child(engine: str, case: dict, case_path: Path) -> dict:
-    """Run this script as `--child ENGINE case.json`; returns the child's JSON answer.
-
-    Linux keeps a process's ru_maxrss across fork and exec, so a child starts with the
-    parent's RSS as its peak: the parent therefore never loads a model itself (the
-    "build" child does) and stays far smaller than any engine child.
-    """
-    case_path.write_text(json.dumps(case))
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", engine, str(case_path)]
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {CHILD_TIMEOUT_S} s"}
-    for line in reversed(proc.stdout.splitlines()):
-        if line.startswith(JSON_MARK):
-            return json.loads(line[len(JSON_MARK):])
-    tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["no output"]
-    return {"error": f"child exited {proc.returncode}: {tail[0]}"}
-
-
-def load_outputs(res: dict) -> dict:
-    with np.load(res["outputs_file"]) as f:
-        return {n: f[f"arr_{i}"] for i, n in enumerate(res["names"])}
+def load_outputs(final: dict) -> dict:
+    with np.load(final["outputs_file"]) as f:
+        return {n: f[f"arr_{i}"] for i, n in enumerate(final["names"])}
 
 
 def max_rel_error(ours: dict, ref: dict):
@@ -302,79 +222,112 @@ def max_rel_error(ours: dict, ref: dict):
     return worst
 
 
-def measure(name: str, workdir: Path, args) -> dict:
-    runs, warmup = QUICK_RUNS if args.quick else DEFAULT_RUNS[name]
-    row = {"model": name, "runs": args.runs or runs, "target": TARGETS.get(name)}
-    case = run_child("build", {"name": name, "workdir": str(workdir)},
-                     workdir / f"{name}_build.json")
-    if "error" in case:
-        row["error"] = case["error"]
-        return row
-    case.update(threads=args.threads, runs=row["runs"],
-                warmup=args.warmup if args.warmup is not None else warmup)
-    case_dir = Path(case["dir"])
-    row["ort"] = run_child("ort", case, case_dir / "ort_case.json")
-    row["ours"] = run_child("ours", case, case_dir / "ours_case.json")
-    errors = [f"{k}: {row[k]['error']}" for k in ("ours", "ort") if "error" in row[k]]
-    if errors:
-        row["error"] = "; ".join(errors)
-        return row
-    row["rel_err"] = max_rel_error(load_outputs(row["ours"]), load_outputs(row["ort"]))
-    row["ours_ms"] = statistics.median(row["ours"]["times_ms"])
-    row["ort_ms"] = statistics.median(row["ort"]["times_ms"])
-    row["ratio"] = row["ours_ms"] / row["ort_ms"]
-    return row
-
-
-def status(row: dict) -> str:
+def result_rows(row: dict) -> list:
+    """One result per variant of ours: latency ratio, round ratios, error, memory."""
     if "error" in row:
-        return "FAILED: " + " ".join(row["error"].replace("|", "/").split())[:200]
-    if isinstance(row["rel_err"], str):
-        return "DISAGREES: " + row["rel_err"]
-    if row["rel_err"] > REL_TOL:
-        return f"DISAGREES (rel err > {REL_TOL:g})"
-    if row["target"] is None:
-        return "ok (report only)"
-    return "meets target" if row["ratio"] <= row["target"] else "MISSES target"
-
-
-def spread_table(rows: list) -> str:
-    """Min / p10 / median / p90 of each engine: how much the machine disturbed the runs."""
-    lines = ["| model | ours min / p10 / median / p90 ms | onnxruntime min / p10 / median / p90 ms "
-             "| ours/ort of the minima |", "|---|---|---|---|"]
-    for r in rows:
-        if "ours_ms" not in r:
+        return [{**row, "variant": "-"}]
+    ort, ours = row["engines"][0], row["engines"][1:]
+    results = []
+    for e in ours:
+        r = {k: row[k] for k in ("model", "runs", "target")}
+        r.update(variant=e.label, info=e.child.info, final=e.final, ort_final=ort.final)
+        errors = [f"{x.label}: {x.error}" for x in (e, ort) if x.error]
+        if errors:
+            r["error"] = "; ".join(errors)
+            results.append(r)
             continue
-        cells = []
-        for engine in ("ours", "ort"):
-            q = np.percentile(r[engine]["times_ms"], [0, 10, 50, 90])
-            cells.append(" / ".join(f"{v:.2f}" for v in q))
-        ratio = min(r["ours"]["times_ms"]) / min(r["ort"]["times_ms"])
-        lines.append(f"| {r['model']} | {cells[0]} | {cells[1]} | {ratio:.2f} |")
-    return "\n".join(lines)
+        r["ours_times"], r["ort_times"] = e.times, ort.times
+        r["ours_ms"], r["ort_ms"] = statistics.median(e.times), statistics.median(ort.times)
+        r["ratio"] = r["ours_ms"] / r["ort_ms"]
+        ratios = [a / b for a, b in zip(e.rounds, ort.rounds)]
+        r["round_ratios"] = (min(ratios), max(ratios))
+        r["rel_err"] = max_rel_error(load_outputs(e.final), load_outputs(ort.final))
+        results.append(r)
+    return results
 
 
+def status(r: dict) -> str:
+    if "error" in r:
+        return "FAILED: " + " ".join(r["error"].replace("|", "/").split())[:200]
+    if isinstance(r["rel_err"], str):
+        return "DISAGREES: " + r["rel_err"]
+    if r["rel_err"] > REL_TOL:
+        return f"DISAGREES (rel err > {REL_TOL:g})"
+    if r["target"] is None:
+        return "ok (report only)"
+    return "meets target" if r["ratio"] <= r["target"] else "MISSES target"
+
+
+# ---------------------------------------------------------------- tables
 def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
-def table(rows: list) -> str:
-    head = ("| model | ours median ms | onnxruntime median ms | ours/ort | target | status "
-            "| max rel err | arena MB | lower bound MB "
+def _mb(n) -> float | None:
+    return None if n is None else n / 2**20
+
+
+def table(results: list) -> str:
+    head = ("| model | ours: BLAS kernels | ours ms | onnxruntime ms | ours/ort | per-round ours/ort "
+            "| target | status | max rel err | arena MB | lower bound MB | arena/bound | scratch MB "
             "| peak RSS ours MB | peak RSS ort MB | runs |")
     lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
-    for r in rows:
-        ours, ort = r.get("ours", {}), r.get("ort", {})
-        err = r.get("rel_err")
+    for r in results:
+        info, err = r.get("info", {}), r.get("rel_err")
+        arena, bound = info.get("arena_bytes"), info.get("lower_bound_bytes")
+        rr = r.get("round_ratios")
         lines.append("| " + " | ".join([
-            r["model"], _fmt(r.get("ours_ms"), ".2f"), _fmt(r.get("ort_ms"), ".2f"),
-            _fmt(r.get("ratio"), ".2f"), f"<= {r['target']:.1f}" if r["target"] else "report only",
-            status(r), err if isinstance(err, str) else _fmt(err, ".1e"),
-            _fmt(ours.get("arena_bytes") and ours["arena_bytes"] / 2**20, ".3g"),
-            _fmt(ours.get("lower_bound_bytes") and ours["lower_bound_bytes"] / 2**20, ".3g"),
-            _fmt(ours.get("peak_rss_mb"), ".0f"), _fmt(ort.get("peak_rss_mb"), ".0f"),
-            str(r["runs"])]) + " |")
+            r["model"], kernels_label(r), _fmt(r.get("ours_ms"), ".2f"), _fmt(r.get("ort_ms"), ".2f"),
+            _fmt(r.get("ratio"), ".2f"), f"{rr[0]:.2f}-{rr[1]:.2f}" if rr else "-",
+            f"<= {r['target']:.1f}" if r["target"] else "report only", status(r),
+            err if isinstance(err, str) else _fmt(err, ".1e"),
+            _fmt(_mb(arena), ".3g"), _fmt(_mb(bound), ".3g"),
+            _fmt(arena / bound if arena and bound else None, ".3f"),
+            _fmt(_mb(info.get("scratch_bytes")), ".3g"),
+            _fmt(r.get("final", {}).get("peak_rss_mb"), ".0f"),
+            _fmt(r.get("ort_final", {}).get("peak_rss_mb"), ".0f"), str(r["runs"])]) + " |")
     return "\n".join(lines)
+
+
+def kernels_label(r: dict) -> str:
+    """The variant as run: which OpenBLAS kernels the child really used, Winograd or not."""
+    info = r.get("info", {})
+    blas = ", ".join(b.split()[-1] for b in info.get("blas", [])[-1:]) or "?"
+    how = "env" if r.get("variant", "").startswith("env") else "OPENBLAS_CORETYPE"
+    wino = r.get("variant", "").partition("+")[2]
+    return f"{blas} ({how})" + (f" + {wino}" if wino else "")
+
+
+def spread_table(results: list) -> str:
+    lines = ["| model | ours: BLAS kernels | ours min / p10 / median / p90 ms "
+             "| onnxruntime min / p10 / median / p90 ms | ours/ort of the minima |", "|---|---|---|---|---|"]
+    for r in results:
+        if "ours_ms" not in r:
+            continue
+        cells = [" / ".join(f"{v:.2f}" for v in np.percentile(r[k], [0, 10, 50, 90]))
+                 for k in ("ours_times", "ort_times")]
+        ratio = min(r["ours_times"]) / min(r["ort_times"])
+        lines.append(f"| {r['model']} | {kernels_label(r)} | {cells[0]} | {cells[1]} | {ratio:.2f} |")
+    return "\n".join(lines)
+
+
+def summary(results: list) -> list:
+    """Per variant: which targets it meets."""
+    out = []
+    for label in dict.fromkeys(r.get("variant") for r in results if r.get("variant") != "-"):
+        mine = [r for r in results if r.get("variant") == label and r["target"]]
+        met = [r["model"] for r in mine if status(r) == "meets target"]
+        missed = [f"{r['model']} ({_fmt(r.get('ratio'), '.2f')})" for r in mine if r["model"] not in met]
+        example = next((kernels_label(r) for r in mine), label)
+        out.append(f"- **{example}**: meets {len(met)} of {len(mine)} latency targets"
+                   + (f"; misses {', '.join(missed)}" if missed else ""))
+    plans = {r["model"]: r["info"]["arena_bytes"] / r["info"]["lower_bound_bytes"] for r in results
+             if r.get("info", {}).get("lower_bound_bytes")}
+    if plans:
+        worst = max(plans, key=plans.get)
+        out.append(f"- **memory plan**: arena / live-tensor lower bound <= {plans[worst]:.3f} "
+                   f"(worst: {worst}; target <= {ARENA_TARGET})")
+    return out
 
 
 # ---------------------------------------------------------------- report
@@ -407,19 +360,15 @@ def git_revision() -> str:
 def machine_info() -> list:
     import onnx
     import onnxruntime
-    from threadpoolctl import threadpool_info
 
-    blas = "; ".join(f"{p.get('internal_api')} {p.get('version')} ({p.get('user_api')}, "
-                     f"{p.get('threading_layer', '?')}, arch {p.get('architecture', '?')}, "
-                     f"{p.get('num_threads')} threads by default)" for p in threadpool_info())
     affinity = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else "?"
     return [
         ("date", _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")),
-        ("CPU", cpu_model()),
+        ("CPU", cpu_model() + (" (AVX-512)" if AVX512 <= cpu_flags() else "")),
         ("cores", f"{os.cpu_count()} logical, {affinity} usable by this process"),
         ("OS", f"{platform.system()} {platform.release()} {platform.machine()}"),
-        ("Python", platform.python_version()),
-        ("numpy", np.__version__), ("BLAS (threadpoolctl)", blas or "none found"),
+        ("Python", platform.python_version()), ("numpy", np.__version__),
+        ("OPENBLAS_CORETYPE in the environment", os.environ.get("OPENBLAS_CORETYPE") or "unset"),
         ("onnxruntime", onnxruntime.__version__), ("onnx", onnx.__version__),
         ("repository", git_revision()),
     ]
@@ -427,65 +376,67 @@ def machine_info() -> list:
 
 def command_line(args) -> str:
     parts = ["python benchmarks/bench_cpu.py"]
-    if args.models:
-        parts.append(f"--models {args.models}")
-    if args.threads != 2:
-        parts.append(f"--threads {args.threads}")
-    for flag in ("runs", "warmup"):
-        if getattr(args, flag) is not None:
-            parts.append(f"--{flag} {getattr(args, flag)}")
+    for flag in ("models", "variants", "threads", "runs", "warmup", "rounds"):
+        value = getattr(args, flag)
+        default = {"threads": 2, "rounds": DEFAULT_ROUNDS}.get(flag)
+        if value is not None and value != default:
+            parts.append(f"--{flag} {value}")
     if args.quick:
         parts.append("--quick")
     return " ".join(parts)
 
 
-def markdown(rows: list, args, elapsed_s: float, loads: tuple) -> str:
-    failed = [r for r in rows if not status(r).startswith(("ok", "meets", "MISSES"))]
+GPU_MARK = "<!-- GPU section: benchmarks/bench_gpu.py -->"
+
+
+def kept_gpu_section(path) -> str:
+    """bench_gpu.py's section of the file, kept when this script rewrites the rest."""
+    old = Path(path).read_text() if Path(path).exists() else ""
+    return "\n" + old[old.index(GPU_MARK):] if GPU_MARK in old else ""
+
+
+def markdown(rows: list, results: list, args, elapsed_s: float) -> str:
+    failed = [r for r in results if not status(r).startswith(("ok", "meets", "MISSES"))]
+    loads = "; ".join(f"{r['model']} {r['load_before']} -> {r.get('load_after', '?')}" for r in rows)
     out = [
-        "# CPU performance: our numpy engine vs onnxruntime",
-        "",
+        "# CPU performance: our numpy engine vs onnxruntime", "",
         "Generated by `benchmarks/bench_cpu.py`; do not edit by hand. "
-        "Method and caveats: `benchmarks/README.md`.",
-        "",
-        "## Machine",
-        "",
-        *[f"- **{k}**: {v}" for k, v in machine_info()],
-        "",
-        "## Settings",
-        "",
+        "Method and caveats: `benchmarks/README.md`.", "",
+        "## Machine", "", *[f"- **{k}**: {v}" for k, v in machine_info()], "",
+        "## Settings", "",
         f"- threads: {args.threads} (onnxruntime: intra_op_num_threads={args.threads}, "
-        f"inter_op_num_threads=1, CPUExecutionProvider; ours: "
-        f"threadpoolctl.threadpool_limits({args.threads}) around the runs)",
+        f"inter_op_num_threads=1, CPUExecutionProvider; ours: BLAS threads limited to "
+        f"{args.threads} by mace.runtime.affinity.limit_threads)",
         "- batch 1, float32; the same input array for both engines; latency = median wall time "
         "of `Engine.run` / `InferenceSession.run` after warm-up runs",
-        f"- light models: constant weights replaced by random ones (seed {SEED}), "
-        "input standard normal; digits: first held-out test image",
-        f"- whole run took {elapsed_s:.0f} s; load average (1 / 5 / 15 min) {loads[0]} at the "
-        f"start, {loads[1]} at the end (other work on the machine shows up here and as "
-        "spread below)",
-        "",
-        "## Results",
-        "",
-        table(rows),
-        "",
-        "Columns: *ours/ort* is the latency ratio (lower is better); *target* applies to "
-        "ResNet-50, SqueezeNet, Inception v1 and VGG-19, the rest are report only; "
-        "*max rel err* is max|ours - ort| / max|ort| over all outputs, the pre-softmax "
-        f"logits included (a row over {REL_TOL:g} is marked as disagreeing); *arena MB* is "
-        "our memory plan's arena and *lower bound MB* the largest total size of "
-        "simultaneously live tensors (no plan can be smaller); *peak RSS* is each engine's "
-        "own process, loading the .onnx and building the engine included.",
-        "",
-        "### Spread of the timed runs",
-        "",
+        f"- every engine in its own process; {args.rounds} interleaved rounds per model, the "
+        "engine order rotating each round; *per-round ours/ort* is the range of the ratio of "
+        "the rounds' medians",
+        "- *ours: BLAS kernels* is what OpenBLAS reported (threadpoolctl) inside our child: "
+        "`(env)` = as the environment chose them, `(OPENBLAS_CORETYPE)` = set by the "
+        "benchmark's `--variants` for that child only",
+        "- light models and MobileNet v2: random weights (seed 0), input standard normal; "
+        "digits: first held-out test image",
+        f"- whole run took {elapsed_s:.0f} s; load average (1 / 5 / 15 min) before -> after "
+        f"each model: {loads}", "",
+        "## Summary", "", *summary(results), "",
+        "## Results", "", table(results), "",
+        "Columns: *ours/ort* is the latency ratio (lower is better); *max rel err* is "
+        "max|ours - ort| / max|ort| over all outputs, the pre-softmax logits included (a row "
+        f"over {REL_TOL:g} is marked as disagreeing); *arena MB* is our memory plan for the "
+        "activations, *lower bound MB* the largest total size of simultaneously live tensors "
+        f"(no plan can be smaller; target arena/bound <= {ARENA_TARGET}); *scratch MB* the one "
+        "region the kernels share for im2col / padding / Winograd buffers, apart from the "
+        "arena; *peak RSS* is each engine's own process, loading the .onnx and building the "
+        "engine included.", "",
+        "### Spread of the timed runs", "",
         "A wide p10..p90 range means other load on the machine disturbed the runs; the "
-        "minima are the least disturbed runs and their ratio the least noisy comparison.",
-        "",
-        spread_table(rows),
-        "",
+        "minima are the least disturbed runs and their ratio the least noisy comparison.", "",
+        spread_table(results), "",
     ]
     if failed:
-        out += ["## Failures", "", *[f"- **{r['model']}**: {status(r)}" for r in failed], ""]
+        out += ["## Failures", "", *[f"- **{r['model']}** ({r.get('variant')}): {status(r)}"
+                                     for r in failed], ""]
     out += ["## How to reproduce", "", f"`{command_line(args)}` from the repository root "
             "(with the project's dependencies installed).", ""]
     return "\n".join(out)
@@ -498,16 +449,26 @@ def parse_args(argv=None):
     p.add_argument("--threads", type=int, default=2, help="CPU threads for both engines (2)")
     p.add_argument("--runs", type=int, help="timed runs per engine (default: per model)")
     p.add_argument("--warmup", type=int, help="untimed runs first (default: per model)")
+    p.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS,
+                   help=f"interleaved blocks the runs are split into ({DEFAULT_ROUNDS})")
     p.add_argument("--models", help=f"comma-separated subset of: {','.join(ALL_MODELS)}")
+    p.add_argument("--variants", help="our engine's variants, comma-separated: env (the "
+                   "environment's BLAS kernels) or an OPENBLAS_CORETYPE name (e.g. SkylakeX, "
+                   "Haswell), optionally +wino2 / +wino4; default: env, plus SkylakeX where the "
+                   "environment pins other kernels on an AVX-512 CPU")
+    p.add_argument("--max-load", type=float, default=None,
+                   help="before each model wait (up to --wait s) for the 1-min load average to drop "
+                        "below this")
+    p.add_argument("--wait", type=float, default=300.0, help="longest wait for --max-load (300 s)")
     p.add_argument("--out", help="markdown file to write (default docs/performance.md; "
                                  "--quick writes none unless given)")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: {','.join(QUICK_MODELS)}, {QUICK_RUNS[0]} runs")
     p.add_argument("--child", nargs=2, metavar=("ENGINE", "CASE_JSON"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
-    if args.threads < 1 or (args.runs is not None and args.runs < 1) \
+    if args.threads < 1 or (args.runs is not None and args.runs < 1) or args.rounds < 1 \
             or (args.warmup is not None and args.warmup < 0):
-        p.error("--threads and --runs must be >= 1, --warmup >= 0")
+        p.error("--threads, --runs and --rounds must be >= 1, --warmup >= 0")
     return p, args
 
 
@@ -521,33 +482,57 @@ def selected_models(parser, args) -> list:
     return names
 
 
+def selected_variants(parser, args) -> list:
+    if not args.variants:
+        return default_variants()
+    try:
+        return [parse_variant(v) for v in args.variants.split(",") if v.strip()]
+    except ValueError as e:
+        parser.error(str(e))
+
+
+def wait_for_quiet(max_load, timeout: float) -> None:
+    if max_load is None or not hasattr(os, "getloadavg"):
+        return
+    deadline = time.monotonic() + timeout
+    while os.getloadavg()[0] > max_load and time.monotonic() < deadline:
+        time.sleep(5)
+
+
 def main(argv=None) -> int:
     parser, args = parse_args(argv)
     if args.child:
         return child_main(*args.child)
-    models = selected_models(parser, args)
+    models, variants = selected_models(parser, args), selected_variants(parser, args)
+    if args.quick and args.rounds == DEFAULT_ROUNDS:
+        args.rounds = 2
     out = args.out or (None if args.quick else str(REPO / "docs" / "performance.md"))
-    load_start = load_average()
     if hasattr(os, "getloadavg") and os.getloadavg()[0] > 0.5 * (os.cpu_count() or 1):
         # Contention matters a lot: BLAS threads that wait on a busy core stall every GEMM.
-        print(f"warning: the machine is busy (load average {load_start}); "
+        print(f"warning: the machine is busy (load average {load_average()}); "
               "timings will be noisy", file=sys.stderr)
     start = time.perf_counter()
-    rows = []
+    rows, results = [], []
     with tempfile.TemporaryDirectory(prefix="mace-bench-") as tmp:
         for name in models:
+            wait_for_quiet(args.max_load, args.wait)
             t = time.perf_counter()
-            rows.append(measure(name, Path(tmp), args))
-            print(f"{name}: {status(rows[-1])} ({time.perf_counter() - t:.0f} s)", flush=True)
+            rows.append(measure(name, Path(tmp), args, variants))
+            mine = result_rows(rows[-1])
+            results += mine
+            for r in mine:
+                print(f"{name} [{r['variant']}]: {_fmt(r.get('ratio'), '.2f')}x {status(r)} "
+                      f"({time.perf_counter() - t:.0f} s, load {load_average()})", flush=True)
     elapsed = time.perf_counter() - start
     print()
-    print(table(rows))
+    print(table(results))
+    print("\n" + "\n".join(summary(results)))
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(markdown(rows, args, elapsed, (load_start, load_average())))
+        Path(out).write_text(markdown(rows, results, args, elapsed) + kept_gpu_section(out))
         print(f"\nwrote {out}")
     # Timing misses do not fail the run (they depend on the machine); broken models do.
-    return 1 if any(status(r).startswith(("FAILED", "DISAGREES")) for r in rows) else 0
+    return 1 if any(status(r).startswith(("FAILED", "DISAGREES")) for r in results) else 0
 
 
 if __name__ == "__main__":

@@ -18,9 +18,10 @@ from mace.errors import ConfigError, ModelError
 from mace.frontends.base import ModelSpec
 from mace.ir.args import set_arg
 from mace.ir.model_io import net_to_text, save_model
+from mace.report.offline import report_path, write_report
 from mace.transform.pipeline import transform
 
-SUPPORTED_RUNTIMES = ("cpu", "cpu+gpu")
+SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu")
 
 
 @dataclass
@@ -31,6 +32,7 @@ class ConvertResult:
     op_count: int
     data_bytes: int
     log: list = field(default_factory=list)
+    report: object = None  # mace.report.offline.OfflineReport, also written as <model>_report.txt
 
 
 def library_dir(config: DeploymentConfig, build_dir: Path | None = None) -> Path:
@@ -45,7 +47,8 @@ def model_paths(config: DeploymentConfig, model: str, build_dir: Path | None = N
 def fetch_model_files(config: DeploymentConfig, model: ModelConfig, build_dir: Path | None = None):
     downloads = Path(build_dir or "builds") / "downloads"
     path = fetch(model.model_file_path, model.model_sha256_checksum,
-                 f"{model.key_path}.model_file_path", config.path, downloads)
+                 f"{model.key_path}.model_file_path", config.path, downloads,
+                 allow_dir=model.platform == "tensorflow")  # a SavedModel is a directory
     weights = None
     if model.weight_file_path:
         weights = fetch(model.weight_file_path, model.weight_sha256_checksum,
@@ -107,7 +110,9 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     pb_path, data_path = out_dir / f"{model.name}.pb", out_dir / f"{model.name}.data"
     save_model(graph, pb_path, data_path)
     (out_dir / f"{model.name}.pb_txt").write_text(net_to_text(graph.net))
-    return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log)
+    report = write_report(graph, model_path, pb_path, data_path, model.name)
+    return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
+                         report)
 
 
 def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,
@@ -135,7 +140,8 @@ def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, 
             raise
         final_dir.mkdir(exist_ok=True)
         for r in results:
-            for src in (r.pb_path, r.data_path, r.pb_path.with_suffix(".pb_txt")):
+            for src in (r.pb_path, r.data_path, r.pb_path.with_suffix(".pb_txt"),
+                        report_path(r.pb_path, r.model)):
                 os.replace(src, final_dir / src.name)
             r.pb_path, r.data_path = final_dir / r.pb_path.name, final_dir / r.data_path.name
         return results

@@ -23,7 +23,9 @@ from mace.errors import ConfigError, ModelError, RuntimeInputError
 from mace.frontends import FRAMEWORK_FORMATS
 from mace.frontends.base import user_to_framework
 from mace.ir.args import get_arg
+from mace.runtime.affinity import pin_threads
 from mace.runtime.engine import create_engine
+from mace.runtime.gpu.deploy import engine_notes, engine_setup
 from mace.runtime.profiler import OpProfiler
 from mace.validate.metrics import compare
 from mace.validate.reference import reference_runner
@@ -51,6 +53,8 @@ class ModelRunResult:
     metrics: list = field(default_factory=list)   # OutputMetrics when validated
     notes: list = field(default_factory=list)
     op_stats: list = field(default_factory=list)  # profiler.OpStat per op when profiled
+    device: str = "host"                           # where it ran (mace/devices for the others)
+    device_info: dict = field(default_factory=dict)  # a device's python, numpy, machine, abi
 
     @property
     def passed(self) -> bool:
@@ -151,13 +155,14 @@ def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dic
         return [_compare(config, model, s.name, ref[s.name], outputs[s.name], sg.threshold())
                 for s in sg.outputs]
     fw_format = FRAMEWORK_FORMATS[model.platform]
-    model_path, _ = fetch_model_files(config, model, build_dir)
+    model_path, weight_path = fetch_model_files(config, model, build_dir)
     fw_inputs = {}
     for s in sg.inputs:
         perm = user_to_framework(s.shape, s.data_format, fw_format)
         fw_inputs[s.name] = inputs[s.name].transpose(perm) if perm else inputs[s.name]
+    weights = {"weight_path": weight_path} if weight_path else {}  # Caffe's .caffemodel
     ref = reference_runner(model.platform)(model_path, fw_inputs, list(sg.output_tensors),
-                                           max(num_threads, 0))  # 0: the framework's default
+                                           max(num_threads, 0), **weights)  # 0: the framework's default
     metrics = []
     for s in sg.outputs:
         value = ref[s.name]
@@ -177,7 +182,8 @@ def _compare(config, model, name, ref, out, threshold):
 
 def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, rounds: int = 1,
               validate: bool = False, input_dir=None, output_dir=None, num_threads: int = 0,
-              seed: int = 0, profile: bool = False) -> ModelRunResult:
+              seed: int = 0, profile: bool = False, tuning: bool = False, gpu_perf_hint: int = 0,
+              gpu_priority_hint: int = 0, cpu_affinity_policy: int = 0) -> ModelRunResult:
     sg = model.subgraphs[0]
     pb_path, data_path = model_paths(config, model.name, build_dir)
     if not pb_path.exists():
@@ -186,13 +192,16 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
                           f"run `python tools/converter.py convert --config={config.path}{flag}` first")
     notes = []
     with _thread_limit(num_threads):
-        engine, init_ms = _timed(lambda: create_engine(pb_path, data_path))
+        if cpu_affinity_policy and not pin_threads(cpu_affinity_policy, num_threads):
+            notes.append(f"cpu_affinity_policy {cpu_affinity_policy}: this OS does not let us pin threads")
+        device, options, gpu_notes = engine_setup(config, sg, build_dir, tuning, gpu_perf_hint,
+                                                  gpu_priority_hint)  # runtime gpu / cpu+gpu
+        engine, init_ms = _timed(lambda: create_engine(pb_path, data_path, device=device, options=options))
+        notes += gpu_notes + engine_notes(engine)
         # the deployment file's checksum names the model file: no need to read (or download) it
         src = get_arg(engine.graph.net, "source_sha256", "")
         if src and src != model.model_sha256_checksum:
             notes.append(f"{model.model_file_path} changed since it was converted: run convert again")
-        if sg.runtime == "cpu+gpu":
-            notes.append("no GPU runtime in this release: cpu+gpu runs every op on the CPU")
         inputs, source = make_inputs(config, sg, input_dir, seed)
         outputs, warmup_ms = _timed(lambda: engine.run(inputs))
         timing = Timing(init_ms, warmup_ms)

@@ -11,7 +11,7 @@ import pytest
 from onnx import numpy_helper
 
 from mace.runtime.engine import create_engine
-from mace.transform.pipeline import pass_names
+from mace.transform.pipeline import PASSES
 from tests.cli_helpers import (DIGITS, cli, conv_model, digits_model, files_of, http_server, no_proxy_env,
                                sha256, small_model_entry, unsupported_entry, unsupported_model, workdir,
                                write_deployment)
@@ -41,7 +41,7 @@ def test_convert_writes_graph_data_and_text(work):
     r = ok(cli("convert", "--config=deploy.yml", "--build_dir=out", cwd=work))
     model_dir = work / "out" / "digits" / "model"
     assert sorted(p.name for p in model_dir.iterdir()) == \
-        ["digits_cnn.data", "digits_cnn.pb", "digits_cnn.pb_txt"]
+        ["digits_cnn.data", "digits_cnn.pb", "digits_cnn.pb_txt", "digits_cnn_report.txt"]
     assert (model_dir / "digits_cnn.pb").stat().st_size > 0
     assert (model_dir / "digits_cnn.data").stat().st_size > 10_000  # conv + FC weights, float32
     text = (model_dir / "digits_cnn.pb_txt").read_text()
@@ -69,7 +69,9 @@ def test_convert_dump_passes_writes_one_file_per_pass(work):
     ok(cli("convert", "--config=deploy.yml", "--build_dir=out", "--dump_passes=dump", cwd=work))
     dumped = sorted(p.name for p in (work / "dump" / "digits_cnn").iterdir())
     assert dumped[0] == "00_frontend.pbtxt"
-    assert [n.split("_", 1)[1][:-len(".pbtxt")] for n in dumped[1:]] == pass_names()
+    # passes guarded by `when` (GPU placement, Winograd marking) do not run for this cpu model
+    enabled = [p.name for p in PASSES if p.when({"runtime": "cpu", "winograd": 0})]
+    assert [n.split("_", 1)[1][:-len(".pbtxt")] for n in dumped[1:]] == enabled
     assert all(n.endswith(".pbtxt") for n in dumped)
     assert all((work / "dump" / "digits_cnn" / n).read_text().strip() for n in dumped)
     # the frontend's graph is NCHW with explicit BatchNorm; the last pass has it folded away
@@ -108,7 +110,7 @@ def test_convert_one_model_by_name(work):
                                   fmt="NCHW")})
     ok(cli("convert", "--config=two.yml", "--build_dir=out", "--model_name=conv", cwd=work))
     assert sorted(p.name for p in (work / "out" / "digits" / "model").iterdir()) == \
-        ["conv.data", "conv.pb", "conv.pb_txt"]
+        ["conv.data", "conv.pb", "conv.pb_txt", "conv_report.txt"]
 
 
 # ---- run ------------------------------------------------------------------------------

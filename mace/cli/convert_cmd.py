@@ -9,6 +9,7 @@ from rich.table import Table
 
 from mace.config import load_deployment
 from mace.convert import convert_deployment
+from mace.report.offline import render_text
 
 HELP = "convert the models of a deployment file into the IR (.pb + .data)"
 
@@ -16,6 +17,8 @@ HELP = "convert the models of a deployment file into the IR (.pb + .data)"
 def add_arguments(p) -> None:
     p.add_argument("--dump_passes", default=None, metavar="DIR",
                    help="write the IR after every transformer pass as text to DIR/<model>/NN_<pass>.pbtxt")
+    p.add_argument("--report", action="store_true",
+                   help="print each model's offline report (always written to <model>_report.txt)")
 
 
 def main(args) -> int:
@@ -35,6 +38,9 @@ def main(args) -> int:
                       escape(str(r.data_path)))
         console.print(f"Model {r.model} converted")
     console.print(table)
+    if args.report:
+        for r in results:
+            console.print(escape(render_text(r.report)))
     if args.dump_passes:
         console.print(f"IR after each pass written to {escape(args.dump_passes)}/")
     return 0

@@ -10,16 +10,23 @@ import logging
 import sys
 
 from mace import __version__
-from mace.cli import config_cmd, convert_cmd, run_cmd
+from mace.cli import (benchmark_cmd, build_cmd, config_cmd, convert_cmd, debug_cmd, report_cmd, run_cmd,
+                      visualize_cmd)
 from mace.errors import MaceError
 
-COMMANDS = {"convert": convert_cmd, "run": run_cmd, "config": config_cmd}
+COMMANDS = {"convert": convert_cmd, "build": build_cmd, "run": run_cmd, "config": config_cmd,
+            "benchmark": benchmark_cmd, "report": report_cmd, "visualize": visualize_cmd, "debug": debug_cmd}
 
 EPILOG = """examples:
   python tools/converter.py convert --config=examples/digits/digits.yml
   python tools/converter.py run --config=examples/digits/digits.yml --validate
   python tools/converter.py run --config=examples/digits/digits.yml --round=100
   python tools/converter.py config --config=examples/digits/digits.yml
+  python tools/converter.py benchmark --config=examples/digits/digits.yml --round=100
+  python tools/converter.py visualize --config=examples/digits/digits.yml
+  python tools/converter.py debug --config=examples/digits/digits.yml
+  python tools/converter.py build --config=deploy.yml && \
+    python tools/converter.py run --config=deploy.yml --device_yml=devices.yml --validate
 """
 
 

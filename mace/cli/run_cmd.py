@@ -6,6 +6,7 @@ import math
 import sys
 
 import numpy as np
+from mace.cli import _devices, _gpu_flags, run_extras
 from mace.cli._console import console as make_console
 from rich.markup import escape
 from rich.table import Table
@@ -30,9 +31,15 @@ def add_arguments(p) -> None:
                    help="write each output to DIR/<output name>.npy ('/', ':' in names become '_')")
     p.add_argument("--omp_num_threads", "--num_threads", dest="num_threads", type=int, default=-1,
                    help="CPU threads for BLAS (and onnxruntime when validating); -1: library default")
+    p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
+                   help="pin the CPU threads (MACE's CPUAffinityPolicy): 0 none, 1 big cores, "
+                        "2 little cores, 3 high performance, 4 power save")
     p.add_argument("--seed", type=int, default=0, help="seed of the random validation inputs")
     p.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                    help="write metrics and timings as JSON")
+    _devices.add_arguments(p)
+    _gpu_flags.add_arguments(p)
+    run_extras.add_arguments(p)
 
 
 def _fmt(x: float) -> str:
@@ -41,7 +48,7 @@ def _fmt(x: float) -> str:
 
 def _print_timing(console, r) -> None:
     t = r.timing
-    table = Table(title=f"Run model {r.model} on host ({r.runtime})")
+    table = Table(title=f"Run model {r.model} on {escape(r.device)} ({r.runtime})")
     for col in ("init(ms)", "warmup(ms)", "round", "run_avg(ms)", "median(ms)", "min(ms)", "max(ms)",
                 "std(ms)"):
         table.add_column(col, justify="right")
@@ -79,7 +86,8 @@ def _print_example(console, r) -> None:
 
 
 def to_json(r) -> dict:
-    return {"model": r.model, "runtime": r.runtime, "inputs": r.input_source,
+    return {"model": r.model, "device": r.device, "device_info": r.device_info or None,
+            "runtime": r.runtime, "inputs": r.input_source,
             "timing": vars(r.timing), "notes": r.notes,
             "validation": [m.to_dict() for m in r.metrics] if r.metrics else None,
             "passed": r.passed if r.metrics else None}
@@ -90,10 +98,13 @@ def main(args) -> int:
     console = make_console()
     for w in config.warnings:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
-    results = run_deployment(config, args.models, build_dir=args.build_dir, rounds=args.round,
-                             validate=args.validate, input_dir=args.input_dir,
-                             output_dir=args.output_dir, num_threads=args.num_threads, seed=args.seed,
-                             profile=args.vlog_level >= 2)
+    results, device_errors = _devices.run(config, args, lambda output_dir: run_deployment(
+        config, args.models, build_dir=args.build_dir, rounds=args.round,
+        validate=args.validate, input_dir=args.input_dir,
+        output_dir=output_dir, num_threads=args.num_threads, seed=args.seed,
+        cpu_affinity_policy=args.cpu_affinity_policy,
+        profile=args.vlog_level >= 2, **_gpu_flags.run_kwargs(args)), console,
+        profile=args.vlog_level >= 2)
     for r in results:
         console.print(f"Run model {r.model}: inputs from {escape(r.input_source)}")
         for note in r.notes:
@@ -110,9 +121,13 @@ def main(args) -> int:
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump({"library": config.library_name, "models": [to_json(r) for r in results]}, f, indent=2)
+    _devices.raise_errors(device_errors)
+    layer_failures = run_extras.main(args, config, console)
     failed = [m.name for r in results for m in r.metrics if not m.passed]
     if failed:
         raise ValidationFailed(f"similarity below threshold for output(s): {', '.join(failed)}")
+    if layer_failures:
+        raise ValidationFailed(f"layer-by-layer check failed: {'; '.join(layer_failures)}")
     if args.validate:
         console.print("[green]Similarity test passed[/green]")
     return 0

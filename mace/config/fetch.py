@@ -20,11 +20,23 @@ DOWNLOAD_TIMEOUT_S = 60
 
 
 def sha256_of(path: Path) -> str:
+    """sha256 of a file; of a directory (a TensorFlow SavedModel), see sha256_of_dir."""
+    if Path(path).is_dir():
+        return sha256_of_dir(Path(path))
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def sha256_of_dir(path: Path) -> str:
+    """sha256 over every file of a directory, what this shell line prints:
+    `cd DIR && find . -type f | LC_ALL=C sort | xargs sha256sum | sha256sum`."""
+    files = sorted(((f"./{p.relative_to(path).as_posix()}", p) for p in path.rglob("*")
+                    if p.is_file() and not p.is_symlink()), key=lambda item: item[0].encode())
+    listing = "".join(f"{sha256_of(p)}  {name}\n" for name, p in files)
+    return hashlib.sha256(listing.encode()).hexdigest()
 
 
 def is_url(value: str) -> bool:
@@ -39,8 +51,10 @@ def local_path(value: str, base_dir: Path) -> Path:
     return beside if beside.exists() else p
 
 
-def fetch(value: str, sha256: str | None, key_path: str, yml: Path, download_dir: Path) -> Path:
-    """Return a local, checksum-verified path for a model/weight file reference."""
+def fetch(value: str, sha256: str | None, key_path: str, yml: Path, download_dir: Path,
+          allow_dir: bool = False) -> Path:
+    """Return a local, checksum-verified path for a model/weight file reference
+    (`allow_dir`: a local directory too, e.g. a TensorFlow SavedModel)."""
     if is_url(value):
         path = download_dir / (hashlib.md5(value.encode()).hexdigest() + Path(urlparse(value).path).suffix)
         if not (path.exists() and sha256 and sha256_of(path) == sha256):
@@ -53,7 +67,7 @@ def fetch(value: str, sha256: str | None, key_path: str, yml: Path, download_dir
         return path
     else:
         path = local_path(value, yml.parent)
-        if not path.is_file():
+        if not (path.is_file() or (allow_dir and path.is_dir())):
             raise ConfigError(f"{yml}: {key_path}: file not found: {value}")
     verify(path, sha256, key_path, yml)
     return path

@@ -6,7 +6,8 @@ It loads a converted model with our runtime, runs it once (warm-up) and `--round
 writes each output to D/<output name>.npy and prints one JSON line (also written to
 D/mace_run.json): init, warm-up and per-round times in ms, their statistics, the output files
 with their sha256, and the Python/numpy/machine it ran on. Exit codes: 0 ok, 1 an error in the
-model or inputs, 3 a bug of ours, 124 --timeout passed.
+model or inputs, 3 a bug of ours, 124 --timeout passed (or, with --exit_with_parent, the ssh/adb
+session that started it ended).
 
 Only the standard library, numpy and mace's runtime may be imported here: the device has
 nothing else. numpy is imported after the flags are read, because BLAS reads its thread
@@ -44,6 +45,8 @@ def parse_args(argv):
     p.add_argument("--profile", action="store_true", help="time every op (for benchmarks)")
     p.add_argument("--json", default=None, help=f"where to write the result (default: DIR/{RESULT_FILE})")
     p.add_argument("--timeout", type=float, default=0, help="give up after this many seconds (0: never)")
+    p.add_argument("--exit_with_parent", action="store_true",
+                   help="stop when the process that started this one ends (a dropped ssh/adb session)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks")
     return p.parse_args(argv)
 
@@ -69,6 +72,19 @@ def start_watchdog(seconds: float) -> None:
     timer = threading.Timer(seconds, expire)
     timer.daemon = True
     timer.start()
+
+
+def watch_parent() -> None:
+    """End the process when its parent does: when the host gives up (timeout, Ctrl-C) it kills its
+    ssh, and sshd then leaves this process orphaned, still running, instead of ending it."""
+    parent = os.getppid()
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(TIMEOUT_EXIT)
+
+    threading.Thread(target=watch, daemon=True).start()
 
 
 def safe_name(tensor: str) -> str:
@@ -169,6 +185,8 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     limit_threads(args.omp_num_threads)
     start_watchdog(args.timeout)
+    if args.exit_with_parent:
+        watch_parent()
     try:
         result = run(args)
     except Exception as e:

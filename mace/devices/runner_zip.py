@@ -7,7 +7,7 @@ Why vendor protobuf rather than decode the .pb with a small wire-format reader o
 device then runs exactly the loader and engine the host runs (mace.ir.model_io, the ops read
 their arguments through the protobuf message API: HasField, repeated fields, proto2
 defaults), there is no second decoder to keep in step with mace_ir.proto, and the generated
-mace_ir_pb2 finds the protobuf version it was generated for. The cost is ~0.5 MB of the file
+mace_ir_pb2 finds the protobuf version it was generated for. The cost is ~165 KB of the ~230 KB archive
 and a pure-Python parse of the graph at load, which is small: the weights are in .data,
 memory-mapped, never parsed. __main__ forces PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python,
 because the C extension (upb) is a compiled file for the host's CPU and is left out.
@@ -27,6 +27,8 @@ from pathlib import Path
 
 import mace
 
+# The runtime half of mace; modules these import at module level (mace/__init__.py's helpers)
+# are added by _with_imports, so a new one needs no edit here.
 MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "runtime", "devices/__init__.py",
               "devices/runner.py")
 # Top-level imports the device can satisfy; anything else must be imported lazily (in a
@@ -69,6 +71,7 @@ def archive_members() -> dict:
     for part in MACE_PARTS:
         for p in _python_files(mace_root, part):
             members[f"mace/{p.relative_to(mace_root).as_posix()}"] = p.read_bytes()
+    _with_imports(members, mace_root)
     pb_root = _protobuf_root()
     for p in _python_files(pb_root, "."):
         members[f"google/protobuf/{p.relative_to(pb_root).as_posix()}"] = p.read_bytes()
@@ -76,6 +79,32 @@ def archive_members() -> dict:
     if license_text:
         members["google/protobuf/LICENSE"] = license_text
     return members
+
+
+def _module_level_imports(source: bytes):
+    """Dotted names imported by a module's top-level statements (lazy imports are optional)."""
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Import):
+            yield from (a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module
+            yield from (f"{node.module}.{a.name}" for a in node.names)  # `from mace import x`
+
+
+def _with_imports(members: dict, mace_root: Path) -> None:
+    """Add the mace modules that included modules import at module level, until none is missing."""
+    pending = [n for n in members if n.startswith("mace/")]
+    while pending:
+        for dotted in _module_level_imports(members[pending.pop()]):
+            parts = dotted.split(".")
+            if parts[0] != "mace":
+                continue
+            for i in range(2, len(parts) + 1):  # mace.a.b needs mace/a/__init__.py and mace/a/b.py
+                for rel in ("/".join(parts[1:i]) + ".py", "/".join(parts[1:i]) + "/__init__.py"):
+                    name = f"mace/{rel}"
+                    if name not in members and (mace_root / rel).is_file():
+                        members[name] = (mace_root / rel).read_bytes()
+                        pending.append(name)
 
 
 def _protobuf_root() -> Path:

@@ -12,6 +12,8 @@ from mace.errors import ConfigError
 
 FRONTENDS = {
     "onnx": "mace.frontends.onnx.frontend",
+    "tensorflow": "mace.frontends.tensorflow.frontend",
+    "caffe": "mace.frontends.caffe.frontend",
 }
 
 # The layout each framework's 4-D tensors use (validation moves data between it and the caller's).

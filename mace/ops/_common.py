@@ -55,7 +55,11 @@ def apply_activation(x: np.ndarray, act: str, alpha: float = 0.0, max_limit: flo
     """Apply a (fused) activation in place on `x` and return it."""
     if not act or act == "NOOP":
         return x
-    if act == "RELU":
+    if act in ("RELU", "RELUX", "CLIP") and x.dtype.kind == "f":
+        # clip with bounds of x's own type: ~4x faster than maximum(x, 0) in numpy 2.4
+        lo, hi = (0, np.inf) if act == "RELU" else (0 if act == "RELUX" else alpha, max_limit)
+        np.clip(x, x.dtype.type(lo), x.dtype.type(hi), out=x)
+    elif act == "RELU":
         np.maximum(x, 0, out=x)
     elif act == "RELUX":
         np.clip(x, 0, max_limit, out=x)

@@ -22,4 +22,16 @@ def ops_markdown() -> str:
     lines += ["", "## ONNX op types", "", "| ONNX op | mapped in |", "|---|---|"]
     for name, fn in sorted(load_mappers().items()):
         lines.append(f"| {name} | `{fn.__module__.rsplit('.', 1)[-1]}.py` |")
+    lines += _caffe_layers()
     return "\n".join(lines) + "\n"
+
+
+def _caffe_layers() -> list:
+    from mace.frontends.caffe.registry import load_mappers as caffe_mappers
+
+    lines = ["", "## Caffe layer types", "", "See `docs/caffe.md` for parameters and what is refused.", "",
+             "| Caffe layer | mapped in |", "|---|---|"]
+    where = {name: fn.__module__.rsplit(".", 1)[-1] for name, fn in caffe_mappers().items()}
+    where["Input"] = "frontend"  # its tops become the model inputs
+    lines += [f"| {name} | `{module}.py` |" for name, module in sorted(where.items())]
+    return lines

@@ -2,15 +2,17 @@
 
 Args: paddings [begin_0, ..., begin_{r-1}, end_0, ..., end_{r-1}] (ONNX's order,
 for the layout the tensor is stored in), pad_type CONSTANT (default), REFLECT
-(mirror without repeating the edge), EDGE (repeat the edge) or WRAP (cyclic),
-constant_value (CONSTANT only). An AXIS op: the layout pass permutes
-`paddings`, so a Pad between NHWC convs stays NHWC.
+(mirror without repeating the edge), SYMMETRIC (mirror repeating the edge,
+TensorFlow's MirrorPad), EDGE (repeat the edge) or WRAP (cyclic), constant_value
+(CONSTANT only). An AXIS op: the layout pass permutes `paddings`, so a Pad
+between NHWC convs stays NHWC.
 """
 import numpy as np
 
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
-NUMPY_MODES = {"CONSTANT": "constant", "REFLECT": "reflect", "EDGE": "edge", "WRAP": "wrap"}
+NUMPY_MODES = {"CONSTANT": "constant", "REFLECT": "reflect", "EDGE": "edge", "WRAP": "wrap",
+               "SYMMETRIC": "symmetric"}
 
 
 def split_paddings(paddings, rank):

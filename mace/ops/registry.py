@@ -10,6 +10,7 @@ portable reference. The numpy "cpu" kernel is the reference and test oracle.
 from __future__ import annotations
 
 import enum
+import functools
 import importlib
 import pkgutil
 from dataclasses import dataclass, field
@@ -89,6 +90,9 @@ class KernelContext:
 class Kernel:
     """A runnable op. Built once at engine load; `run` writes into `outputs`."""
 
+    # Bytes of the engine's shared scratch region that `bind` wants (set in setup).
+    scratch_nbytes: int = 0
+
     def __init__(self, ctx: KernelContext):
         self.ctx = ctx
         self.setup(ctx)
@@ -98,6 +102,16 @@ class Kernel:
 
     def run(self, inputs: list, outputs: list) -> None:
         raise NotImplementedError
+
+    def bind(self, inputs: list, outputs: list, scratch=None) -> Callable:
+        """A zero-argument callable that runs the op on these (fixed) buffers.
+
+        The engine binds every node once at load and calls the result on each run,
+        so a kernel may compute its views here. `scratch` (uint8, at least
+        scratch_nbytes, or None: allocate your own) is shared by all kernels and
+        holds nothing between calls.
+        """
+        return functools.partial(self.run, inputs, outputs)
 
 
 class SimpleKernel(Kernel):
@@ -129,7 +143,8 @@ def register_op(op_type: str, layout: Layout = Layout.ANY) -> Callable:
 
 def kernel(op_type: str, tag: str = "cpu") -> Callable:
     def wrap(cls):
-        spec(op_type).kernels[tag] = cls
+        # A spec registered already needs no _load_all: importing a kernel module first stays safe.
+        (_SPECS.get(op_type) or spec(op_type)).kernels[tag] = cls
         cls.op_type, cls.tag = op_type, tag
         return cls
     return wrap

@@ -5,11 +5,16 @@
 
 Every intermediate tensor lives in one arena laid out by the memory planner;
 graph inputs and outputs get buffers of their own so they survive the run.
-Kernels come from the op registry by an ordered tag list ("cpu" is the numpy
-reference). Observers (callables) see every node before and after it runs.
+Kernels come from the op registry by an ordered tag list: "cpu:fast" (mace/ops/fast)
+before "cpu", the numpy reference (options {"reference_kernels": True} keeps to it).
+Each node is bound once at load to a zero-argument callable over its buffers, so
+a run is a loop of calls. Kernels that need scratch (im2col, padding) share one
+region sized for the largest request, `engine.scratch`, apart from the arena.
+Observers (callables) see every node before and after it runs.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,10 +23,14 @@ import numpy as np
 from mace.errors import RuntimeInputError
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
-from mace.ops.registry import KernelContext, select_kernel
+from mace.ops.registry import Kernel, KernelContext, select_kernel
 from mace.runtime.memory_planner import MemoryPlan, TensorLife, plan_memory
 
-DEVICE_TAGS = {"cpu": ["cpu"]}
+DEVICE_TAGS = {"cpu": ["cpu:fast", "cpu"]}
+FAST_TAG = "cpu:fast"
+SCRATCH_ALIGN = 64
+# OpenCL runtimes (mace/runtime/gpu): their CPU-placed ops use the "cpu" tags.
+GPU_DEVICES = ("gpu", "cpu+gpu")
 
 
 @dataclass
@@ -40,11 +49,18 @@ class Engine:
         self.device = device
         self.options = options or {}
         self.observers = []
-        self.tags = DEVICE_TAGS.get(device, [device, "cpu"])
+        self.tags = DEVICE_TAGS.get("cpu" if device in GPU_DEVICES else device, [device, "cpu"])
+        if self.options.get("reference_kernels"):
+            self.tags = [t for t in self.tags if t != FAST_TAG]
+        self.gpu = _gpu_runtime(self) if device in GPU_DEVICES else None  # ops placed on the GPU
         self.plan = self._plan()
         self.arena = np.zeros(self.plan.arena_size, np.uint8)
         self.buffers = self._bind_buffers()
         self.nodes = [self._build_node(i, op) for i, op in enumerate(graph.net.op)]
+        self.scratch = self._scratch_region()
+        self._steps = [self._bind(node) for node in self.nodes]
+        if self.gpu:
+            self.gpu.ready(self.nodes)
 
     # ---- load ----------------------------------------------------------
     def _nbytes(self, name: str) -> int:
@@ -68,7 +84,10 @@ class Engine:
         return [TensorLife(n, self._nbytes(n), first_use[n], last_use[n]) for n in first_use]
 
     def _plan(self) -> MemoryPlan:
-        return plan_memory(self.tensor_lives())
+        lives = self.tensor_lives()
+        if self.gpu:  # tensors only the GPU touches need no host memory
+            lives = self.gpu.host_lives(lives)
+        return plan_memory(lives)
 
     def _bind_buffers(self) -> dict:
         bufs = {}
@@ -83,6 +102,8 @@ class Engine:
         return self.buffers[name]
 
     def _build_node(self, index: int, op) -> Node:
+        if self.gpu and self.gpu.runs(op):
+            return self.gpu.build_node(index, op)
         g = self.graph
         ins = [self._tensor(t) for t in op.input]
         ctx = KernelContext(
@@ -94,12 +115,57 @@ class Engine:
             consts=[g.consts.get(t) for t in op.input],
             options=self.options,
         )
-        cls, tag = select_kernel(op.type, self.tags)
+        cls, tag = self._select(op.type, ctx)
         try:
             kern = cls(ctx)
         except Exception as e:
             raise RuntimeError(f"cannot prepare op '{op.name}' ({op.type}): {e}") from e
         return Node(index, op, kern, tag, ins, [self.buffers[t] for t in op.output])
+
+    def _select(self, op_type: str, ctx) -> tuple:
+        """The first kernel in tag order that takes this node (a class's `accepts(ctx)`)."""
+        tags = list(self.tags)
+        while True:
+            cls, tag = select_kernel(op_type, tags)
+            accepts = getattr(cls, "accepts", None)
+            if accepts is None or accepts(ctx):
+                return cls, tag
+            tags = tags[tags.index(tag) + 1:]
+
+    def _scratch_region(self) -> np.ndarray:
+        """One uint8 buffer for every kernel's scratch: ops run one at a time."""
+        size = max([getattr(n.kernel, "scratch_nbytes", 0) for n in self.nodes
+                    if isinstance(n.kernel, Kernel)] + [0])
+        raw = np.empty(size + SCRATCH_ALIGN, np.uint8)
+        start = -raw.ctypes.data % SCRATCH_ALIGN   # 64-byte aligned, as the arena's tensors
+        return raw[start:start + size]
+
+    def _bind(self, node):
+        if not isinstance(node.kernel, Kernel):  # e.g. a GPU node's staged kernel
+            return functools.partial(node.kernel.run, node.inputs, node.outputs)
+        need = node.kernel.scratch_nbytes
+        return node.kernel.bind(node.inputs, node.outputs, self.scratch[:need] if need else None)
+
+    @property
+    def scratch_bytes(self) -> int:
+        return int(self.scratch.nbytes)
+
+    def replace_const(self, name: str, value) -> list:
+        """Make constant `name` the array `value` and rebuild the kernels that read it (they
+        pre-pack weights at load); returns the rebuilt node indices. Used by the observer API
+        (mace/runtime/observer.py) to relocate or replace weights; keep it working if run changes."""
+        self.graph.consts[name] = value
+        rebuilt = [n.index for n in self.nodes if name in n.op.input]
+        for i in rebuilt:  # in place: a run in progress picks the new kernel up
+            vars(self.nodes[i]).update(vars(self._build_node(i, self.nodes[i].op)))
+        if any(getattr(self.nodes[i].kernel, "scratch_nbytes", 0) > self.scratch.nbytes
+               for i in rebuilt):
+            self.scratch = self._scratch_region()
+            self._steps = [self._bind(node) for node in self.nodes]
+        else:
+            for i in rebuilt:
+                self._steps[i] = self._bind(self.nodes[i])
+        return rebuilt
 
     # ---- run -----------------------------------------------------------
     def input_specs(self) -> dict:
@@ -109,6 +175,18 @@ class Engine:
         return {n: self.graph.specs[n] for n in self.graph.output_names}
 
     def set_inputs(self, inputs: dict) -> None:
+        buffers = self.buffers
+        if len(inputs) == len(self.graph.input_names):   # fast path: the usual, valid call
+            try:
+                for name in self.graph.input_names:
+                    value = inputs[name]
+                    if value.shape != buffers[name].shape:
+                        break
+                    np.copyto(buffers[name], value, casting="unsafe")
+                else:
+                    return
+            except (KeyError, AttributeError, TypeError, ValueError):
+                pass   # the checks below say what is wrong
         specs = self.input_specs()
         unknown = set(inputs) - set(specs)
         if unknown:
@@ -126,17 +204,34 @@ class Engine:
     def run(self, inputs: dict) -> dict:
         """Run once; returns a fresh dict of output arrays (copies)."""
         self.set_inputs(inputs)
-        observers = self.observers
+        if self.observers:
+            self._run_observed()
+        else:
+            step = -1
+            try:
+                for step, fn in enumerate(self._steps):
+                    fn()
+            except Exception as e:
+                node = self.nodes[step]
+                raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
+        return {n: np.array(self._tensor(n)) for n in self.graph.output_names}
+
+    def _run_observed(self) -> None:
+        observers, steps = self.observers, self._steps
         for node in self.nodes:
             for obs in observers:
                 obs("before", node, self)
             try:
-                node.kernel.run(node.inputs, node.outputs)
+                steps[node.index]()   # looked up now: an observer may have rebuilt the node
             except Exception as e:
                 raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
             for obs in observers:
                 obs("after", node, self)
-        return {n: np.array(self._tensor(n)) for n in self.graph.output_names}
+
+
+def _gpu_runtime(engine):
+    from mace.runtime.gpu.runtime import GpuRuntime  # loads pyopencl: CPU-only installs never get here
+    return GpuRuntime(engine)
 
 
 def create_engine(pb_path, data_path=None, device: str = "cpu", options: dict | None = None) -> Engine:

@@ -14,12 +14,16 @@ from typing import Callable
 from mace.errors import MaceError, ModelError
 from mace.ir.model_io import net_to_text
 from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
+from mace.transform.passes.flatten_atrous_conv import flatten_atrous_conv
 from mace.transform.passes.fold_constants import fold_constants
+from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
 from mace.transform.passes.fold_scale_shift import fold_batchnorm
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
+from mace.transform.passes.place_ops import gpu_runtime, place_ops
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.to_nhwc import to_nhwc
+from mace.transform.passes.winograd import mark_winograd
 from mace.transform.shape_inference import infer_shapes
 
 
@@ -42,14 +46,18 @@ PASSES = [
     Pass("remove_identity", remove_identity),
     Pass("fold_constants", fold_constants),
     Pass("remove_dead_ops", remove_dead_ops),
+    Pass("flatten_atrous_conv", flatten_atrous_conv),
     Pass("fold_batchnorm", fold_batchnorm),
     Pass("fuse_activation", fuse_activation),
+    Pass("fold_into_batchnorm", fold_into_batchnorm),
     Pass("to_nhwc", to_nhwc, repeat=False),
     Pass("fold_transposes", fold_transposes),
     Pass("fold_constants_after_layout", fold_constants),
     Pass("remove_dead_ops_final", remove_dead_ops),
     Pass("sort_topologically_final", sort_topologically, repeat=False),
     Pass("infer_shapes_final", _infer, repeat=False),
+    Pass("mark_winograd", mark_winograd, repeat=False),
+    Pass("place_ops", place_ops, repeat=False, when=gpu_runtime),
 ]
 
 MAX_REPEATS = 50
@@ -68,7 +76,7 @@ def _enabled(p: Pass, options: dict) -> bool:
 
 
 REQUIRED = {"sort_topologically", "infer_shapes", "to_nhwc", "fold_transposes",
-            "sort_topologically_final", "infer_shapes_final"}
+            "sort_topologically_final", "infer_shapes_final", "place_ops"}
 
 
 def pass_names() -> list:

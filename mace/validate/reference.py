@@ -31,7 +31,40 @@ def run_onnxruntime(model_path: Path, inputs: dict, output_names: list, num_thre
     return dict(zip(output_names, values))
 
 
-REFERENCES = {"onnx": run_onnxruntime}
+def run_tensorflow(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0) -> dict:
+    """The frozen graph (a Keras file or SavedModel is frozen the way the converter does it)
+    in a TensorFlow session; names may be written with or without ':0'."""
+    from mace.frontends.tensorflow.loader import import_tf, load_graph_def, tensor_name
+
+    tf = import_tf()
+    graph_def = load_graph_def(model_path)  # outside the graph below: freezing Keras needs eager mode
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.graph_util.import_graph_def(graph_def, name="")
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=num_threads,
+                                      inter_op_parallelism_threads=num_threads)
+    try:
+        with tf.compat.v1.Session(graph=graph, config=config) as sess:
+            values = sess.run([tensor_name(n) for n in output_names],
+                              {tensor_name(n): v for n, v in inputs.items()})
+    except Exception as e:
+        raise ModelError(f"{model_path}: TensorFlow could not run the reference model: "
+                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    return dict(zip(output_names, values))
+
+
+REFERENCES = {"onnx": run_onnxruntime, "tensorflow": run_tensorflow}
+
+
+def run_caffe(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0,
+              weight_path: Path | None = None) -> dict:
+    """No Caffe runtime installs here: Caffe's forward pass written out in numpy."""
+    from mace.validate.caffe_reference import run_caffe as forward
+
+    return forward(model_path, inputs, output_names, num_threads, weight_path)
+
+
+REFERENCES["caffe"] = run_caffe
 
 
 def reference_runner(platform: str):

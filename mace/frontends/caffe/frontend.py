@@ -19,7 +19,7 @@ import numpy as np
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
 from mace.frontends.caffe.model_file import (SchemaGap, blob_array, blob_dims, inference_layers,
-                                             net_inputs, read_caffemodel, read_prototxt)
+                                             is_legacy, net_inputs, read_caffemodel, read_prototxt)
 from mace.frontends.caffe.registry import load_mappers
 from mace.ir.args import set_arg
 from mace.ir.graph import Graph
@@ -107,7 +107,7 @@ class CaffeContext:
         where = f"{self.path}: layer '{layer.name}' ({layer.type}) blob {i}"
         value = blob_array(blobs[i], where)
         shape = tuple(int(d) for d in shape)
-        legacy = not blobs[i].HasField("shape") and len(shape) <= 4 and \
+        legacy = is_legacy(blobs[i]) and len(shape) <= 4 and \
             blob_dims(blobs[i]) == (1,) * (4 - len(shape)) + shape
         if value.shape != shape and not legacy:
             raise self.fail(layer, f"weight blob {i} has shape {list(value.shape)}, "
@@ -133,8 +133,8 @@ def _read_net(path: Path, mappers: dict):
     except SchemaGap as gap:
         # An unknown field inside a layer we cannot convert anyway: name the layer type.
         _check_layers(path, inference_layers(gap.net), mappers)
-        raise ModelError(f"{path}: {gap}: a field pymace's Caffe schema "
-                         f"(third_party/caffe/caffe.proto) does not know") from None
+        raise ModelError(f"{path}:{gap} (pymace's Caffe schema, third_party/caffe/caffe.proto, "
+                         f"does not have this field)") from None
 
 
 def _check_inputs(spec: ModelSpec, declared: dict, path: Path) -> None:

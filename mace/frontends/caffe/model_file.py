@@ -74,11 +74,20 @@ def read_caffemodel(path: Path) -> dict:
     return {layer.name: list(layer.blobs) for layer in net.layer}
 
 
+LEGACY_DIMS = ("num", "channels", "height", "width")
+
+
+def is_legacy(blob) -> bool:
+    """Whether a blob gives its shape the pre-`shape` way (num/channels/height/width)."""
+    return any(blob.HasField(f) for f in LEGACY_DIMS)
+
+
 def blob_dims(blob) -> tuple:
-    """A blob's shape: `shape`, or the legacy num/channels/height/width."""
-    if blob.HasField("shape"):
-        return tuple(int(d) for d in blob.shape.dim)
-    return (blob.num, blob.channels, blob.height, blob.width)
+    """A blob's shape: the legacy 4-D fields when set, else `shape` (absent for a 0-D blob,
+    which Caffe writes with no dims at all)."""
+    if is_legacy(blob):
+        return tuple(getattr(blob, f) for f in LEGACY_DIMS)
+    return tuple(int(d) for d in blob.shape.dim)
 
 
 def blob_array(blob, where: str) -> np.ndarray:

@@ -45,7 +45,9 @@ def conv_params(ctx, layer):
                               f"must be positive")
     group, num_output = int(p.group), int(p.num_output)
     channels = ctx.shape(x)[1]
-    if group < 1 or channels % group or num_output % group or num_output < 1:
+    if num_output < 1:
+        raise ctx.fail(layer, "num_output must be given (and positive)")
+    if group < 1 or channels % group or num_output % group:
         raise ctx.fail(layer, f"num_output {num_output} and {channels} input channels must both "
                               f"divide into group {group}")
     return kernel, strides, pads, dilations, group, num_output, bool(p.bias_term)

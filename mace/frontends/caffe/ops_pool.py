@@ -16,15 +16,17 @@ from mace.frontends.caffe.registry import caffe_layer
 
 
 def _one_or_hw(ctx, layer, name, default):
-    """[h, w] from `name` or `name_h` + `name_w` (pooling takes one value each)."""
+    """[h, w] from `name` (kernel: kernel_size) or `name_h` + `name_w`; pooling takes one
+    value each, not a list like convolution."""
     p = layer.pooling_param
+    single = "kernel_size" if name == "kernel" else name
     h, w = f"{name}_h", f"{name}_w"
     if p.HasField(h) or p.HasField(w):
-        if p.HasField(name) or not (p.HasField(h) and p.HasField(w)):
-            raise ctx.fail(layer, f"give {name}, or both {h} and {w}")
+        if p.HasField(single) or not (p.HasField(h) and p.HasField(w)):
+            raise ctx.fail(layer, f"give {single}, or both {h} and {w}")
         return [int(getattr(p, h)), int(getattr(p, w))]
-    if p.HasField(name):
-        return [int(getattr(p, name))] * 2
+    if p.HasField(single):
+        return [int(getattr(p, single))] * 2
     if default is None:
         raise ctx.fail(layer, "no kernel_size (or kernel_h / kernel_w) and not global_pooling")
     return [default, default]
@@ -61,7 +63,7 @@ def pooling(ctx, layer):
     if p.global_pooling:
         _global(ctx, layer, x, is_max)
         return
-    kernel = _one_or_hw(ctx, layer, "kernel_size", None)
+    kernel = _one_or_hw(ctx, layer, "kernel", None)
     strides = _one_or_hw(ctx, layer, "stride", 1)
     pads = _one_or_hw(ctx, layer, "pad", 0)
     if min(kernel) < 1 or min(strides) < 1:

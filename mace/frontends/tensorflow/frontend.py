@@ -154,6 +154,8 @@ def needed_nodes(nodes: dict, outputs: list, fed: set, path: Path) -> list:
     """Nodes the outputs depend on (stopping at fed tensors), in dependency order."""
     order, state = [], {}
     for out in outputs:
+        if out in fed:
+            continue  # an input that is also an output needs no node
         stack = [(split_tensor(out)[0], False)]
         while stack:
             name, expanded = stack.pop()
@@ -227,8 +229,10 @@ def _check_inputs(ctx: TfContext, spec: ModelSpec, nodes: dict, path: Path) -> N
 def _check_outputs(spec: ModelSpec, nodes: dict, path: Path) -> None:
     for t in spec.outputs:
         if split_tensor(t.name)[0] not in nodes:
+            ends = _graph_outputs(nodes)
+            listing = f"{ends[:20]}{f' and {len(ends) - 20} more' if len(ends) > 20 else ''}"
             raise ModelError(f"{path}: output tensor '{t.name}' is not in the model; its outputs "
-                             f"are {_graph_outputs(nodes)}")
+                             f"are {listing}")
 
 
 def _add_inputs(ctx: TfContext, spec: ModelSpec) -> None:
@@ -245,6 +249,15 @@ def _add_inputs(ctx: TfContext, spec: ModelSpec) -> None:
             ctx.rename[tensor_name(t.name)] = source
 
 
+def _rename_everywhere(ctx: TfContext, old: str, new: str) -> None:
+    graph = ctx.graph
+    for op in graph.net.op:
+        op.output[:] = [new if o == old else o for o in op.output]
+        op.input[:] = [new if i == old else i for i in op.input]
+    graph.specs[new] = graph.specs.pop(old)
+    ctx.fake_quant = [(new if q[0] == old else q[0],) + q[1:] for q in ctx.fake_quant]
+
+
 def _add_outputs(ctx: TfContext, spec: ModelSpec) -> None:
     graph = ctx.graph
     for t in spec.outputs:
@@ -254,16 +267,15 @@ def _add_outputs(ctx: TfContext, spec: ModelSpec) -> None:
             raise ModelError(f"output tensor '{t.name}' was not produced (its node has fewer outputs)")
         perm = user_to_framework(graph.shape(src), FRAMEWORK_FORMAT, t.data_format) \
             if t.data_format != "NONE" else None
+        if perm and src == t.name:  # the transposed tensor takes the name; the model keeps NHWC
+            src = graph.unique_name(f"{t.name}_nhwc")
+            _rename_everywhere(ctx, t.name, src)
         if perm or src in graph.consts or src in graph.input_names:
             op = graph.add_op("Transpose" if perm else "Identity", [src], [t.name],
                               name=graph.unique_name(f"{t.name}_out"), dims=list(perm) if perm else None)
             infer_op(graph, op)
         elif src != t.name:
-            for op in graph.net.op:
-                op.output[:] = [t.name if o == src else o for o in op.output]
-                op.input[:] = [t.name if i == src else i for i in op.input]
-            graph.specs[t.name] = graph.specs[src]
-            ctx.fake_quant = [(t.name if q[0] == src else q[0],) + q[1:] for q in ctx.fake_quant]
+            _rename_everywhere(ctx, src, t.name)
 
 
 def _check_used_outputs(ctx: TfContext, node, used: set) -> None:
@@ -295,11 +307,12 @@ def convert(spec: ModelSpec) -> Graph:
     graph.net.name = spec.name
     set_arg(graph.net, "framework_data_format", FRAMEWORK_FORMAT)
     set_arg(graph.net, "platform", "tensorflow")
-    keep = {tensor_name(t.name) for t in spec.outputs}
+    outputs = [tensor_name(t.name) for t in spec.outputs]  # a list: the op order is reproducible
+    keep = set(outputs)
     ctx = TfContext(graph, tf, keep)
     _check_inputs(ctx, spec, nodes, path)
     _check_outputs(spec, nodes, path)
-    order = needed_nodes(nodes, list(keep), {tensor_name(t.name) for t in spec.inputs}, path)
+    order = needed_nodes(nodes, outputs, {tensor_name(t.name) for t in spec.inputs}, path)
     _check_ops(order, path, mappers)
     used = {}
     for node in order:

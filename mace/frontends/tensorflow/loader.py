@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
+import types
 from pathlib import Path
 
 from mace.errors import ModelError
@@ -19,14 +21,33 @@ KERAS_SUFFIXES = (".h5", ".hdf5", ".keras")
 
 
 def import_tf():
-    """The tensorflow module, with its C++ log chatter turned down (unless the user set it)."""
+    """The tensorflow module, with its C++ log chatter turned down and oneDNN's reordered
+    arithmetic off (a reference should not vary with the CPU), unless the user set them."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+    _keep_symbols_local()
     try:
         import tensorflow as tf
     except ImportError:
         raise ModelError("platform 'tensorflow' needs TensorFlow: pip install -e '.[tf]' "
                          "(installs tensorflow-cpu)") from None
     return tf
+
+
+def _keep_symbols_local() -> None:
+    """Load TensorFlow's core library without RTLD_GLOBAL.
+
+    The pip build loads it through pywrap_dlopen_global_flags with RTLD_GLOBAL, which
+    exports the LLVM it bundles to every library loaded later: PoCL (the GPU runtime's
+    OpenCL) then binds to TensorFlow's LLVM and crashes or cannot compile. The flag is for
+    custom-op libraries, which a frozen graph cannot use here; the stub makes the load local.
+    """
+    name = "tensorflow.python.pywrap_dlopen_global_flags"
+    if "tensorflow" in sys.modules or name in sys.modules:
+        return  # too late, or done already
+    stub = types.ModuleType(name, "pymace: TensorFlow's core library loads RTLD_LOCAL")
+    stub.set_dlopen_flags = stub.reset_dlopen_flags = lambda: None
+    sys.modules[name] = stub
 
 
 def tensor_name(name: str) -> str:
@@ -46,15 +67,15 @@ def load_graph_def(path):
     path = Path(path)
     if not path.exists():
         raise ModelError(f"{path}: model file not found")
-    marker = path / "saved_model.pb" if path.is_dir() else path
-    stat = (marker if marker.exists() else path).stat()
-    return _load_cached(str(path.resolve()), stat.st_mtime_ns, stat.st_size)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    stamp = tuple((str(f), f.stat().st_mtime_ns, f.stat().st_size) for f in files)
+    return _load_cached(str(path.resolve()), stamp)
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(path: str, mtime_ns: int, size: int):
-    # Keyed on modification time and size, so a rewritten file is read again. Callers
-    # must not modify the returned GraphDef.
+def _load_cached(path: str, stamp: tuple):
+    # Keyed on every file's modification time and size, so a rewritten model is read
+    # again. Callers must not modify the returned GraphDef.
     path = Path(path)
     if path.is_dir():
         return _freeze_saved_model(path)

@@ -55,17 +55,19 @@ def constant_filter(ctx, node, i):
 
 @tf_op("Conv2D")
 def conv2d(ctx, node):
+    args = conv_args(ctx, node)
     x = ctx.inp(node, 0)
     w = constant_filter(ctx, node, 1)                      # (kh, kw, C / group, O)
     channels = ctx.shape(x)[3]
     if channels % w.shape[2]:
         raise ctx.fail(node, f"{channels} input channels do not fit filter {list(w.shape)}")
     weight = ctx.add_const(ctx.temp(node, "filter"), np.ascontiguousarray(w.transpose(3, 2, 0, 1)))
-    ctx.add("Conv2D", node, [x, weight], group=channels // w.shape[2], **conv_args(ctx, node))
+    ctx.add("Conv2D", node, [x, weight], group=channels // w.shape[2], **args)
 
 
 @tf_op("DepthwiseConv2dNative")
 def depthwise_conv2d(ctx, node):
+    args = conv_args(ctx, node)
     x = ctx.inp(node, 0)
     w = constant_filter(ctx, node, 1)                      # (kh, kw, C, M)
     kh, kw, c, m = w.shape
@@ -74,18 +76,18 @@ def depthwise_conv2d(ctx, node):
     # Output channel c*M + m reads input channel c: the IR's (C*M, 1, kh, kw).
     filt = w.reshape(kh, kw, c * m).transpose(2, 0, 1)[:, None]
     weight = ctx.add_const(ctx.temp(node, "filter"), np.ascontiguousarray(filt))
-    ctx.add("DepthwiseConv2d", node, [x, weight], **conv_args(ctx, node))
+    ctx.add("DepthwiseConv2d", node, [x, weight], **args)
 
 
 @tf_op("Conv2DBackpropInput")
 def conv2d_transpose(ctx, node):
+    args = conv_args(ctx, node)
     sizes = ctx.static_ints(node, 0, "input_sizes")        # the result's NHWC shape
     w = constant_filter(ctx, node, 1)                      # (kh, kw, C_out, C_in)
     x = ctx.inp(node, 2)
     if len(sizes) != 4 or ctx.shape(x)[3] != w.shape[3] or sizes[3] != w.shape[2]:
         raise ctx.fail(node, f"input_sizes {sizes} and filter {list(w.shape)} do not fit the input "
                              f"{list(ctx.shape(x))}")
-    args = conv_args(ctx, node)
     pads, extra = _crop(ctx, node, args, ctx.shape(x), w.shape, sizes)
     weight = ctx.add_const(ctx.temp(node, "filter"), np.ascontiguousarray(w.transpose(3, 2, 0, 1)))
     ctx.add("Deconv2D", node, [x, weight], strides=args["strides"], dilations=args["dilations"],

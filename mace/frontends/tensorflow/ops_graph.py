@@ -49,11 +49,12 @@ def no_op(ctx, node):
 
 
 def nudged_range(lo, hi, num_bits, narrow_range):
-    """TensorFlow's FakeQuant nudging: (nudged min, nudged max, scale), so 0 is exact."""
+    """TensorFlow's FakeQuant nudging, in float32: (nudged min, nudged max, scale, 1 / scale)
+    with the range moved so that 0 is exactly representable."""
     f32 = np.float32
     qmin, qmax = f32(1 if narrow_range else 0), f32((1 << num_bits) - 1)
     lo, hi = f32(lo), f32(hi)
-    scale = (hi - lo) / (qmax - qmin)
+    scale, inv_scale = (hi - lo) / (qmax - qmin), (qmax - qmin) / (hi - lo)
     zero_from_min = qmin - lo / scale
     if zero_from_min < qmin:
         zero = qmin
@@ -61,14 +62,18 @@ def nudged_range(lo, hi, num_bits, narrow_range):
         zero = qmax
     else:
         zero = f32(np.floor(zero_from_min + f32(0.5)))  # std::round of a non-negative value
-    return (qmin - zero) * scale, (qmax - zero) * scale, scale
+    return (qmin - zero) * scale, (qmax - zero) * scale, scale, inv_scale
 
 
-def fake_quant(x, lo, hi, num_bits=8, narrow_range=False):
-    """What FakeQuantWithMinMaxVars computes (float32, TensorFlow's formula)."""
-    nmin, nmax, scale = nudged_range(lo, hi, num_bits, narrow_range)
-    shifted = np.clip(np.asarray(x, np.float32), nmin, nmax) - nmin
-    return (np.floor(shifted * (np.float32(1) / scale) + np.float32(0.5)) * scale + nmin).astype(np.float32)
+def fake_quant(x, lo, hi, num_bits=8, narrow_range=False, divide=True):
+    """What TensorFlow's FakeQuant kernels compute, operation for operation in float32:
+    FakeQuantWithMinMaxVars divides by the scale (`divide`), ...Args multiplies by its inverse."""
+    f32 = np.float32
+    nmin, nmax, scale, inv_scale = nudged_range(lo, hi, num_bits, narrow_range)
+    quant_zero = np.floor(-nmin * inv_scale + f32(0.5))
+    shifted = np.clip(np.asarray(x, f32), nmin, nmax) - nmin
+    steps = shifted / scale if divide else shifted * inv_scale
+    return (np.floor(steps - quant_zero + f32(0.5)) * scale).astype(f32)
 
 
 @tf_op("FakeQuantWithMinMaxVars", "FakeQuantWithMinMaxArgs")
@@ -84,7 +89,8 @@ def fake_quant_op(ctx, node):
     bits, narrow = int(ctx.attr(node, "num_bits", 8)), int(bool(ctx.attr(node, "narrow_range", False)))
     value = ctx.const(x)
     if value is not None:  # quantized weights: apply it now, so results match TensorFlow
-        ctx.const_output(node, 0, fake_quant(value, lo, hi, bits, narrow))
+        divide = node.op == "FakeQuantWithMinMaxVars"
+        ctx.const_output(node, 0, fake_quant(value, lo, hi, bits, narrow, divide))
         return
     ctx.alias(node, 0, x)
     recorded = ctx.out(node) if ctx.out(node) in ctx.keep else x

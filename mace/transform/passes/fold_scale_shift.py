@@ -53,8 +53,9 @@ def _scale_shift(graph, op, producer, channels):
     if vec is None:
         return None
     ones, zeros = np.ones(channels, np.float32), np.zeros(channels, np.float32)
-    return {"PROD": (vec, zeros), "DIV": (1.0 / vec, zeros), "SUM": (ones, vec),
-            "SUB": (ones, -vec)}.get(kind)
+    if kind == "DIV":  # only here: a zero bias of a SUM is no division by zero
+        return (1.0 / vec, zeros) if np.all(vec != 0) else None
+    return {"PROD": (vec, zeros), "SUM": (ones, vec), "SUB": (ones, -vec)}.get(kind)
 
 
 def _fold(graph, producer, scale, shift):

@@ -22,6 +22,7 @@ import numpy as np
 
 from mace.ir.args import get_arg, set_arg
 from mace.ir.graph import _copy_op
+from mace.ir.layouts import record_perms
 from mace.ops._common import NCHW_TO_NHWC
 from mace.ops.registry import Layout, spec
 from mace.transform.shape_inference import infer_shapes
@@ -164,6 +165,8 @@ class _Rewriter:
 def to_nhwc(graph, options) -> bool:
     infer_shapes(graph)
     before = [(op.type, list(op.input)) for op in graph.net.op]
-    graph.set_ops(_Rewriter(graph).run())
+    rewriter = _Rewriter(graph)
+    graph.set_ops(rewriter.run())
+    record_perms(graph, rewriter.perm)  # layer-by-layer validation transposes by these
     infer_shapes(graph)
     return before != [(op.type, list(op.input)) for op in graph.net.op]

@@ -1,0 +1,79 @@
+"""Device flags of `run` (and of `benchmark`, which reuses them), and running on what they choose.
+
+With target_abis [host] and no --device, the host runs the models in this process, exactly as
+`run` always did; boards (ssh) and phones (adb) are used when the deployment file's target_abis
+or --device name them. See docs/devices.md.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+
+from mace.devices.discovery import find_targets, split_names
+from mace.devices.target_run import RunOptions, output_dir_for, run_on_targets
+from mace.errors import ConfigError, MaceError
+
+
+def add_arguments(p) -> None:
+    g = p.add_argument_group("devices (see docs/devices.md)")
+    g.add_argument("--device_yml", default=None, metavar="PATH",
+                   help="devices .yml in MACE's schema (default: ./devices.yml when present)")
+    g.add_argument("--device", "--devices_to_run", dest="devices", action="append", default=None,
+                   metavar="NAME", help="run only on this device: a name from the devices .yml, an adb "
+                                        "serial or model, or host (repeatable, or comma-separated)")
+    g.add_argument("--target_socs", default=None, metavar="SOCS",
+                   help="only devices with one of these SoCs (comma-separated), 'all', or 'random' "
+                        "(one idle device); default: the deployment file's target_socs")
+    g.add_argument("--device_timeout", type=float, default=300.0, metavar="S",
+                   help="seconds each step on a device may take (connect, push, run, pull)")
+    g.add_argument("--device_lock_timeout", type=float, default=3600.0, metavar="S",
+                   help="seconds to wait while another run uses a device")
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def run(config, args, run_host, console, profile: bool = False) -> tuple:
+    """Run on the chosen targets; `run_host(output_dir)` runs on this machine (mace.run).
+    Returns (results, device errors): the caller prints the results, then raise_errors()."""
+    known_hosts = Path(args.build_dir).resolve() / "known_hosts"
+    socs = [s.strip() for s in args.target_socs.split(",") if s.strip()] if args.target_socs else None
+    found = find_targets(config, args.device_yml, split_names(args.devices), socs, known_hosts,
+                         timeout=min(args.device_timeout, 30.0))
+    for note in found.notes:
+        _say(f"warning: {note}")
+    several = len(found.targets) > 1
+    results = []
+    if any(t.device.kind == "host" for t in found.targets):
+        results += run_host(output_dir_for(args.output_dir, "host", several))
+    boards = [t for t in found.targets if t.device.kind != "host"]
+    if not boards:
+        return results, []
+    known_hosts.parent.mkdir(parents=True, exist_ok=True)
+    opts = RunOptions(models=list(args.models or config.models), build_dir=args.build_dir, rounds=args.round,
+                      validate=args.validate, input_dir=args.input_dir, output_dir=args.output_dir,
+                      num_threads=args.num_threads, seed=args.seed, profile=profile,
+                      timeout=args.device_timeout, lock_timeout=args.device_lock_timeout)
+    _check_models(config, opts.models)
+    device_results, errors = run_on_targets(config, boards, opts, notify=_say, several=several)
+    for name, info in {r.device: r.device_info for r in device_results}.items():
+        console.print(f"Device {escape(name)} ({escape(info['address'])}, ABI {info['abi']}): "
+                      f"Python {info['python']}, numpy {info['numpy']}, {info['machine']}")
+    return results + device_results, errors
+
+
+def _check_models(config, names) -> None:
+    for n in names:
+        if n not in config.models:
+            raise ConfigError(f"{config.path}: no model named '{n}'; models: {', '.join(config.models)}")
+
+
+def raise_errors(errors: list) -> None:
+    """One device: its error as is; several: one line each."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise MaceError(f"{len(errors)} devices failed:\n  " + "\n  ".join(map(str, errors)))

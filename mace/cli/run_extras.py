@@ -1,0 +1,92 @@
+"""The report flags of `run`: --benchmark, --report, --validate_all_layers (and check_tensors with
+--validate), --dump_tensors, --locate_divergence. They run on the host engine after the normal run.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from rich.markup import escape
+
+from mace.cli._layers_view import print_layers
+from mace.cli.benchmark_cmd import benchmark_lines
+from mace.cli.debug_cmd import locate, report_findings
+from mace.report.benchmark import benchmark_model
+from mace.report.dump import dump_tensors
+from mace.report.jsonutil import plain
+from mace.report.online import online_report, render_text
+from mace.report.session import models_of, open_model, thread_limit
+from mace.validate.layers import validate_layers
+
+FLAGS = ("benchmark", "report", "validate_all_layers", "dump_tensors", "locate_divergence")
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--benchmark", action="store_true",
+                   help="print MACE's benchmark tables (as the `benchmark` command, --round runs each)")
+    p.add_argument("--report", action="store_true",
+                   help="print the execution report: runtime, memory, per-layer latency")
+    p.add_argument("--validate_all_layers", action="store_true",
+                   help="compare every intermediate tensor with the framework; writes "
+                        "builds/<library>/model/<model>_layers.csv")
+    p.add_argument("--dump_tensors", default=None, metavar="DIR",
+                   help="write every node's outputs to DIR/<model>/NNNN_<tensor>.npy (+ tensors.csv)")
+    p.add_argument("--locate_divergence", action="store_true",
+                   help="name the first node where each runtime diverges (as the `debug` command)")
+
+
+def _wanted(args, model) -> bool:
+    checks = args.validate and bool(model.subgraphs[0].values.get("check_tensors"))
+    return checks or any(getattr(args, f, None) for f in FLAGS)
+
+
+def main(args, config, console) -> list:
+    """Do what the flags ask for every model; returns failure messages (the caller raises)."""
+    failures, extra = [], {}
+    for model in models_of(config, args.models):
+        if not _wanted(args, model):
+            continue
+        extra[model.name] = data = {}
+        failures += _one_model(args, config, model, console, data)
+    if extra and args.json_path and Path(args.json_path).exists():
+        _merge_json(Path(args.json_path), extra)
+    return failures
+
+
+def _one_model(args, config, model, console, data: dict) -> list:
+    failures = []
+    threads = args.num_threads
+    if args.benchmark:
+        r = benchmark_model(config, model, args.build_dir, args.round, args.input_dir, args.seed, threads)
+        console.print("\n".join(escape(line) for line in benchmark_lines(r)))
+        data["benchmark"] = r.to_dict()
+    with thread_limit(threads):
+        session = open_model(config, model, args.build_dir, args.input_dir, args.seed)
+        if args.report:
+            rep = online_report(session.engine, session.inputs, args.round, model.name, session.subgraph.runtime)
+            console.print(escape(render_text(rep)))
+            data["report"] = plain(rep)
+        if args.dump_tensors:
+            out = Path(args.dump_tensors) / model.name
+            dumped = dump_tensors(session.engine, session.inputs, out)
+            console.print(f"{len(dumped)} tensors of {model.name} written to {escape(str(out))}/ (tensors.csv)")
+        if args.validate_all_layers or (args.validate and session.subgraph.values.get("check_tensors")):
+            v = validate_layers(session, max(threads, 0), all_layers=args.validate_all_layers,
+                                csv_path=session.artifact("_layers.csv"))
+            print_layers(console, v)
+            data["layers"] = plain(v)
+            if v.first_failure is not None:
+                failures.append(f"layer '{v.first_failure.tensor}' of {model.name}")
+    if args.locate_divergence:
+        rep = locate(config, model, args)
+        data["divergence"] = plain(rep)
+        failures += report_findings(console, rep)
+    return failures
+
+
+def _merge_json(path: Path, extra: dict) -> None:
+    """Add each model's report data to the JSON `run --json` wrote."""
+    doc = json.loads(path.read_text())
+    for entry in doc.get("models", []):
+        entry.update(extra.get(entry.get("model"), {}))
+    path.write_text(json.dumps(doc, indent=2, allow_nan=False))

@@ -1,0 +1,61 @@
+"""What every device is: a name, the ABIs and SoC it offers, and (for boards) three operations,
+`shell` (run a command there), `push` and `pull` (copy files), each with a time limit.
+
+A failure on a device is a DeviceError naming the device and the step (connect, push, run …),
+so the user reads one line and knows where to look.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from mace.errors import MaceError
+
+# Spellings of one ABI family: Debian calls arm64 "arm64", uname calls it "aarch64".
+ABI_ALIASES = {"aarch64": "arm64", "armv7l": "armhf"}
+
+
+def same_abi(a: str, b: str) -> bool:
+    return ABI_ALIASES.get(a, a) == ABI_ALIASES.get(b, b)
+
+
+class DeviceError(MaceError):
+    """A step on a device failed; str() is `device NAME: STEP: what happened`."""
+
+    def __init__(self, device: str, step: str, message: str):
+        super().__init__(f"device {device}: {step}: {message}")
+        self.device, self.step, self.message = device, step, message
+
+
+@dataclass
+class Device:
+    name: str
+    kind: str = "host"                  # host | ssh | adb
+    target_abis: list = field(default_factory=list)
+    target_socs: list = field(default_factory=list)
+    model: str = ""                     # the board's full name (MACE's `models` key)
+    python: str = "python3"             # the interpreter on the device
+    work_dir: str = "/tmp/data/mace_run"
+    source: str = ""                    # where it was found: a devices .yml, `adb devices`
+
+    def supports(self, abi: str) -> bool:
+        return any(same_abi(abi, a) for a in self.target_abis)
+
+    def lock_id(self) -> str:
+        """Names the physical device: two names for one board must share a lock."""
+        return f"{self.kind}-{self.name}"
+
+    def describe(self) -> str:
+        """How to reach it, for messages: ssh root@10.0.0.1:22, adb serial 1234."""
+        return "this machine" if self.kind == "host" else self.kind
+
+    # ---- boards only -------------------------------------------------------------------
+    def shell(self, argv: list, timeout: float, step: str):
+        """Run argv on the device; returns process.Completed with the command's exit status.
+        Raises DeviceError when the device cannot be reached at all."""
+        raise NotImplementedError
+
+    def push(self, files: list, remote_dir: str, timeout: float, step: str) -> None:
+        raise NotImplementedError
+
+    def pull(self, remote_files: list, local_dir, timeout: float, step: str) -> None:
+        raise NotImplementedError

@@ -1,0 +1,300 @@
+"""`run` on a device: lock it, check its Python, push, run mace_run.pyz there, pull, validate here.
+
+Steps, each named in errors (`device board: push: ...`) and each limited to --device_timeout:
+  lock        wait for other runs on this device (locks.py)
+  connect     log in, check python >= 3.10 and numpy, create <work_dir>/<library>/
+  push        runner, models, OpenCL files and inputs, in one transfer
+  verify      sizes and sha256 on the device (a transfer cut short is caught here)
+  run MODEL   python3 mace_run.pyz ... (the runner stops itself at the time limit too)
+  pull MODEL  the outputs, checked against the sha256 the runner reported
+The lock is released before validating: the framework runs on this machine.
+`benchmark` uses the same path with profile=True (the runner times every op).
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+import tempfile
+import threading
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import numpy as np
+
+from mace.config.deployment import DeploymentConfig
+from mace.convert import model_paths
+from mace.devices import process
+from mace.devices.base import DeviceError
+from mace.devices.build import RUNNER, built_for, file_entry
+from mace.devices.discovery import Target
+from mace.devices.locks import device_lock
+from mace.errors import ConfigError, MaceError, ModelError
+from mace.ir.args import get_arg
+from mace.ir.model_io import load_net
+from mace.run import ModelRunResult, Timing, file_names, make_inputs, validate_outputs
+from mace.runtime.profiler import OpStat
+
+MIN_PYTHON = (3, 10)
+# What uname says -> the ABIs such a CPU runs (for a note when the devices .yml says otherwise)
+MACHINE_ABIS = {"aarch64": {"arm64", "aarch64", "arm64-v8a"}, "arm64": {"arm64", "aarch64", "arm64-v8a"},
+                "armv7l": {"armhf", "armv7l", "armeabi-v7a", "armeabi"},
+                "armv8l": {"armhf", "armv7l", "armeabi-v7a", "armeabi"},
+                "x86_64": {"x86_64"}, "i686": {"x86"}}
+
+# Run by the device's python with `-c`: plain enough for any Python, so an old one can be named.
+PREFLIGHT = """import json, os, platform, sys
+info = {"python": platform.python_version(), "machine": platform.machine()}
+try:
+    import numpy
+    info["numpy"] = numpy.__version__
+except Exception as e:
+    info["numpy_error"] = "%s: %s" % (type(e).__name__, e)
+try:
+    os.makedirs(sys.argv[1])
+except OSError:
+    pass
+info["writable"] = os.path.isdir(sys.argv[1]) and os.access(sys.argv[1], os.W_OK)
+print(json.dumps(info))
+"""
+
+VERIFY = """import hashlib, json, os, sys
+bad = []
+for path, (size, digest) in sorted(json.loads(sys.argv[1]).items()):
+    if not os.path.isfile(path):
+        bad.append("%s is missing" % path)
+        continue
+    if os.path.getsize(path) != size:
+        bad.append("%s has %d of %d bytes" % (path, os.path.getsize(path), size))
+        continue
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    if h.hexdigest() != digest:
+        bad.append("%s differs from the file sent" % path)
+print(json.dumps(bad))
+"""
+
+
+@dataclass
+class RunOptions:
+    models: list
+    build_dir: str | None = None
+    rounds: int = 1
+    validate: bool = False
+    input_dir: str | None = None
+    output_dir: str | None = None
+    num_threads: int = -1
+    seed: int = 0
+    profile: bool = False
+    timeout: float = 300.0          # --device_timeout: each step on the device
+    lock_timeout: float = 3600.0    # --device_lock_timeout: waiting for another run
+
+
+@dataclass
+class _Job:
+    """One model's files and inputs, prepared on the host before the device is locked."""
+    model: object
+    pb: Path
+    data: Path
+    inputs: dict
+    input_source: str
+    input_files: list               # local .npy files, one per input, in input order
+    notes: list
+
+
+def output_dir_for(output_dir, device_name: str, several: bool):
+    """--output_dir DIR: DIR for one device, DIR/<device> when several run."""
+    if not output_dir:
+        return None
+    return str(Path(output_dir) / device_name) if several else output_dir
+
+
+def run_on_targets(config: DeploymentConfig, targets: list, opts: RunOptions, notify=print,
+                   several: bool | None = None) -> tuple:
+    """Run on every target, devices in parallel; returns (results, errors): one failed device
+    does not stop the others. `several`: whether outputs go to per-device folders (default:
+    more than one target here)."""
+    several = len(targets) > 1 if several is None else several
+    per_device = [replace(opts, output_dir=output_dir_for(opts.output_dir, t.device.name, several))
+                  for t in targets]
+    if len(targets) == 1:
+        try:
+            return run_on_device(config, targets[0], per_device[0], notify), []
+        except MaceError as e:
+            return [], [e]
+    outcomes = [None] * len(targets)
+
+    def work(i, target):
+        try:
+            outcomes[i] = run_on_device(config, target, per_device[i], notify)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread below
+            outcomes[i] = e
+
+    threads = [threading.Thread(target=work, args=(i, t), daemon=True) for i, t in enumerate(targets)]
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)  # a short join keeps Ctrl-C working
+    except KeyboardInterrupt:
+        process.kill_all()
+        raise
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, MaceError):
+            raise outcome
+    results = [r for o in outcomes if isinstance(o, list) for r in o]
+    return results, [o for o in outcomes if isinstance(o, MaceError)]
+
+
+def run_on_device(config: DeploymentConfig, target: Target, opts: RunOptions, notify=print) -> list:
+    device, abi = target.device, target.abi
+    built = built_for(config, abi, opts.build_dir)
+    remote_dir = posixpath.join(device.work_dir, config.library_name)
+    with tempfile.TemporaryDirectory(prefix="mace-device-") as tmp:
+        jobs = [_prepare(config, name, opts, Path(tmp)) for name in opts.models]
+        with device_lock(device, opts.lock_timeout, notify):
+            env = _connect(device, remote_dir, opts.timeout)
+            _push(device, built, jobs, remote_dir, opts.timeout)
+            raw = [_run_model(device, job, remote_dir, opts, Path(tmp)) for job in jobs]
+        info = dict(env, abi=abi, address=device.describe())
+        return [_result(config, device, abi, job, r, info, opts) for job, r in zip(jobs, raw)]
+
+
+def _prepare(config, name: str, opts: RunOptions, tmp: Path) -> _Job:
+    model = config.models[name]
+    sg = model.subgraphs[0]
+    pb, data = model_paths(config, name, opts.build_dir)
+    if not pb.exists():
+        raise ConfigError(f"model '{name}' has not been converted ({pb} is missing): run "
+                          f"`python tools/converter.py build --config={config.path}` first")
+    inputs, source = make_inputs(config, sg, opts.input_dir, opts.seed)
+    files = []
+    for i, spec in enumerate(sg.inputs):
+        files.append(tmp / f"{name}.input{i}.npy")
+        np.save(files[-1], inputs[spec.name])
+    notes = []
+    try:
+        src = get_arg(load_net(pb), "source_sha256", "")
+    except ModelError:
+        src = ""  # the device reads the model, and says what is wrong with it in its own step
+    if src and src != model.model_sha256_checksum:
+        notes.append(f"{model.model_file_path} changed since it was converted: run build again")
+    if sg.runtime in ("gpu", "cpu+gpu"):
+        notes.append(f"runtime {sg.runtime}: on a device the runner uses the CPU (the GPU runtime runs "
+                     f"on this machine only, for now)")
+    return _Job(model, pb, data, inputs, source, files, notes)
+
+
+# ---- steps on the device ----------------------------------------------------------------
+def _connect(device, remote_dir: str, timeout: float) -> dict:
+    step = "connect"
+    done = device.shell([device.python, "-c", PREFLIGHT, remote_dir], timeout, step)
+    if done.returncode == 127 or ("not found" in done.stderr and not done.stdout.strip()):
+        raise DeviceError(device.name, step, f"'{device.python}' is not found on the device: install "
+                                             f"python3 and numpy there, or set `python:` in the devices .yml")
+    info = _last_json(done)
+    if info is None:
+        raise DeviceError(device.name, step, f"'{device.python}' failed: {done.last_line()}")
+    version = tuple(int(x) for x in info["python"].split(".")[:2])
+    if version < MIN_PYTHON:
+        raise DeviceError(device.name, step, f"{device.python} is Python {info['python']}; the runner "
+                                             f"needs Python >= {'.'.join(map(str, MIN_PYTHON))}")
+    if "numpy" not in info:
+        raise DeviceError(device.name, step, f"numpy is missing on the device for {device.python} "
+                                             f"({info['numpy_error']}): install it there "
+                                             f"(e.g. `{device.python} -m pip install numpy`)")
+    if not info["writable"]:
+        raise DeviceError(device.name, step, f"cannot write to {remote_dir} (set `work_dir:` in the "
+                                             f"devices .yml)")
+    return {k: info[k] for k in ("python", "numpy", "machine")}
+
+
+def _push(device, built, jobs: list, remote_dir: str, timeout: float) -> None:
+    files = [built.runner, *built.opencl]
+    for job in jobs:
+        files += [job.pb, job.data, *job.input_files]
+    device.push(files, remote_dir, timeout, "push")
+    expected = {posixpath.join(remote_dir, f.name): [e["bytes"], e["sha256"]]
+                for f in files for e in [file_entry(f)]}
+    done = device.shell([device.python, "-c", VERIFY, json.dumps(expected)], timeout, "verify")
+    bad = _last_json(done)
+    if bad is None:
+        raise DeviceError(device.name, "verify", done.last_line())
+    if bad:
+        raise DeviceError(device.name, "verify", f"the transfer was cut or damaged: {'; '.join(bad)}")
+
+
+def _run_model(device, job: _Job, remote_dir: str, opts: RunOptions, tmp: Path) -> dict:
+    name = job.model.name
+    remote = lambda p: posixpath.join(remote_dir, Path(p).name)  # noqa: E731
+    out_dir = posixpath.join(remote_dir, f"{name}.outputs")
+    argv = [device.python, remote(RUNNER), "--model", remote(job.pb), "--data", remote(job.data),
+            "--output_dir", out_dir, "--round", str(opts.rounds), "--timeout", f"{opts.timeout:g}",
+            "--exit_with_parent"]
+    for spec, f in zip(job.model.subgraphs[0].inputs, job.input_files):
+        argv += ["--input", f"{spec.name}={remote(f)}"]
+    if opts.num_threads and opts.num_threads > 0:
+        argv += ["--omp_num_threads", str(opts.num_threads)]
+    if opts.profile:
+        argv.append("--profile")
+    step = f"run {name}"
+    # the runner stops itself at opts.timeout; the extra seconds let it say so over the link
+    done = device.shell(argv, opts.timeout + 10, step)
+    if done.returncode != 0:
+        what = "timed out" if done.returncode == 124 else f"the runner failed (exit {done.returncode})"
+        raise DeviceError(device.name, step, f"{what}: {done.last_line()}")
+    result = _last_json(done)
+    if result is None:
+        raise DeviceError(device.name, step, f"no result from the runner: {done.last_line()}")
+    local = tmp / f"{name}.outputs"
+    local.mkdir()
+    pulled = [posixpath.join(out_dir, o["file"]) for o in result["outputs"]]
+    device.pull(pulled, local, opts.timeout, f"pull {name}")
+    result["arrays"] = {o["name"]: _load_pulled(device, name, local / o["file"], o) for o in result["outputs"]}
+    return result
+
+
+def _load_pulled(device, model: str, path: Path, entry: dict) -> np.ndarray:
+    if not path.is_file() or file_entry(path)["sha256"] != entry["sha256"]:
+        raise DeviceError(device.name, f"pull {model}", f"output {entry['file']} arrived damaged or "
+                                                        f"incomplete (sha256 differs from the device's)")
+    return np.load(path, allow_pickle=False)
+
+
+def _last_json(done):
+    """The runner and the checks print one JSON line last; anything else printed before is noise."""
+    lines = [ln for ln in done.stdout.splitlines() if ln.strip()]
+    try:
+        return json.loads(lines[-1]) if lines and done.returncode == 0 else None
+    except ValueError:
+        return None
+
+
+# ---- back on the host ---------------------------------------------------------------------
+def _result(config, device, abi: str, job: _Job, raw: dict, info: dict, opts: RunOptions):
+    sg = job.model.subgraphs[0]
+    timing = Timing(**{f.name: raw["timing"][f.name] for f in fields(Timing)})
+    notes = list(job.notes)
+    machine_abis = MACHINE_ABIS.get(info["machine"])
+    if machine_abis is not None and abi not in machine_abis:
+        notes.append(f"device {device.name} is a {info['machine']} machine, but runs as ABI {abi} "
+                     f"({device.source}); the runner is pure Python, so it ran anyway")
+    result = ModelRunResult(job.model.name, sg.runtime, job.input_source, timing, raw["arrays"], notes=notes,
+                            op_stats=[OpStat(**s) for s in raw.get("op_stats", [])],
+                            device=device.name, device_info=info)
+    out = opts.output_dir
+    if out:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        names = file_names(result.outputs, "output")
+        for name, value in result.outputs.items():
+            np.save(Path(out) / names[name], value)
+    if opts.validate:
+        try:
+            result.metrics = validate_outputs(config, job.model, sg, job.inputs, result.outputs,
+                                              opts.num_threads, opts.build_dir,
+                                              use_files=job.input_source == "validation_inputs_data")
+        except MaceError as e:
+            raise DeviceError(device.name, f"validate {job.model.name}", str(e)) from None
+    return result

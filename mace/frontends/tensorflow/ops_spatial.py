@@ -1,0 +1,120 @@
+"""Spatial ops: Pad, PadV2, MirrorPad, ResizeBilinear, ResizeNearestNeighbor,
+SpaceToBatchND, BatchToSpaceND, DepthToSpace, SpaceToDepth.
+
+Resize coordinates (TensorFlow's align_corners / half_pixel_centers) map onto
+the resize ops' coordinate_transformation_mode; nearest-neighbour rounding
+follows TensorFlow (floor, or round-half-up with align_corners).
+SpaceToBatchND -> conv -> BatchToSpaceND (how TensorFlow spells a dilated
+conv) is folded into one dilated conv by the flatten_atrous_conv pass.
+"""
+import numpy as np
+
+from mace.frontends.tensorflow.ops_conv import require_nhwc
+from mace.frontends.tensorflow.registry import tf_op
+
+
+def _pad(ctx, node, pad_type, value=0.0):
+    x = ctx.inp(node, 0)
+    rank = len(ctx.shape(x))
+    amounts = ctx.static(node, 1, "paddings").astype(np.int64)
+    if amounts.shape != (rank, 2):
+        raise ctx.fail(node, f"paddings of shape {list(amounts.shape)}, expected [{rank}, 2]")
+    ctx.add("Pad", node, [x], paddings=[int(v) for v in amounts[:, 0]] + [int(v) for v in amounts[:, 1]],
+            pad_type=pad_type, constant_value=float(value))
+
+
+@tf_op("Pad")
+def pad(ctx, node):
+    _pad(ctx, node, "CONSTANT")
+
+
+@tf_op("PadV2")
+def pad_v2(ctx, node):
+    value = ctx.static(node, 2, "constant_values")
+    if value.size != 1:
+        raise ctx.fail(node, "constant_values must be a scalar")
+    _pad(ctx, node, "CONSTANT", value.reshape(-1)[0])
+
+
+@tf_op("MirrorPad")
+def mirror_pad(ctx, node):
+    mode = ctx.attr(node, "mode", "REFLECT")
+    if mode not in ("REFLECT", "SYMMETRIC"):
+        raise ctx.fail(node, f"mode '{mode}' is not supported (REFLECT and SYMMETRIC are)")
+    _pad(ctx, node, mode)
+
+
+def _resize_args(ctx, node):
+    x = ctx.inp(node, 0)
+    shape = ctx.shape(x)
+    if len(shape) != 4:
+        raise ctx.fail(node, f"only 4-D NHWC images are supported, got shape {list(shape)}")
+    size = ctx.static_ints(node, 1, "size")
+    if len(size) != 2 or min(size) <= 0:
+        raise ctx.fail(node, f"size {size} must be two positive sizes")
+    align = bool(ctx.attr(node, "align_corners", False))
+    half = bool(ctx.attr(node, "half_pixel_centers", False))
+    if align and half:
+        raise ctx.fail(node, "align_corners and half_pixel_centers cannot both be set")
+    scale = [float(np.float32(o) / np.float32(i)) for o, i in zip(size, shape[1:3])]
+    return x, {"size": size, "scale": scale, "data_format": "NHWC"}, align, half
+
+
+@tf_op("ResizeBilinear")
+def resize_bilinear(ctx, node):
+    x, args, align, half = _resize_args(ctx, node)
+    mode = "align_corners" if align else "half_pixel" if half else "asymmetric"
+    ctx.add("ResizeBilinear", node, [x], coordinate_transformation_mode=mode, **args)
+
+
+@tf_op("ResizeNearestNeighbor")
+def resize_nearest(ctx, node):
+    x, args, align, half = _resize_args(ctx, node)
+    if align:  # TensorFlow rounds the scaled coordinate (halves up)
+        mode, rounding = "align_corners", "round_prefer_ceil"
+    else:      # and otherwise floors it, after a half-pixel shift with half_pixel_centers
+        mode, rounding = ("tf_half_pixel_for_nn" if half else "asymmetric"), "floor"
+    ctx.add("ResizeNearestNeighbor", node, [x], coordinate_transformation_mode=mode,
+            nearest_mode=rounding, **args)
+
+
+def _block(ctx, node, what):
+    x = ctx.inp(node, 0)
+    block = ctx.static_ints(node, 1, "block_shape")
+    amounts = ctx.static(node, 2, what).astype(np.int64)
+    if len(ctx.shape(x)) != 4 or len(block) != 2 or amounts.shape != (2, 2):
+        raise ctx.fail(node, f"only 4-D inputs with a 2-D block are supported (input "
+                             f"{list(ctx.shape(x))}, block_shape {block})")
+    if amounts.min() < 0:
+        raise ctx.fail(node, f"{what} {amounts.tolist()} must not be negative")
+    # [[top, bottom], [left, right]] -> the IR's [top, left, bottom, right]
+    return x, block, [int(amounts[0, 0]), int(amounts[1, 0]), int(amounts[0, 1]), int(amounts[1, 1])]
+
+
+@tf_op("SpaceToBatchND")
+def space_to_batch(ctx, node):
+    x, block, pads = _block(ctx, node, "paddings")
+    ctx.add("SpaceToBatchND", node, [x], block_shape=block, paddings=pads, data_format="NHWC")
+
+
+@tf_op("BatchToSpaceND")
+def batch_to_space(ctx, node):
+    x, block, crops = _block(ctx, node, "crops")
+    ctx.add("BatchToSpaceND", node, [x], block_shape=block, crops=crops, data_format="NHWC")
+
+
+def _space_depth(ctx, node, op_type):
+    require_nhwc(ctx, node)
+    # TensorFlow's NHWC channel order (block row, block column, channel) is DCR.
+    ctx.add(op_type, node, [ctx.inp(node, 0)], block_size=int(ctx.attr(node, "block_size")),
+            mode="DCR", data_format="NHWC")
+
+
+@tf_op("DepthToSpace")
+def depth_to_space(ctx, node):
+    _space_depth(ctx, node, "DepthToSpace")
+
+
+@tf_op("SpaceToDepth")
+def space_to_depth(ctx, node):
+    _space_depth(ctx, node, "SpaceToDepth")

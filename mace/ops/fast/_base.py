@@ -1,0 +1,69 @@
+"""What the fast kernels share: scratch carving, typed activations, the run-through-bind rule."""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops._common import apply_activation
+from mace.ops.registry import Kernel
+
+ALIGN = 64  # bytes: every carved array starts on a cache line, as arena tensors do
+
+
+def aligned(nbytes: int) -> int:
+    return (int(nbytes) + ALIGN - 1) // ALIGN * ALIGN
+
+
+def scratch_size(specs) -> int:
+    """Bytes needed to carve `specs` [(shape, dtype)] one after another."""
+    return sum(aligned(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)
+               for shape, dtype in specs)
+
+
+def carve(scratch, specs) -> list:
+    """Arrays for `specs` [(shape, dtype)] laid out in `scratch` (uint8); fresh ones when None."""
+    if scratch is None:
+        scratch = np.empty(scratch_size(specs) + ALIGN, np.uint8)
+        scratch = scratch[-scratch.ctypes.data % ALIGN:]
+    arrays, offset = [], 0
+    for shape, dtype in specs:
+        n = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        arrays.append(scratch[offset:offset + n].view(dtype).reshape(shape))
+        offset += aligned(n)
+    return arrays
+
+
+class FastKernel(Kernel):
+    """A kernel whose work is defined by `bind`; `run` binds afresh (for one-off calls)."""
+
+    def run(self, inputs, outputs):
+        self.bind(inputs, outputs, None)()
+
+
+def activation_fn(act: dict, dtype=np.float32):
+    """In-place activation `fn(x)` for a kernel's fused activation args, or None.
+
+    RELU / RELUX / CLIP use np.clip with bounds of the tensor's own type: numpy 2.4
+    runs that ~4x faster than np.maximum(x, 0) (250 vs 61 us on 3136x256 float32).
+    """
+    kind = act.get("act") or "NOOP"
+    if kind == "NOOP":
+        return None
+    t = np.dtype(dtype).type
+    bounds = {"RELU": (0, np.inf), "RELUX": (0, act.get("max_limit", 0.0)),
+              "CLIP": (act.get("alpha", 0.0), act.get("max_limit", 0.0))}.get(kind)
+    if bounds is not None and np.dtype(dtype).kind == "f":
+        lo, hi = t(bounds[0]), t(bounds[1])
+        return lambda x: np.clip(x, lo, hi, out=x)
+    return lambda x: apply_activation(x, **act)
+
+
+def sequence(steps: list):
+    """One zero-argument callable running `steps` in order."""
+    if len(steps) == 1:
+        return steps[0]
+    steps = tuple(steps)
+
+    def run():
+        for step in steps:
+            step()
+    return run

@@ -1,0 +1,134 @@
+"""Convolution as GEMM on NHWC buffers: 1x1 convs straight on the input, others via im2col.
+
+Both run per (image, group) with numpy's matmul into `out` (row stride O, so a
+group's columns are a strided view, no copy). im2col copies one as_strided
+window view per chunk of output rows into scratch, sized so the chunk stays in
+cache while the GEMM reads it (a full 50176x576 VGG im2col buffer is 115 MB).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+# im2col chunk: output rows whose columns fit in this many bytes. Measured on the
+# VGG-19 / ResNet-50 3x3 layers (AMD EPYC, 1-2 threads): 2 MiB beats a full buffer
+# by up to 1.5x on 224x224x64 and is within noise elsewhere.
+CHUNK_BYTES = 2 << 20
+
+
+@dataclass
+class ConvGeometry:
+    n: int
+    h: int
+    w: int
+    c: int
+    kh: int
+    kw: int
+    strides: tuple
+    dilations: tuple
+    pads: tuple        # top, left, bottom, right
+    oh: int
+    ow: int
+    o: int
+    group: int
+
+    @property
+    def cg(self) -> int:
+        return self.c // self.group
+
+    @property
+    def og(self) -> int:
+        return self.o // self.group
+
+    @property
+    def padded_hw(self) -> tuple:
+        return self.h + self.pads[0] + self.pads[2], self.w + self.pads[1] + self.pads[3]
+
+
+def pack_filter(w: np.ndarray, group: int) -> np.ndarray:
+    """OIHW filter -> [group, kh*kw*Cg, O/group], taps-major to match the im2col columns."""
+    o, cg, kh, kw = w.shape
+    wg = np.asarray(w, np.float32).reshape(group, o // group, cg, kh, kw).transpose(0, 3, 4, 2, 1)
+    return np.ascontiguousarray(wg.reshape(group, kh * kw * cg, o // group))
+
+
+def is_pointwise(g: ConvGeometry) -> bool:
+    return (g.kh, g.kw) == (1, 1) and not any(g.pads)
+
+
+class Pointwise:
+    """1x1 conv, no padding: out[:, grp] = x[:, grp] @ W[grp]; a stride > 1 subsamples first."""
+
+    def __init__(self, geo: ConvGeometry, wmat: np.ndarray):
+        self.geo, self.wmat = geo, wmat
+        strided = tuple(geo.strides) != (1, 1)
+        self.specs = [((geo.n, geo.oh, geo.ow, geo.c), np.float32)] if strided else []
+
+    def steps(self, x, out, scratch) -> list:
+        g = self.geo
+        steps, src = [], x
+        if scratch:   # strided: gather the subsampled pixels once
+            src = scratch[0]
+            sub = x[:, ::g.strides[0], ::g.strides[1], :][:, :g.oh, :g.ow, :]
+            steps.append(partial(np.copyto, src, sub))
+        x2d, out2d = src.reshape(-1, g.c), out.reshape(-1, g.o)
+        return steps + [partial(np.matmul, x2d[:, i * g.cg:(i + 1) * g.cg], self.wmat[i],
+                                out=out2d[:, i * g.og:(i + 1) * g.og]) for i in range(g.group)]
+
+
+class Im2col:
+    """k x k conv: copy each chunk of windows into `cols`, then one GEMM per chunk and group."""
+
+    def __init__(self, geo: ConvGeometry, wmat: np.ndarray):
+        self.geo, self.wmat = geo, wmat
+        k = geo.kh * geo.kw * geo.cg
+        self.rows = max(1, min(geo.oh, CHUNK_BYTES // max(geo.ow * k * 4, 1)))
+        self.padded = any(geo.pads)
+        self.specs = [((self.rows * geo.ow, k), np.float32)]
+        if self.padded:
+            self.specs.append(((geo.n,) + geo.padded_hw + (geo.c,), np.float32))
+
+    def windows(self, xp, image: int, grp: int):
+        """as_strided view [oh, ow, kh, kw*Cg] (or [.., kh, kw, Cg]) of image's padded input."""
+        g = self.geo
+        _, s1, s2, s3 = xp.strides
+        base = xp[image, :, :, grp * g.cg:(grp + 1) * g.cg]
+        if g.dilations[1] == 1 and g.group == 1:   # a kernel row's taps are one contiguous run
+            return as_strided(base, (g.oh, g.ow, g.kh, g.kw * g.cg),
+                              (s1 * g.strides[0], s2 * g.strides[1], s1 * g.dilations[0], s3),
+                              writeable=False)
+        return as_strided(base, (g.oh, g.ow, g.kh, g.kw, g.cg),
+                          (s1 * g.strides[0], s2 * g.strides[1], s1 * g.dilations[0],
+                           s2 * g.dilations[1], s3), writeable=False)
+
+    def steps(self, x, out, scratch) -> list:
+        g = self.geo
+        cols, xp, steps = scratch[0], x, []
+        if self.padded:
+            xp = scratch[1]
+            steps += pad_steps(xp, x, g.pads)
+        out4 = out.reshape(g.n, g.oh, g.ow, g.o)
+        for image in range(g.n):
+            for r0 in range(0, g.oh, self.rows):
+                r1 = min(g.oh, r0 + self.rows)
+                chunk = cols[:(r1 - r0) * g.ow]
+                out2d = out4[image, r0:r1].reshape(-1, g.o)
+                for grp in range(g.group):
+                    win = self.windows(xp, image, grp)[r0:r1]
+                    steps.append(partial(np.copyto, chunk.reshape(win.shape), win))
+                    steps.append(partial(np.matmul, chunk, self.wmat[grp],
+                                         out=out2d[:, grp * g.og:(grp + 1) * g.og]))
+        return steps
+
+
+def pad_steps(xp, x, pads, fill=0.0) -> list:
+    """Steps that make scratch `xp` the `fill`-padded `x` (borders rewritten: scratch is shared)."""
+    t, l, b, r = pads
+    h, w = x.shape[1], x.shape[2]
+    value = np.array(fill, xp.dtype)
+    parts = [xp[:, :t], xp[:, t + h:], xp[:, t:t + h, :l], xp[:, t:t + h, l + w:]]
+    return [partial(np.copyto, p, value) for p in parts if p.size] + \
+        [partial(np.copyto, xp[:, t:t + h, l:l + w], x)]

@@ -1,0 +1,86 @@
+"""Conv2D, fast CPU kernel: picks one GEMM formulation per conv at load.
+
+tiny maps -> one dense matrix (_conv_dense); 1x1 without pads -> GEMM on the
+input itself (_conv_gemm.Pointwise); 3x3 stride 1 with arg `winograd` 2|4 (set
+by the winograd pass from the .yml) -> Winograd (_winograd); everything else
+-> chunked im2col + GEMM (_conv_gemm.Im2col). Bias and activation follow in
+place on the output.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from mace.ops._common import activation_args
+from mace.ops.conv2d import conv_geometry
+from mace.ops.fast import _conv_dense, _winograd
+from mace.ops.fast._base import FastKernel, activation_fn, carve, scratch_size, sequence
+from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter
+from mace.ops.registry import kernel
+
+F32 = np.dtype(np.float32)
+
+
+def geometry(ctx, w_shape) -> ConvGeometry:
+    (n, h, w, c), (kh, kw), strides, dilations, pads, (oh, ow) = \
+        conv_geometry(ctx, ctx.input_shapes[0], w_shape)
+    return ConvGeometry(n, h, w, c, kh, kw, tuple(strides), tuple(dilations), tuple(pads),
+                        oh, ow, w_shape[0], int(ctx.arg("group", 1)))
+
+
+def const_bias(ctx):
+    b = ctx.consts[2] if len(ctx.consts) > 2 else None
+    return None if b is None else np.asarray(b, np.float32).reshape(-1)
+
+
+def float_conv(ctx) -> bool:
+    """The fast kernels take float32 NHWC tensors with a constant filter (and bias)."""
+    return (ctx.arg("data_format", "NHWC") == "NHWC" and len(ctx.input_shapes[0]) == 4
+            and ctx.consts[1] is not None and ctx.consts[1].dtype.kind == "f"
+            and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32
+            and (len(ctx.consts) < 3 or ctx.consts[2] is not None))
+
+
+def choose(geo: ConvGeometry, w: np.ndarray, winograd: int):
+    if _conv_dense.fits(geo):
+        return _conv_dense.Dense(geo, w)
+    if is_pointwise(geo):
+        return Pointwise(geo, pack_filter(w, geo.group))
+    if winograd in (2, 4) and _winograd.eligible(geo, winograd):
+        return _winograd.Winograd(geo, w, winograd)
+    return Im2col(geo, pack_filter(w, geo.group))
+
+
+@kernel("Conv2D", "cpu:fast")
+class Conv2DFast(FastKernel):
+    accepts = staticmethod(float_conv)
+
+    def setup(self, ctx):
+        self.geo = geometry(ctx, ctx.consts[1].shape)
+        self.algo = choose(self.geo, ctx.consts[1], int(ctx.arg("winograd", 0)))
+        # the packed filter, as an attribute of its own: observers list it among kernel buffers
+        self.packed = next(getattr(self.algo, a) for a in ("wmat", "u", "t") if hasattr(self.algo, a))
+        self.bias = const_bias(ctx)
+        self.act = activation_fn(activation_args(ctx))
+        self.scratch_nbytes = scratch_size(self.algo.specs)
+
+    @property
+    def algorithm(self) -> str:
+        return type(self.algo).__name__.lower()
+
+    def bind(self, inputs, outputs, scratch=None):
+        x, out = inputs[0], outputs[0]
+        steps = self.algo.steps(x, out, carve(scratch, self.algo.specs))
+        return sequence(steps + epilogue(out, self.bias, self.act))
+
+
+def epilogue(out, bias, act) -> list:
+    """In-place bias add and activation over `out` (channels last)."""
+    steps = []
+    if bias is not None:
+        out2d = out.reshape(-1, bias.shape[0])
+        steps.append(partial(np.add, out2d, bias, out=out2d))
+    if act is not None:
+        steps.append(partial(act, out))
+    return steps

@@ -1,0 +1,240 @@
+"""Model benchmark: MACE's `benchmark` statistics, measured through the observer API.
+
+Sections (MACE's statistics tables): Warm Up, Run without statistics, Run with
+statistics (whole runs), then per op from the runs with statistics: Sort by Run
+Order, Sort by Computation Time (top 10), Stat by Op Type, Stat by MACs and the
+Summary of Ops' Stat (per-round sums of op times). Times are milliseconds;
+`std` is in milliseconds too (MACE prints microseconds under the same header).
+"""
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from mace.report.opstats import graph_stats
+from mace.runtime.observer import Event, register, unregister
+
+
+@dataclass
+class RoundStats:
+    round: int
+    first: float
+    curr: float
+    min: float
+    max: float
+    avg: float
+    std: float
+
+    @classmethod
+    def of(cls, times: list) -> "RoundStats":
+        if not times:
+            return cls(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+        return cls(len(times), times[0], times[-1], min(times), max(times), statistics.fmean(times),
+                   statistics.pstdev(times))
+
+
+@dataclass
+class OpTiming:
+    index: int
+    type: str
+    name: str
+    start: float          # ms from the start of the run (mean over rounds)
+    first: float          # ms in the first round
+    avg: float            # mean ms
+    percent: float        # of the sum of all ops' mean times
+    cdf: float            # cumulative percent in run order (or in the sorted order of a table)
+    gmacps: float
+    stride: list
+    pad: str
+    filter_shape: list
+    output_shape: list
+    dilation: list
+    macs: int
+    kernel: str
+    framework_ops: list
+
+
+@dataclass
+class TypeStat:
+    type: str
+    count: int
+    avg: float
+    percent: float
+    cdf: float
+    macs: int
+    gmacps: float
+    called_times: int     # calls per run, as MACE's example prints it
+
+
+@dataclass
+class MacStat:
+    total: int
+    round: int
+    first: float          # G MAC/s of the first round
+    avg: float
+    std: float
+
+
+@dataclass
+class BenchmarkResult:
+    model: str
+    runtime: str
+    warm_up: RoundStats
+    run_without_statistics: RoundStats
+    run_with_statistics: RoundStats
+    run_order: list = field(default_factory=list)        # OpTiming in run order
+    by_op_type: list = field(default_factory=list)       # TypeStat, slowest first
+    macs: MacStat | None = None
+    ops_summary: RoundStats | None = None
+    round_op_ms: list = field(default_factory=list)      # per round, the sum of op times
+
+    def by_computation_time(self, top: int = 10) -> list:
+        """The `top` slowest ops, their cdf% re-accumulated in that order."""
+        ops = sorted(self.run_order, key=lambda o: -o.avg)[:top]
+        acc, rows = 0.0, []
+        for o in ops:
+            acc += o.percent
+            rows.append(OpTiming(**{**asdict(o), "cdf": acc}))
+        return rows
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["by_computation_time"] = [asdict(o) for o in self.by_computation_time()]
+        return d
+
+
+_BEFORE = {Event.BEFORE, Event.BEFORE | Event.FIRST, Event.BEFORE | Event.LAST,
+           Event.BEFORE | Event.FIRST | Event.LAST}
+_FIRST = {f for f in _BEFORE if f & Event.FIRST}
+
+
+class OpTimer:
+    """Observer callback timing every node; `times[i]` and `starts[i]` hold ms per round."""
+
+    def __init__(self):
+        self.times = defaultdict(list)
+        self.starts = defaultdict(list)
+        self._begin = {}
+        self._round_start = 0.0
+
+    def __call__(self, flags: Event, node) -> None:
+        now = time.perf_counter()
+        if flags in _BEFORE:  # membership of a prepared set: cheaper than enum arithmetic
+            if flags in _FIRST:
+                self._round_start = now
+            self._begin[node.index] = now
+        else:
+            begin = self._begin.pop(node.index)
+            self.times[node.index].append((now - begin) * 1000.0)
+            self.starts[node.index].append((begin - self._round_start) * 1000.0)
+
+    def round_sums(self) -> list:
+        per_node = list(self.times.values())
+        rounds = min((len(t) for t in per_node), default=0)
+        return [sum(t[r] for t in per_node) for r in range(rounds)]
+
+
+def _timed_runs(engine, inputs, rounds: int) -> list:
+    times = []
+    for _ in range(rounds):
+        t = time.perf_counter()
+        engine.run(inputs)
+        times.append((time.perf_counter() - t) * 1000.0)
+    return times
+
+
+def profile_runs(engine, inputs, rounds: int) -> tuple:
+    """(OpTimer, whole-run times) of `rounds` runs with the timer registered."""
+    timer = OpTimer()
+    handle = register(engine, timer, Event.BEFORE | Event.AFTER)
+    try:
+        runs = _timed_runs(engine, inputs, rounds)
+    finally:
+        unregister(engine, handle)
+    return timer, runs
+
+
+def _gmacps(macs: int, ms: float) -> float:
+    return macs / (ms * 1e-3) / 1e9 if ms > 0 else 0.0
+
+
+def op_timings(static: list, timer: OpTimer, kernels: dict) -> list:
+    means = {s.index: statistics.fmean(timer.times[s.index]) for s in static if timer.times[s.index]}
+    total = sum(means.values()) or 1.0
+    rows, acc = [], 0.0
+    for s in static:
+        if s.index not in means:
+            continue
+        avg = means[s.index]
+        pct = 100.0 * avg / total
+        acc += pct
+        rows.append(OpTiming(s.index, s.type, s.name, statistics.fmean(timer.starts[s.index]),
+                             timer.times[s.index][0], avg, pct, acc, _gmacps(s.macs, avg), s.strides,
+                             s.pad, s.filter_shape, s.output_shapes[0] if s.output_shapes else [],
+                             s.dilations, s.macs, kernels.get(s.index, ""), s.framework_ops))
+    return rows
+
+
+def type_stats(rows: list) -> list:
+    groups = defaultdict(list)
+    for r in rows:
+        groups[r.type].append(r)
+    total = sum(r.avg for r in rows) or 1.0
+    stats = sorted(((t, sum(r.avg for r in g), g) for t, g in groups.items()), key=lambda x: -x[1])
+    result, acc = [], 0.0
+    for op_type, avg, group in stats:
+        pct = 100.0 * avg / total
+        acc += pct
+        macs = sum(r.macs for r in group)
+        result.append(TypeStat(op_type, len(group), avg, pct, acc, macs, _gmacps(macs, avg), len(group)))
+    return result
+
+
+def mac_stats(total_macs: int, round_ms: list) -> MacStat:
+    rates = [_gmacps(total_macs, ms) for ms in round_ms]
+    if not rates:
+        return MacStat(total_macs, 0, 0.0, 0.0, 0.0)
+    return MacStat(total_macs, len(rates), rates[0], statistics.fmean(rates), statistics.pstdev(rates))
+
+
+def benchmark_engine(engine, inputs: dict, rounds: int = 10, warmup: int = 1, model: str = "",
+                     runtime: str = "cpu", static: list | None = None) -> BenchmarkResult:
+    """Run the three timing phases and build every table from the runs with statistics."""
+    rounds = max(int(rounds), 1)
+    static = static if static is not None else graph_stats(engine.graph)
+    collecting = gc.isenabled()
+    gc.disable()  # a collection inside a timed op shows up as a slow op that is not
+    try:
+        warm = _timed_runs(engine, inputs, max(int(warmup), 1))
+        plain = _timed_runs(engine, inputs, rounds)
+        timer, with_stats = profile_runs(engine, inputs, rounds)
+    finally:
+        if collecting:
+            gc.enable()
+    kernels = {n.index: n.tag for n in engine.nodes}
+    rows = op_timings(static, timer, kernels)
+    sums = timer.round_sums()
+    return BenchmarkResult(model, runtime, RoundStats.of(warm), RoundStats.of(plain),
+                           RoundStats.of(with_stats), rows, type_stats(rows),
+                           mac_stats(sum(s.macs for s in static), sums), RoundStats.of(sums), sums)
+
+
+def benchmark_model(config, model, build_dir=None, rounds: int = 10, input_dir=None, seed: int = 0,
+                    num_threads: int = -1, save: bool = True, warmup: int = 1) -> BenchmarkResult:
+    """Benchmark one converted model of a deployment file; with `save`, also write
+    builds/<library>/model/<model>_benchmark.json (visualize draws its charts from it)."""
+    from mace.report.jsonutil import dumps
+    from mace.report.offline import md5_of
+    from mace.report.session import open_model, thread_limit
+
+    with thread_limit(num_threads):
+        session = open_model(config, model, build_dir, input_dir, seed)
+        result = benchmark_engine(session.engine, session.inputs, rounds, warmup, model=model.name,
+                                  runtime=session.subgraph.runtime)
+    if save:  # the .pb's MD5 lets visualize ignore numbers measured on an older conversion
+        data = {**result.to_dict(), "pb_md5": md5_of(session.pb_path)}
+        session.artifact("_benchmark.json").write_text(dumps(data))
+    return result

@@ -1,0 +1,65 @@
+"""CPU threads and core pinning of the CPU runtime (`--omp_num_threads`, `--cpu_affinity_policy`).
+
+The engine's parallelism is the BLAS library's thread pool (numpy's OpenBLAS):
+`limit_threads` sets its size through threadpoolctl for the whole process.
+`pin_threads` follows MACE's CPUAffinityPolicy: 0 none, 1 big cores only,
+2 little cores only, 3 high performance (= big), 4 power save (= little). Core
+speed is each core's cpufreq maximum; where every core is alike (or the OS
+gives no frequencies) "big" and "little" are all cores. Every thread of the
+process is pinned (the BLAS workers exist once numpy is loaded), where the OS
+allows it (Linux sched_setaffinity); elsewhere the policy is accepted and ignored.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+POLICIES = {0: "none", 1: "big_only", 2: "little_only", 3: "high_performance", 4: "power_save"}
+_limiter = None   # keeps the threadpoolctl limit alive
+
+
+def limit_threads(num_threads: int) -> None:
+    """Set the BLAS thread pools to `num_threads` (<= 0: leave the library default)."""
+    global _limiter
+    if num_threads and num_threads > 0:
+        from threadpoolctl import threadpool_limits
+        _limiter = threadpool_limits(limits=int(num_threads))
+
+
+def _max_freq(cpu: int) -> int:
+    try:
+        return int(Path(f"/sys/devices/system/cpu/cpu{cpu}/cpufreq/cpuinfo_max_freq").read_text())
+    except (OSError, ValueError):
+        return 0
+
+
+def policy_cores(policy: int, num_threads: int = -1, cpus=None) -> list:
+    """The cores `policy` picks among `cpus` (default: those this process may use), fastest first."""
+    if policy not in POLICIES:
+        raise ValueError(f"cpu_affinity_policy {policy}: expected one of {sorted(POLICIES)} "
+                         f"({', '.join(POLICIES.values())})")
+    if cpus is None:
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    if policy == 0 or not cpus:
+        return list(cpus)
+    freq = {c: _max_freq(c) for c in cpus}
+    want = max(freq.values()) if policy in (1, 3) else min(freq.values())
+    chosen = [c for c in cpus if freq[c] == want]
+    return chosen[:num_threads] if num_threads and num_threads > 0 else chosen
+
+
+def pin_threads(policy: int, num_threads: int = -1) -> list:
+    """Pin every thread of this process to the policy's cores; returns them ([] when not pinned)."""
+    cores = policy_cores(policy, num_threads)
+    if policy == 0 or not cores or not hasattr(os, "sched_setaffinity"):
+        return []
+    tasks = Path("/proc/self/task")
+    tids = [int(t.name) for t in tasks.iterdir()] if tasks.is_dir() else [0]
+    pinned = []
+    for tid in tids:
+        try:
+            os.sched_setaffinity(tid, cores)
+            pinned.append(tid)
+        except OSError:   # a thread that just ended, or a container that forbids it
+            continue
+    return cores if pinned else []

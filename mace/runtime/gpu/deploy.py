@@ -1,0 +1,57 @@
+"""What `run` needs for runtime gpu / cpu+gpu: the engine's device and options, and notes.
+
+Cache files go to builds/<library>/opencl/<abi>/ (MACE's tree; `run` executes on
+the host, so abi is "host"). Tuning runs when asked (--tuning) or when the .yml
+names target_socs and no tuned file exists yet; later runs load the file.
+Without a usable OpenCL device, cpu+gpu runs on the CPU with a note and gpu
+is an error naming the reason.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from mace.runtime.gpu.cache_files import TUNING, cache_path
+from mace.runtime.gpu.context import GpuUnavailable, gpu_context, unavailable_reason
+
+GPU_RUNTIMES = ("gpu", "cpu+gpu")
+HOST_ABI = "host"
+
+
+def opencl_dir(config, build_dir=None) -> Path:
+    return Path(build_dir or "builds") / config.library_name / "opencl" / HOST_ABI
+
+
+def engine_setup(config, sg, build_dir=None, tuning: bool = False, perf_hint: int = 0,
+                 priority_hint: int = 0) -> tuple:
+    """(device, engine options, notes) for a subgraph."""
+    if sg.runtime not in GPU_RUNTIMES:
+        return "cpu", None, []
+    reason = unavailable_reason()
+    if reason:
+        if sg.runtime == "cpu+gpu":
+            return "cpu", None, [f"no usable OpenCL device ({reason}): cpu+gpu runs every op on the CPU"]
+        raise GpuUnavailable(f"{config.path}: {sg.key_path}.runtime: gpu: {reason}")
+    directory = opencl_dir(config, build_dir)
+    tuned = cache_path(directory, config.library_name, TUNING, gpu_context().name)
+    options = {"data_type": sg.data_type, "library": config.library_name,
+               "opencl_cache_dir": str(directory),
+               "opencl_tuning": bool(tuning or (config.target_socs and not tuned.exists())),
+               "limit_opencl_kernel_time": sg.limit_opencl_kernel_time,
+               "gpu_perf_hint": perf_hint, "gpu_priority_hint": priority_hint}
+    return "gpu", options, []
+
+
+def engine_notes(engine) -> list:
+    """Where ops ran and what the OpenCL side did at init (printed by `run`)."""
+    gpu = getattr(engine, "gpu", None)
+    if gpu is None:
+        return []
+    stats = gpu.programs.stats
+    notes = [gpu.summary(),
+             f"OpenCL {gpu.gctx.device.name.strip()} ({gpu.data_type}): programs built {stats['built']}, "
+             f"loaded from cache {stats['loaded']}; tuned parameters loaded {gpu.tuner.loaded}"
+             + (", tuned now" if gpu.tuner.tuning else "")]
+    return notes + list(dict.fromkeys(gpu.notes))
+
+
+__all__ = ["GPU_RUNTIMES", "GpuUnavailable", "engine_notes", "engine_setup", "opencl_dir"]

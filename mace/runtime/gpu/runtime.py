@@ -1,0 +1,163 @@
+"""The GPU side of an Engine: placement, images, transfers, programs, launches.
+
+The Engine stays one engine: on device "gpu" / "cpu+gpu" it creates a GpuRuntime
+and asks it three things: which tensors need host memory (`host_lives`), to
+build the node of each op placed on the GPU (`runs` / `build_node`), and to
+finish loading (`ready`: tuning, cache files). CPU ops are built and run as
+always. Transfers ride on the GPU nodes (`Staged`): an input made on the host
+is uploaded before its first GPU reader, and a GPU result that a CPU op or the
+caller reads is downloaded right after it is made, so node order is run order.
+
+Engine options read here: data_type, library + opencl_cache_dir (cache files),
+opencl_tuning, limit_opencl_kernel_time, gpu_perf_hint, gpu_priority_hint.
+"""
+from __future__ import annotations
+
+import functools
+from collections import defaultdict
+
+import numpy as np
+
+from mace.ir.args import get_arg
+from mace.runtime.gpu import placement
+from mace.runtime.gpu.device import GpuDevice
+from mace.runtime.gpu.images import GpuTensor, ImageLife, as_nhwc, channel_major_size, plan_images
+from mace.runtime.gpu.kernel import GpuKernelContext
+from mace.runtime.gpu.transfer import Transfer
+
+
+class GpuRuntime(GpuDevice):
+    def __init__(self, engine):
+        self.engine, self.graph = engine, engine.graph
+        opts = engine.options
+        data_type = opts.get("data_type") or get_arg(self.graph.net, "data_type", "") or "fp16_fp32"
+        library = opts.get("library") or self.graph.net.name or "model"
+        super().__init__(data_type, opts, library)
+        self.reasons = self._place()
+        self.on_gpu = {op.name for op in self.graph.net.op if op.device_type == placement.GPU}
+        self.uploads, self.downloads, self.host_readers = self._transfer_points()
+        self.tensors, self.image_plan = self._allocate()
+
+    # ---- engine hooks ------------------------------------------------------
+    def runs(self, op) -> bool:
+        return op.name in self.on_gpu
+
+    def host_lives(self, lives: list) -> list:
+        """The tensor lifetimes the host arena must hold (GPU-only tensors need none)."""
+        made_on_gpu = {t for op in self.graph.net.op if op.name in self.on_gpu for t in op.output}
+        keep = self.host_readers | set(self.graph.output_names)
+        return [t for t in lives if t.name not in made_on_gpu or t.name in keep]
+
+    def build_node(self, index: int, op):
+        from mace.ops.registry import select_kernel
+        from mace.runtime.engine import Node
+
+        g = self.graph
+        ins = [g.consts[t] if t in g.consts else self.tensors[t] for t in op.input]
+        outs = [self.tensors[t] for t in op.output]
+        ctx = GpuKernelContext(
+            op=op, input_shapes=[tuple(x.shape) for x in ins],
+            input_dtypes=[x.dtype if isinstance(x, np.ndarray) else np.dtype(g.specs[x.name][1])
+                          for x in ins],
+            output_shapes=[tuple(g.specs[t][0]) for t in op.output],
+            output_dtypes=[np.dtype(g.specs[t][1]) for t in op.output],
+            consts=[g.consts.get(t) for t in op.input], options=self.engine.options,
+            gpu=self, tensors_in=ins, tensors_out=outs)
+        cls, tag = select_kernel(op.type, ["gpu"])
+        try:
+            kern = cls(ctx)
+        except Exception as e:
+            raise RuntimeError(f"cannot prepare op '{op.name}' ({op.type}) on the GPU: {e}") from e
+        staged = Staged(self, kern, self.uploads.get(op.name, ()), self.downloads.get(op.name, ()))
+        return Node(index, op, staged, tag, ins, outs)
+
+    def ready(self, nodes) -> None:
+        """After every node is built: tune (if asked), write the cache files."""
+        if self.tuner.tuning:
+            for node in nodes:
+                if isinstance(node.kernel, Staged):
+                    node.kernel.kernel.enqueue()   # images hold garbage: only timings matter here
+            self.queue.finish()
+            self.tuner.save()
+        self.programs.save()
+        self.queue.finish()
+
+    # ---- placement and memory ------------------------------------------------
+    def _place(self) -> dict:
+        ops = self.graph.net.op
+        if not any(op.device_type == placement.GPU for op in ops):
+            return placement.place(self.graph)   # converted for the CPU: place now
+        reasons = {}
+        for op in ops:
+            reason = placement.gpu_reason(op, self.graph)
+            if op.device_type != placement.GPU:
+                reasons[op.name] = reason or "placed on CPU in the model"
+            elif reason:   # e.g. a .pb from another release: run it where it can run
+                op.device_type = placement.CPU
+                reasons[op.name] = reason
+        return reasons
+
+    def summary(self) -> str:
+        return placement.summary(self.graph, self.reasons)
+
+    def _transfer_points(self):
+        g, ops = self.graph, self.graph.net.op
+        made_on_gpu = {t for op in ops if op.name in self.on_gpu for t in op.output}
+        host_readers = {t for op in ops if op.name not in self.on_gpu for t in op.input}
+        uploads, downloads, uploaded = defaultdict(list), defaultdict(list), set()
+        outputs = set(g.output_names)
+        for op in ops:
+            if op.name not in self.on_gpu:
+                continue
+            for t in op.input:
+                if t not in g.consts and t not in made_on_gpu and t not in uploaded:
+                    uploads[op.name].append(t)
+                    uploaded.add(t)
+            downloads[op.name] = [t for t in op.output if t in outputs or t in host_readers]
+        return uploads, downloads, host_readers
+
+    def _allocate(self):
+        g, ops = self.graph, self.graph.net.op
+        first, last = {}, {}
+        for i, op in enumerate(ops):
+            if op.name not in self.on_gpu:
+                continue
+            for t in list(op.output) + [t for t in op.input if t not in g.consts]:
+                first.setdefault(t, i)
+                last[t] = i
+        lives = [ImageLife(t, channel_major_size(as_nhwc(g.specs[t][0])), first[t], last[t])
+                 for t in first]
+        plan = plan_images(lives)
+        blocks = [self.new_image(w, h) for w, h in plan.blocks]
+        tensors = {t.name: GpuTensor(t.name, tuple(g.specs[t.name][0]), blocks[plan.assignment[t.name]],
+                                     plan.assignment[t.name]) for t in lives}
+        return tensors, plan
+
+
+class Staged:
+    """A GPU node's kernel with the transfers it carries (the engine runs it as any kernel)."""
+
+    def __init__(self, runtime: GpuRuntime, kernel, uploads, downloads):
+        self.runtime, self.kernel = runtime, kernel
+        tensors = runtime.tensors
+        self.uploads = [(t, Transfer(runtime, "nhwc", tensors[t].shape, tensors[t].image, True))
+                        for t in uploads]
+        self.downloads = [(t, Transfer(runtime, "nhwc", tensors[t].shape, tensors[t].image, False))
+                          for t in downloads]
+
+    def run(self, inputs, outputs):
+        host = self.runtime.engine.buffers
+        for name, transfer in self.uploads:
+            transfer.upload(host[name])
+        self.kernel.run(inputs, outputs)
+        for name, transfer in self.downloads:
+            transfer.download(host[name])
+        if self.runtime.engine.observers:   # per-op timings must see the work, not the enqueue
+            self.runtime.queue.finish()
+
+    def bind(self, inputs, outputs, scratch=None):
+        """The engine's bound-call form (Kernel.bind): transfers included."""
+        return functools.partial(self.run, inputs, outputs)
+
+    def __getattr__(self, name):
+        return getattr(self.__dict__["kernel"], name)

@@ -1,0 +1,70 @@
+"""Fixtures of the device tests: an sshd on 127.0.0.1, the stand-in adb, target Pythons."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.devices.helpers import make_venv
+from tests.devices.ssh_server import ensure_sshd, ssh_server
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="session")
+def numpy_only_python(tmp_path_factory) -> Path:
+    """A Python with numpy and nothing else: what the device needs."""
+    return make_venv(tmp_path_factory.mktemp("numpy-only"), with_numpy=True)
+
+
+@pytest.fixture(scope="session")
+def bare_python(tmp_path_factory) -> Path:
+    """A Python without numpy."""
+    return make_venv(tmp_path_factory.mktemp("bare"), with_numpy=False)
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    reason = ensure_sshd()
+    if reason:
+        print(f"\nskipping the ssh device tests: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    with ssh_server(tmp_path_factory.mktemp("sshd")) as server:
+        yield server
+    _remove_locks(f"mace-device-ssh-*-{server.port}.lock")
+
+
+def _remove_locks(pattern: str) -> None:
+    """The lock files the tests made (free by now): no litter in the temp folder."""
+    for path in Path(tempfile.gettempdir()).glob(pattern):
+        path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def fake_adb(tmp_path, numpy_only_python):
+    """The stand-in adb first on PATH (python3 there is the numpy-only one).
+    Returns (env for the CLI, the phones' home folder, add_phone(serial, ...))."""
+    bin_dir, home = tmp_path / "bin", tmp_path / "adb-home"
+    bin_dir.mkdir()
+    home.mkdir()
+    adb = bin_dir / "adb"
+    adb.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'fake_adb.py'} \"$@\"\n")
+    adb.chmod(0o755)
+    (bin_dir / "python3").symlink_to(numpy_only_python)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", FAKE_ADB_HOME=str(home))
+    phones = {}
+
+    def add_phone(serial, model="Pixel 6", soc="gs101", abis="arm64-v8a,armeabi-v7a,armeabi", state="device"):
+        phones[serial] = {"state": state, "props": {"ro.product.model": model, "ro.board.platform": soc,
+                                                    "ro.product.cpu.abilist": abis}}
+        (home / "devices.json").write_text(json.dumps(phones))
+        return home / serial
+
+    (home / "devices.json").write_text("{}")
+    yield env, home, add_phone
+    for serial in phones:
+        _remove_locks(f"mace-device-adb-{serial}.lock")

@@ -1,0 +1,125 @@
+"""`build` and the runner it packs: the builds/ tree, build.json, and mace_run.pyz on a Python
+that has numpy and nothing else."""
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import zipfile
+
+import numpy as np
+import pytest
+
+from mace.devices import runner, runner_zip
+from mace.devices.build import file_entry
+from mace.run import safe_name
+from mace.runtime.engine import create_engine
+from tests.cli_helpers import cli
+from tests.devices.helpers import arm_work, build, fails, no_adb_env, write_devices
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """digits built for host and arm64, with an OpenCL file waiting in opencl/arm64/."""
+    work = arm_work(tmp_path_factory.mktemp("build"), abis=("host", "arm64"))
+    opencl = work / "out" / "digits" / "opencl" / "arm64"
+    opencl.mkdir(parents=True)
+    (opencl / "digits_compiled_opencl_kernel.Board.rk3399.bin").write_bytes(b"\0" * 16)
+    build(work)
+    return work
+
+
+def test_build_lays_out_models_runners_and_manifest(built):
+    lib = built / "out" / "digits"
+    names = sorted(p.relative_to(lib).as_posix() for p in lib.rglob("*") if p.is_file())
+    assert [n for n in names if not n.startswith("model/")] == [  # model/ is convert's
+        "build.json", "lib/arm64/cpu/mace_run.pyz", "lib/host/cpu/mace_run.pyz",
+        "opencl/arm64/digits_compiled_opencl_kernel.Board.rk3399.bin"]
+    assert {"model/digits_cnn.data", "model/digits_cnn.pb"} <= set(names)
+    manifest = json.loads((lib / "build.json").read_text())
+    assert manifest["abis"]["arm64"]["runner"] == "lib/arm64/cpu/mace_run.pyz"
+    for abi in ("host", "arm64"):
+        entry = manifest["abis"][abi]
+        assert file_entry(lib / entry["runner"]) == {"bytes": entry["bytes"], "sha256": entry["sha256"]}
+    # pure Python: every ABI gets the same runner
+    assert (lib / "lib/host/cpu/mace_run.pyz").read_bytes() == (lib / "lib/arm64/cpu/mace_run.pyz").read_bytes()
+    assert list(manifest["opencl"]["arm64"]) == ["opencl/arm64/digits_compiled_opencl_kernel.Board.rk3399.bin"]
+    assert set(manifest["models"]["digits_cnn"]["files"]) == {"model/digits_cnn.pb", "model/digits_cnn.data"}
+
+
+def test_the_runner_archive_is_reproducible(tmp_path):
+    members = runner_zip.archive_members()  # once: other work may edit the sources meanwhile
+    first = runner_zip.write_runner(tmp_path / "a" / "mace_run.pyz", members)
+    assert runner_zip.write_runner(tmp_path / "b" / "mace_run.pyz", members) == first
+    assert (tmp_path / "a" / "mace_run.pyz").read_bytes() == (tmp_path / "b" / "mace_run.pyz").read_bytes()
+
+
+def test_the_runner_holds_no_compiled_code_and_nothing_the_device_lacks():
+    members = runner_zip.archive_members()
+    assert runner_zip.foreign_imports(members) == []
+    assert not [n for n in members if n.endswith((".so", ".pyd", ".pyc"))]
+    assert "google/protobuf/LICENSE" in members and "mace/runtime/engine.py" in members
+    assert not [n for n in members if n.startswith(("mace/config/", "mace/frontends/", "mace/cli/"))]
+
+
+def test_the_runner_needs_only_numpy(built, numpy_only_python, tmp_path):
+    for missing in ("google.protobuf", "yaml", "onnx", "filelock"):
+        r = subprocess.run([numpy_only_python, "-c", f"import {missing}"], capture_output=True)
+        assert r.returncode != 0, f"the numpy-only Python has {missing}"
+    image = np.load(built / "digits" / "inputs" / "image_0.npy").astype(np.float32).reshape(1, 8, 8, 1)
+    np.save(tmp_path / "image.npy", image)
+    model = built / "out" / "digits" / "model" / "digits_cnn.pb"
+    r = subprocess.run([numpy_only_python, built / "out/digits/lib/arm64/cpu/mace_run.pyz", "--model", model,
+                        "--input", f"image={tmp_path / 'image.npy'}", "--output_dir", tmp_path / "out",
+                        "--round", "3"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout.splitlines()[-1])
+    assert result == json.loads((tmp_path / "out" / runner.RESULT_FILE).read_text())
+    timing = result["timing"]
+    assert timing["rounds"] == 3 and len(timing["round_ms"]) == 3 and timing["init_ms"] > 0
+    assert min(timing["round_ms"]) == timing["min_ms"]
+    assert result["environment"]["protobuf"] == "python" and result["environment"]["numpy"] == np.__version__
+    assert result["outputs"][0]["file"] == "prob.npy"
+    expected = create_engine(model).run({"image": image})["prob"]
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "prob.npy"), expected, rtol=1e-6)
+
+
+def test_the_runner_stops_itself_at_its_timeout(built, numpy_only_python, tmp_path):
+    image = np.zeros((1, 8, 8, 1), np.float32)
+    np.save(tmp_path / "image.npy", image)
+    start = time.monotonic()
+    r = subprocess.run([numpy_only_python, built / "out/digits/lib/host/cpu/mace_run.pyz",
+                        "--model", built / "out/digits/model/digits_cnn.pb", "--input",
+                        f"image={tmp_path / 'image.npy'}", "--round", "1000000000", "--timeout", "1"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == runner.TIMEOUT_EXIT and "error: timed out after 1 s" in r.stderr
+    assert time.monotonic() - start < 20
+
+
+def test_the_runner_names_a_bad_input(built, numpy_only_python, tmp_path):
+    r = subprocess.run([numpy_only_python, built / "out/digits/lib/host/cpu/mace_run.pyz",
+                        "--model", built / "out/digits/model/digits_cnn.pb", "--input", "image=missing.npy"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.startswith("error: --input image: cannot read missing.npy")
+    assert "Traceback" not in r.stderr
+
+
+def test_the_runner_names_files_as_run_does():
+    for name in ("prob", "scope/out:0", "a\\b"):
+        assert runner.safe_name(name) == safe_name(name)
+
+
+def test_running_on_a_board_needs_a_build(tmp_path):
+    work = arm_work(tmp_path)
+    assert cli("convert", "--config=deploy.yml", "--build_dir=out", cwd=work).returncode == 0
+    write_devices(work / "devices.yml", board={"target_abis": "arm64", "address": "10.0.0.1", "username": "u"})
+    r = cli("run", "--config=deploy.yml", "--build_dir=out", cwd=work, env=no_adb_env())
+    fails(r, "build.json is missing", "python tools/converter.py build --config=deploy.yml --build_dir=out")
+
+
+def test_runner_archive_is_a_zipapp_with_a_shebang(built):
+    path = built / "out/digits/lib/host/cpu/mace_run.pyz"
+    assert path.read_bytes().startswith(b"#!/usr/bin/env python3\n") and path.stat().st_mode & 0o111
+    with zipfile.ZipFile(path) as z:
+        assert "__main__.py" in z.namelist()
+        assert 'PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION"] = "python"' in z.read("__main__.py").decode()

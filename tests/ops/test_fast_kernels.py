@@ -1,0 +1,194 @@
+"""The "cpu:fast" kernels (mace/ops/fast) against the numpy reference kernels, on random shapes.
+
+Every case builds a one-op IR graph and runs it twice: once with the engine's
+default tags (the fast kernel must be the one chosen) and once with
+reference_kernels. Shapes cover strides, dilations, groups, odd channel
+counts, asymmetric pads, batch 2 and fused activations; the algorithm
+switches (dense / im2col chunks / Winograd chunks) are forced by patching
+their size limits.
+"""
+import numpy as np
+import pytest
+
+from mace.frontends.base import TensorSpec, add_input_info, add_output_info
+from mace.ir.graph import Graph
+from mace.ops.fast import _conv_dense, _conv_gemm, _winograd
+from mace.runtime.engine import Engine
+from mace.transform.shape_inference import infer_shapes
+
+RNG = np.random.default_rng(7)
+
+
+def run_both(op_type, x, consts, args):
+    graph = Graph()
+    add_input_info(graph, TensorSpec("x", x.shape, "NONE"))
+    names = ["x"]
+    for i, value in enumerate(consts):
+        names.append(graph.add_const(f"c{i}", np.asarray(value)))
+    graph.add_op(op_type, names, ["y"], data_format="NHWC", **args)
+    add_output_info(graph, TensorSpec("y", None, "NONE"))
+    infer_shapes(graph)
+    fast = Engine(graph)
+    assert fast.nodes[0].tag == "cpu:fast", f"{op_type} {args}: fast kernel not chosen"
+    ref = Engine(graph, options={"reference_kernels": True})
+    assert ref.nodes[0].tag == "cpu"
+    got, want = fast.run({"x": x})["y"], ref.run({"x": x})["y"]
+    again = fast.run({"x": x})["y"]   # scratch is reused: a second run must not differ
+    np.testing.assert_array_equal(got, again)
+    return got, want, fast.nodes[0].kernel
+
+
+def close(got, want, rtol=2e-5):
+    assert got.shape == want.shape
+    scale = max(float(np.abs(want).max()), 1e-6)
+    np.testing.assert_allclose(got, want, rtol=0, atol=rtol * scale)
+
+
+def conv_case(rng, n=1, h=9, w=7, c=5, o=6, k=(3, 3), s=(1, 1), d=(1, 1), pads=(1, 1, 1, 1),
+              group=1, act="", bias=True, winograd=0):
+    x = rng.standard_normal((n, h, w, c)).astype(np.float32)
+    wt = rng.standard_normal((o, c // group) + tuple(k)).astype(np.float32)
+    consts = [wt] + ([rng.standard_normal(o).astype(np.float32)] if bias else [])
+    args = dict(strides=list(s), dilations=list(d), pads=list(pads), group=group)
+    if act:
+        args.update(activation=act, max_limit=6.0, activation_coefficient=0.1)
+    if winograd:
+        args["winograd"] = winograd
+    return x, consts, args
+
+
+def random_conv(rng):
+    group = int(rng.choice([1, 1, 1, 2, 3]))
+    k = (int(rng.choice([1, 2, 3, 5])), int(rng.choice([1, 3, 4])))
+    d = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    span = [(k[i] - 1) * d[i] + 1 for i in range(2)]   # the map must hold one window
+    return dict(n=int(rng.choice([1, 2])), h=span[0] + int(rng.integers(0, 10)),
+                w=span[1] + int(rng.integers(0, 10)),
+                c=group * int(rng.integers(1, 6)), o=group * int(rng.integers(1, 5)), k=k,
+                s=(int(rng.integers(1, 4)), int(rng.integers(1, 3))), d=d,
+                pads=tuple(int(v) for v in rng.integers(0, 3, 4)), group=group,
+                act=str(rng.choice(["", "RELU", "RELUX", "LEAKYRELU", "SIGMOID"])),
+                bias=bool(rng.integers(0, 2)))
+
+
+CONV_CASES = [random_conv(np.random.default_rng(i)) for i in range(40)] + [
+    dict(k=(1, 1), pads=(0, 0, 0, 0)), dict(k=(1, 1), pads=(0, 0, 0, 0), s=(2, 2), n=2),
+    dict(k=(1, 1), pads=(0, 0, 0, 0), group=3, c=6, o=9), dict(k=(7, 7), s=(2, 2), pads=(3, 3, 3, 3), h=17, w=15, c=3),
+    dict(k=(3, 3), s=(2, 2), pads=(0, 0, 0, 0), c=3, h=15, w=15), dict(k=(3, 3), d=(2, 2), pads=(2, 2, 2, 2)),
+]
+
+
+@pytest.fixture(params=["auto", "im2col"])
+def mode(request, monkeypatch):
+    if request.param == "im2col":   # no dense shortcut, many small im2col chunks
+        monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
+        monkeypatch.setattr(_conv_gemm, "CHUNK_BYTES", 256)
+    return request.param
+
+
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
+def test_conv2d_matches_reference(case, mode):
+    x, consts, args = conv_case(np.random.default_rng(len(str(case))), **case)
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    close(got, want)
+    if mode == "im2col":
+        assert kern.algorithm in ("im2col", "pointwise")
+
+
+@pytest.mark.parametrize("m", [2, 4])
+@pytest.mark.parametrize("case", [dict(h=8, w=8), dict(h=9, w=13, n=2, pads=(1, 0, 2, 1)),
+                                  dict(h=14, w=14, c=16, o=8, act="RELU"), dict(h=3, w=5, bias=False),
+                                  dict(h=11, w=6, c=7, o=3, pads=(0, 0, 0, 0))])
+@pytest.mark.parametrize("chunk", ["whole", "chunked"])
+def test_winograd_matches_reference(case, m, chunk, monkeypatch):
+    monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
+    monkeypatch.setattr(_winograd, "MIN_TILES", 1)
+    if chunk == "chunked":
+        monkeypatch.setattr(_winograd, "CHUNK_BYTES", 1)   # one tile row per chunk
+    x, consts, args = conv_case(np.random.default_rng(m), winograd=m, **case)
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm == "winograd"
+    close(got, want, rtol=2e-4 if m == 4 else 2e-5)   # F(4x4) rounds a little more
+
+
+def test_winograd_is_ignored_where_it_does_not_apply(monkeypatch):
+    monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
+    x, consts, args = conv_case(RNG, s=(2, 2), winograd=4)
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm == "im2col"
+    close(got, want)
+
+
+def test_dense_path_for_tiny_maps():
+    x, consts, args = conv_case(RNG, h=8, w=8, c=1, o=8, act="RELU")
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm == "dense"
+    close(got, want)
+
+
+@pytest.mark.parametrize("case", [dict(c=8, h=10, w=10), dict(c=70, h=9, w=11, s=(2, 2), n=2),
+                                  dict(c=64, h=8, w=8, k=(5, 5), pads=(2, 2, 2, 2), act="RELUX"),
+                                  dict(c=5, h=7, w=9, d=(2, 2), pads=(2, 1, 2, 1), act="RELU"),
+                                  dict(c=96, h=6, w=6, pads=(0, 0, 0, 0), bias=False),
+                                  dict(c=3, h=6, w=6, k=(3, 1), pads=(1, 0, 1, 0), s=(1, 2))])
+def test_depthwise_matches_reference(case):
+    c = case.pop("c")
+    x, consts, args = conv_case(np.random.default_rng(c), c=c, o=c, **case)
+    consts[0] = consts[0][:, :1]          # [C, 1, kh, kw]
+    args.pop("group")
+    got, want, _ = run_both("DepthwiseConv2d", x, consts, args)
+    close(got, want)
+
+
+POOL_CASES = [
+    dict(k=[3, 3], s=[2, 2], p=[0, 0, 0, 0]), dict(k=[3, 3], s=[1, 1], p=[1, 1, 1, 1]),
+    dict(k=[2, 2], s=[2, 2], p=[0, 0, 0, 0], n=2), dict(k=[3, 3], s=[2, 2], p=[0, 0, 0, 0], ceil=1, h=14, w=13),
+    dict(k=[3, 2], s=[2, 1], p=[1, 0, 1, 1], ceil=1), dict(k=[5, 5], s=[3, 3], p=[2, 2, 2, 2], include=1),
+    dict(k=[9, 7], s=[1, 1], p=[0, 0, 0, 0], h=9, w=7), dict(k=[1, 1], s=[2, 2], p=[0, 0, 0, 0]),
+    dict(k=[3, 3], s=[2, 2], p=[1, 1, 1, 1], d=[2, 2], h=15, w=15),
+]
+
+
+@pytest.mark.parametrize("kind", ["MAX", "AVG"])
+@pytest.mark.parametrize("case", POOL_CASES, ids=str)
+def test_pooling_matches_reference(case, kind):
+    n, h, w = case.get("n", 1), case.get("h", 12), case.get("w", 11)
+    x = np.random.default_rng(h * w).standard_normal((n, h, w, 7)).astype(np.float32)
+    args = dict(pooling_type=kind, kernels=case["k"], strides=case["s"], pads=case["p"],
+                dilations=case.get("d", [1, 1]), ceil_mode=case.get("ceil", 0),
+                count_include_pad=case.get("include", 0))
+    got, want, _ = run_both("Pooling", x, [], args)
+    close(got, want)
+
+
+@pytest.mark.parametrize("beta", [0.75, 0.5, 1.0, 0.6])
+@pytest.mark.parametrize("size,c", [(5, 16), (3, 7), (4, 1), (1, 3)])
+def test_lrn_matches_reference(size, c, beta):
+    x = np.random.default_rng(c).standard_normal((2, 5, 4, c)).astype(np.float32) * 3
+    args = dict(size=size, alpha=0.3, beta=beta, bias=1.5)
+    got, want, _ = run_both("LocalResponseNorm", x, [], args)
+    close(got, want)
+
+
+def test_scratch_is_one_region_sized_for_the_largest_kernel():
+    x, consts, args = conv_case(RNG, h=20, w=20, c=8, o=8)
+    graph = Graph()
+    add_input_info(graph, TensorSpec("x", x.shape, "NONE"))
+    graph.add_const("w", consts[0])
+    graph.add_op("Conv2D", ["x", "w"], ["y1"], data_format="NHWC", **args)
+    graph.add_op("Conv2D", ["y1", "w"], ["y"], data_format="NHWC", **{**args, "pads": [0, 0, 0, 0]})
+    add_output_info(graph, TensorSpec("y", None, "NONE"))
+    infer_shapes(graph)
+    engine = Engine(graph)
+    sizes = [n.kernel.scratch_nbytes for n in engine.nodes]
+    assert engine.scratch_bytes == max(sizes) > 0
+    ref = Engine(graph, options={"reference_kernels": True})
+    close(engine.run({"x": x})["y"], ref.run({"x": x})["y"])
+
+
+@pytest.mark.parametrize("shape,dims", [((1, 5, 1, 3, 8), [0, 1, 2, 4, 3]), ((2, 3, 6, 7), [0, 2, 3, 1]),
+                                        ((4, 2), [1, 0]), ((2, 3, 4), [2, 0, 1])])
+def test_transpose_matches_reference(shape, dims):
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    got, want, _ = run_both("Transpose", x, [], dict(dims=dims))
+    np.testing.assert_array_equal(got, want)
