@@ -74,7 +74,8 @@ def describe(c) -> str:
     text = (f"node #{c.index} '{c.op}' ({c.type}){fw}, tensor '{c.tensor}': cosine {_num(c.cosine)}, "
             f"SQNR {_num(c.sqnr_db, '.2f')} dB, max abs error {_num(c.max_abs_error, '.3g')}")
     if c.op_is_wrong is True:
-        text += f"; run alone on correct inputs it still fails (cosine {_num(c.isolated_cosine)}): this op is wrong"
+        text += (f"; run alone on correct inputs it still fails (cosine {_num(c.isolated_cosine)}): "
+                 f"this op is wrong")
     elif c.op_is_wrong is False:
         text += (f"; run alone on correct inputs it passes (cosine {_num(c.isolated_cosine)}): "
                  f"the error comes from earlier layers")

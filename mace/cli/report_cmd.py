@@ -4,10 +4,9 @@ from __future__ import annotations
 import sys
 
 from mace.config import load_deployment
-from mace.convert import fetch_model_files
 from mace.ir.model_io import load_model
 from mace.report.html import visualize_model
-from mace.report.offline import offline_report, render_text
+from mace.report.offline import offline_report, render_text, source_model
 from mace.report.session import converted_paths, models_of
 
 HELP = "print the offline report of converted models; --html writes the visual report"
@@ -15,7 +14,7 @@ HELP = "print the offline report of converted models; --html writes the visual r
 
 def add_arguments(p) -> None:
     p.add_argument("--html", action="store_true", help="also write <model>_index.html (as `visualize`)")
-    p.add_argument("--dot", action="store_true", help="also write <model>.dot for Graphviz")
+    p.add_argument("--dot", action="store_true", help="also write <model>.dot for Graphviz (and the HTML)")
 
 
 def main(args) -> int:
@@ -24,10 +23,11 @@ def main(args) -> int:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
     for model in models_of(config, args.models):
         pb_path, data_path = converted_paths(config, model, args.build_dir)
-        source, _ = fetch_model_files(config, model, args.build_dir)
+        source = source_model(config, model, args.build_dir)
         print(render_text(offline_report(load_model(pb_path, data_path), source, pb_path, data_path,
                                          model.name)))
         if args.html or args.dot:
             files = visualize_model(config, model, args.build_dir, dot=args.dot)
-            print(f"visual report: {files.html_path}" + (f", Graphviz: {files.dot_path}" if files.dot_path else ""))
+            dot = f", Graphviz: {files.dot_path}" if files.dot_path else ""
+            print(f"visual report: {files.html_path}{dot}")
     return 0

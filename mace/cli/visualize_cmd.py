@@ -28,7 +28,8 @@ def main(args) -> int:
         files = visualize_model(config, model, args.build_dir, args.output_dir, dot=args.dot)
         console.print(f"Model {files.model}: {files.nodes} ops -> {escape(str(files.html_path))}")
         if files.dot_path:
-            console.print(f"  Graphviz: {escape(str(files.dot_path))} (dot -Tsvg -O {escape(str(files.dot_path))})")
+            dot = escape(str(files.dot_path))
+            console.print(f"  Graphviz: {dot} (dot -Tsvg -O {dot})")
         if not files.has_benchmark:
             console.print("  no benchmark data yet: run `converter.py benchmark` for the latency chart")
     return 0

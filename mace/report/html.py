@@ -19,20 +19,24 @@ PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
+<meta http-equiv="Content-Security-Policy"
+      content="default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:">
 <title>{title}</title>
 <style>{css}</style>
 </head>
 <body>
 <header><h1>{title}</h1><div class="meta">{meta}</div></header>
 <section><h2>Graph</h2>
-<div id="graph-box"><div class="tools"><button id="zoom-in" title="zoom in">+</button><button id="zoom-out" title="zoom out">&minus;</button><button id="zoom-fit" title="fit">&#8634;</button></div>
+<div id="graph-box"><div class="tools"><button id="zoom-in" title="zoom in">+</button>
+<button id="zoom-out" title="zoom out">&minus;</button><button id="zoom-fit" title="fit">&#8634;</button></div>
 <svg id="graph" xmlns="http://www.w3.org/2000/svg"></svg></div>
 <div id="details" class="muted">Drag to pan, wheel to zoom, click a node for its details.</div></section>
 <section><h2>Latency per layer</h2><div id="latency"></div></section>
 <section><h2>Memory timeline</h2><div id="memory"></div></section>
 <section><h2>Offline report</h2><table class="kv"><tbody id="report-meta"></tbody></table>
-<table><thead><tr><th>#</th><th class="l">type</th><th class="l">name</th><th class="l">framework ops</th><th class="l">output shape</th><th>MACs</th><th>#ops</th><th>#params</th><th>param size</th><th>activations</th></tr></thead><tbody id="report-body"></tbody></table></section>
+<table><thead><tr><th>#</th><th class="l">type</th><th class="l">name</th><th class="l">framework ops</th>
+<th class="l">output shape</th><th>MACs</th><th>#ops</th><th>#params</th><th>param size</th><th>activations</th>
+</tr></thead><tbody id="report-body"></tbody></table></section>
 <script type="application/json" id="model-data">{data}</script>
 <script>{js}</script>
 </body>
@@ -72,7 +76,8 @@ def render_dot(graph, offline) -> str:
     """Graphviz digraph: a box per op (type, name, output shape, placement, fused framework ops)."""
     _, edges = layout(graph)
     lines = [f"digraph {_dot_id(offline.model)} {{", "  rankdir=TB;",
-             '  node [shape=box, style="rounded,filled", fillcolor="#e8f0fe", fontname="Helvetica", fontsize=10];',
+             '  node [shape=box, style="rounded,filled", fillcolor="#e8f0fe", fontname="Helvetica", '
+             'fontsize=10];',
              '  edge [fontname="Helvetica", fontsize=8, color="#8a93a6"];']
     for kind, tensors in (("in", offline.inputs), ("out", offline.outputs)):
         for t in tensors:
@@ -93,16 +98,14 @@ def render_dot(graph, offline) -> str:
 def visualize_model(config, model, build_dir=None, out_dir=None, dot: bool = False) -> VisualFiles:
     """Write <model>_index.html (and <model>.dot) for a converted model of a deployment file,
     into builds/<library>/model/ unless `out_dir` is given."""
-    from mace.convert import fetch_model_files
     from mace.ir.model_io import load_model
-    from mace.report.offline import offline_report
+    from mace.report.offline import offline_report, source_model
     from mace.report.session import converted_paths
     from mace.report.visual import load_benchmark
 
     pb_path, data_path = converted_paths(config, model, build_dir)
     graph = load_model(pb_path, data_path)
-    source, _ = fetch_model_files(config, model, build_dir)
-    offline = offline_report(graph, source, pb_path, data_path, model.name)
+    offline = offline_report(graph, source_model(config, model, build_dir), pb_path, data_path, model.name)
     benchmark = load_benchmark(pb_path.with_name(f"{model.name}_benchmark.json"), pb_path)
     target = Path(out_dir) if out_dir else pb_path.parent
     target.mkdir(parents=True, exist_ok=True)

@@ -72,6 +72,11 @@ JS = r"""
     return String(n);
   }
   function cut(s, n) { s = String(s); return s.length > n ? s.slice(0, n - 1) + "\u2026" : s; }
+  // scoped names (a/b/c/conv): the last parts say the most; the full name is in the details
+  function tail(s, n) {
+    s = String(s).split("/").slice(-2).join("/");
+    return s.length > n ? "\u2026" + s.slice(s.length - n + 1) : s;
+  }
 
   // ---- graph ------------------------------------------------------------------
   function drawGraph() {
@@ -107,9 +112,10 @@ JS = r"""
       }
       if (isOp) {
         el("text", {"class": "type", x: 8, y: 16}, g, cut(n.type, 24) + "  #" + n.index);
-        el("text", {x: 8, y: 31}, g, cut(n.name, 34));
+        el("text", {x: 8, y: 31}, g, tail(n.name, 34));
         el("text", {"class": "dim", x: 8, y: 46}, g, "out " + cut(shape(n.shape), 22) + "  on " + n.placement);
-        var fused = (n.fused || []).length > 1 ? "fused: " + n.fused.join(" + ") : "from: " + (n.fused || []).join(", ");
+        var fw = (n.fused || []).map(function (f) { return String(f).split("/").pop(); });
+        var fused = fw.length > 1 ? "fused: " + fw.join(" + ") : "from: " + fw.join(", ");
         el("text", {"class": "dim", x: 8, y: 61}, g, cut(fused, 36));
         if (n.ms) { el("text", {"class": "dim", x: 8, y: 74}, g, n.ms.toFixed(4) + " ms (" + n.percent.toFixed(1) + "%)"); }
         drawn += 1;
@@ -127,9 +133,12 @@ JS = r"""
   }
 
   function panZoom(svg, world) {
-    var box = world.getBBox();
-    var view = {x: box.x - 20, y: box.y - 20, w: box.width + 40, h: box.height + 40};
-    var home = {x: view.x, y: view.y, w: view.w, h: view.h};
+    var box = world.getBBox(), r = svg.getBoundingClientRect();
+    var aspect = (r.height || 600) / (r.width || 1000);
+    var home = {x: box.x - 20, y: box.y - 20, w: box.width + 40, h: box.height + 40};
+    // start readable: the top of the graph at about natural size (a tall graph does not fit)
+    var w = Math.max(home.w, Math.min(home.h / aspect, 1100));
+    var view = {x: box.x + box.width / 2 - w / 2, y: box.y - 20, w: w, h: w * aspect};
     function apply() { svg.setAttribute("viewBox", [view.x, view.y, view.w, view.h].join(" ")); }
     function zoom(f, cx, cy) {
       cx = cx === undefined ? view.x + view.w / 2 : cx; cy = cy === undefined ? view.y + view.h / 2 : cy;
@@ -140,6 +149,8 @@ JS = r"""
       return {x: view.x + (ev.clientX - r.left) * s, y: view.y + (ev.clientY - r.top) * s, s: s};
     }
     svg.setAttribute("preserveAspectRatio", "xMidYMin meet");
+    home.w = Math.max(home.w, home.h / aspect); home.h = home.w * aspect;
+    home.x = box.x + box.width / 2 - home.w / 2;
     apply();
     svg.addEventListener("wheel", function (ev) {
       ev.preventDefault(); var p = toWorld(ev); zoom(ev.deltaY > 0 ? 1.15 : 1 / 1.15, p.x, p.y);
@@ -175,7 +186,7 @@ JS = r"""
     rows.forEach(function (r, i) {
       var y = 10 + i * rowH, w = Math.max(1, width * r.avg / maxMs);
       el("text", {"class": "bar-label", x: left - 6, y: y + 12, "text-anchor": "end"}, svg,
-         cut("#" + r.index + " " + r.type + " " + r.name, 40));
+         "#" + r.index + " " + r.type + " " + tail(r.name, 26));
       el("rect", {"class": "bar", x: left, y: y + 2, width: w, height: rowH - 5}, svg);
       el("text", {"class": "bar-label", x: left + w + 6, y: y + 12}, svg,
          r.avg.toFixed(4) + " ms  " + r.percent.toFixed(1) + "%");

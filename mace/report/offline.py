@@ -81,7 +81,9 @@ def offline_report(graph, source_path, pb_path=None, data_path=None, model: str 
     used = used_consts(graph)
     fused = sum(max(len(op.framework_op) - 1, 0) for op in graph.net.op)
     return OfflineReport(
-        model=model or graph.net.name, model_id=md5_of(source_path), source=str(source_path),
+        model=model or graph.net.name,
+        model_id=md5_of(source_path) if source_path else "unknown (source model not available)",
+        source=str(source_path) if source_path else "not available",
         tool_version=__version__,
         inputs=_io(graph.net.input_info, graph.specs), outputs=_io(graph.net.output_info, graph.specs),
         arena_bytes=timeline.plan.arena_size, lower_bound_bytes=timeline.plan.lower_bound,
@@ -147,6 +149,18 @@ def render_text(report: OfflineReport) -> str:
         f"(graph {report.graph_bytes} + weights {report.data_bytes})",
     ]
     return "\n".join(lines) + "\n"
+
+
+def source_model(config, model, build_dir=None):
+    """The source model file for the model ID, or None when it cannot be had any more (the
+    report of an existing conversion is still useful without it)."""
+    from mace.convert import fetch_model_files
+    from mace.errors import MaceError
+
+    try:
+        return fetch_model_files(config, model, build_dir)[0]
+    except MaceError:
+        return None
 
 
 def write_report(graph, source_path, pb_path: Path, data_path: Path, model: str) -> OfflineReport:

@@ -68,7 +68,8 @@ def online_report(engine, inputs: dict, rounds: int = 10, model: str = "", runti
         arena_bytes=int(engine.plan.arena_size),
         weight_bytes=sum(int(engine.graph.consts[t].nbytes) for t in weights),
         params=sum(int(engine.graph.consts[t].size) for t in weights),
-        kernel_bytes=sum(t.nbytes for n in engine.nodes for t in kernel_buffers(n, getattr(engine, "scratch", None)))
+        kernel_bytes=sum(t.nbytes for n in engine.nodes
+                         for t in kernel_buffers(n, getattr(engine, "scratch", None)))
         + int(getattr(engine, "scratch_bytes", 0)),
         peak_rss_bytes=peak_rss_bytes(),
         layers=graph_stats(engine.graph),

@@ -48,12 +48,16 @@ def _prod(shape) -> int:
 
 
 def _shape(graph, name) -> tuple:
-    return tuple(graph.consts[name].shape) if name in graph.consts else tuple(graph.specs[name][0])
+    if name in graph.consts:
+        return tuple(graph.consts[name].shape)
+    return tuple(graph.specs[name][0]) if name in graph.specs else ()  # () : an unknown tensor
 
 
 def _nbytes(graph, name) -> int:
     if name in graph.consts:
         return int(graph.consts[name].nbytes)
+    if name not in graph.specs:
+        return 0
     shape, dtype = graph.specs[name]
     return _prod(shape) * np.dtype(dtype).itemsize
 
@@ -62,17 +66,23 @@ def count_macs(op, graph) -> int:
     """MACE's MAC count of one op (see the module docstring)."""
     out = _prod(_shape(graph, op.output[0])) if op.output else 0
     if op.type in ("Conv2D", "DepthwiseConv2d", "Deconv2D") and len(op.input) > 1:
-        o_or_c, i, kh, kw = _shape(graph, op.input[1])
+        w = _shape(graph, op.input[1])
+        if len(w) != 4:
+            return 0
+        _, i, kh, kw = w
         if op.type == "Conv2D":          # filter OIHW, I = C / group
             return out * kh * kw * i
         if op.type == "DepthwiseConv2d":  # one kh*kw window per output value
             return out * kh * kw
         # Deconv2D filter (C_in, C_out / group, kh, kw): every input value meets kh*kw*C_out/g taps
         return _prod(_shape(graph, op.input[0])) * kh * kw * i
-    if op.type == "FullyConnected":
-        return out * _shape(graph, op.input[1])[-1]
+    if op.type == "FullyConnected" and len(op.input) > 1:
+        w = _shape(graph, op.input[1])
+        return out * w[-1] if w else 0
     if op.type == "MatMul":
         a = _shape(graph, op.input[0])
+        if not a:
+            return 0
         k = a[-2] if len(a) >= 2 and get_arg(op, "transpose_a", 0) else a[-1]
         return out * k
     if op.type == "BatchNorm":
@@ -92,7 +102,7 @@ def count_ops(op, graph, macs: int) -> int:
     if op.type == "Eltwise" and get_arg(op, "type", "") == "SUM":
         return 2 * out
     if op.type == "Pooling":
-        k = get_arg(op, "kernels", [1, 1])
+        k = list(get_arg(op, "kernels", [1, 1])) + [1, 1]
         return out * int(k[0]) * int(k[1])
     return out
 

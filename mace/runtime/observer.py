@@ -87,6 +87,7 @@ class _Hub:
     def __init__(self, engine):
         self.registrations: list = []
         self.infos: dict = {}   # node index -> NodeInfo, built on first use
+        self.quant = _activation_quant(engine)
         self.callbacks = {"before": [], "after": []}
         count = len(engine.nodes)
         self.flags = {name: [flag | _position(count, i) for i in range(count)]
@@ -99,7 +100,7 @@ class _Hub:
     def info(self, engine, index: int) -> NodeInfo:
         info = self.infos.get(index)
         if info is None:
-            info = self.infos[index] = build_node_info(engine, engine.nodes[index])
+            info = self.infos[index] = build_node_info(engine, engine.nodes[index], self.quant)
         return info
 
     def __call__(self, event: str, node, engine) -> None:
@@ -224,20 +225,18 @@ def _forget(engine, indices) -> None:
 
 
 # ---- building NodeInfo ---------------------------------------------------------------
-def build_node_info(engine, node) -> NodeInfo:
+def build_node_info(engine, node, quant: dict | None = None) -> NodeInfo:
     op = node.op
     consts = engine.graph.consts
     info = NodeInfo(node.index, op.type, op.name, tuple(op.framework_op), node.tag)
+    quant = _activation_quant(engine) if quant is None else quant
     for name in op.input:
         if name in consts:
             info.weights.append(_tensor(engine, name, "weight"))
         else:
-            info.inputs.append(_tensor(engine, name, "input"))
-    for i, name in enumerate(op.output):
-        t = _tensor(engine, name, "output")
-        if i < len(op.quantize_info) and op.quantize_info[i].scale:
-            t.scale, t.zero_point = op.quantize_info[i].scale, op.quantize_info[i].zero_point
-        info.outputs.append(t)
+            info.inputs.append(_tensor(engine, name, "input", quant.get(name)))
+    for name in op.output:
+        info.outputs.append(_tensor(engine, name, "output", quant.get(name)))
     info.scratch = kernel_buffers(node, getattr(engine, "scratch", None))
     need = int(getattr(node.kernel, "scratch_nbytes", 0) or 0)
     if need:  # the engine's scratch region, shared by the kernels one at a time
@@ -246,7 +245,19 @@ def build_node_info(engine, node) -> NodeInfo:
     return info
 
 
-def _tensor(engine, name: str, kind: str) -> TensorInfo:
+def _activation_quant(engine) -> dict:
+    """tensor -> (scale, zero point) of quantized activations (OperatorDef.quantize_info).
+
+    Weights carry theirs in ConstTensor, which a loaded model does not keep yet."""
+    quant = {}
+    for op in engine.graph.net.op:
+        for name, q in zip(op.output, op.quantize_info):
+            if q.scale:
+                quant[name] = (float(q.scale), int(q.zero_point))
+    return quant
+
+
+def _tensor(engine, name: str, kind: str, quant=None) -> TensorInfo:
     if name in engine.graph.consts:
         value = engine.graph.consts[name]
         shape, dtype = tuple(value.shape), value.dtype
@@ -254,7 +265,8 @@ def _tensor(engine, name: str, kind: str) -> TensorInfo:
     else:
         shape, dtype = engine.graph.specs[name]
         read = _activation_reader(engine, name)
-    return TensorInfo(name, kind, tuple(shape), np.dtype(dtype), _read=read)
+    scale, zero_point = quant or (None, None)
+    return TensorInfo(name, kind, tuple(shape), np.dtype(dtype), scale, zero_point, _read=read)
 
 
 def _activation_reader(engine, name: str) -> Callable:

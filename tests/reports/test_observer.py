@@ -74,6 +74,14 @@ def test_node_info_walks_the_graph_without_running(session):
     assert node_info(engine, len(engine.nodes)) is None and node_info(engine, -1) is None
 
 
+def test_quantized_activations_carry_scale_and_zero_point(session):
+    engine = session.engine
+    engine.graph.net.op[0].quantize_info.add(scale=0.05, zero_point=128)  # as a quantized model says
+    conv1, conv2 = list(iter_nodes(engine))[:2]
+    assert conv1.outputs[0].scale == pytest.approx(0.05) and conv1.outputs[0].zero_point == 128
+    assert conv2.inputs[0].scale == pytest.approx(0.05) and conv2.inputs[0].zero_point == 128
+
+
 def test_intermediate_values_equal_a_hand_run(session):
     engine = session.engine
     seen = {}
