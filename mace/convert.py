@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mace import frontends
+from mace.codegen.obfuscate import obfuscate_graph
+from mace.codegen.outputs import finish_library, model_extras
 from mace.config.deployment import DeploymentConfig, ModelConfig
 from mace.config.fetch import fetch, sha256_of
 from mace.errors import ConfigError, ModelError
@@ -33,6 +35,7 @@ class ConvertResult:
     data_bytes: int
     log: list = field(default_factory=list)
     report: object = None  # mace.report.offline.OfflineReport, also written as <model>_report.txt
+    extra_files: list = field(default_factory=list)  # (file, place under builds/<library>/): code, maps
 
 
 def library_dir(config: DeploymentConfig, build_dir: Path | None = None) -> Path:
@@ -57,9 +60,6 @@ def fetch_model_files(config: DeploymentConfig, model: ModelConfig, build_dir: P
 
 
 def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
-    if config.model_graph_format == "code":
-        raise ConfigError(f"{config.path}: model_graph_format: 'code' (the model as C++ source) is not "
-                          f"available in this release; use 'file'")
     if len(model.subgraphs) > 1:
         raise ConfigError(f"{config.path}: {model.key_path}.subgraphs: {len(model.subgraphs)} subgraphs; "
                           f"this release converts one subgraph per model (named subgraphs on several "
@@ -101,6 +101,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
         options["only_passes"] = list(sg.graph_optimize_options)
     transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name, log=log.append)
     _check_output_shapes(config, graph, sg)
+    mapping = obfuscate_graph(graph) if sg.obfuscate else None  # before any writer sees a name
     for info in graph.net.output_info:
         del info.dims[:]
         info.dims.extend(graph.shape(info.name))
@@ -112,7 +113,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     (out_dir / f"{model.name}.pb_txt").write_text(net_to_text(graph.net))
     report = write_report(graph, model_path, pb_path, data_path, model.name)
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
-                         report)
+                         report, model_extras(config, model.name, out_dir, pb_path, data_path, mapping))
 
 
 def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,
@@ -144,6 +145,7 @@ def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, 
                         report_path(r.pb_path, r.model)):
                 os.replace(src, final_dir / src.name)
             r.pb_path, r.data_path = final_dir / r.pb_path.name, final_dir / r.data_path.name
+        finish_library(config, final_dir.parent, results)  # generated code, obfuscation maps
         return results
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

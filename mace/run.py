@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.codegen.generate import code_dir
 from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
 from mace.config.fetch import local_path
 from mace.convert import fetch_model_files, model_paths
@@ -25,6 +26,7 @@ from mace.frontends.base import user_to_framework
 from mace.ir.args import get_arg
 from mace.runtime.affinity import pin_threads
 from mace.runtime.engine import create_engine
+from mace.runtime.from_code import create_engine_from_package
 from mace.runtime.gpu.deploy import engine_notes, engine_setup
 from mace.runtime.profiler import OpProfiler
 from mace.validate.metrics import compare
@@ -196,7 +198,12 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
             notes.append(f"cpu_affinity_policy {cpu_affinity_policy}: this OS does not let us pin threads")
         device, options, gpu_notes = engine_setup(config, sg, build_dir, tuning, gpu_perf_hint,
                                                   gpu_priority_hint)  # runtime gpu / cpu+gpu
-        engine, init_ms = _timed(lambda: create_engine(pb_path, data_path, device=device, options=options))
+        if config.model_graph_format == "code":  # load it as a deployment would: the generated package
+            package = code_dir(pb_path.parent.parent, config.library_name)
+            engine, init_ms = _timed(lambda: create_engine_from_package(package, model.name, data_path,
+                                                                        device=device, options=options))
+        else:
+            engine, init_ms = _timed(lambda: create_engine(pb_path, data_path, device=device, options=options))
         notes += gpu_notes + engine_notes(engine)
         # the deployment file's checksum names the model file: no need to read (or download) it
         src = get_arg(engine.graph.net, "source_sha256", "")
