@@ -63,7 +63,7 @@ def render_message(msg, indent: int = 0) -> str:
     """`pb.Type(field=value, ...)` for the fields that are set, on one line when short."""
     parts = []
     for field, value in msg.ListFields():
-        if field.label == FieldDescriptor.LABEL_REPEATED:
+        if field.is_repeated:
             items = [_value(field, v, indent + 8) for v in value]
             one = f"[{', '.join(items)}]"
             if len(one) > LINE or "\n" in one:

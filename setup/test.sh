@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Set up .venv with every extra and run the whole test suite (`.ci/run` runs exactly this).
+# Extra arguments go to pytest, e.g. `bash setup/test.sh tests/ops -x`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# GPU tests run on PoCL (OpenCL on the CPU). The PoCL inside the pyopencl wheel (LLVM 14) cannot
+# build kernels on CPUs newer than its LLVM (e.g. AMD Zen 5); Debian's PoCL can, so add it where apt
+# works. Without a working OpenCL platform the GPU tests skip, saying why.
+if ! dpkg -s pocl-opencl-icd >/dev/null 2>&1 && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+  (apt-get update -qq && apt-get install -y -qq pocl-opencl-icd) >/dev/null 2>&1 \
+    || echo "warning: pocl-opencl-icd not installed" >&2
+fi
+python3 -m venv .venv
+.venv/bin/pip install -q -e ".[test,dev,tf,gpu]"
+exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"
