@@ -185,13 +185,6 @@ def test_runtime_not_in_this_release(work, runtime):
     assert not (work / "out").exists()
 
 
-def test_model_as_code_not_in_this_release(work):
-    write_deployment(work / "bad.yml", {"digits_cnn": digits_model()}, model_graph_format="code",
-                     model_data_format="code")
-    fails(cli("convert", "--config=bad.yml", "--build_dir=out", cwd=work),
-          "model_graph_format", "not available in this release")
-
-
 # ---- run -----------------------------------------------------------------------------------
 def test_run_before_convert_names_the_convert_command(work):
     fails(cli("run", "--config=deploy.yml", cwd=work),

@@ -133,14 +133,16 @@ def write_model_code(pb_path: Path, data_path: Path, out_dir: Path, library: str
     if weights == "code":
         wdir = out_dir / "_weights"
         wdir.mkdir(exist_ok=True)
-        (wdir / "__init__.py").write_text('"""Generated weights modules, one per model."""\n')
         (wdir / f"{model}.py").write_text(render_weights(Path(data_path).read_bytes(), library, model))
-        written += [wdir / "__init__.py", wdir / f"{model}.py"]
+        written.append(wdir / f"{model}.py")
     return written
 
 
-def write_init(out_dir: Path, library: str, models) -> Path:
-    path = Path(out_dir) / "__init__.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(render_init(library, models))
-    return path
+def write_init(out_dir: Path, library: str, models, weights: str) -> None:
+    """The package's __init__.py (every model of the library) and, for embedded weights, _weights/'s."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "__init__.py").write_text(render_init(library, models))
+    if weights == "code":
+        (out_dir / "_weights").mkdir(exist_ok=True)
+        (out_dir / "_weights" / "__init__.py").write_text('"""Generated weights modules, one per model."""\n')

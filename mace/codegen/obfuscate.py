@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from mace.ir.graph import Graph
+from mace.ir.layouts import ARG as PERMS_ARG, record_perms, stored_perms
 
 MAP_SUFFIX = "_obfuscation_map.json"
 
@@ -36,7 +37,16 @@ def obfuscate_graph(graph: Graph) -> dict:
     # consts nobody reads keep the .data layout: rename them too, in their own order
     graph.consts = {tensor(n): v for n, v in graph.consts.items()}
     graph.specs = {tensor(n): v for n, v in graph.specs.items()}
+    _rename_perms(graph, tensors)
     return {"ops": _invert(ops), "tensors": _invert(tensors), "framework_ops": _invert(fw)}
+
+
+def _rename_perms(graph: Graph, tensors: dict) -> None:
+    """The stored_perms net argument is keyed by tensor names; tensors a pass removed are dropped."""
+    perms = stored_perms(graph.net)
+    if perms or any(a.name == PERMS_ARG for a in graph.net.arg):
+        kept = set(graph.input_names) | set(graph.output_names)
+        record_perms(graph, {tensors.get(n, n): p for n, p in perms.items() if n in tensors or n in kept})
 
 
 def _new_id(ids: dict, name: str, prefix: str, kept: set) -> str:

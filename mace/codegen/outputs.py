@@ -44,4 +44,5 @@ def finish_library(config, library_dir: Path, results) -> None:
             if rel not in moved and (library_dir / rel).exists():
                 (library_dir / rel).unlink()
     if config.model_graph_format == "code":
-        write_init(code_dir(library_dir, config.library_name), config.library_name, config.models)
+        write_init(code_dir(library_dir, config.library_name), config.library_name, config.models,
+                   config.model_data_format)

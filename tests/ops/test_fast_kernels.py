@@ -188,7 +188,15 @@ def test_scratch_is_one_region_sized_for_the_largest_kernel():
 
 @pytest.mark.parametrize("shape,dims", [((1, 5, 1, 3, 8), [0, 1, 2, 4, 3]), ((2, 3, 6, 7), [0, 2, 3, 1]),
                                         ((4, 2), [1, 0]), ((2, 3, 4), [2, 0, 1])])
-def test_transpose_matches_reference(shape, dims):
+def test_transpose_matches_reference(shape, dims, monkeypatch):
+    from mace.ops.fast import transpose
+    monkeypatch.setattr(transpose, "MIN_ELEMENTS", 1)
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     got, want, _ = run_both("Transpose", x, [], dict(dims=dims))
+    np.testing.assert_array_equal(got, want)
+
+
+def test_reshape_matches_reference():
+    x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
+    got, want, _ = run_both("Reshape", x, [], dict(dims=[2, -1]))
     np.testing.assert_array_equal(got, want)

@@ -17,6 +17,7 @@ from mace.ops.fast._base import FastKernel, sequence
 from mace.ops.registry import kernel
 
 SMALL_AXIS = 8
+MIN_ELEMENTS = 4096   # below this one permuted copy beats SMALL_AXIS calls (per-call overhead)
 
 
 def _dims(ctx) -> list:
@@ -26,6 +27,7 @@ def _dims(ctx) -> list:
 def worth_splitting(ctx) -> bool:
     dims, shape = _dims(ctx), ctx.input_shapes[0]
     return (len(dims) >= 2 and dims[-1] != len(dims) - 1 and shape[dims[-1]] <= SMALL_AXIS
+            and int(np.prod(shape)) >= MIN_ELEMENTS
             and np.dtype(ctx.input_dtypes[0]) == np.dtype(ctx.output_dtypes[0]))
 
 

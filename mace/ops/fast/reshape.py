@@ -1,0 +1,24 @@
+"""Reshape, fast CPU kernel: one copy from a reshaped view (the reference goes through SimpleKernel:
+compute, asarray, reshape, copy). Arena buffers are contiguous, so the view is free."""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from mace.ops import reshape as _reference  # noqa: F401 - registers the op type first
+from mace.ops.fast._base import FastKernel
+from mace.ops.registry import kernel
+
+
+def same_dtype(ctx) -> bool:
+    return np.dtype(ctx.input_dtypes[0]) == np.dtype(ctx.output_dtypes[0])
+
+
+@kernel("Reshape", "cpu:fast")
+class ReshapeFast(FastKernel):
+    accepts = staticmethod(same_dtype)
+
+    def bind(self, inputs, outputs, scratch=None):
+        x, out = inputs[0], outputs[0]
+        return partial(np.copyto, out, x.reshape(out.shape))
