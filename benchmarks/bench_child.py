@@ -4,7 +4,7 @@
 
 ENGINE is `ort`, `ours` or `build`. An engine child loads the model, warms up,
 answers `ready`, then serves one JSON command per stdin line: {"runs": N} times
-N runs and answers the timings; {"finish": true} writes the outputs, answers
+N runs (after "warm" untimed ones) and answers the timings; {"finish": true} writes the outputs, answers
 peak RSS and exits. Keeping the child alive lets the parent interleave short
 blocks of both engines (other load on the machine then hits both alike)
 without loading a model twice. Answers are stdout lines starting with JSON_MARK.
@@ -105,6 +105,8 @@ def serve(engine: str, case: dict) -> int:
             answer({"names": names, "outputs_file": str(out_path), "peak_rss_mb": peak_rss_mb()})
             return 0
         try:
+            for _ in range(cmd.get("warm", 0)):   # the block starts with caches / thread pools cold
+                run()
             answer({"times_ms": timed(run, cmd["runs"])})
         except Exception as e:
             answer({"error": f"run failed: {type(e).__name__}: {e}"})

@@ -44,6 +44,7 @@ ALL_MODELS = LIGHT_MODELS + ("mobilenet_v2", "digits")
 QUICK_MODELS = ("digits", "squeezenet")
 TARGETS = {"resnet50": 1.2, "vgg19": 1.2, "inception_v1": 1.2, "squeezenet": 1.2,
            "densenet121": 1.5, "shufflenet": 1.5, "mobilenet_v2": 1.5, "digits": 1.5}
+FOUNDATION = ("resnet50", "squeezenet", "inception_v1", "vgg19")   # issue 2: ratio <= 2.0
 ARENA_TARGET = 1.1      # planned arena / live-tensor lower bound
 # (timed runs per engine, warm-up runs) per model, sized so a full run of two variants
 # stays around ten minutes on 2 cores.
@@ -53,6 +54,7 @@ DEFAULT_RUNS = {"digits": (1000, 100), "squeezenet": (150, 10), "shufflenet": (1
                 "zfnet512": (40, 3), "vgg19": (15, 2)}
 QUICK_RUNS = (6, 1)
 DEFAULT_ROUNDS = 5
+SETTLE_S = 0.3          # pause between blocks: the previous engine's spinning threads go idle
 REL_TOL = 1e-3          # above this max relative error the row is marked as disagreeing
 CHILD_TIMEOUT_S = 900
 AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
@@ -184,7 +186,12 @@ def measure(name: str, workdir: Path, args, variants: list) -> dict:
 
 
 def interleave(engines: list, runs: int, rounds: int) -> None:
-    """`rounds` blocks of runs per engine, the engine order rotating each round."""
+    """`rounds` blocks of runs per engine, the engine order rotating each round.
+
+    Before each block the parent waits SETTLE_S: an engine that just ran leaves its
+    thread pool spinning (OpenBLAS for up to 2^28 cycles, ~0.1 s; onnxruntime briefly),
+    which would steal a core from the next engine's first runs. Each block starts
+    with one untimed run."""
     for e in engines:
         e.error = e.child.info.get("error", "")
     per_round = max(1, -(-runs // rounds))
@@ -193,7 +200,8 @@ def interleave(engines: list, runs: int, rounds: int) -> None:
         for e in order:
             if e.error:
                 continue
-            ans = e.child.ask(runs=per_round)
+            time.sleep(SETTLE_S)
+            ans = e.child.ask(runs=per_round, warm=1)
             if "error" in ans:
                 e.error = ans["error"]
                 continue
@@ -321,6 +329,13 @@ def summary(results: list) -> list:
         example = next((kernels_label(r) for r in mine), label)
         out.append(f"- **{example}**: meets {len(met)} of {len(mine)} latency targets"
                    + (f"; misses {', '.join(missed)}" if missed else ""))
+    for label in dict.fromkeys(r.get("variant") for r in results if r.get("variant") != "-"):
+        base = [r for r in results if r.get("variant") == label and r["model"] in FOUNDATION]
+        if base:
+            ok = all("ratio" in r and r["ratio"] <= 2.0 for r in base)
+            out.append(f"- **{kernels_label(base[0])}**, foundation issue (<= 2.0 on ResNet-50, "
+                       f"SqueezeNet, Inception v1, VGG-19): {'met' if ok else 'not met'} ("
+                       + ", ".join(f"{r['model']} {_fmt(r.get('ratio'), '.2f')}" for r in base) + ")")
     plans = {r["model"]: r["info"]["arena_bytes"] / r["info"]["lower_bound_bytes"] for r in results
              if r.get("info", {}).get("lower_bound_bytes")}
     if plans:
@@ -410,8 +425,9 @@ def markdown(rows: list, results: list, args, elapsed_s: float) -> str:
         "- batch 1, float32; the same input array for both engines; latency = median wall time "
         "of `Engine.run` / `InferenceSession.run` after warm-up runs",
         f"- every engine in its own process; {args.rounds} interleaved rounds per model, the "
-        "engine order rotating each round; *per-round ours/ort* is the range of the ratio of "
-        "the rounds' medians",
+        f"engine order rotating each round, {SETTLE_S} s of quiet and one untimed run before "
+        "each block (so that the previous engine's spinning thread pool has gone idle); "
+        "*per-round ours/ort* is the range of the ratio of the rounds' medians",
         "- *ours: BLAS kernels* is what OpenBLAS reported (threadpoolctl) inside our child: "
         "`(env)` = as the environment chose them, `(OPENBLAS_CORETYPE)` = set by the "
         "benchmark's `--variants` for that child only",
@@ -420,6 +436,11 @@ def markdown(rows: list, results: list, args, elapsed_s: float) -> str:
         f"- whole run took {elapsed_s:.0f} s; load average (1 / 5 / 15 min) before -> after "
         f"each model: {loads}", "",
         "## Summary", "", *summary(results), "",
+        "Variants: the environment's OpenBLAS kernels are what a user of this machine gets by "
+        "default; `SkylakeX` is what `mace/_blas.py` picks on an AVX-512 CPU when "
+        "OPENBLAS_CORETYPE is not set (set it, or unset it, to get them); `+wino4` is the "
+        "`.yml` option `winograd: 4` (opt-in; 3x3 stride-1 convs with enough channels and "
+        "tiles, see mace/ops/fast/_winograd.py).", "",
         "## Results", "", table(results), "",
         "Columns: *ours/ort* is the latency ratio (lower is better); *max rel err* is "
         "max|ours - ort| / max|ort| over all outputs, the pre-softmax logits included (a row "

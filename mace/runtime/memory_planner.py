@@ -1,7 +1,8 @@
 """Offline memory plan: one arena, tensors placed at offsets reused once they are dead.
 
-Greedy by size (largest tensor first, lowest offset that overlaps no placed
-tensor alive at the same time), the strategy TFLite's arena planner uses.
+Greedy (each tensor at the lowest offset that overlaps no placed tensor alive
+at the same time) in a few orders: largest first, the strategy TFLite's arena
+planner uses, and two others; the smallest arena wins.
 `lower_bound` is the largest total size of simultaneously live tensors: no
 plan can be smaller, so arena_size / lower_bound says how good the plan is.
 The same plan serves the CPU engine, the offline report and (later) GPU image reuse.
@@ -30,10 +31,27 @@ def _align(n: int, align: int) -> int:
     return (n + align - 1) // align * align
 
 
+# Placement orders tried; the smallest arena wins. Largest-first alone (TFLite's) left
+# DenseNet-121 at 1.103x its lower bound (8.23 / 7.46 MB); with these three it is at the
+# bound (planning it takes ~12 ms instead of ~4).
+ORDERS = (
+    lambda t: (-t.size, t.first, t.name),                          # largest first
+    lambda t: (-t.size * (t.last - t.first + 1), t.first, t.name),  # largest size x lifetime first
+    lambda t: (-(t.last - t.first), -t.size, t.name),               # longest-lived first
+)
+
+
 def plan_memory(lives: list, align: int = 64) -> MemoryPlan:
+    plans = [_greedy(lives, align, order) for order in ORDERS]
+    plan = min(plans, key=lambda p: p.arena_size)   # ties: the first order, as before
+    plan.lower_bound = live_lower_bound(lives, align)
+    return plan
+
+
+def _greedy(lives: list, align: int, order) -> MemoryPlan:
     plan = MemoryPlan()
     placed = []  # (offset, end, life)
-    for life in sorted(lives, key=lambda t: (-t.size, t.first, t.name)):
+    for life in sorted(lives, key=order):
         size = _align(max(life.size, 1), align)
         busy = sorted((o, e) for o, e, other in placed
                       if other.first <= life.last and life.first <= other.last)
@@ -45,7 +63,6 @@ def plan_memory(lives: list, align: int = 64) -> MemoryPlan:
         placed.append((offset, offset + size, life))
         plan.offsets[life.name] = offset
         plan.arena_size = max(plan.arena_size, offset + size)
-    plan.lower_bound = live_lower_bound(lives, align)
     return plan
 
 

@@ -102,12 +102,13 @@ def test_conv2d_matches_reference(case, mode):
 @pytest.mark.parametrize("chunk", ["whole", "chunked"])
 def test_winograd_matches_reference(case, m, chunk, monkeypatch):
     monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
-    monkeypatch.setattr(_winograd, "MIN_TILES", 1)
+    for limit in ("MIN_TILES", "MIN_TILES_FEW_CHANNELS", "MIN_CHANNELS"):
+        monkeypatch.setattr(_winograd, limit, 1)
     if chunk == "chunked":
         monkeypatch.setattr(_winograd, "CHUNK_BYTES", 1)   # one tile row per chunk
     x, consts, args = conv_case(np.random.default_rng(m), winograd=m, **case)
     got, want, kern = run_both("Conv2D", x, consts, args)
-    assert kern.algorithm == "winograd"
+    assert kern.algorithm == "winograd" and kern.algo.m == m
     close(got, want, rtol=2e-4 if m == 4 else 2e-5)   # F(4x4) rounds a little more
 
 
@@ -200,3 +201,11 @@ def test_reshape_matches_reference():
     x = np.random.default_rng(0).standard_normal((2, 3, 4, 5)).astype(np.float32)
     got, want, _ = run_both("Reshape", x, [], dict(dims=[2, -1]))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("hw,c,asked,used", [(56, 64, 4, 4), (14, 256, 4, 2), (14, 256, 2, 2), (7, 512, 4, 0),
+                                             (13, 64, 4, 0), (55, 16, 4, 0), (28, 128, 4, 4)])
+def test_winograd_block_follows_the_measured_limits(hw, c, asked, used):
+    geo = _conv_gemm.ConvGeometry(1, hw, hw, c, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1), hw, hw, c, 1)
+    assert _winograd.pick_block(geo, asked) == used
+

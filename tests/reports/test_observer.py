@@ -88,13 +88,14 @@ def test_intermediate_values_equal_a_hand_run(session):
     register(engine, lambda f, node: seen.update({t.name: np.array(t.data) for t in node.outputs}),
              Event.AFTER)
     out = engine.run(session.inputs)
-    conv1, conv2, _, _, fc, _ = list(iter_nodes(engine))
+    conv1, conv2, _, fc, _ = list(iter_nodes(engine))
     x = session.inputs["image"].astype(np.float64)
     relu1 = np.maximum(conv2d_nhwc(x, conv1.weights[0].data, conv1.weights[1].data, 1, 1), 0)
     np.testing.assert_allclose(seen["relu1"], relu1, rtol=1e-5, atol=1e-5)
     relu2 = np.maximum(conv2d_nhwc(relu1, conv2.weights[0].data, conv2.weights[1].data, 2, 1), 0)
     np.testing.assert_allclose(seen["relu2"], relu2, rtol=1e-5, atol=1e-5)
-    flat = relu2.transpose(0, 3, 1, 2).reshape(1, -1)  # ONNX flattens NCHW
+    # fold_flatten_transpose permuted the FC weight to read the NHWC tensor as it is
+    flat = relu2.reshape(1, -1)
     logits = flat @ fc.weights[0].data.T + fc.weights[1].data
     np.testing.assert_allclose(seen["logits"], logits, rtol=1e-4, atol=1e-4)
     prob = np.exp(logits - logits.max()) / np.exp(logits - logits.max()).sum()

@@ -116,7 +116,7 @@ def test_visualize_command(digits):
     r = cli("visualize", "--config=deploy.yml", f"--build_dir={BUILD}", "--dot", "--output_dir=viz", cwd=work)
     assert r.returncode == 0, r.stderr
     assert (work / "viz" / "digits_cnn_index.html").exists() and (work / "viz" / "digits_cnn.dot").exists()
-    assert "6 ops" in r.stdout
+    assert "5 ops" in r.stdout
 
 
 def test_html_renders_in_headless_chromium(digits, browser, tmp_path):

@@ -13,7 +13,9 @@ import numpy as np
 
 from mace.ops.fast._conv_gemm import ConvGeometry
 
-DENSE_MAX_ELEMENTS = 1 << 18   # 1 MiB of float32
+# T is read whole on every run: at 8x8x1 -> 8 channels (32K elements) one GEMM takes 5.5 us
+# against 7.2 us for pad + im2col + GEMM, at 8x8x8 -> 4x4x16 (131K) 9.4 us against 6.7 us.
+DENSE_MAX_ELEMENTS = 1 << 15   # 128 KiB of float32
 DENSE_MAX_WASTE = 16           # T may hold at most this many times the filter's MACs
 
 

@@ -32,15 +32,35 @@ A_T = {2: [[1, 1, 1, 0], [0, 1, -1, -1]],
 CHUNK_BYTES = 4 << 20
 
 
-# Fewer output tiles per image than this and the 36 (16) small GEMMs lose to im2col
-# (ResNet-50's 7x7x512 layer: 2x2 tiles of F(4x4), 3.4 ms against 1.3 ms).
-MIN_TILES = 16
+# Where Winograd pays, measured per layer on 2 threads (benchmarks/bench_ops.py, AMD EPYC,
+# OpenBLAS SkylakeX kernels; ms for im2col / F(2x2) / F(4x4)):
+#   56x56x256 10.5 / 6.4 / 4.9    28x28x128 0.69 / 0.53 / 0.53    14x14x256 0.68 / 0.51 / 0.73
+#   56x56x64  0.86 / 0.75 / 0.62  13x13x64->256 0.16 / 0.19 / 0.22   55x55x16->64 0.26 / 0.45 / 0.31
+# Few input channels make the transforms dominate; few tiles make the a*a GEMMs too small.
+MIN_CHANNELS = 64
+MIN_TILES = 49                  # output tiles per image, with >= 128 input channels
+MIN_TILES_FEW_CHANNELS = 100    # ... with 64..127 input channels
 
 
-def eligible(geo: ConvGeometry, m: int) -> bool:
-    tiles = -(-geo.oh // m) * -(-geo.ow // m)
+def _tiles(geo: ConvGeometry, m: int) -> int:
+    return -(-geo.oh // m) * -(-geo.ow // m)
+
+
+def eligible(geo: ConvGeometry) -> bool:
     return ((geo.kh, geo.kw) == (3, 3) and tuple(geo.strides) == (1, 1)
-            and tuple(geo.dilations) == (1, 1) and geo.group == 1 and tiles >= MIN_TILES)
+            and tuple(geo.dilations) == (1, 1) and geo.group == 1)
+
+
+def pick_block(geo: ConvGeometry, m: int) -> int:
+    """The output block to use when `m` (2 or 4) is asked for: m, 2 instead of a 4 whose tiles
+    would be too few, or 0 (im2col) where Winograd does not pay."""
+    if m not in (2, 4) or not eligible(geo) or geo.c < MIN_CHANNELS:
+        return 0
+    need = MIN_TILES if geo.c >= 128 else MIN_TILES_FEW_CHANNELS
+    for block in ((4, 2) if m == 4 else (2,)):
+        if _tiles(geo, block) >= need:
+            return block
+    return 0
 
 
 def transform_filter(w: np.ndarray, m: int) -> np.ndarray:
@@ -82,8 +102,8 @@ class Winograd:
                 t = rows * self.tiles_w
                 dt, vt = d[:a * a * t * g.c], v[:a * a * t * g.c]
                 mt, yt = mm[:a * a * t * g.o], y[:m * m * t * g.o]
-                src = _tiles(xp[image, r0 * m:], a, m, rows, self.tiles_w)
-                dst = _tiles(full[image, r0 * m:], m, m, rows, self.tiles_w)
+                src = _tile_view(xp[image, r0 * m:], a, m, rows, self.tiles_w)
+                dst = _tile_view(full[image, r0 * m:], m, m, rows, self.tiles_w)
                 steps += [partial(np.copyto, dt.reshape(src.shape), src),
                           partial(np.matmul, self.bk, dt.reshape(a * a, -1), out=vt.reshape(a * a, -1)),
                           partial(np.matmul, vt.reshape(a * a, t, g.c), self.u,
@@ -95,7 +115,7 @@ class Winograd:
         return steps
 
 
-def _tiles(img, size: int, step: int, rows: int, cols: int):
+def _tile_view(img, size: int, step: int, rows: int, cols: int):
     """View [size, size, rows, cols, C] of `img` [H, W, C]: tile (r, c) starts at (r, c) * step."""
     s0, s1, s2 = img.strides
     return as_strided(img, (size, size, rows, cols, img.shape[2]),

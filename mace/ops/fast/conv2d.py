@@ -2,9 +2,9 @@
 
 tiny maps -> one dense matrix (_conv_dense); 1x1 without pads -> GEMM on the
 input itself (_conv_gemm.Pointwise); 3x3 stride 1 with arg `winograd` 2|4 (set
-by the winograd pass from the .yml) -> Winograd (_winograd); everything else
--> chunked im2col + GEMM (_conv_gemm.Im2col). Bias and activation follow in
-place on the output.
+by the mark_winograd pass from the .yml) -> Winograd where _winograd.pick_block
+says it pays; everything else -> chunked im2col + GEMM (_conv_gemm.Im2col).
+Bias and activation follow in place on the output.
 """
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ def choose(geo: ConvGeometry, w: np.ndarray, winograd: int):
         return _conv_dense.Dense(geo, w)
     if is_pointwise(geo):
         return Pointwise(geo, pack_filter(w, geo.group))
-    if winograd in (2, 4) and _winograd.eligible(geo, winograd):
-        return _winograd.Winograd(geo, w, winograd)
+    block = _winograd.pick_block(geo, winograd)
+    if block:
+        return _winograd.Winograd(geo, w, block)
     return Im2col(geo, pack_filter(w, geo.group))
 
 
@@ -77,10 +78,6 @@ class Conv2DFast(FastKernel):
 
 def epilogue(out, bias, act) -> list:
     """In-place bias add and activation over `out` (channels last)."""
-    steps = []
-    if bias is not None:
-        out2d = out.reshape(-1, bias.shape[0])
-        steps.append(partial(np.add, out2d, bias, out=out2d))
-    if act is not None:
-        steps.append(partial(act, out))
-    return steps
+    out2d = out.reshape(-1, out.shape[-1])
+    return ([partial(np.add, out2d, bias, out=out2d)] if bias is not None else []) + \
+        ([partial(act, out2d)] if act is not None else [])

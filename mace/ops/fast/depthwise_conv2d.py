@@ -51,23 +51,31 @@ class DepthwiseConv2dFast(FastKernel):
         if any(g.pads):
             xp = bufs[-1]
             steps += pad_steps(xp, x, g.pads)
-        s0, s1, s2, s3 = xp.strides
-        if self.use_einsum:
-            view = as_strided(xp, (g.n, g.oh, g.ow, g.kh, g.kw, g.c),
-                              (s0, s1 * g.strides[0], s2 * g.strides[1], s1 * g.dilations[0],
-                               s2 * g.dilations[1], s3), writeable=False)
-            steps.append(partial(np.einsum, "nhwijc,ijc->nhwc", view, self.taps, out=out))
-        else:
-            tmp = bufs[0]
-            wins = [(self._window(xp, i, j), self.taps[i, j])
-                    for i in range(g.kh) for j in range(g.kw)]
-            steps.append(partial(np.multiply, wins[0][0], wins[0][1], out=out))
-            for win, tap in wins[1:]:
-                steps += [partial(np.multiply, win, tap, out=tmp), partial(np.add, out, tmp, out=out)]
+        tmp = None if self.use_einsum else bufs[0]
+        steps += self._taps(xp, out, tmp, 0, g.oh)
         return sequence(steps + epilogue(out, self.bias, self.act))
 
-    def _window(self, xp, i, j):
+    def _taps(self, xp, out, tmp, r0: int, r1: int) -> list:
+        """Steps computing output rows r0:r1 (before bias and activation)."""
         g = self.geo
-        r0, c0 = i * g.dilations[0], j * g.dilations[1]
-        return xp[:, r0:r0 + g.strides[0] * (g.oh - 1) + 1:g.strides[0],
+        out = out[:, r0:r1]
+        if self.use_einsum:
+            s0, s1, s2, s3 = xp.strides
+            base = xp[:, r0 * g.strides[0]:]
+            view = as_strided(base, (g.n, r1 - r0, g.ow, g.kh, g.kw, g.c),
+                              (s0, s1 * g.strides[0], s2 * g.strides[1], s1 * g.dilations[0],
+                               s2 * g.dilations[1], s3), writeable=False)
+            return [partial(np.einsum, "nhwijc,ijc->nhwc", view, self.taps, out=out)]
+        tmp = tmp[:, r0:r1]
+        wins = [(self._window(xp, i, j, r0, r1), self.taps[i, j])
+                for i in range(g.kh) for j in range(g.kw)]
+        steps = [partial(np.multiply, wins[0][0], wins[0][1], out=out)]
+        for win, tap in wins[1:]:
+            steps += [partial(np.multiply, win, tap, out=tmp), partial(np.add, out, tmp, out=out)]
+        return steps
+
+    def _window(self, xp, i, j, r0, r1):
+        g = self.geo
+        top, c0 = r0 * g.strides[0] + i * g.dilations[0], j * g.dilations[1]
+        return xp[:, top:top + g.strides[0] * (r1 - r0 - 1) + 1:g.strides[0],
                   c0:c0 + g.strides[1] * (g.ow - 1) + 1:g.strides[1], :]

@@ -26,7 +26,8 @@ def _flatten_chain(graph, fc, producers, consumers):
     shape_in, shape_out = graph.shape(transpose.input[0]), graph.shape(reshape.output[0])
     dims = list(get_arg(transpose, "dims", []))
     if (len(shape_out) != 2 or not dims or dims[0] != 0 or shape_out[0] != shape_in[0]
-            or len(fc.input) < 2 or fc.input[1] not in graph.consts):
+            or len(fc.input) < 2 or fc.input[1] not in graph.consts
+            or reshape.output[0] in graph.output_names):
         return None
     return transpose, reshape
 
@@ -51,6 +52,11 @@ def fold_flatten_transpose(graph, options) -> bool:
         w_x = w.reshape((w.shape[0],) + tuple(t_shape)).transpose([0] + inverse).reshape(w.shape)
         fc.input[1] = graph.add_const(graph.unique_name(fc.input[1]), np.ascontiguousarray(w_x))
         reshape.input[0] = transpose.input[0]
+        # The flat vector now holds the NHWC order: a new name, so that nothing (layer-by-layer
+        # validation) takes it for the framework's NCHW-ordered tensor.
+        flat = graph.unique_name(reshape.output[0] + "_nhwc")
+        graph.specs[flat] = graph.specs[reshape.output[0]]
+        reshape.output[0] = fc.input[0] = flat
         changed = True
     if changed:
         remove_dead_ops(graph, options)
