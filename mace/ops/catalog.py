@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import sys
 
+from mace.ops.support_table import support_markdown
+
 
 def _first_line(obj) -> str:
     doc = (sys.modules[obj.__module__].__doc__ or "").strip()
@@ -23,6 +25,7 @@ def ops_markdown() -> str:
     for name, fn in sorted(load_mappers().items()):
         lines.append(f"| {name} | `{fn.__module__.rsplit('.', 1)[-1]}.py` |")
     lines += _caffe_layers()
+    lines += support_markdown()
     return "\n".join(lines) + "\n"
 
 
