@@ -45,17 +45,23 @@ def _remove_locks(pattern: str) -> None:
 
 
 @pytest.fixture
-def fake_adb(tmp_path, numpy_only_python):
+def fake_adb(tmp_path, numpy_only_python, monkeypatch):
     """The stand-in adb first on PATH (python3 there is the numpy-only one).
-    Returns (env for the CLI, the phones' home folder, add_phone(serial, ...))."""
-    bin_dir, home = tmp_path / "bin", tmp_path / "adb-home"
+    Returns (env for the CLI, the phones' home folder, add_phone(serial, ...)).
+
+    Device locks live in the temp dir, shared by every process of the machine: the phones
+    here get a private one, so another test run on this machine never holds their locks."""
+    bin_dir, home, locks = tmp_path / "bin", tmp_path / "adb-home", tmp_path / "locks"
     bin_dir.mkdir()
     home.mkdir()
+    locks.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(locks))  # is_locked() in the test looks here
     adb = bin_dir / "adb"
     adb.write_text(f"#!/bin/sh\nexec {sys.executable} {HERE / 'fake_adb.py'} \"$@\"\n")
     adb.chmod(0o755)
     (bin_dir / "python3").symlink_to(numpy_only_python)
-    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", FAKE_ADB_HOME=str(home))
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", FAKE_ADB_HOME=str(home),
+               TMPDIR=str(locks))
     phones = {}
 
     def add_phone(serial, model="Pixel 6", soc="gs101", abis="arm64-v8a,armeabi-v7a,armeabi", state="device"):
