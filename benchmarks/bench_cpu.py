@@ -271,6 +271,11 @@ def _fmt(v, spec: str) -> str:
     return "-" if v is None else format(v, spec)
 
 
+def _ms(v) -> str:
+    """Milliseconds: 2 decimals, 3 significant digits below 1 ms (digits runs in ~0.02 ms)."""
+    return "-" if v is None else format(v, ".2f" if v >= 1 else ".3g")
+
+
 def _mb(n) -> float | None:
     return None if n is None else n / 2**20
 
@@ -285,7 +290,7 @@ def table(results: list) -> str:
         arena, bound = info.get("arena_bytes"), info.get("lower_bound_bytes")
         rr = r.get("round_ratios")
         lines.append("| " + " | ".join([
-            r["model"], kernels_label(r), _fmt(r.get("ours_ms"), ".2f"), _fmt(r.get("ort_ms"), ".2f"),
+            r["model"], kernels_label(r), _ms(r.get("ours_ms")), _ms(r.get("ort_ms")),
             _fmt(r.get("ratio"), ".2f"), f"{rr[0]:.2f}-{rr[1]:.2f}" if rr else "-",
             f"<= {r['target']:.1f}" if r["target"] else "report only", status(r),
             err if isinstance(err, str) else _fmt(err, ".1e"),
@@ -312,7 +317,7 @@ def spread_table(results: list) -> str:
     for r in results:
         if "ours_ms" not in r:
             continue
-        cells = [" / ".join(f"{v:.2f}" for v in np.percentile(r[k], [0, 10, 50, 90]))
+        cells = [" / ".join(_ms(v) for v in np.percentile(r[k], [0, 10, 50, 90]))
                  for k in ("ours_times", "ort_times")]
         ratio = min(r["ours_times"]) / min(r["ort_times"])
         lines.append(f"| {r['model']} | {kernels_label(r)} | {cells[0]} | {cells[1]} | {ratio:.2f} |")
