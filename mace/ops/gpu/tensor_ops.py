@@ -96,6 +96,13 @@ class _ResizeGpu(GpuKernel):
         return cl.Buffer(self.gpu.context, cl.mem_flags.READ_ONLY | cl.mem_flags.COPY_HOST_PTR,
                          hostbuf=host)
 
+    def _bind_resize(self, name, tables, n, h, w, oh, ow, c):
+        """Build resize kernel `name` over index/weight `tables`, one work item per output pixel."""
+        self.name, self.tables = name, tables
+        self.k = self.kernel("tensor", name)
+        self.k.set_args(self.image_in(0), self.outs[0].image, *tables, *i32(h, w, oh, ow, n * oh, cdiv(c, 4)))
+        self.gws = (ow * cdiv(c, 4), n * oh)
+
     def enqueue(self):
         self.launch(self.k, self.name, self.gws)
 
@@ -108,13 +115,9 @@ class ResizeBilinearGpu(_ResizeGpu):
         (_, oh, sh), (_, ow, sw) = axes
         r_lo, r_hi, _, r_w = linear_table(h, oh, sh, mode)
         c_lo, c_hi, _, c_w = linear_table(w, ow, sw, mode)
-        self.tables = [self.table(r_lo, np.int32), self.table(r_hi, np.int32), self.table(r_w, np.float32),
-                       self.table(c_lo, np.int32), self.table(c_hi, np.int32), self.table(c_w, np.float32)]
-        self.name = "resize_bilinear"
-        self.k = self.kernel("tensor", self.name)
-        self.k.set_args(self.image_in(0), self.outs[0].image, *self.tables,
-                        *i32(h, w, oh, ow, n * oh, cdiv(c, 4)))
-        self.gws = (ow * cdiv(c, 4), n * oh)
+        tables = [self.table(r_lo, np.int32), self.table(r_hi, np.int32), self.table(r_w, np.float32),
+                  self.table(c_lo, np.int32), self.table(c_hi, np.int32), self.table(c_w, np.float32)]
+        self._bind_resize("resize_bilinear", tables, n, h, w, oh, ow, c)
 
 
 @kernel("ResizeNearestNeighbor", "gpu")
@@ -124,13 +127,8 @@ class ResizeNearestGpu(_ResizeGpu):
         (axes, mode) = axis_params(ctx, ctx.input_shapes[0])
         nearest = ctx.arg("nearest_mode", "round_prefer_floor")
         rows, cols = (nearest_index(i, o, s, mode, nearest) for i, o, s in axes)
-        self.tables = [self.table(rows, np.int32), self.table(cols, np.int32)]
-        oh, ow = len(rows), len(cols)
-        self.name = "resize_nearest"
-        self.k = self.kernel("tensor", self.name)
-        self.k.set_args(self.image_in(0), self.outs[0].image, *self.tables,
-                        *i32(h, w, oh, ow, n * oh, cdiv(c, 4)))
-        self.gws = (ow * cdiv(c, 4), n * oh)
+        tables = [self.table(rows, np.int32), self.table(cols, np.int32)]
+        self._bind_resize("resize_nearest", tables, n, h, w, len(rows), len(cols), c)
 
 
 @kernel("Pad", "gpu")
