@@ -15,7 +15,7 @@ from mace import frontends
 from mace.codegen.obfuscate import obfuscate_graph
 from mace.codegen.outputs import finish_library, model_extras
 from mace.config.deployment import DeploymentConfig, ModelConfig
-from mace.config.fetch import fetch, sha256_of
+from mace.config.fetch import fetch, local_path, sha256_of
 from mace.errors import ConfigError, ModelError
 from mace.frontends.base import ModelSpec
 from mace.ir.args import set_arg
@@ -23,7 +23,8 @@ from mace.ir.model_io import net_to_text, save_model
 from mace.report.offline import report_path, write_report
 from mace.transform.pipeline import transform
 
-SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu")
+SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu", "dsp")
+QUANTIZED_RUNTIMES = ("cpu", "dsp")   # quantize: 1 runs on these (dsp always quantizes)
 
 
 @dataclass
@@ -68,9 +69,25 @@ def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
         if sg.runtime not in SUPPORTED_RUNTIMES:
             raise ConfigError(f"{config.path}: {sg.key_path}.runtime: '{sg.runtime}' is not available "
                               f"in this release (available: {', '.join(SUPPORTED_RUNTIMES)})")
-        if sg.quantize:
-            raise ConfigError(f"{config.path}: {sg.key_path}.quantize: quantization is not available "
-                              f"in this release")
+        if sg.quantize and sg.runtime not in QUANTIZED_RUNTIMES:
+            raise ConfigError(f"{config.path}: {sg.key_path}.quantize: quantized models run on "
+                              f"{' or '.join(QUANTIZED_RUNTIMES)}, not '{sg.runtime}'")
+
+
+def quantize_options(config: DeploymentConfig, sg) -> dict:
+    """The quantize pass's options: ranges from the range file, input_ranges, calibration."""
+    from mace.quantize.calibrate import calibration_source
+    from mace.quantize.ranges import read_range_file
+
+    if not (sg.quantize or sg.runtime == "dsp"):
+        return {}
+    options = {"quantize": True, "per_channel": True,
+               "input_ranges": {t.name: tuple(t.value_range) for t in sg.inputs}}
+    if sg.quantize_range_file:
+        path = local_path(sg.quantize_range_file, config.path.parent)
+        options["quantize_ranges"] = read_range_file(path)
+    options["calibrate"] = calibration_source(config, sg)
+    return options
 
 
 def _check_output_shapes(config, graph, sg) -> None:
@@ -92,6 +109,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     graph = frontends.convert(model.platform, spec)
     log = []
     options = {"runtime": sg.runtime, "data_type": sg.data_type, "winograd": sg.winograd}
+    options.update(quantize_options(config, sg))
     if sg.graph_optimize_options:
         from mace.transform.pipeline import pass_names
         unknown = set(sg.graph_optimize_options) - set(pass_names())

@@ -23,6 +23,9 @@ class Graph:
     consts: dict = field(default_factory=dict)  # name -> np.ndarray
     # name -> (shape tuple, numpy dtype) for every non-const tensor, filled by infer_shapes
     specs: dict = field(default_factory=dict)
+    # name -> mace.quantize.params.QuantParams for quantized constants (weights, bias);
+    # activations keep theirs in their producer's OperatorDef.quantize_info
+    quant: dict = field(default_factory=dict)
     _uid: itertools.count = field(default_factory=lambda: itertools.count(), repr=False)
 
     # ---- names ---------------------------------------------------------
@@ -97,6 +100,19 @@ class Graph:
         if name in self.consts:
             return self.consts[name].dtype
         return np.dtype(self.specs[name][1])
+
+    def quant_params(self, name: str):
+        """QuantParams of a quantized tensor (constant or op output), or None for float ones."""
+        if name in self.consts:
+            return self.quant.get(name)
+        if np.dtype(self.specs[name][1]) not in (np.dtype(np.uint8), np.dtype(np.int8)):
+            return None
+        from mace.quantize.params import params_from_info
+        for op in self.net.op:
+            if name in op.output:
+                i = list(op.output).index(name)
+                return params_from_info(op.quantize_info[i]) if i < len(op.quantize_info) else None
+        return None
 
     def rename_tensor(self, old: str, new: str) -> None:
         """Make every consumer (and graph output) read `new` instead of `old`."""

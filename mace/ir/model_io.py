@@ -35,6 +35,8 @@ def save_model(graph: Graph, pb_path: Path, data_path: Path) -> None:
         t = net.tensors.add(name=name, data_type=from_numpy(value.dtype),
                             offset=offset, data_size=value.nbytes)
         t.dims.extend(value.shape)
+        if name in graph.quant:
+            _write_quant(t, graph.quant[name])
         pad = (-value.nbytes) % ALIGN
         blobs.append((value, pad))
         offset += value.nbytes + pad
@@ -78,8 +80,14 @@ def load_model(pb_path: Path, data_path: Path | None = None) -> Graph:
     data_path = Path(data_path) if data_path else pb_path.with_suffix(".data")
     net = load_net(pb_path)
     consts = _map_consts(net, data_path) if net.tensors else {}
+    return graph_from_net(net, consts)
+
+
+def graph_from_net(net: pb.NetDef, consts: dict) -> Graph:
+    """A Graph over a loaded NetDef and its constants (moves net.tensors' metadata out)."""
+    quant = {t.name: _read_quant(t) for t in net.tensors if t.quantized}
     del net.tensors[:]
-    graph = Graph(net=net, consts=consts)
+    graph = Graph(net=net, consts=consts, quant=quant)
     for info in net.input_info:
         graph.specs[info.name] = (tuple(info.dims), to_numpy(info.data_type))
     for op in net.op:
@@ -102,6 +110,27 @@ def _map_consts(net: pb.NetDef, data_path: Path) -> dict:
         raw = blob[t.offset:t.offset + t.data_size]
         consts[t.name] = raw.view(dtype).reshape(tuple(t.dims))
     return consts
+
+
+def _write_quant(t, p) -> None:
+    t.quantized = True
+    t.minval, t.maxval = p.minval, p.maxval
+    if p.per_channel:
+        t.scales.extend(np.asarray(p.scale, np.float32).tolist())
+        t.zero_points.extend(np.asarray(p.zero_point, np.int32).tolist())
+        t.quantized_dimension = p.axis
+    else:
+        t.scale, t.zero_point = p.scale, int(p.zero_point)
+
+
+def _read_quant(t):
+    from mace.quantize.params import QuantParams
+
+    dtype = to_numpy(t.data_type)
+    if t.HasField("quantized_dimension"):
+        return QuantParams(np.asarray(t.scales, np.float32), np.asarray(t.zero_points, np.int32),
+                           t.minval, t.maxval, dtype, t.quantized_dimension)
+    return QuantParams(float(np.float32(t.scale)), int(t.zero_point), t.minval, t.maxval, dtype)
 
 
 def net_to_text(net: pb.NetDef) -> str:

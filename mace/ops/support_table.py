@@ -14,7 +14,7 @@ from collections import defaultdict
 _ADD = re.compile(r"""\.add\(\s*["']([A-Za-z0-9_]+)["']""")
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\(")
 
-RUNTIME_TAGS = {"CPU": ("cpu",), "GPU": ("gpu",), "DSP": ("dsp", "hexagon")}
+RUNTIME_TAGS = {"CPU": ("cpu",), "GPU": ("gpu",), "DSP": ("int8",)}  # the DSP simulator runs the quantized kernels
 
 
 def _emitted(fn, depth: int = 2) -> set:
@@ -58,8 +58,8 @@ def support_markdown() -> list:
     producers = producers_by_ir_op()
     lines = ["", "## Support table", "",
              "Each IR op, the framework ops that convert to it, and the runtimes with a kernel for it "
-             "(an op without a GPU kernel runs on the CPU under `cpu+gpu`; DSP kernels arrive with "
-             "the quantization issue). Framework ops that only fold away (Shape, Constant, ...) or "
+             "(an op without a GPU kernel runs on the CPU under `cpu+gpu`; the DSP column lists the "
+             "quantized kernels, which also run a `quantize: 1` model on the CPU). Framework ops that only fold away (Shape, Constant, ...) or "
              "disappear (Identity, Dropout) are not listed.", "",
              "| IR op | ONNX | TensorFlow | Caffe | CPU | GPU | DSP |", "|---|---|---|---|---|---|---|"]
     for name, spec in sorted(all_ops().items()):

@@ -21,13 +21,17 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import RuntimeInputError
+from mace.ir.args import get_arg
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
 from mace.ops.registry import Kernel, KernelContext, select_kernel
 from mace.runtime.memory_planner import MemoryPlan, TensorLife, plan_memory
 
-DEVICE_TAGS = {"cpu": ["cpu:fast", "cpu"]}
+DEVICE_TAGS = {"cpu": ["cpu:fast", "cpu"], "dsp": ["int8"]}
 FAST_TAG = "cpu:fast"
+# Quantized kernels (mace/ops/int8); each accepts only nodes whose tensors are quantized,
+# so the float ops of a quantized model (e.g. a float head) fall through to "cpu".
+INT8_TAG = "int8"
 SCRATCH_ALIGN = 64
 # OpenCL runtimes (mace/runtime/gpu): their CPU-placed ops use the "cpu" tags.
 GPU_DEVICES = ("gpu", "cpu+gpu")
@@ -52,6 +56,9 @@ class Engine:
         self.tags = DEVICE_TAGS.get("cpu" if device in GPU_DEVICES else device, [device, "cpu"])
         if self.options.get("reference_kernels"):
             self.tags = [t for t in self.tags if t != FAST_TAG]
+        self.quantized = is_quantized(graph)
+        if self.quantized and INT8_TAG not in self.tags:
+            self.tags = [INT8_TAG] + self.tags
         self.gpu = _gpu_runtime(self) if device in GPU_DEVICES else None  # ops placed on the GPU
         self.plan = self._plan()
         self.arena = np.zeros(self.plan.arena_size, np.uint8)
@@ -114,6 +121,8 @@ class Engine:
             output_dtypes=[np.dtype(g.specs[t][1]) for t in op.output],
             consts=[g.consts.get(t) for t in op.input],
             options=self.options,
+            input_quant=[g.quant_params(t) for t in op.input] if self.quantized else [],
+            output_quant=[g.quant_params(t) for t in op.output] if self.quantized else [],
         )
         cls, tag = self._select(op.type, ctx)
         try:
@@ -227,6 +236,11 @@ class Engine:
                 raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
             for obs in observers:
                 obs("after", node, self)
+
+
+def is_quantized(graph: Graph) -> bool:
+    """Set by the quantize pass (mace/transform/passes/quantize.py) on the nets it rewrote."""
+    return bool(get_arg(graph.net, "quantize", 0))
 
 
 def _gpu_runtime(engine):

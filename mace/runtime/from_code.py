@@ -21,6 +21,7 @@ import numpy as np
 from mace.errors import ModelError
 from mace.ir.dtypes import to_numpy
 from mace.ir.graph import Graph
+from mace.ir.model_io import graph_from_net
 from mace.runtime.engine import Engine
 
 ALIGN = 64  # as mace/ir/model_io.py: tensors start 64-byte aligned
@@ -42,8 +43,7 @@ def graph_from_module(module, data_path=None) -> Graph:
         raise ModelError(f"{module.__name__}: expected {net.data_size} bytes of model data, found {blob.size}")
     consts = {t.name: blob[t.offset:t.offset + t.data_size].view(to_numpy(t.data_type)).reshape(tuple(t.dims))
               for t in net.tensors}
-    del net.tensors[:]
-    return _graph(net, consts)
+    return graph_from_net(net, consts)
 
 
 def default_data_path(module) -> Path:
@@ -70,17 +70,6 @@ def _memmap(path: Path, size: int) -> np.ndarray:
     if not path.exists():
         raise ModelError(f"{path}: model data file is missing")
     return np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
-
-
-def _graph(net, consts) -> Graph:
-    # the same specs load_model (mace/ir/model_io.py) derives from a .pb
-    graph = Graph(net=net, consts=consts)
-    for info in net.input_info:
-        graph.specs[info.name] = (tuple(info.dims), to_numpy(info.data_type))
-    for op in net.op:
-        for t, shape, dt in zip(op.output, op.output_shape, op.output_type):
-            graph.specs[t] = (tuple(shape.dims), to_numpy(dt))
-    return graph
 
 
 def load_package(package_dir):

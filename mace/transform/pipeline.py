@@ -22,6 +22,7 @@ from mace.transform.passes.fold_scale_shift import fold_batchnorm
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
 from mace.transform.passes.place_ops import gpu_runtime, place_ops
+from mace.transform.passes.quantize import quantize_graph, wants_quantize
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.to_nhwc import to_nhwc
 from mace.transform.passes.winograd import mark_winograd
@@ -59,6 +60,7 @@ PASSES = [
     Pass("sort_topologically_final", sort_topologically, repeat=False),
     Pass("infer_shapes_final", _infer, repeat=False),
     Pass("mark_winograd", mark_winograd, repeat=False),
+    Pass("quantize", quantize_graph, repeat=False, when=wants_quantize),
     Pass("place_ops", place_ops, repeat=False, when=gpu_runtime),
 ]
 
@@ -77,7 +79,7 @@ def _enabled(p: Pass, options: dict) -> bool:
     return not only or p.name in only or p.name in REQUIRED
 
 
-REQUIRED = {"sort_topologically", "infer_shapes", "to_nhwc", "fold_transposes",
+REQUIRED = {"quantize", "sort_topologically", "infer_shapes", "to_nhwc", "fold_transposes",
             "sort_topologically_final", "infer_shapes_final", "place_ops"}
 
 

@@ -1,0 +1,12 @@
+"""Quantized (uint8 activations, int8/uint8 weights, int32 bias) kernels, tag "int8".
+
+One module per op, registered with @kernel(op_type, "int8"). They run on CPU for a
+`quantize: 1` model and inside the DSP simulator (mace/runtime/dsp). Every kernel is
+integer-only between its input and output (see mace/quantize/params.py) and bit-exact.
+Conventions each kernel class declares for the quantize pass:
+  accepts(ctx)          staticmethod: True when its tensors are quantized (float nodes fall through)
+  supports(op, graph)   staticmethod: None when this op can be quantized, else the reason
+  weight_inputs         {input index: per-channel axis or None} for constant weights
+  bias_input            index of an int32 bias input (scale = input scale * weight scale) or None
+  output_range          "own" (needs a range), "input" (inherits input 0's), or (lo, hi) fixed
+"""

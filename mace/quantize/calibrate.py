@@ -1,0 +1,121 @@
+"""Calibration: run the float model over sample inputs and record every tensor's range.
+
+    ranges = collect_ranges(graph, samples)      # {tensor: (min, max)} over all samples
+    stats  = collect_stats(graph, samples)       # [{tensor: (min, max)}] one dict per sample
+
+`run --quantize_stat` logs the per-sample statistics in MACE's format and
+`convert` calls collect_ranges directly when a model names calibration samples
+(the one-step path). Ranges are those of the converted float graph's tensors:
+the same names the quantize pass looks up.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _observer(stats: dict):
+    def observe(event, node, engine):
+        if event != "after":
+            return
+        for name, out in zip(node.op.output, node.outputs):
+            if out is None or out.size == 0 or out.dtype.kind != "f":
+                continue
+            stats[name] = (float(out.min()), float(out.max()))
+    return observe
+
+
+def collect_stats(graph, samples, engine=None) -> list:
+    """One {tensor: (min, max)} per sample (a dict input name -> array); inputs included."""
+    from mace.runtime.engine import Engine
+
+    engine = engine or Engine(graph, device="cpu")
+    per_sample = []
+    for inputs in samples:
+        stats = {name: (float(np.min(v)), float(np.max(v))) for name, v in inputs.items()}
+        engine.observers.append(_observer(stats))
+        try:
+            engine.run(inputs)
+        finally:
+            engine.observers.pop()
+        per_sample.append(stats)
+    return per_sample
+
+
+def merge_stats(per_sample: list) -> dict:
+    """Overall (min of mins, max of maxes) per tensor."""
+    ranges = {}
+    for stats in per_sample:
+        for name, (lo, hi) in stats.items():
+            old = ranges.get(name)
+            ranges[name] = (lo, hi) if old is None else (min(old[0], lo), max(old[1], hi))
+    return ranges
+
+
+def collect_ranges(graph, samples) -> dict:
+    return merge_stats(collect_stats(graph, samples))
+
+
+def load_samples(directory, specs, where: str) -> list:
+    """Calibration samples in `directory` as [{input name: array}], in file-name order.
+
+    Accepted layouts (arrays in the deployment file's input layout and shape):
+      * one sub-folder per sample, holding `<input>.npy` for every input (as `run --input_dir`);
+      * `*.npz` files, one per sample, keyed by input name;
+      * `<input>.npy` for every input directly in the folder: one sample;
+      * for a one-input model, any `*.npy` files: one sample each.
+    """
+    from mace.errors import ConfigError
+    from mace.run import _npy, file_names
+
+    d = Path(directory)
+    if not d.is_dir():
+        raise ConfigError(f"{where}: calibration folder {d} not found")
+    files = file_names([s.name for s in specs], "input")
+    subdirs = sorted(p for p in d.iterdir() if p.is_dir())
+    samples = []
+    if subdirs:
+        samples = [{s.name: _npy(sub / files[s.name], s, where) for s in specs} for sub in subdirs]
+    elif sorted(d.glob("*.npz")):
+        for path in sorted(d.glob("*.npz")):
+            with np.load(path, allow_pickle=False) as z:
+                missing = [s.name for s in specs if s.name not in z.files]
+                if missing:
+                    raise ConfigError(f"{where}: {path} lacks input(s) {missing} (has {z.files})")
+                samples.append({s.name: _fit(z[s.name], s, path, where) for s in specs})
+    elif all((d / files[s.name]).exists() for s in specs):
+        samples = [{s.name: _npy(d / files[s.name], s, where) for s in specs}]
+    elif len(specs) == 1:
+        samples = [{specs[0].name: _npy(p, specs[0], where)} for p in sorted(d.glob("*.npy"))]
+    if not samples:
+        raise ConfigError(f"{where}: no calibration samples in {d} (sub-folders with <input>.npy, "
+                          f"*.npz files, or *.npy files for a one-input model)")
+    return samples
+
+
+def _fit(value, spec, path, where):
+    from mace.errors import ConfigError
+
+    if value.size != int(np.prod(spec.shape)):
+        raise ConfigError(f"{where}: {path}: input '{spec.name}' has shape {list(value.shape)}, "
+                          f"expected {list(spec.shape)}")
+    return value.reshape(spec.shape).astype(spec.dtype)
+
+
+def calibration_source(config, sg):
+    """A `graph -> ranges` callable for the quantize pass, or None when there are no samples.
+
+    Samples come from the subgraph's `quantize_calibration_data` folder, else from its
+    validation_inputs_data (one sample) when no quantize_range_file is given.
+    """
+    from mace.config.fetch import local_path
+
+    if sg.quantize_calibration_data:
+        where = f"{config.path}: {sg.key_path}.quantize_calibration_data"
+        folder = local_path(sg.quantize_calibration_data, config.path.parent)
+        return lambda graph: collect_ranges(graph, load_samples(folder, sg.inputs, where))
+    if sg.validation_inputs_data and not sg.quantize_range_file:
+        from mace.run import make_inputs
+        return lambda graph: collect_ranges(graph, [make_inputs(config, sg, None)[0]])
+    return None

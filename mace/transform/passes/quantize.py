@@ -1,0 +1,200 @@
+"""quantize: rewrite a float graph into MACE's uint8 scheme (mace/quantize/params.py).
+
+Runs last, on the optimised float graph, so tensor names are those that
+`run --quantize_stat` logged. Range sources, first wins per tensor:
+  1. quantization-aware ranges the frontend kept (TF FakeQuant, ONNX Q/DQ pairs;
+     net args read by fake_quant_ranges),
+  2. the .yml's quantize_range_file (options["quantize_ranges"]),
+  3. calibration over sample inputs (options["calibrate"]: graph -> ranges),
+  4. input_ranges for model inputs (options["input_ranges"]).
+An op is quantized when its type has an "int8" kernel (mace/ops/int8) whose
+`supports(op, graph)` finds nothing against it; the others stay float and get
+Dequantize/Quantize ops at the boundary. On the DSP every op must be quantized:
+the pass lists those that cannot be, as MACE does at convert time.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.errors import ModelError
+from mace.frontends.tensorflow.fake_quant import fake_quant_ranges
+from mace.ir.args import set_arg
+from mace.quantize import params as qp
+from mace.transform.shape_inference import infer_shapes
+
+INT8 = "int8"
+
+
+def wants_quantize(options) -> bool:
+    return bool(options.get("quantize"))
+
+
+def int8_kernel(op_type: str):
+    from mace.ops.registry import spec
+
+    return spec(op_type).kernels.get(INT8)
+
+
+def quantize_plan(graph) -> dict:
+    """op name -> None (quantizable) or the reason it stays float."""
+    plan = {}
+    for op in graph.net.op:
+        cls = int8_kernel(op.type)
+        if cls is None:
+            plan[op.name] = f"no quantized kernel for {op.type}"
+            continue
+        bad = [t for t in op.input if t not in graph.consts and graph.dtype(t).kind != "f"]
+        supports = getattr(cls, "supports", None)
+        plan[op.name] = (f"reads non-float tensor {bad[0]}" if bad
+                         else supports(op, graph) if supports else None)
+    return plan
+
+
+def merged_ranges(graph, options) -> dict:
+    """tensor -> (min, max), sources merged in priority order (see module doc)."""
+    ranges = dict(options.get("input_ranges") or {})
+    calibrate = options.get("calibrate")
+    if calibrate:
+        ranges.update(calibrate(graph))
+    ranges.update(options.get("quantize_ranges") or {})
+    ranges.update({t: (lo, hi) for t, (lo, hi, _, _) in fake_quant_ranges(graph.net).items()})
+    return ranges
+
+
+def quantize_graph(graph, options) -> bool:
+    plan = quantize_plan(graph)
+    if options.get("runtime") == "dsp":
+        refused = [f"{op.name} ({op.type}): {plan[op.name]}" for op in graph.net.op if plan[op.name]]
+        if refused:
+            raise ModelError("the DSP cannot run these ops (they have no quantized form):\n  "
+                             + "\n  ".join(refused))
+    q = _Rewriter(graph, plan, merged_ranges(graph, options), options.get("per_channel", True))
+    q.run()
+    return False
+
+
+class _Rewriter:
+    def __init__(self, graph, plan, ranges, per_channel):
+        self.g, self.plan, self.ranges, self.per_channel = graph, plan, ranges, per_channel
+        self.params = {}        # quantized-domain tensor name -> QuantParams
+        self.domain = {}        # float-graph tensor name -> its quantized-domain name
+        self.missing = []
+        self.consumers = graph.consumers()
+
+    def quantized(self, op) -> bool:
+        return self.plan.get(op.name) is None
+
+    def act_params(self, t, op=None):
+        if t in self.domain:
+            return self.params[self.domain[t]]
+        if t in self.ranges:
+            return qp.activation_params(*self.ranges[t])
+        self.missing.append(f"{t}" + (f" (read by {op.name})" if op is not None else ""))
+        return qp.activation_params(0.0, 1.0)
+
+    def run(self):
+        g, new_ops = self.g, []
+        outputs = set(g.output_names)
+        for op in list(g.net.op):
+            if not self.quantized(op):
+                new_ops.append(op)
+                continue
+            cls = int8_kernel(op.type)
+            in_params = self._inputs(op, cls, new_ops)
+            deq = self._outputs(op, cls, in_params, outputs)
+            new_ops.append(op)
+            for t in deq:
+                new_ops.append(g.make_op("Dequantize", [self.domain[t]], [t],
+                                         name=g.unique_name(f"{t}_dequantize")))
+        if self.missing:
+            raise ModelError("no quantization range for tensor(s): " + ", ".join(self.missing[:10])
+                             + (" ..." if len(self.missing) > 10 else "")
+                             + "; give quantize_range_file (from run --quantize_stat), calibration "
+                               "samples, or input_ranges for model inputs")
+        g.set_ops(new_ops)
+        self._drop_unused_consts()
+        infer_shapes(g)
+        for name, p in self.params.items():   # the quantized domain is uint8 whatever infer said
+            g.specs[name] = (g.specs[name][0], np.dtype(np.uint8))
+        for op in g.net.op:
+            for t, info in zip(op.output, op.quantize_info):
+                qp.fill_info(info, self.params[t])
+        g.record_shapes()
+        set_arg(g.net, "quantize", 1)
+
+    def _inputs(self, op, cls, new_ops) -> list:
+        """Point op's inputs at quantized tensors; returns their params (None: int input)."""
+        g, params = self.g, []
+        weights = dict(getattr(cls, "weight_inputs", {}) or {})
+        bias_index = getattr(cls, "bias_input", None)
+        for i, t in enumerate(op.input):
+            if t in g.consts:
+                if i == bias_index or g.consts[t].dtype.kind != "f":
+                    params.append(None)          # bias needs the others first; ints stay
+                    continue
+                axis = weights.get(i) if self.per_channel else None
+                value = g.consts[t]
+                p = (qp.weight_params(value, axis) if i in weights
+                     else qp.activation_params(float(value.min(initial=0)), float(value.max(initial=0))))
+                op.input[i] = self._const(t, qp.quantize(value, p), p)
+                params.append(p)
+            elif t in self.domain:
+                op.input[i] = self.domain[t]
+                params.append(self.params[self.domain[t]])
+            else:
+                op.input[i] = self._quantize_edge(t, op, new_ops)
+                params.append(self.params[op.input[i]])
+        if bias_index is not None and bias_index < len(op.input):
+            t = op.input[bias_index]
+            w = params[1] if len(params) > 1 else None
+            if params[0] is None or w is None:
+                raise ModelError(f"op '{op.name}' ({op.type}): bias needs a quantized input and weight")
+            b, p = qp.quantize_bias(g.consts[t], params[0].scale, w)
+            op.input[bias_index] = self._const(t, b, p)
+            params[bias_index] = p
+        return params
+
+    def _quantize_edge(self, t, op, new_ops) -> str:
+        """A Quantize op turning float tensor t into its uint8 twin (made once per tensor)."""
+        g = self.g
+        name = g.unique_name(f"{t}_quantized")
+        self.params[name] = self.act_params(t, op)
+        quant = g.make_op("Quantize", [t], [name], name=g.unique_name(f"{t}_quantize"))
+        quant.quantize_info.add()
+        new_ops.append(quant)
+        self.domain[t] = name
+        return name
+
+    def _outputs(self, op, cls, in_params, graph_outputs) -> list:
+        """Give op's outputs params; returns float names that need a Dequantize after it."""
+        mode = getattr(cls, "output_range", "own")
+        deq = []
+        for k, t in enumerate(op.output):
+            if isinstance(mode, tuple):
+                p = qp.activation_params(*mode)
+            elif t in self.ranges or mode != "input":
+                p = self.act_params(t, op)
+            else:
+                p = in_params[0]
+            float_users = [c for c in self.consumers.get(t, []) if not self.quantized(c)]
+            name = t
+            if t in graph_outputs or float_users:
+                name = self.g.unique_name(f"{t}_quantized")
+                op.output[k] = name
+                deq.append(t)
+            self.domain[t], self.params[name] = name, p
+            op.quantize_info.add()
+        return deq
+
+    def _const(self, t, value, p) -> str:
+        g = self.g
+        name = g.unique_name(f"{t}_quantized")
+        g.consts[name] = np.ascontiguousarray(value)
+        g.quant[name] = p
+        return name
+
+    def _drop_unused_consts(self):
+        used = {t for op in self.g.net.op for t in op.input}
+        for c in [c for c in self.g.consts if c not in used]:
+            del self.g.consts[c]
+            self.g.quant.pop(c, None)
