@@ -81,7 +81,7 @@ def quantize_options(config: DeploymentConfig, sg) -> dict:
 
     if not (sg.quantize or sg.runtime == "dsp"):
         return {}
-    options = {"quantize": True, "per_channel": True,
+    options = {"quantize": True, "per_channel": True, "where": f"{config.path}: {sg.key_path}",
                "input_ranges": {t.name: tuple(t.value_range) for t in sg.inputs}}
     if sg.quantize_range_file:
         path = local_path(sg.quantize_range_file, config.path.parent)

@@ -177,7 +177,7 @@ def test_op_of_a_custom_domain(work):
           "FancyOp", "node fancy")
 
 
-@pytest.mark.parametrize("runtime", ["dsp"])  # gpu: tests/gpu/
+@pytest.mark.parametrize("runtime", ["hta", "apu"])  # gpu: tests/gpu/
 def test_runtime_not_in_this_release(work, runtime):
     fails(convert(work, {"digits_cnn": digits_model(runtime=runtime)}),
           "bad.yml", "models.digits_cnn.subgraphs[0].runtime", f"'{runtime}' is not available in this release",

@@ -66,7 +66,9 @@ def quantize_graph(graph, options) -> bool:
     if options.get("runtime") == "dsp":
         refused = [f"{op.name} ({op.type}): {plan[op.name]}" for op in graph.net.op if plan[op.name]]
         if refused:
-            raise ModelError("the DSP cannot run these ops (they have no quantized form):\n  "
+            where = options.get("where", "")
+            raise ModelError(f"{where}{': ' if where else ''}runtime dsp: the DSP cannot run "
+                             f"{len(refused)} op(s) (no quantized form):\n  "
                              + "\n  ".join(refused))
     q = _Rewriter(graph, plan, merged_ranges(graph, options), options.get("per_channel", True))
     q.run()
