@@ -20,7 +20,7 @@ from mace.codegen.generate import code_dir
 from mace.runtime.from_code import create_engine_from_package
 from tests.codegen.helpers import convert, digits_models, inputs_for, squeezenet_models
 
-RUNTIME = ["__init__.py", "_blas.py", "errors.py", "runtime", "ir", "ops", "proto"]
+RUNTIME = ["__init__.py", "_blas.py", "errors.py", "runtime", "ir", "ops", "proto", "quantize"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 SCRIPT = """
