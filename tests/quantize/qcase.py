@@ -1,0 +1,49 @@
+"""Quantize a small hand-built float graph and run it both ways (tests of int8 kernels).
+
+    g = make_graph((1, 8, 8, 3), [("Conv2D", ["x", "w", "b"], ["y"], {...})], consts)
+    ref, out, qgraph = quantize_and_run(g, {"x": x})
+    assert within_steps(ref["y"], out["y"], output_step(qgraph, "y"), steps=1)
+
+Ranges are calibrated on the same inputs (the float graph's own min/max), so the only
+error left is the quantization itself: what the kernels' bounds are about.
+"""
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from mace.quantize.calibrate import collect_ranges
+from mace.runtime.engine import Engine
+from mace.transform.passes.quantize import quantize_graph
+
+
+def quantize_and_run(graph, inputs: dict, ranges: dict | None = None, per_channel: bool = True,
+                     device: str = "cpu", runtime: str = "cpu"):
+    """(float outputs, quantized outputs, quantized graph). `graph` is left as it was."""
+    float_graph = copy.deepcopy(graph)
+    ref = Engine(float_graph).run(inputs)
+    qgraph = copy.deepcopy(graph)
+    ranges = collect_ranges(float_graph, [inputs]) if ranges is None else ranges
+    quantize_graph(qgraph, {"quantize": True, "quantize_ranges": ranges,
+                            "per_channel": per_channel, "runtime": runtime})
+    out = Engine(qgraph, device=device).run(inputs)
+    return ref, out, qgraph
+
+
+def output_step(qgraph, name: str) -> float:
+    """The quantization step (scale) of graph output `name` (its Dequantize's input)."""
+    for op in qgraph.net.op:
+        if op.type == "Dequantize" and op.output[0] == name:
+            return qgraph.quant_params(op.input[0]).scale
+    raise KeyError(f"output {name} is not dequantized: was its producer quantized?")
+
+
+def kernel_tags(qgraph, device: str = "cpu") -> dict:
+    """op type -> kernel tag chosen by the engine (to assert the int8 kernel really ran)."""
+    return {n.op.type: n.tag for n in Engine(qgraph, device=device).nodes}
+
+
+def within_steps(ref, out, step: float, steps: float = 1.0) -> bool:
+    err = np.max(np.abs(np.asarray(ref, np.float64) - np.asarray(out, np.float64)), initial=0.0)
+    return bool(err <= steps * step + 1e-6)
