@@ -14,13 +14,15 @@ from pathlib import Path
 from mace import frontends
 from mace.codegen.obfuscate import obfuscate_graph
 from mace.codegen.outputs import finish_library, model_extras
-from mace.config.deployment import DeploymentConfig, ModelConfig
+from mace.config.deployment import DeploymentConfig, ModelConfig, placed_runtimes
 from mace.config.fetch import fetch, local_path, sha256_of
 from mace.errors import ConfigError, ModelError
 from mace.frontends.base import ModelSpec
 from mace.ir.args import set_arg
 from mace.ir.model_io import net_to_text, save_model
+from mace.quantize.report import write_report as write_quantize_report
 from mace.report.offline import report_path, write_report
+from mace.transform import placement
 from mace.transform.pipeline import transform
 
 SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu", "dsp")
@@ -61,17 +63,17 @@ def fetch_model_files(config: DeploymentConfig, model: ModelConfig, build_dir: P
 
 
 def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
-    if len(model.subgraphs) > 1:
-        raise ConfigError(f"{config.path}: {model.key_path}.subgraphs: {len(model.subgraphs)} subgraphs; "
-                          f"this release converts one subgraph per model (named subgraphs on several "
-                          f"runtimes come with layer placement)")
-    for sg in model.subgraphs:
+    for sg in model.subgraphs:   # several named ones: placed groups of one model (docs/placement.md)
         if sg.runtime not in SUPPORTED_RUNTIMES:
             raise ConfigError(f"{config.path}: {sg.key_path}.runtime: '{sg.runtime}' is not available "
                               f"in this release (available: {', '.join(SUPPORTED_RUNTIMES)})")
         if sg.quantize and sg.runtime not in QUANTIZED_RUNTIMES:
             raise ConfigError(f"{config.path}: {sg.key_path}.quantize: quantized models run on "
                               f"{' or '.join(QUANTIZED_RUNTIMES)}, not '{sg.runtime}'")
+    runtimes = set().union(*(placed_runtimes(sg) for sg in model.subgraphs))
+    if "gpu" in runtimes and ("dsp" in runtimes or model.graph.quantize):
+        raise ConfigError(f"{config.path}: {model.key_path}: placement on {', '.join(sorted(runtimes))}: "
+                          f"quantized groups (dsp, quantize: 1) combine with cpu groups only")
 
 
 def quantize_options(config: DeploymentConfig, sg) -> dict:
@@ -103,12 +105,17 @@ def _check_output_shapes(config, graph, sg) -> None:
 def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
                   build_dir: Path | None = None, dump_dir: Path | None = None) -> ConvertResult:
     _check_supported(config, model)
-    sg = model.subgraphs[0]
+    sg = model.graph   # the model as one graph: named subgraphs joined
+    plan = placement.plan_for(config, model)
     model_path, weight_path = fetch_model_files(config, model, build_dir)
-    spec = ModelSpec(model_path, sg.inputs, sg.outputs, weight_path, model.name)
+    spec = ModelSpec(model_path, sg.inputs, sg.outputs + placement.boundary_specs(plan), weight_path,
+                     model.name)
     graph = frontends.convert(model.platform, spec)
     log = []
     options = {"runtime": sg.runtime, "data_type": sg.data_type, "winograd": sg.winograd}
+    if plan:
+        placement.assign_parts(plan, graph)
+        options["placement"] = plan
     options.update(quantize_options(config, sg))
     if sg.graph_optimize_options:
         from mace.transform.pipeline import pass_names
@@ -130,8 +137,11 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     save_model(graph, pb_path, data_path)
     (out_dir / f"{model.name}.pb_txt").write_text(net_to_text(graph.net))
     report = write_report(graph, model_path, pb_path, data_path, model.name)
+    extras = model_extras(config, model.name, out_dir, pb_path, data_path, mapping)
+    if options.get("quantize_report"):  # left by the quantize pass: <model>_quantize_report.txt/.json
+        extras += write_quantize_report(options["quantize_report"], out_dir, model.name, mapping)
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
-                         report, model_extras(config, model.name, out_dir, pb_path, data_path, mapping))
+                         report, extras)
 
 
 def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,

@@ -25,10 +25,12 @@ from mace.frontends import FRAMEWORK_FORMATS
 from mace.frontends.base import user_to_framework
 from mace.ir.args import get_arg
 from mace.runtime.affinity import pin_threads
+from mace.runtime.dsp import backend_choice, create_dsp_engine
 from mace.runtime.engine import create_engine
 from mace.runtime.from_code import create_engine_from_package
 from mace.runtime.gpu.deploy import engine_notes, engine_setup
 from mace.runtime.profiler import OpProfiler
+from mace.transform.placement_groups import describe as describe_placement
 from mace.validate.metrics import compare
 from mace.validate.reference import reference_runner
 
@@ -186,7 +188,7 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
               validate: bool = False, input_dir=None, output_dir=None, num_threads: int = 0,
               seed: int = 0, profile: bool = False, tuning: bool = False, gpu_perf_hint: int = 0,
               gpu_priority_hint: int = 0, cpu_affinity_policy: int = 0) -> ModelRunResult:
-    sg = model.subgraphs[0]
+    sg = model.graph
     pb_path, data_path = model_paths(config, model.name, build_dir)
     if not pb_path.exists():
         flag = f" --build_dir={build_dir}" if build_dir and Path(build_dir) != Path("builds") else ""
@@ -198,13 +200,18 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
             notes.append(f"cpu_affinity_policy {cpu_affinity_policy}: this OS does not let us pin threads")
         device, options, gpu_notes = engine_setup(config, sg, build_dir, tuning, gpu_perf_hint,
                                                   gpu_priority_hint)  # runtime gpu / cpu+gpu
-        if config.model_graph_format == "code":  # load it as a deployment would: the generated package
+        if sg.runtime == "dsp":  # a DspBackend (mace/runtime/dsp): the Hexagon simulator by default
+            backend, where = backend_choice(config, sg)
+            engine, init_ms = _timed(lambda: create_dsp_engine(pb_path, data_path, backend, where=where))
+            notes.append(engine.describe())
+        elif config.model_graph_format == "code":  # load it as a deployment would: the generated package
             package = code_dir(pb_path.parent.parent, config.library_name)
             engine, init_ms = _timed(lambda: create_engine_from_package(package, model.name, data_path,
                                                                         device=device, options=options))
         else:
             engine, init_ms = _timed(lambda: create_engine(pb_path, data_path, device=device, options=options))
         notes += gpu_notes + engine_notes(engine)
+        notes += describe_placement(engine.graph) if hasattr(engine, "graph") else []  # mixed runtimes
         # the deployment file's checksum names the model file: no need to read (or download) it
         src = get_arg(engine.graph.net, "source_sha256", "")
         if src and src != model.model_sha256_checksum:

@@ -323,7 +323,8 @@ def test_config_prints_resolved_values_with_origins(work):
     assert "file" in row("library_name")
     assert '"fp32_fp32"' in row("models.digits_cnn.data_type")
     assert "default for cpu" in row("models.digits_cnn.data_type")
-    assert "default" in row("models.digits_cnn.quantize") and "carried" in row("models.digits_cnn.quantize")
+    assert "default" in row("models.digits_cnn.quantize") and "carried" not in row("models.digits_cnn.quantize")
+    assert "carried" in row("models.digits_cnn.quantize_large_weights")
     assert "model" in row("models.digits_cnn.subgraphs[0].runtime")
     assert "[1, 8, 8, 1]" in row("models.digits_cnn.subgraphs[0].input_shapes")
     assert "warning:" in r.stdout

@@ -36,8 +36,9 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def run(config, args, run_host, console, profile: bool = False) -> tuple:
+def run(config, args, run_host, console, profile: bool = False, **options) -> tuple:
     """Run on the chosen targets; `run_host(output_dir)` runs on this machine (mace.run).
+    `options` are more RunOptions fields (benchmark=True, warmup=N for `benchmark`).
     Returns (results, device errors): the caller prints the results, then raise_errors()."""
     known_hosts = Path(args.build_dir).resolve() / "known_hosts"
     socs = [s.strip() for s in args.target_socs.split(",") if s.strip()] if args.target_socs else None
@@ -48,21 +49,29 @@ def run(config, args, run_host, console, profile: bool = False) -> tuple:
     several = len(found.targets) > 1
     results = []
     if any(t.device.kind == "host" for t in found.targets):
-        results += run_host(output_dir_for(args.output_dir, "host", several))
+        results += run_host(output_dir_for(getattr(args, "output_dir", None), "host", several))
     boards = [t for t in found.targets if t.device.kind != "host"]
     if not boards:
         return results, []
     known_hosts.parent.mkdir(parents=True, exist_ok=True)
     opts = RunOptions(models=list(args.models or config.models), build_dir=args.build_dir, rounds=args.round,
-                      validate=args.validate, input_dir=args.input_dir, output_dir=args.output_dir,
-                      num_threads=args.num_threads, seed=args.seed, profile=profile,
-                      timeout=args.device_timeout, lock_timeout=args.device_lock_timeout)
+                      validate=getattr(args, "validate", False), input_dir=args.input_dir,
+                      output_dir=getattr(args, "output_dir", None), num_threads=args.num_threads,
+                      seed=args.seed, profile=profile, timeout=args.device_timeout,
+                      lock_timeout=args.device_lock_timeout,
+                      cpu_affinity_policy=getattr(args, "cpu_affinity_policy", 0), **options)
     _check_models(config, opts.models)
     device_results, errors = run_on_targets(config, boards, opts, notify=_say, several=several)
     for name, info in {r.device: r.device_info for r in device_results}.items():
-        console.print(f"Device {escape(name)} ({escape(info['address'])}, ABI {info['abi']}): "
-                      f"Python {info['python']}, numpy {info['numpy']}, {info['machine']}")
+        console.print(f"Device {escape(describe(name, info))}")
     return results + device_results, errors
+
+
+def describe(name: str, info: dict) -> str:
+    """board (ssh u@h:22, ABI arm64): Python 3.11.2, numpy 1.26.4, aarch64, SoC rk3399"""
+    soc = f", SoC {info['soc']}" if info.get("soc") else ""
+    return (f"{name} ({info['address']}, ABI {info['abi']}): Python {info['python']}, "
+            f"numpy {info['numpy']}, {info['machine']}{soc}")
 
 
 def _check_models(config, names) -> None:

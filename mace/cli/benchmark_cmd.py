@@ -1,13 +1,20 @@
-"""`benchmark`: MACE's model benchmark tables for every converted model (also `run --benchmark`)."""
+"""`benchmark`: MACE's model benchmark tables for every converted model (also `run --benchmark`),
+on this machine or on the devices `run` would use (the device measures with the same
+mace.report.benchmark code and sends its BenchmarkResult back; see docs/devices.md)."""
 from __future__ import annotations
 
 import sys
 
+from mace.cli import _devices, _dsp_flags
+from mace.cli._console import console as make_console
 from mace.cli._tables import grouped, mace_table, ms, shape
 from mace.config import load_deployment
+from mace.devices.target_run import BenchmarkRun
 from mace.report.benchmark import benchmark_model
 from mace.report.jsonutil import dumps
+from mace.report.placement_timing import placement_lines
 from mace.report.session import models_of
+from mace.runtime.affinity import pin_threads
 
 HELP = "benchmark converted models: per-op statistics (run order, slowest ops, by op type, MACs)"
 
@@ -19,7 +26,12 @@ OP_HEADERS = ["Op Type", "Start", "First", "Avg(ms)", "%", "cdf%", "GMACPS", "St
 def add_arguments(p) -> None:
     p.add_argument("--round", type=int, default=10, help="runs without and with statistics (each)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up runs before timing")
+    p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
+                   help="pin the CPU threads (MACE's CPUAffinityPolicy): 0 none, 1 big cores, "
+                        "2 little cores, 3 high performance, 4 power save; on a device too")
     add_common(p)
+    _dsp_flags.add_arguments(p)
+    _devices.add_arguments(p)
 
 
 def add_common(p) -> None:
@@ -44,9 +56,10 @@ def _op_rows(ops) -> list:
             for o in ops]
 
 
-def benchmark_lines(r) -> list:
-    """The eight sections of MACE's benchmark output for one BenchmarkResult."""
-    lines = [f"Benchmark model {r.model} ({r.runtime})", ""]
+def benchmark_lines(r, where: str = "") -> list:
+    """The eight sections of MACE's benchmark output for one BenchmarkResult; `where` names
+    the device it was measured on (nothing: this machine)."""
+    lines = [f"Benchmark model {r.model} ({r.runtime})" + (f" on {where}" if where else ""), ""]
     lines += mace_table("Warm Up", ROUND_HEADERS, _round_rows(r.warm_up)) + [""]
     lines += mace_table("Run without statistics", ROUND_HEADERS, _round_rows(r.run_without_statistics)) + [""]
     lines += mace_table("Run with statistics", ROUND_HEADERS, _round_rows(r.run_with_statistics)) + [""]
@@ -60,20 +73,68 @@ def benchmark_lines(r) -> list:
     lines += mace_table("Stat by MACs(Multiply-Accumulation)", ["total", "round", "first(G/s)", "avg(G/s)", "std"],
                         [[grouped(m.total), m.round, ms(m.first), ms(m.avg), ms(m.std)]])
     lines += mace_table("Summary of Ops' Stat", ROUND_HEADERS, _round_rows(r.ops_summary))
+    if r.groups:  # several runtimes: time per placement group and per transfer (docs/placement.md)
+        lines += [""] + placement_lines(r, mace_table, ms)
+    if r.estimated:  # runtime dsp: the backend's per-op cycles beside the host time of the simulation
+        lines += [""] + dsp_cost_lines(r)
     return lines
+
+
+DSP_HEADERS = ["Op Type", "Est.Cycles", "Est.Time(us)", "Compute", "Load/Store", "Dispatch", "MACs",
+               "Bytes", "Host Avg(ms)", "name"]
+
+
+def dsp_cost_lines(r) -> list:
+    """Per-op cycles a DSP backend reports (the simulator: estimated, docs/dsp.md)."""
+    host = {o.index: o.avg for o in r.run_order}
+    rows = [[c.type, grouped(c.cycles), ms(1000.0 * c.time_ms), grouped(c.compute_cycles), grouped(c.memory_cycles),
+             grouped(c.dispatch_cycles), grouped(c.macs), grouped(c.bytes_moved),
+             ms(host[c.index]) if c.index in host else "", c.name] for c in r.estimated]
+    total = sum(c.cycles for c in r.estimated)
+    rows.append(["total", grouped(total), ms(1000.0 * sum(c.time_ms for c in r.estimated)), "", "", "", "", "",
+                 ms(sum(host.values())), ""])
+    return mace_table("DSP Estimated Cycles by Run Order", DSP_HEADERS, rows)
+
+
+def _host_runs(config, args) -> list:
+    notes = []
+    if args.cpu_affinity_policy and not pin_threads(args.cpu_affinity_policy, args.num_threads):
+        notes.append(f"cpu_affinity_policy {args.cpu_affinity_policy}: this OS does not let us pin threads")
+    runs = []
+    for model in models_of(config, args.models):
+        r = benchmark_model(config, model, args.build_dir, args.round, args.input_dir, args.seed,
+                            args.num_threads, warmup=args.warmup)
+        runs.append(BenchmarkRun(model.name, r, notes=list(notes)))
+    return runs
+
+
+def _where(run: BenchmarkRun) -> str:
+    """'' on this machine; else `device board (ssh u@h:22, ABI arm64, SoC rk3399, aarch64)`."""
+    if run.device == "host":
+        return ""
+    info = run.device_info
+    soc = f", SoC {info['soc']}" if info.get("soc") else ""
+    return f"device {run.device} ({info['address']}, ABI {info['abi']}{soc}, {info['machine']})"
+
+
+def _json(run: BenchmarkRun) -> dict:
+    return {**run.result.to_dict(), "device": run.device, "device_info": run.device_info or None,
+            "notes": run.notes, "init_ms": run.init_ms}
 
 
 def main(args) -> int:
     config = load_deployment(args.config)
+    _dsp_flags.apply(config, args)
     for w in config.warnings:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
-    results = []
-    for model in models_of(config, args.models):
-        r = benchmark_model(config, model, args.build_dir, args.round, args.input_dir, args.seed,
-                            args.num_threads, warmup=args.warmup)
-        print("\n".join(benchmark_lines(r)))
-        results.append(r)
+    runs, device_errors = _devices.run(config, args, lambda _output_dir: _host_runs(config, args),
+                                       make_console(), benchmark=True, warmup=args.warmup)
+    for run in runs:
+        for note in run.notes:
+            print(f"note: {note}")
+        print("\n".join(benchmark_lines(run.result, _where(run))))
     if args.json_path:
         with open(args.json_path, "w") as f:
-            f.write(dumps({"library": config.library_name, "models": [r.to_dict() for r in results]}))
+            f.write(dumps({"library": config.library_name, "models": [_json(r) for r in runs]}))
+    _devices.raise_errors(device_errors)
     return 0

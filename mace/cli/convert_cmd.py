@@ -9,6 +9,7 @@ from rich.table import Table
 
 from mace.config import load_deployment
 from mace.convert import convert_deployment
+from mace.quantize.stat import stat_config
 from mace.report.offline import render_text
 
 HELP = "convert the models of a deployment file into the IR (.pb + .data)"
@@ -19,6 +20,9 @@ def add_arguments(p) -> None:
                    help="write the IR after every transformer pass as text to DIR/<model>/NN_<pass>.pbtxt")
     p.add_argument("--report", action="store_true",
                    help="print each model's offline report (always written to <model>_report.txt)")
+    p.add_argument("--quantize_stat", action="store_true",
+                   help="convert float for `run --quantize_stat` even if the .yml says quantize: 1 "
+                        "(runtime cpu, obfuscate off; as the .yml key quantize_stat: 1)")
 
 
 def main(args) -> int:
@@ -26,6 +30,8 @@ def main(args) -> int:
     console = make_console()
     for w in config.warnings:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
+    if stat_config(config, args.quantize_stat):
+        console.print("converting float for quantize statistics (quantize and obfuscate off, runtime cpu)")
     results = convert_deployment(config, args.build_dir, args.models, args.dump_passes)
     table = Table(title=f"Library {escape(config.library_name)}")
     for col in ("model", "ops", "weights", "graph file", "data file"):

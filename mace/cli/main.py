@@ -10,12 +10,13 @@ import logging
 import sys
 
 from mace import __version__
-from mace.cli import (benchmark_cmd, build_cmd, config_cmd, convert_cmd, debug_cmd, report_cmd, run_cmd,
-                      visualize_cmd)
+from mace.cli import (benchmark_cmd, build_cmd, config_cmd, convert_cmd, debug_cmd, quantize_stat_cmd,
+                      report_cmd, run_cmd, visualize_cmd)
 from mace.errors import MaceError
 
 COMMANDS = {"convert": convert_cmd, "build": build_cmd, "run": run_cmd, "config": config_cmd,
-            "benchmark": benchmark_cmd, "report": report_cmd, "visualize": visualize_cmd, "debug": debug_cmd}
+            "benchmark": benchmark_cmd, "report": report_cmd, "visualize": visualize_cmd, "debug": debug_cmd,
+            "quantize_stat": quantize_stat_cmd}
 
 EPILOG = """examples:
   python tools/converter.py convert --config=examples/digits/digits.yml

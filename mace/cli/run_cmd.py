@@ -6,7 +6,7 @@ import math
 import sys
 
 import numpy as np
-from mace.cli import _devices, _gpu_flags, run_extras
+from mace.cli import _devices, _dsp_flags, _gpu_flags, _quant_flags, run_extras
 from mace.cli._console import console as make_console
 from rich.markup import escape
 from rich.table import Table
@@ -39,6 +39,8 @@ def add_arguments(p) -> None:
                    help="write metrics and timings as JSON")
     _devices.add_arguments(p)
     _gpu_flags.add_arguments(p)
+    _dsp_flags.add_arguments(p)
+    _quant_flags.add_arguments(p)
     run_extras.add_arguments(p)
 
 
@@ -95,9 +97,12 @@ def to_json(r) -> dict:
 
 def main(args) -> int:
     config = load_deployment(args.config)
+    _dsp_flags.apply(config, args)
     console = make_console()
     for w in config.warnings:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
+    if args.quantize_stat:  # MACE's statistics run over --input_dir: no timing, no validation
+        return _quant_flags.run_stat(args, config, console)
     results, device_errors = _devices.run(config, args, lambda output_dir: run_deployment(
         config, args.models, build_dir=args.build_dir, rounds=args.round,
         validate=args.validate, input_dir=args.input_dir,
@@ -123,6 +128,7 @@ def main(args) -> int:
             json.dump({"library": config.library_name, "models": [to_json(r) for r in results]}, f, indent=2)
     _devices.raise_errors(device_errors)
     layer_failures = run_extras.main(args, config, console)
+    _quant_flags.trace(args, config, console)
     failed = [m.name for r in results for m in r.metrics if not m.passed]
     if failed:
         raise ValidationFailed(f"similarity below threshold for output(s): {', '.join(failed)}")

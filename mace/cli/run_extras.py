@@ -36,7 +36,7 @@ def add_arguments(p) -> None:
 
 
 def _wanted(args, model) -> bool:
-    checks = args.validate and bool(model.subgraphs[0].values.get("check_tensors"))
+    checks = args.validate and bool(model.graph.values.get("check_tensors"))
     return checks or any(getattr(args, f, None) for f in FLAGS)
 
 

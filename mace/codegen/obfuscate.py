@@ -36,6 +36,7 @@ def obfuscate_graph(graph: Graph) -> dict:
             op.framework_op[i] = _new_id(fw, f, "fw", kept)
     # consts nobody reads keep the .data layout: rename them too, in their own order
     graph.consts = {tensor(n): v for n, v in graph.consts.items()}
+    graph.quant = {tensor(n): p for n, p in graph.quant.items()}
     graph.specs = {tensor(n): v for n, v in graph.specs.items()}
     _rename_perms(graph, tensors)
     return {"ops": _invert(ops), "tensors": _invert(tensors), "framework_ops": _invert(fw)}

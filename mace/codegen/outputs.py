@@ -39,6 +39,8 @@ def finish_library(config, library_dir: Path, results) -> None:
             os.replace(src, dest)
         moved = {rel for _, rel in r.extra_files}
         stale = [Path("model") / f"{r.model}{MAP_SUFFIX}",
+                 Path("model") / f"{r.model}_quantize_report.txt",
+                 Path("model") / f"{r.model}_quantize_report.json",
                  Path("code") / package_name(config.library_name) / "_weights" / f"{r.model}.py"]
         for rel in stale:
             if rel not in moved and (library_dir / rel).exists():

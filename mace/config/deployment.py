@@ -66,6 +66,9 @@ class ModelConfig(_Level):
     values: dict = field(default_factory=dict)
     origin: dict = field(default_factory=dict)
     subgraphs: list = field(default_factory=list)
+    # The model as one graph (what convert, run and the reports use): its only subgraph, or
+    # the named subgraphs joined (external inputs/outputs, the least precise runtime).
+    graph: SubgraphConfig | None = None
 
 
 @dataclass
@@ -193,6 +196,104 @@ def _subgraphs(reader, model, raw):
     return sorted(result, key=lambda s: s.order) if isinstance(raw, dict) else result
 
 
+# ---- the model as one graph (named subgraphs, op placement: docs/placement.md) ----------
+IN_KEYS = ("input_tensors", "input_shapes", "input_data_formats", "input_data_types", "input_ranges",
+           "input_aliases", "validation_inputs_data")
+OUT_KEYS = ("output_tensors", "output_shapes", "output_data_formats", "output_data_types",
+            "output_aliases", "validation_outputs_data")
+# keys whose lists may be empty (not given) in a subgraph
+OPTIONAL_LISTS = ("input_aliases", "validation_inputs_data", "output_shapes", "output_aliases",
+                  "validation_outputs_data")
+
+
+def default_preference(runtime: str) -> list:
+    """The runtimes `placement: auto` tries when placement_preference is not given."""
+    return {"cpu+gpu": ["gpu", "cpu"], "gpu": ["gpu", "cpu"], "dsp": ["dsp", "cpu"]}.get(runtime, [runtime])
+
+
+def placed_runtimes(sg) -> set:
+    """Every runtime the ops of a subgraph may end up on."""
+    if sg.placement == "auto":
+        return set(sg.placement_preference or default_preference(sg.runtime))
+    own = {"cpu", "gpu"} if sg.runtime == "cpu+gpu" else {sg.runtime}
+    return own | {rule["runtime"] for rule in sg.placement or []}
+
+
+def joined_runtime(runtimes: set) -> str:
+    """One runtime name for a set: what `run` sets up. Validation takes the least precise
+    one's threshold (dsp/quantized 0.98 < gpu 0.995 < cpu 0.999): a model with dsp groups
+    among others is a quantized model on the host engine (its dsp ops quantized), so QUANTIZE."""
+    if runtimes == {"dsp"}:
+        return "dsp"
+    if "gpu" in runtimes:
+        return "gpu" if runtimes == {"gpu"} else "cpu+gpu"
+    return "cpu" if runtimes <= {"cpu"} else sorted(runtimes)[0]
+
+
+def _external(reader, model) -> tuple:
+    """(inputs, outputs): (subgraph, index) of the tensors no other subgraph makes or reads."""
+    made, read = {}, {}
+    for pos, sg in enumerate(model.subgraphs):
+        for t in sg.output_tensors:
+            if t in made:
+                reader.fail(f"{sg.key_path}.output_tensors", f"'{t}' is also an output of "
+                                                            f"subgraph '{model.subgraphs[made[t]].name}'")
+            made[t] = pos
+    for pos, sg in enumerate(model.subgraphs):
+        for t in sg.input_tensors:
+            read.setdefault(t, pos)
+            if made.get(t, -1) > pos:
+                reader.fail(f"{sg.key_path}.input_tensors",
+                            f"'{t}' comes from subgraph '{model.subgraphs[made[t]].name}', which runs "
+                            f"later (order {model.subgraphs[made[t]].order} > {sg.order})")
+            if made.get(t) == pos:
+                reader.fail(f"{sg.key_path}.input_tensors", f"'{t}' is an output of the same subgraph")
+    ins = [(sg, i) for sg in model.subgraphs for i, t in enumerate(sg.input_tensors) if t not in made]
+    outs = [(sg, i) for sg in model.subgraphs for i, t in enumerate(sg.output_tensors) if t not in read]
+    if not ins or not outs:
+        reader.fail(f"{model.key_path}.subgraphs", "the subgraphs feed each other in a circle: "
+                                                   "no model input or no model output is left")
+    return ins, outs
+
+
+def _joined_values(items, keys) -> dict:
+    values = {}
+    for key in keys:
+        if key in OPTIONAL_LISTS and any(not sg.values[key] for sg, _ in items):
+            values[key] = []   # one subgraph did not give them: none are given
+        else:
+            values[key] = [sg.values[key][i] for sg, i in items]
+    return values
+
+
+def _whole(reader, model):
+    parts = model.subgraphs
+    runtimes = set().union(*(placed_runtimes(sg) for sg in parts))
+    runtime = joined_runtime(runtimes)
+    if len(parts) == 1 and runtime == parts[0].runtime:
+        return parts[0]
+    first = parts[0]
+    values, origin = dict(first.values), dict(first.origin)
+    if len(parts) > 1:
+        ins, outs = _external(reader, model)
+        values.update(_joined_values(ins, IN_KEYS))
+        values.update(_joined_values(outs, OUT_KEYS))
+        for key in ("check_tensors", "check_shapes"):
+            values[key] = [x for sg in parts for x in sg.values[key]]
+        origin.update({k: "subgraphs" for k in IN_KEYS + OUT_KEYS + ("check_tensors", "check_shapes")})
+    gpu_types = {sg.data_type for sg in parts if sg.runtime in ("gpu", "cpu+gpu")}
+    if len(gpu_types) > 1:
+        reader.fail(f"{model.key_path}.subgraphs", f"the GPU subgraphs ask for different data_type "
+                                                   f"{sorted(gpu_types)}; GPU ops share one")
+    values["runtime"], origin["runtime"] = runtime, f"placement over {', '.join(sorted(runtimes))}"
+    if gpu_types:
+        values["data_type"] = gpu_types.pop()
+    if values["data_type"] not in schema.DATA_TYPES[runtime]:   # e.g. dsp's uint8 with cpu groups
+        values["data_type"] = schema.DEFAULT_DATA_TYPE[runtime]
+    values["quantize"] = max([sg.quantize for sg in parts] + [int("dsp" in runtimes)])
+    return SubgraphConfig(model.name, f"{model.key_path}.subgraphs", values, origin)
+
+
 def _model(reader, name, raw):
     path = f"models.{name}"
     try:
@@ -209,6 +310,7 @@ def _model(reader, name, raw):
     if model.weight_file_path and not model.weight_sha256_checksum:
         reader.fail(f"{path}.weight_sha256_checksum", "required when weight_file_path is set")
     model.subgraphs = _subgraphs(reader, model, raw["subgraphs"])
+    model.graph = _whole(reader, model)
     return model
 
 

@@ -210,7 +210,7 @@ INHERITED_KEYS = [
     Key("quantize_calibration_data", as_str, None,
         doc="folder of sample inputs: convert calibrates ranges from them (one step)"),
     Key("quantize_schema", as_str, "", later="quantization"),
-    Key("quantize_stat", as_flag, 0, later="quantization"),
+    Key("quantize_stat", as_flag, 0, doc="1: convert float for `run --quantize_stat` (as convert --quantize_stat)"),
     Key("change_concat_ranges", as_flag, 0, later="quantization"),
     Key("cl_mem_type", one_of(("image", "buffer")), "image", later="OpenCL buffers (images only now)"),
     Key("graph_optimize_options", list_of(as_str), [], doc="replace the pass list (names)"),
@@ -228,6 +228,10 @@ INHERITED_KEYS = [
     Key("dsp_backend", as_str, None, doc="DSP backend name (entry point group pymace.dsp_backends)"),
     Key("micro", any_value, None, later="MCU backend"),
     Key("order", as_int, 0, doc="execution order of named subgraphs"),
+    Key("placement", lambda v: parse_placement(v), None,
+        doc="auto, or [{ops: <names|a..b|i:j>, runtime: cpu|gpu|dsp}] (docs/placement.md)"),
+    Key("placement_preference", lambda v: parse_preference(v), [],
+        doc="runtimes `placement: auto` tries, first first (default from runtime)"),
 ]
 
 MODEL_KEYS = [
@@ -249,6 +253,60 @@ SUBGRAPH_KEYS = [
     Key("input_aliases", as_str_list, []),
     Key("output_aliases", as_str_list, []),
 ] + INHERITED_KEYS
+
+
+# ---- op placement (docs/placement.md) -----------------------------------------
+PLACEMENT_RUNTIMES = ("cpu", "gpu", "dsp")
+PLACEMENT_ALIASES = {"hexagon": "dsp"}
+_SLICE = re.compile(r"(-?\d*):(-?\d*)")
+
+
+def parse_op_item(v):
+    """One op selection: ("index", i) | ("slice", start, stop) | ("range", first, last) | ("name", n)."""
+    if isinstance(v, bool) or isinstance(v, (dict, list)):
+        raise ValueError(f"expected an op name, index, 'first..last' or 'start:stop', got {v!r}")
+    if isinstance(v, int):
+        return ("index", v)
+    s = str(v).strip()
+    m = _SLICE.fullmatch(s)
+    if m:
+        return ("slice", int(m[1]) if m[1] else None, int(m[2]) if m[2] else None)
+    if ".." in s:
+        first, _, last = s.partition("..")
+        if not (first.strip() or last.strip()):
+            raise ValueError(f"'{s}': name at least one end of the range")
+        return ("range", first.strip() or None, last.strip() or None)
+    if not s:
+        raise ValueError("empty op name")
+    return ("name", s)
+
+
+def parse_placement(v):
+    """`auto`, or a list of {ops: <selection or list of them>, runtime: cpu|gpu|dsp}."""
+    if isinstance(v, str) and v.strip().lower() == "auto":
+        return "auto"
+    if not isinstance(v, list) or not v:
+        raise ValueError(f"expected 'auto' or a list of {{ops: ..., runtime: ...}}, got {v!r}")
+    rules = []
+    for i, item in enumerate(v):
+        if not isinstance(item, dict) or set(item) != {"ops", "runtime"}:
+            raise ValueError(f"entry {i}: expected exactly the keys ops and runtime, got {item!r}")
+        try:
+            runtime = one_of(PLACEMENT_RUNTIMES, PLACEMENT_ALIASES)(item["runtime"])
+            ops = item["ops"] if isinstance(item["ops"], list) else [item["ops"]]
+            if not ops:
+                raise ValueError("ops: empty list")
+            rules.append({"ops": [parse_op_item(x) for x in ops], "runtime": runtime})
+        except ValueError as e:
+            raise ValueError(f"entry {i}: {e}") from None
+    return rules
+
+
+def parse_preference(v) -> list:
+    items = list_of(one_of(PLACEMENT_RUNTIMES, PLACEMENT_ALIASES))(v)
+    if len(set(items)) != len(items):
+        raise ValueError(f"a runtime is listed twice in {items}")
+    return items
 
 
 def _choice_int(v, choices):

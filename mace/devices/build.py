@@ -80,7 +80,7 @@ def build_library(config: DeploymentConfig, build_dir=None, models=None) -> Buil
     for name, model in config.models.items():
         files = [p for p in model_paths(config, name, build_dir) if p.exists()]
         if files:
-            manifest["models"][name] = {"runtime": model.subgraphs[0].runtime,
+            manifest["models"][name] = {"runtime": model.graph.runtime,
                                         "files": {p.relative_to(lib).as_posix(): file_entry(p) for p in files}}
     result.manifest = lib / BUILD_FILE
     _write_json(result.manifest, manifest)

@@ -5,7 +5,10 @@
 It loads a converted model with our runtime, runs it once (warm-up) and `--round` more times,
 writes each output to D/<output name>.npy and prints one JSON line (also written to
 D/mace_run.json): init, warm-up and per-round times in ms, their statistics, the output files
-with their sha256, and the Python/numpy/machine it ran on. Exit codes: 0 ok, 1 an error in the
+with their sha256, and the Python/numpy/machine it ran on. With --benchmark it measures MACE's
+benchmark tables instead (mace.report.benchmark, the code `converter.py benchmark` runs on the
+host) and sends the BenchmarkResult as JSON. --cpu_affinity_policy pins the threads with
+mace.runtime.affinity and says whether it could. Exit codes: 0 ok, 1 an error in the
 model or inputs, 3 a bug of ours, 124 --timeout passed (or, with --exit_with_parent, the ssh/adb
 session that started it ended).
 
@@ -42,7 +45,14 @@ def parse_args(argv):
     p.add_argument("--output_dir", default=None, help="write each output to DIR/<output name>.npy")
     p.add_argument("--round", type=int, default=1, help="timed runs after the warm-up run")
     p.add_argument("--omp_num_threads", type=int, default=-1, help="BLAS threads (-1: library default)")
-    p.add_argument("--profile", action="store_true", help="time every op (for benchmarks)")
+    p.add_argument("--profile", action="store_true", help="time every op (run --vlog_level 2)")
+    p.add_argument("--benchmark", action="store_true",
+                   help="measure MACE's benchmark tables (--warmup runs, then --round runs without and "
+                        "--round runs with per-op statistics); no outputs are written")
+    p.add_argument("--warmup", type=int, default=1, help="warm-up runs of --benchmark")
+    p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
+                   help="pin the threads: 0 none, 1 big cores, 2 little cores, 3 high performance, "
+                        "4 power save (MACE's CPUAffinityPolicy)")
     p.add_argument("--json", default=None, help=f"where to write the result (default: DIR/{RESULT_FILE})")
     p.add_argument("--timeout", type=float, default=0, help="give up after this many seconds (0: never)")
     p.add_argument("--exit_with_parent", action="store_true",
@@ -161,24 +171,54 @@ def environment() -> dict:
             "machine": platform.machine(), "protobuf": api_implementation.Type()}
 
 
+def pin(policy: int, num_threads: int) -> dict:
+    """Apply --cpu_affinity_policy once numpy (and so the BLAS threads) is loaded."""
+    from mace.runtime.affinity import POLICIES, pin_threads
+
+    info = {"policy": policy, "name": POLICIES[policy], "cores": [], "applied": policy == 0}
+    if policy:
+        info["cores"] = pin_threads(policy, num_threads)
+        info["applied"] = bool(info["cores"])
+    return info
+
+
+def benchmark(args, engine, inputs, init_ms: float) -> dict:
+    from mace.report.benchmark import benchmark_engine
+
+    r = benchmark_engine(engine, inputs, args.round, args.warmup,
+                         model=os.path.splitext(os.path.basename(args.model))[0], runtime=engine.device)
+    return {"model": args.model, "timing": {"init_ms": init_ms}, "benchmark": r.to_dict(),
+            "environment": environment(), "outputs": []}
+
+
 def run(args) -> dict:
     from mace.runtime.engine import create_engine
     from mace.runtime.profiler import OpProfiler
 
     inputs = read_inputs(args.input)
+    affinity = pin(args.cpu_affinity_policy, args.omp_num_threads)
     engine, init_ms = _timed(lambda: create_engine(args.model, args.data))
+    if args.benchmark:
+        return dict(benchmark(args, engine, inputs, init_ms), affinity=affinity)
     outputs, warmup_ms = _timed(lambda: engine.run(inputs))
     profiler = OpProfiler() if args.profile else None
     if profiler:
         engine.observers.append(profiler)
     round_ms = [_timed(lambda: engine.run(inputs))[1] for _ in range(max(args.round, 0))]
     result = {"model": args.model, "timing": dict(timing_stats(init_ms, warmup_ms, round_ms), round_ms=round_ms),
-              "environment": environment(), "outputs": []}
+              "environment": environment(), "outputs": [], "affinity": affinity}
     if profiler:
         result["op_stats"] = [vars(s) for s in profiler.stats()]
     if args.output_dir:
         result["outputs"] = write_outputs(outputs, args.output_dir)
     return result
+
+
+def _plain(value):
+    """numpy scalars (MAC counts, shapes) as JSON numbers."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
 
 
 def main(argv=None) -> int:
@@ -196,7 +236,7 @@ def main(argv=None) -> int:
         known = isinstance(e, MaceError)
         print(f"error: {e}" if known else f"error: internal: {type(e).__name__}: {e}", file=sys.stderr)
         return 1 if known else 3
-    text = json.dumps(result)
+    text = json.dumps(result, default=_plain)
     path = args.json or (os.path.join(args.output_dir, RESULT_FILE) if args.output_dir else None)
     if path:
         with open(path, "w") as f:

@@ -1,7 +1,8 @@
 """Pack the device runner into one file, mace_run.pyz (a zipapp), that needs only numpy.
 
 Inside: runner.py as the entry point, the runtime half of `mace` (errors, ir, proto, ops,
-runtime) and the pure-Python part of `google.protobuf`, copied from the host's installation.
+runtime, and report/benchmark.py with what it imports, so a device computes the very
+benchmark tables the host does) and the pure-Python part of `google.protobuf`, copied from the host's installation.
 
 Why vendor protobuf rather than decode the .pb with a small wire-format reader of our own: the
 device then runs exactly the loader and engine the host runs (mace.ir.model_io, the ops read
@@ -30,7 +31,7 @@ import mace
 # The runtime half of mace; modules these import at module level (mace/__init__.py's helpers)
 # are added by _with_imports, so a new one needs no edit here.
 MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "quantize", "runtime", "devices/__init__.py",
-              "devices/runner.py")
+              "devices/runner.py", "report/__init__.py", "report/benchmark.py")  # benchmark: --benchmark
 # Top-level imports the device can satisfy; anything else must be imported lazily (in a
 # function or a try block) by the modules above, or the runner fails on the device.
 DEVICE_MODULES = {"numpy", "mace", "google"}

@@ -8,7 +8,9 @@ Steps, each named in errors (`device board: push: ...`) and each limited to --de
   run MODEL   python3 mace_run.pyz ... (the runner stops itself at the time limit too)
   pull MODEL  the outputs, checked against the sha256 the runner reported
 The lock is released before validating: the framework runs on this machine.
-`benchmark` uses the same path with profile=True (the runner times every op).
+`benchmark` uses the same path with benchmark=True: the step is `benchmark MODEL`, the runner
+measures MACE's benchmark tables there (mace.report.benchmark) and sends them back as JSON,
+and nothing is pulled (a benchmark writes no outputs).
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ import json
 import posixpath
 import tempfile
 import threading
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,7 @@ from mace.devices.locks import device_lock
 from mace.errors import ConfigError, MaceError, ModelError
 from mace.ir.args import get_arg
 from mace.ir.model_io import load_net
+from mace.report.benchmark import BenchmarkResult
 from mace.run import ModelRunResult, Timing, file_names, make_inputs, validate_outputs
 from mace.runtime.profiler import OpStat
 
@@ -89,6 +92,20 @@ class RunOptions:
     profile: bool = False
     timeout: float = 300.0          # --device_timeout: each step on the device
     lock_timeout: float = 3600.0    # --device_lock_timeout: waiting for another run
+    cpu_affinity_policy: int = 0    # applied by the runner on the device
+    benchmark: bool = False         # MACE's benchmark tables instead of a run (rounds, warmup)
+    warmup: int = 1
+
+
+@dataclass
+class BenchmarkRun:
+    """A model's benchmark tables and where they were measured (`host` or a device)."""
+    model: str
+    result: BenchmarkResult
+    device: str = "host"
+    device_info: dict = field(default_factory=dict)
+    notes: list = field(default_factory=list)
+    init_ms: float | None = None
 
 
 @dataclass
@@ -158,13 +175,14 @@ def run_on_device(config: DeploymentConfig, target: Target, opts: RunOptions, no
             env = _connect(device, remote_dir, opts.timeout)
             _push(device, built, jobs, remote_dir, opts.timeout)
             raw = [_run_model(device, job, remote_dir, opts, Path(tmp)) for job in jobs]
-        info = dict(env, abi=abi, address=device.describe())
+        info = dict(env, abi=abi, address=device.describe(), soc=",".join(device.target_socs),
+                    board=device.model)
         return [_result(config, device, abi, job, r, info, opts) for job, r in zip(jobs, raw)]
 
 
 def _prepare(config, name: str, opts: RunOptions, tmp: Path) -> _Job:
     model = config.models[name]
-    sg = model.subgraphs[0]
+    sg = model.graph
     pb, data = model_paths(config, name, opts.build_dir)
     if not pb.exists():
         raise ConfigError(f"model '{name}' has not been converted ({pb} is missing): run "
@@ -231,15 +249,20 @@ def _run_model(device, job: _Job, remote_dir: str, opts: RunOptions, tmp: Path) 
     remote = lambda p: posixpath.join(remote_dir, Path(p).name)  # noqa: E731
     out_dir = posixpath.join(remote_dir, f"{name}.outputs")
     argv = [device.python, remote(RUNNER), "--model", remote(job.pb), "--data", remote(job.data),
-            "--output_dir", out_dir, "--round", str(opts.rounds), "--timeout", f"{opts.timeout:g}",
-            "--exit_with_parent"]
-    for spec, f in zip(job.model.subgraphs[0].inputs, job.input_files):
+            "--round", str(opts.rounds), "--timeout", f"{opts.timeout:g}", "--exit_with_parent"]
+    for spec, f in zip(job.model.graph.inputs, job.input_files):
         argv += ["--input", f"{spec.name}={remote(f)}"]
     if opts.num_threads and opts.num_threads > 0:
         argv += ["--omp_num_threads", str(opts.num_threads)]
-    if opts.profile:
+    if opts.cpu_affinity_policy:
+        argv += ["--cpu_affinity_policy", str(opts.cpu_affinity_policy)]
+    if opts.benchmark:
+        argv += ["--benchmark", "--warmup", str(opts.warmup)]
+    else:
+        argv += ["--output_dir", out_dir]
+    if opts.profile and not opts.benchmark:
         argv.append("--profile")
-    step = f"run {name}"
+    step = f"{'benchmark' if opts.benchmark else 'run'} {name}"
     # the runner stops itself at opts.timeout; the extra seconds let it say so over the link
     done = device.shell(argv, opts.timeout + 10, step)
     if done.returncode != 0:
@@ -248,6 +271,8 @@ def _run_model(device, job: _Job, remote_dir: str, opts: RunOptions, tmp: Path) 
     result = _last_json(done)
     if result is None:
         raise DeviceError(device.name, step, f"no result from the runner: {done.last_line()}")
+    if opts.benchmark:
+        return result
     local = tmp / f"{name}.outputs"
     local.mkdir()
     pulled = [posixpath.join(out_dir, o["file"]) for o in result["outputs"]]
@@ -273,14 +298,37 @@ def _last_json(done):
 
 
 # ---- back on the host ---------------------------------------------------------------------
-def _result(config, device, abi: str, job: _Job, raw: dict, info: dict, opts: RunOptions):
-    sg = job.model.subgraphs[0]
-    timing = Timing(**{f.name: raw["timing"][f.name] for f in fields(Timing)})
+def _notes(device, abi: str, job: _Job, raw: dict, info: dict) -> list:
     notes = list(job.notes)
     machine_abis = MACHINE_ABIS.get(info["machine"])
     if machine_abis is not None and abi not in machine_abis:
         notes.append(f"device {device.name} is a {info['machine']} machine, but runs as ABI {abi} "
                      f"({device.source}); the runner is pure Python, so it ran anyway")
+    affinity = raw.get("affinity") or {}
+    if affinity.get("policy") and not affinity.get("applied"):
+        notes.append(f"cpu_affinity_policy {affinity['policy']} ({affinity['name']}) was not applied on "
+                     f"device {device.name}: its OS does not let the runner pin threads")
+    elif affinity.get("policy"):
+        notes.append(f"cpu_affinity_policy {affinity['policy']} ({affinity['name']}): threads pinned to "
+                     f"cores {affinity['cores']} of device {device.name}")
+    return notes
+
+
+def _benchmark_result(device, job: _Job, raw: dict, info: dict, notes: list) -> BenchmarkRun:
+    try:
+        result = replace(BenchmarkResult.from_dict(raw["benchmark"]), model=job.model.name)
+    except (KeyError, TypeError) as e:  # a runner of another version
+        raise DeviceError(device.name, f"benchmark {job.model.name}", f"the runner's result cannot be "
+                                                                      f"read ({type(e).__name__}: {e})") from None
+    return BenchmarkRun(job.model.name, result, device.name, info, notes, raw.get("timing", {}).get("init_ms"))
+
+
+def _result(config, device, abi: str, job: _Job, raw: dict, info: dict, opts: RunOptions):
+    notes = _notes(device, abi, job, raw, info)
+    if opts.benchmark:
+        return _benchmark_result(device, job, raw, info, notes)
+    sg = job.model.graph
+    timing = Timing(**{f.name: raw["timing"][f.name] for f in fields(Timing)})
     result = ModelRunResult(job.model.name, sg.runtime, job.input_source, timing, raw["arrays"], notes=notes,
                             op_stats=[OpStat(**s) for s in raw.get("op_stats", [])],
                             device=device.name, device_info=info)

@@ -15,6 +15,10 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from mace.report.opstats import graph_stats
+from mace.report.placement_timing import GroupTiming, TransferTiming, placement_timing
+from mace.report.placement_timing import record as record_transfers
+from mace.report.placement_timing import stop as stop_transfers
+from mace.runtime.dsp.backend import NodeCost
 from mace.runtime.observer import Event, register, unregister
 
 
@@ -90,6 +94,9 @@ class BenchmarkResult:
     macs: MacStat | None = None
     ops_summary: RoundStats | None = None
     round_op_ms: list = field(default_factory=list)      # per round, the sum of op times
+    estimated: list = field(default_factory=list)        # runtime dsp: the backend's NodeCost per op
+    groups: list = field(default_factory=list)           # GroupTiming: mixed placements (placement_timing)
+    transfers: list = field(default_factory=list)        # TransferTiming between the groups
 
     def by_computation_time(self, top: int = 10) -> list:
         """The `top` slowest ops, their cdf% re-accumulated in that order."""
@@ -104,6 +111,21 @@ class BenchmarkResult:
         d = asdict(self)
         d["by_computation_time"] = [asdict(o) for o in self.by_computation_time()]
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BenchmarkResult":
+        """The inverse of to_dict (a device's runner sends its result as JSON); derived keys
+        such as by_computation_time are recomputed, not read."""
+        def stats(key):
+            return RoundStats(**d[key]) if d.get(key) is not None else None
+
+        return cls(d["model"], d["runtime"], stats("warm_up"), stats("run_without_statistics"),
+                   stats("run_with_statistics"), [OpTiming(**o) for o in d.get("run_order", [])],
+                   [TypeStat(**t) for t in d.get("by_op_type", [])],
+                   MacStat(**d["macs"]) if d.get("macs") is not None else None, stats("ops_summary"),
+                   list(d.get("round_op_ms", [])), [NodeCost(**c) for c in d.get("estimated", [])],
+                   [GroupTiming(**g) for g in d.get("groups", [])],
+                   [TransferTiming(**t) for t in d.get("transfers", [])])
 
 
 _BEFORE = {Event.BEFORE, Event.BEFORE | Event.FIRST, Event.BEFORE | Event.LAST,
@@ -210,8 +232,10 @@ def benchmark_engine(engine, inputs: dict, rounds: int = 10, warmup: int = 1, mo
     try:
         warm = _timed_runs(engine, inputs, max(int(warmup), 1))
         plain = _timed_runs(engine, inputs, rounds)
+        moves = record_transfers(engine)   # GPU uploads/downloads timed apart (mixed placements)
         timer, with_stats = profile_runs(engine, inputs, rounds)
     finally:
+        stop_transfers(engine)
         if collecting:
             gc.enable()
     kernels = {n.index: n.tag for n in engine.nodes}
@@ -219,7 +243,15 @@ def benchmark_engine(engine, inputs: dict, rounds: int = 10, warmup: int = 1, mo
     sums = timer.round_sums()
     return BenchmarkResult(model, runtime, RoundStats.of(warm), RoundStats.of(plain),
                            RoundStats.of(with_stats), rows, type_stats(rows),
-                           mac_stats(sum(s.macs for s in static), sums), RoundStats.of(sums), sums)
+                           mac_stats(sum(s.macs for s in static), sums), RoundStats.of(sums), sums,
+                           _estimated(engine),
+                           *placement_timing(engine.graph, {r.index: r.avg for r in rows}, moves))
+
+
+def _estimated(engine) -> list:
+    """Per-op cycles a DSP backend reports (mace/runtime/dsp: the simulator's cost model)."""
+    costs = getattr(engine, "node_costs", None)
+    return list(costs()) if costs else []
 
 
 def benchmark_model(config, model, build_dir=None, rounds: int = 10, input_dir=None, seed: int = 0,

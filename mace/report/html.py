@@ -44,6 +44,9 @@ PAGE = """<!DOCTYPE html>
 """
 
 
+DEVICE_FILL = {"GPU": "#fdecd6", "HEXAGON": "#f0e6fb"}   # CPU keeps the default blue
+
+
 @dataclass
 class VisualFiles:
     model: str
@@ -62,7 +65,9 @@ def _json_for_script(data: dict) -> str:
 def render_html(graph, offline, benchmark: dict | None = None, library: str = "") -> str:
     data = visual_data(graph, offline, benchmark, library)
     meta = (f"library {html.escape(library)} &middot; {len(offline.layers)} ops &middot; "
-            f"model ID {html.escape(offline.model_id)} &middot; pymace {html.escape(offline.tool_version)}")
+            f"model ID {html.escape(offline.model_id)} &middot; pymace {html.escape(offline.tool_version)}"
+            + (f" &middot; {html.escape(offline.placement[0])} (CPU blue, GPU orange, DSP violet)"
+               if offline.placement else ""))
     return PAGE.format(title=html.escape(f"Model {offline.model}"), meta=meta, css=CSS, js=JS,
                        data=_json_for_script(data))
 
@@ -88,7 +93,9 @@ def render_dot(graph, offline) -> str:
         fused = f"\nfused: {' + '.join(s.framework_ops)}" if len(s.framework_ops) > 1 else ""
         shape = s.output_shapes[0] if s.output_shapes else []
         label = f"{s.type} #{s.index}\n{s.name}\nout {shape} on {s.device}{fused}"
-        lines.append(f"  {_dot_id(f'op:{s.index}')} [label={_dot_id(label)}];")
+        colour = DEVICE_FILL.get(s.device)   # placement: one colour per runtime
+        fill = f', fillcolor="{colour}"' if colour else ""
+        lines.append(f"  {_dot_id(f'op:{s.index}')} [label={_dot_id(label)}{fill}];")
     for e in edges:
         lines.append(f"  {_dot_id(e['from'])} -> {_dot_id(e['to'])} [label={_dot_id(str(e['shape']))}];")
     lines.append("}")

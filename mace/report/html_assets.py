@@ -21,6 +21,8 @@ section h2 { font-size: 15px; margin: 0 0 8px 0; }
 .tools button { font-size: 14px; width: 32px; height: 28px; margin-left: 4px; border: 1px solid #c3c9d6; background: #fff; border-radius: 4px; cursor: pointer; }
 .node rect { fill: #e8f0fe; stroke: #4a6fd1; stroke-width: 1.2; }
 .node.fused rect { fill: #eef9ef; stroke: #3c9a4a; }
+.node.dev-gpu rect { fill: #fdecd6; stroke: #c0701a; stroke-width: 2; }
+.node.dev-hexagon rect { fill: #f0e6fb; stroke: #7a45c2; stroke-width: 2; }
 .node text { font-size: 11px; fill: #1d2433; }
 .node text.type { font-weight: 600; font-size: 12.5px; }
 .node text.dim { fill: #5b6476; }
@@ -102,7 +104,8 @@ JS = r"""
     var drawn = 0;
     data.nodes.forEach(function (n) {
       var isOp = n.kind === "op";
-      var g = el("g", {"class": isOp ? ("node" + (n.fused && n.fused.length > 1 ? " fused" : "")) : "io",
+      var dev = isOp ? " dev-" + String(n.placement).split(" ")[0].toLowerCase() : "";  // colour by runtime
+      var g = el("g", {"class": isOp ? ("node" + (n.fused && n.fused.length > 1 ? " fused" : "") + dev) : "io",
                        transform: "translate(" + (n.x - n.w / 2) + "," + (n.y - n.h / 2) + ")",
                        "data-id": n.id}, nodeLayer);
       var rect = el("rect", {width: n.w, height: n.h, rx: isOp ? 6 : n.h / 2}, g);

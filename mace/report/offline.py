@@ -20,6 +20,7 @@ from mace.proto import pb
 from mace.report.memory import memory_timeline
 from mace.report.opstats import graph_stats
 from mace.report.text import banner, kib, si, table
+from mace.transform.placement_groups import report_lines as placement_lines
 
 
 @dataclass
@@ -48,6 +49,7 @@ class OfflineReport:
     data_bytes: int = 0            # the .data file
     fused_framework_ops: int = 0   # framework ops merged into another op (fusions)
     live_bytes: list = field(default_factory=list)   # per op: bytes of live tensors (memory timeline)
+    placement: list = field(default_factory=list)    # lines: groups and transfers of a mixed placement
 
     @property
     def model_data_bytes(self) -> int:
@@ -92,7 +94,8 @@ def offline_report(graph, source_path, pb_path=None, data_path=None, model: str 
         total_param_bytes=sum(int(graph.consts[t].nbytes) for t in used),
         graph_bytes=Path(pb_path).stat().st_size if pb_path and Path(pb_path).exists() else 0,
         data_bytes=Path(data_path).stat().st_size if data_path and Path(data_path).exists() else 0,
-        fused_framework_ops=fused, live_bytes=timeline.live_bytes)
+        fused_framework_ops=fused, live_bytes=timeline.live_bytes,
+        placement=placement_lines(graph, layers))
 
 
 def used_consts(graph) -> set:
@@ -147,6 +150,7 @@ def render_text(report: OfflineReport) -> str:
         f"Framework ops fused into others: {report.fused_framework_ops}",
         f"Estimated size of model data: {report.model_data_bytes} bytes "
         f"(graph {report.graph_bytes} + weights {report.data_bytes})",
+        *([""] + report.placement if report.placement else []),
     ]
     return "\n".join(lines) + "\n"
 

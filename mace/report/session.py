@@ -27,7 +27,7 @@ class ModelSession:
 
     @property
     def subgraph(self):
-        return self.model.subgraphs[0]
+        return self.model.graph
 
     def artifact(self, suffix: str) -> Path:
         """builds/<library>/model/<model><suffix>, e.g. '_report.txt'."""
@@ -50,9 +50,15 @@ def open_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, inp
     from mace.runtime.gpu.deploy import engine_setup
 
     pb_path, data_path = converted_paths(config, model, build_dir)
-    device, options, _ = engine_setup(config, model.subgraphs[0], build_dir)
-    engine = create_engine(pb_path, data_path, device=device, options=options)
-    inputs, source = make_inputs(config, model.subgraphs[0], input_dir, seed)
+    sg = model.graph
+    if sg.runtime == "dsp":  # through its DspBackend, as `run` does
+        from mace.runtime.dsp import backend_choice, create_dsp_engine
+        backend, where = backend_choice(config, sg)
+        engine = create_dsp_engine(pb_path, data_path, backend, where=where)
+    else:
+        device, options, _ = engine_setup(config, sg, build_dir)
+        engine = create_engine(pb_path, data_path, device=device, options=options)
+    inputs, source = make_inputs(config, model.graph, input_dir, seed)
     return ModelSession(config, model, engine, inputs, source, pb_path, build_dir)
 
 

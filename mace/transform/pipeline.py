@@ -21,7 +21,7 @@ from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
 from mace.transform.passes.fold_scale_shift import fold_batchnorm
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
-from mace.transform.passes.place_ops import gpu_runtime, place_ops
+from mace.transform.passes.place_ops import place_ops, wants_placement
 from mace.transform.passes.quantize import quantize_graph, wants_quantize
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.to_nhwc import to_nhwc
@@ -60,8 +60,9 @@ PASSES = [
     Pass("sort_topologically_final", sort_topologically, repeat=False),
     Pass("infer_shapes_final", _infer, repeat=False),
     Pass("mark_winograd", mark_winograd, repeat=False),
+    # placement first: with dsp groups, quantize rewrites only the ops placed there
+    Pass("place_ops", place_ops, repeat=False, when=wants_placement),
     Pass("quantize", quantize_graph, repeat=False, when=wants_quantize),
-    Pass("place_ops", place_ops, repeat=False, when=gpu_runtime),
 ]
 
 MAX_REPEATS = 50

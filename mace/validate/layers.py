@@ -28,6 +28,7 @@ from mace.frontends import FRAMEWORK_FORMATS
 from mace.frontends.base import user_to_framework
 from mace.ir.layouts import stored_perms
 from mace.ops.registry import Kernel
+from mace.runtime.engine import is_quantized
 from mace.report.dump import capture_outputs
 from mace.validate.metrics import cosine, sqnr_db
 
@@ -309,6 +310,7 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
         raise ConfigError(f"{config.path}: {sg.key_path}: no check_tensors to validate; "
                           f"use `run --validate_all_layers` to check every layer")
     outputs, ours = capture_outputs(engine, session.inputs, names)
+    ours = _dequantized(engine.graph, ours)
     fw_in = framework_inputs(sg, model.platform, session.inputs)
     theirs = run_framework(model.platform, model_path, fw_in, names, num_threads, weight_path) if names else {}
     perms = dict(stored_perms(engine.graph.net))
@@ -322,11 +324,23 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
     result.fused_away = [n for n in fw_names if n not in present and n not in consts
                          and n not in constant and n not in graph_inputs]
     _check_shapes(sg, result.checks)
-    _isolate_failures(engine, result, theirs, perms, session.inputs)
+    if not is_quantized(engine.graph):  # a quantized node cannot be fed the framework's floats
+        _isolate_failures(engine, result, theirs, perms, session.inputs)
     if csv_path:
         write_csv(result, csv_path)
         result.csv_path = Path(csv_path)
     return result
+
+
+def _dequantized(graph, tensors: dict) -> dict:
+    """Quantized (uint8) intermediate tensors as the reals they stand for."""
+    from mace.quantize.params import dequantize
+
+    out = {}
+    for name, value in tensors.items():
+        p = graph.quant_params(name) if name in graph.specs or name in graph.consts else None
+        out[name] = dequantize(value, p) if p is not None else value
+    return out
 
 
 def _isolate_failures(engine, result: LayerValidation, theirs: dict, perms: dict, inputs: dict) -> None:

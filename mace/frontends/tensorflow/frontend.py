@@ -16,6 +16,7 @@ import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
+from mace.frontends.qat_ranges import record_ranges
 from mace.frontends.tensorflow.loader import import_tf, load_graph_def, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
 from mace.ir.args import set_arg
@@ -288,13 +289,8 @@ def _check_used_outputs(ctx: TfContext, node, used: set) -> None:
 
 
 def _record_fake_quant(ctx: TfContext) -> None:
-    if not ctx.fake_quant:
-        return
-    tensors, mins, maxs, bits, narrow = zip(*ctx.fake_quant)
-    for key, value in (("fake_quant_tensors", list(tensors)), ("fake_quant_min", [float(v) for v in mins]),
-                       ("fake_quant_max", [float(v) for v in maxs]), ("fake_quant_num_bits", list(bits)),
-                       ("fake_quant_narrow_range", list(narrow))):
-        set_arg(ctx.graph.net, key, value)
+    if ctx.fake_quant:
+        record_ranges(ctx.graph.net, ctx.fake_quant)  # the net args of mace/frontends/qat_ranges.py
 
 
 def convert(spec: ModelSpec) -> Graph:

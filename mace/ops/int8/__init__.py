@@ -7,6 +7,7 @@ Conventions each kernel class declares for the quantize pass:
   accepts(ctx)          staticmethod: True when its tensors are quantized (float nodes fall through)
   supports(op, graph)   staticmethod: None when this op can be quantized, else the reason
   weight_inputs         {input index: per-channel axis or None} for constant weights
+                        (or a staticmethod op -> that dict, when the axis depends on args)
   bias_input            index of an int32 bias input (scale = input scale * weight scale) or None
   output_range          "own" (needs a range), "input" (inherits input 0's), or (lo, hi) fixed
 """

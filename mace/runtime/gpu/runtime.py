@@ -14,6 +14,7 @@ opencl_tuning, limit_opencl_kernel_time, gpu_perf_hint, gpu_priority_hint.
 from __future__ import annotations
 
 import functools
+import time
 from collections import defaultdict
 
 import numpy as np
@@ -34,6 +35,7 @@ class GpuRuntime(GpuDevice):
         library = opts.get("library") or self.graph.net.name or "model"
         super().__init__(data_type, opts, library)
         self.reasons = self._place()
+        self.transfer_log = None   # (tensor, "upload"|"download") -> [ms] while a benchmark asks
         self.on_gpu = {op.name for op in self.graph.net.op if op.device_type == placement.GPU}
         self.uploads, self.downloads, self.host_readers = self._transfer_points()
         self.tensors, self.image_plan = self._allocate()
@@ -85,7 +87,8 @@ class GpuRuntime(GpuDevice):
     # ---- placement and memory ------------------------------------------------
     def _place(self) -> dict:
         ops = self.graph.net.op
-        if not any(op.device_type == placement.GPU for op in ops):
+        placed = get_arg(self.graph.net, "op_placement", 0)  # chosen per op at convert (placement.md)
+        if not placed and not any(op.device_type == placement.GPU for op in ops):
             return placement.place(self.graph)   # converted for the CPU: place now
         reasons = {}
         for op in ops:
@@ -146,7 +149,9 @@ class Staged:
                           for t in downloads]
 
     def run(self, inputs, outputs):
-        host = self.runtime.engine.buffers
+        host, log = self.runtime.engine.buffers, self.runtime.transfer_log
+        if log is not None:   # a benchmark times each transfer apart from the kernel
+            return self._run_logged(inputs, outputs, host, log)
         for name, transfer in self.uploads:
             transfer.upload(host[name])
         self.kernel.run(inputs, outputs)
@@ -154,6 +159,20 @@ class Staged:
             transfer.download(host[name])
         if self.runtime.engine.observers:   # per-op timings must see the work, not the enqueue
             self.runtime.queue.finish()
+
+    def _run_logged(self, inputs, outputs, host, log):
+        queue = self.runtime.queue
+        for name, transfer in self.uploads:
+            start = time.perf_counter()
+            transfer.upload(host[name])
+            queue.finish()
+            log[(name, "upload")].append((time.perf_counter() - start) * 1000.0)
+        self.kernel.run(inputs, outputs)
+        queue.finish()
+        for name, transfer in self.downloads:
+            start = time.perf_counter()
+            transfer.download(host[name])
+            log[(name, "download")].append((time.perf_counter() - start) * 1000.0)
 
     def bind(self, inputs, outputs, scratch=None):
         """The engine's bound-call form (Kernel.bind): transfers included."""

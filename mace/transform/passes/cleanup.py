@@ -7,6 +7,7 @@ remove_dead_ops: ops whose outputs nobody reads (and are not model outputs),
 """
 from __future__ import annotations
 
+from mace.frontends.qat_ranges import carry_range
 from mace.ir.args import get_arg
 
 
@@ -41,9 +42,11 @@ def remove_identity(graph, options) -> bool:
                         other.output[i] = dst
             graph.rename_tensor(src, dst)
             _rename_in(keep, src, dst)
+            carry_range(graph.net, src, dst)   # quantization-aware ranges follow the name
         else:
             graph.rename_tensor(dst, src)
             _rename_in(keep, dst, src)
+            carry_range(graph.net, dst, src)
     if changed:
         graph.set_ops(o for o in keep)
     return changed

@@ -7,6 +7,7 @@ since its slope is a tensor). The producer's output must have no other reader.
 """
 from __future__ import annotations
 
+from mace.frontends.qat_ranges import carry_range
 from mace.ir.args import get_arg, has_arg, set_arg
 
 HOSTS = {"Conv2D", "DepthwiseConv2d", "Deconv2D", "FullyConnected", "BatchNorm", "Eltwise"}
@@ -34,6 +35,9 @@ def fuse_activation(graph, options) -> bool:
         for name in ("max_limit", "activation_coefficient"):
             if has_arg(op, name):
                 set_arg(src, name, float(get_arg(op, name)))
+        # a quantization-aware range of the fused-away tensor holds, clamped, for the output
+        carry_range(graph.net, src.output[0], op.output[0],
+                    activation=(kind, float(get_arg(op, "max_limit", 0.0))))
         src.output[0] = op.output[0]
         src.framework_op.extend(op.framework_op)
         removed.add(op.name)

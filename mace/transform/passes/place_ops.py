@@ -1,14 +1,19 @@
-"""place_ops: pick CPU or GPU for every op when the runtime is gpu or cpu+gpu.
+"""place_ops: choose the runtime of every op (OperatorDef.device_type).
 
-The choice is OperatorDef.device_type (GPU where the op has a "gpu" kernel that
-accepts its shapes and args, else CPU: see mace/runtime/gpu/placement.py), so
-the converted .pb and its dump show it. With `winograd: 2|4` it also marks the
-GPU convolutions that Winograd suits with arg `wino_block_size`.
+With a placement plan (named subgraphs, `placement:` rules or `placement: auto`
+in the deployment file: mace/transform/placement.py, docs/placement.md) the
+plan decides, per op, among CPU, GPU and HEXAGON. Without one, runtime gpu or
+cpu+gpu puts every op the GPU can run (a "gpu" kernel that accepts its shapes
+and args: mace/runtime/gpu/placement.py) on the GPU and the rest on the CPU.
+Either way the converted .pb and its dump show the choice. With `winograd: 2|4`
+it also marks the GPU convolutions that Winograd suits with arg `wino_block_size`.
+It runs before `quantize`, which then rewrites only ops placed on the DSP.
 """
 from __future__ import annotations
 
 from mace.ir.args import set_arg
 from mace.runtime.gpu.placement import GPU, place
+from mace.transform.placement import place_plan
 
 # Winograd pays off only with enough channels to amortise its transforms (MACE: 8).
 WINOGRAD_MIN_CHANNELS = 8
@@ -18,8 +23,16 @@ def gpu_runtime(options) -> bool:
     return options.get("runtime") in ("gpu", "cpu+gpu")
 
 
+def wants_placement(options) -> bool:
+    return gpu_runtime(options) or options.get("placement") is not None
+
+
 def place_ops(graph, options) -> bool:
-    place(graph)
+    plan = options.get("placement")
+    if plan is not None:
+        options["placement_reasons"] = place_plan(graph, plan)
+    else:
+        place(graph)
     block = int(options.get("winograd") or 0)
     if block in (2, 4):
         for op in graph.net.op:

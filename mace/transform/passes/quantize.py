@@ -19,7 +19,9 @@ import numpy as np
 from mace.errors import ModelError
 from mace.frontends.tensorflow.fake_quant import fake_quant_ranges
 from mace.ir.args import set_arg
+from mace.proto import pb
 from mace.quantize import params as qp
+from mace.quantize.report import calibration_report
 from mace.transform.shape_inference import infer_shapes
 
 INT8 = "int8"
@@ -47,17 +49,26 @@ def quantize_plan(graph) -> dict:
         supports = getattr(cls, "supports", None)
         plan[op.name] = (f"reads non-float tensor {bad[0]}" if bad
                          else supports(op, graph) if supports else None)
+    if any(op.device_type == pb.HEXAGON for op in graph.net.op):   # dsp groups (docs/placement.md)
+        for op in graph.net.op:   # a model placed on dsp and cpu quantizes its dsp ops only
+            if op.device_type != pb.HEXAGON:
+                plan[op.name] = f"placed on {pb.DeviceType.Name(op.device_type)}"
     return plan
 
 
-def merged_ranges(graph, options) -> dict:
-    """tensor -> (min, max), sources merged in priority order (see module doc)."""
-    ranges = dict(options.get("input_ranges") or {})
+def merged_ranges(graph, options, sources: dict | None = None) -> dict:
+    """tensor -> (min, max), sources merged in priority order (see module doc);
+    `sources` (when given) gets tensor -> which source won, for the calibration report."""
     calibrate = options.get("calibrate")
-    if calibrate:
-        ranges.update(calibrate(graph))
-    ranges.update(options.get("quantize_ranges") or {})
-    ranges.update({t: (lo, hi) for t, (lo, hi, _, _) in fake_quant_ranges(graph.net).items()})
+    layers = (("input_ranges", options.get("input_ranges")),
+              ("calibration", calibrate(graph) if calibrate else None),
+              ("range file", options.get("quantize_ranges")),
+              ("QAT", {t: (lo, hi) for t, (lo, hi, _, _) in fake_quant_ranges(graph.net).items()}))
+    ranges = {}
+    for source, found in layers:
+        ranges.update(found or {})
+        if sources is not None:
+            sources.update(dict.fromkeys(found or {}, source))
     return ranges
 
 
@@ -70,8 +81,11 @@ def quantize_graph(graph, options) -> bool:
             raise ModelError(f"{where}{': ' if where else ''}runtime dsp: the DSP cannot run "
                              f"{len(refused)} op(s) (no quantized form):\n  "
                              + "\n  ".join(refused))
-    q = _Rewriter(graph, plan, merged_ranges(graph, options), options.get("per_channel", True))
+    sources = {}
+    q = _Rewriter(graph, plan, merged_ranges(graph, options, sources), options.get("per_channel", True))
     q.run()
+    # read by convert, which writes <model>_quantize_report.txt/.json (mace/quantize/report.py)
+    options["quantize_report"] = calibration_report(graph, plan, q.ranges, sources, q.domain, q.params)
     return False
 
 
@@ -127,7 +141,8 @@ class _Rewriter:
     def _inputs(self, op, cls, new_ops) -> list:
         """Point op's inputs at quantized tensors; returns their params (None: int input)."""
         g, params = self.g, []
-        weights = dict(getattr(cls, "weight_inputs", {}) or {})
+        weights = getattr(cls, "weight_inputs", {}) or {}
+        weights = dict(weights(op) if callable(weights) else weights)  # axis may depend on op args
         bias_index = getattr(cls, "bias_input", None)
         for i, t in enumerate(op.input):
             if t in g.consts:

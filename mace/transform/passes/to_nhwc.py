@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mace.frontends.qat_ranges import carry_range
 from mace.ir.args import get_arg, set_arg
 from mace.ir.graph import _copy_op
 from mace.ir.layouts import record_perms
@@ -155,6 +156,7 @@ class _Rewriter:
             if p == _ident(len(p)):
                 continue
             inner = self.graph.unique_name(out + "_nhwc")
+            carry_range(self.graph.net, out, inner, keep_old=True)  # same values, transposed
             for op in self.ops:
                 op.output[:] = [inner if t == out else t for t in op.output]
                 op.input[:] = [inner if t == out else t for t in op.input]

@@ -1,0 +1,118 @@
+"""The quantization flags of `run`: --quantize_stat (+ --quantize_stat_log) and --trace_dir.
+
+--quantize_stat runs the converted float model over every sample of --input_dir and
+logs MACE's `Tensor range @@<tensor>@@<min>,<max>` lines (stdout and a log file) for
+`quantize_stat` / tools/quantize_stat.py; it replaces the normal run. --trace_dir
+dumps every node output of a quantized model and compares each layer with the float
+model (mace/quantize/trace.py). docs/quantization.md has the whole flow.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from mace.cli.quantize_stat_cmd import default_log
+from mace.errors import ConfigError
+from mace.quantize.calibrate import collect_stats, load_samples
+from mace.quantize.stat import log_lines, stat_engine
+from mace.report.session import models_of, open_model, thread_limit
+
+SAMPLES_HELP = "one sub-folder per sample holding <input>.npy, *.npz files keyed by input name, or " \
+               "*.npy files for a one-input model"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--quantize_stat", action="store_true",
+                   help="run the float model over every sample in --input_dir and log each tensor's "
+                        "range per sample (MACE's `Tensor range @@` lines) for `quantize_stat`; "
+                        "convert with --quantize_stat first")
+    p.add_argument("--quantize_stat_log", default=None, metavar="FILE",
+                   help="where --quantize_stat writes its log ({model} is replaced by the model name; "
+                        "default: builds/<library>/quantize_stat/<model>_tensor_range.log)")
+    p.add_argument("--trace_dir", default=None, metavar="DIR",
+                   help="quantized models: write every node output to DIR/<model>/ (uint8 .npy, "
+                        "dequantized .dequant.npy, scale/zero point in trace.csv) and compare each layer "
+                        "with the float model")
+
+
+def _log_path(args, config, model: str, several: bool) -> Path:
+    if not args.quantize_stat_log:
+        return default_log(config, model, args.build_dir)
+    if several and "{model}" not in args.quantize_stat_log:
+        raise ConfigError("--quantize_stat_log: several models would share one log; put {model} in the "
+                          "path or pick one with --model_name")
+    return Path(args.quantize_stat_log.replace("{model}", model))
+
+
+def run_stat(args, config, console) -> int:
+    """`run --quantize_stat`: the whole command (no timing run, no validation)."""
+    if not args.input_dir:
+        raise ConfigError(f"--quantize_stat needs --input_dir DIR with sample inputs ({SAMPLES_HELP})")
+    models = models_of(config, args.models)
+    for model in models:
+        engine = stat_engine(config, model, args.build_dir)
+        samples = load_samples(args.input_dir, model.graph.inputs, "--input_dir")
+        with thread_limit(args.num_threads):
+            per_sample = collect_stats(engine.graph, samples, engine)
+        lines = log_lines(per_sample)
+        path = _log_path(args, config, model.name, len(models) > 1)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"{line}\n" for line in lines))
+        sys.stdout.write("".join(f"{line}\n" for line in lines))
+        sys.stdout.flush()
+        console.print(f"{model.name}: ranges of {len(per_sample[0])} tensors over {len(samples)} sample(s) "
+                      f"written to {escape(str(path))}")
+        console.print(f"next: python tools/converter.py quantize_stat --config={escape(str(config.path))}"
+                      f" --model_name={model.name} --log_file={escape(str(path))}")
+    return 0
+
+
+def trace(args, config, console) -> None:
+    """`run --trace_dir`: trace every model (quantized ones only)."""
+    if not args.trace_dir:
+        return
+    from mace.codegen.obfuscate import MAP_SUFFIX
+    from mace.quantize.trace import float_reference, to_obfuscated, trace_model
+    from mace.runtime.engine import is_quantized
+
+    for model in models_of(config, args.models):
+        with thread_limit(args.num_threads):
+            session = open_model(config, model, args.build_dir, args.input_dir, args.seed)
+            if not is_quantized(session.engine.graph):
+                raise ConfigError(f"--trace_dir: model '{model.name}' is not quantized (convert it with "
+                                  f"quantize: 1); --dump_tensors writes a float model's tensors")
+            reference = float_reference(config, model, session.inputs, args.build_dir)
+            if session.artifact(MAP_SUFFIX).exists():  # obfuscate: 1 built it with opaque names
+                reference = to_obfuscated(reference, session.artifact(MAP_SUFFIX))
+            t = trace_model(session.engine, session.inputs, Path(args.trace_dir) / model.name, reference,
+                            session.subgraph.threshold(), model.name)
+        print_trace(console, t)
+
+
+def _f(v, fmt="{:.4f}") -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def print_trace(console, t) -> None:
+    table = Table(title=f"Quantized {t.model} against the float model, layer by layer")
+    for col in ("#", "op", "type", "tensor", "scale", "zp", "cosine", "SQNR(dB)", "drop(dB)", "max err",
+                "steps", "clipped"):
+        table.add_column(col)
+    first, worst = t.first_below_threshold, t.largest_drop
+    for r in t.rows:
+        mark = " [red]<- first below threshold[/red]" if r is first else ""
+        mark += " [yellow]<- largest drop[/yellow]" if r is worst else ""
+        table.add_row(str(r.index), escape(r.op) + mark, r.type, escape(r.tensor), _f(r.scale, "{:.4g}"),
+                      _f(r.zero_point, "{}"), _f(r.cosine), _f(r.sqnr_db, "{:.1f}"), _f(r.sqnr_drop_db, "{:.1f}"),
+                      _f(r.max_abs_error, "{:.3g}"), _f(r.max_error_steps, "{:.1f}"),
+                      _f(r.clipped, "{:.1%}"))
+    console.print(table)
+    if first:
+        console.print(f"first layer below cosine {t.threshold}: {escape(first.op)} ({first.type}), "
+                      f"cosine {first.cosine:.4f}")
+    if worst:
+        console.print(f"largest SQNR drop: {escape(worst.op)} ({worst.type}), {worst.sqnr_drop_db:.1f} dB")
+    console.print(f"{len(t.rows)} tensors of {t.model} traced to {escape(str(t.directory))}/ (trace.csv)")

@@ -1,0 +1,149 @@
+"""ONNX QuantizeLinear / DequantizeLinear (QDQ models) -> float graph + kept ranges.
+
+A QDQ model (onnxruntime.quantization.quantize_static, QAT exporters) stores
+weights as integers behind DequantizeLinear and marks every quantized activation
+with a QuantizeLinear -> DequantizeLinear pair. MACE quantizes with its own scheme
+(mace/quantize/params.py), so the converter turns the model back into float and
+keeps what the pairs knew:
+
+* DequantizeLinear of a constant (int8/uint8 weights, int32 bias; per-tensor or
+  per-axis scales) folds to the float constant (x - zero_point) * scale, as
+  onnxruntime computes it; QuantizeLinear of a constant folds likewise.
+* A Q -> DQ pair on an activation x becomes x with its range
+  scale * (qmin - zero_point) .. scale * (qmax - zero_point) recorded for the quantize
+  pass (mace/frontends/qat_ranges.py; uint8: qmin 0, qmax 255; int8: -128, 127).
+  The pair clamps to that range; when the range starts at exactly 0 an exporter may
+  have folded a Relu/Clip into it (onnxruntime removes them), so that pair becomes
+  RELUX(max) and fuses into its producer; otherwise it is an Identity.
+
+Per-axis ranges on activations, blocked quantization (block_size) and non-integer
+types (float8, 4-bit) are refused with the node's name.
+"""
+import numpy as np
+
+from mace.errors import ModelError
+from mace.frontends.onnx.registry import onnx_op
+from mace.frontends.qat_ranges import record_ranges
+
+DEFAULT_AXIS = 1
+
+
+def _fail(node, ctx, message):
+    return ModelError(f"{node.op_type} '{ctx.op_name(node)}': {message}")
+
+
+def _pending(ctx) -> dict:
+    """QuantizeLinear outputs on activations, waiting for their DequantizeLinear:
+    name -> (float input, scale, zero point). Kept on the context, one per conversion."""
+    return vars(ctx).setdefault("quantize_linear_pending", {})
+
+
+def _params(ctx, node, data_dtype=None):
+    """(scale, zero point) as arrays; the zero point's dtype is the integer type."""
+    if int(ctx.attr(node, "block_size", 0) or 0):
+        raise _fail(node, ctx, "blocked quantization (block_size) is not supported")
+    scale = ctx.const(ctx.inp(node, 1))
+    if scale is None:
+        raise _fail(node, ctx, "the scale must be a constant")
+    zp_name = ctx.inp(node, 2)
+    zp = ctx.const(zp_name)
+    if zp_name is not None and zp is None:
+        raise _fail(node, ctx, "the zero point must be a constant")
+    if zp is None:
+        dtype = data_dtype
+        if dtype is None:   # QuantizeLinear: uint8 unless opset 21's output_dtype says otherwise
+            out = ctx.attr(node, "output_dtype", 0)
+            dtype = np.uint8 if not out else _np_dtype(out)
+        zp = np.zeros(np.shape(scale), dtype)
+    zp = np.asarray(zp)
+    if zp.dtype.kind not in "iu":
+        raise _fail(node, ctx, f"quantized type {zp.dtype} is not supported (integer types only)")
+    return np.asarray(scale), zp
+
+
+def _np_dtype(onnx_type):
+    from onnx import helper
+
+    return np.dtype(helper.tensor_dtype_to_np_dtype(onnx_type))
+
+
+def _along(value, axis: int, rank: int):
+    """A per-tensor (size 1) or per-axis parameter shaped to broadcast against the data."""
+    value = np.asarray(value)
+    if value.size == 1:
+        return value.reshape(())
+    shape = [1] * rank
+    shape[axis] = -1
+    return value.reshape(shape)
+
+
+def _axis(ctx, node, rank: int, size: int) -> int:
+    axis = int(ctx.attr(node, "axis", DEFAULT_AXIS))
+    if size == 1:
+        return 0
+    if not -rank <= axis < rank:
+        raise _fail(node, ctx, f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _const_output(ctx, node, value):
+    # An Identity from a new constant: folds at once unless the tensor is a model output.
+    src = ctx.add_const(ctx.temp(node, "value"), value)
+    ctx.add("Identity", node, [src], name=ctx.temp(node, "const"))
+
+
+@onnx_op("QuantizeLinear")
+def quantize_linear(ctx, node):
+    x = ctx.inp(node, 0)
+    scale, zp = _params(ctx, node)
+    value = ctx.const(x)
+    if value is None:
+        if scale.size != 1:
+            raise _fail(node, ctx, "per-axis quantization of an activation is not supported "
+                                   "(one scale per tensor)")
+        _pending(ctx)[node.output[0]] = (x, scale, zp)
+        return
+    axis = _axis(ctx, node, value.ndim, scale.size)
+    s, z = _along(scale, axis, value.ndim), _along(zp, axis, value.ndim)
+    info = np.iinfo(zp.dtype)
+    q = np.rint(np.asarray(value, np.float32) / s.astype(np.float32)) + z.astype(np.float64)
+    _const_output(ctx, node, np.clip(q, info.min, info.max).astype(zp.dtype))
+
+
+@onnx_op("DequantizeLinear")
+def dequantize_linear(ctx, node):
+    x = ctx.inp(node, 0)
+    value = ctx.const(x)
+    pending = _pending(ctx).get(node.input[0])
+    if value is None and pending is None:
+        raise _fail(node, ctx, f"input '{node.input[0]}' is neither a constant nor the output of a "
+                               f"QuantizeLinear (only Q -> DQ pairs and quantized constants convert)")
+    scale, zp = _params(ctx, node, value.dtype if value is not None else pending[2].dtype)
+    if value is not None:
+        axis = _axis(ctx, node, value.ndim, scale.size)
+        s, z = _along(scale, axis, value.ndim), _along(zp, axis, value.ndim)
+        # as onnxruntime: integer subtraction, then one float multiply
+        real = (value.astype(np.int64) - z.astype(np.int64)).astype(scale.dtype) * s
+        _const_output(ctx, node, real.astype(scale.dtype))
+        return
+    _pair(ctx, node, *pending, scale, zp)
+
+
+def _pair(ctx, node, x, q_scale, q_zp, scale, zp):
+    """Q -> DQ on activation x: x itself (clamped by RELUX when the range starts at 0)."""
+    if (scale.size != 1 or q_zp.dtype != zp.dtype
+            or not np.array_equal(q_scale.reshape(-1), scale.reshape(-1))
+            or not np.array_equal(q_zp.reshape(-1), zp.reshape(-1))):
+        raise _fail(node, ctx, "its scale/zero point differ from those of the QuantizeLinear it "
+                               "reads (a Q -> DQ pair must share them)")
+    info = np.iinfo(zp.dtype)
+    s, z = np.float32(scale.reshape(-1)[0]), int(zp.reshape(-1)[0])
+    lo, hi = float(s * np.float32(info.min - z)), float(s * np.float32(info.max - z))
+    if z == info.min:
+        ctx.add("Activation", node, [x], activation="RELUX", max_limit=hi)
+    else:
+        ctx.add("Identity", node, [x])
+    out = node.output[0]
+    # x carries the range too: the pair clamps it there, and x keeps its name when the
+    # Identity goes away (remove_identity) or the RELUX fuses into x's producer.
+    record_ranges(ctx.graph.net, [(out, lo, hi, info.bits, 0), (x, lo, hi, info.bits, 0)])

@@ -1,0 +1,70 @@
+"""What every int8 kernel shares: the class conventions (mace/ops/int8/__init__.py) and
+the 256-entry rescale table that requantizes uint8 values from one scale to another."""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops.registry import Kernel
+from mace.quantize import params as qp
+
+UINT8_LEVELS = 256
+
+
+class Int8Kernel(Kernel):
+    """Defaults of an int8 kernel class for the quantize pass and the engine."""
+
+    weight_inputs: dict = {}
+    bias_input = None
+    output_range = "own"
+
+    @staticmethod
+    def accepts(ctx) -> bool:
+        # A uint8 tensor without quantization (a float op's integer input) is not ours.
+        return (np.dtype(ctx.input_dtypes[0]) == np.uint8 and bool(ctx.input_quant)
+                and ctx.input_quant[0] is not None and bool(ctx.output_quant)
+                and all(p is not None for p in ctx.output_quant))
+
+    @staticmethod
+    def supports(op, graph):
+        return None
+
+    @staticmethod
+    def input_zero(ctx, index: int = 0) -> np.float64:
+        return np.float64(ctx.input_quant[index].zero_point)
+
+
+def float_consts(op, graph):
+    """Reason when a constant input is not float (it would stay unquantized), else None."""
+    for t in op.input:
+        if t in graph.consts and graph.consts[t].dtype.kind != "f":
+            return f"constant input {t} is {graph.consts[t].dtype}, not float"
+    return None
+
+
+def same_params(a: qp.QuantParams, b: qp.QuantParams) -> bool:
+    return float(a.scale) == float(b.scale) and int(a.zero_point) == int(b.zero_point)
+
+
+def rescale_table(p_in: qp.QuantParams, p_out: qp.QuantParams, qmin: int = qp.UINT8_MIN,
+                  qmax: int = qp.UINT8_MAX) -> np.ndarray | None:
+    """uint8 -> uint8 table requantizing p_in's integers to p_out's, clamped to [qmin, qmax].
+
+    None when the map is the identity. Built with the integer requantize, so applying
+    it equals requantizing every element.
+    """
+    if same_params(p_in, p_out) and qmin <= qp.UINT8_MIN and qmax >= qp.UINT8_MAX:
+        return None
+    m, shift = qp.quantize_multiplier(np.float64(p_in.scale) / np.float64(p_out.scale))
+    acc = np.arange(UINT8_LEVELS, dtype=np.int64) - int(p_in.zero_point)
+    table = np.empty(UINT8_LEVELS, np.uint8)
+    return qp.requantize(acc, m, shift, int(p_out.zero_point), table, qmin, qmax)
+
+
+def apply_table(table, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = table[x] (x may be out itself); a plain copy when table is None."""
+    if table is None:
+        if out is not x:
+            np.copyto(out, x)
+    else:
+        np.take(table, x, out=out)   # numpy reads x into an index array before writing out
+    return out

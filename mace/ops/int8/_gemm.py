@@ -1,0 +1,73 @@
+"""What the GEMM-like int8 kernels share: centring, the output stage, what they refuse.
+
+Every kernel here computes, per output channel c,
+
+    acc[c] = sum((x_q - x_zero) * (w_q - w_zero[c])) + bias_q[c]
+
+as float64: each factor is an integer of magnitude <= 255 and every partial sum stays
+far below 2^53, so float64 BLAS is exact in any order and equals the int32 sum (see
+mace/quantize/params.py). Inputs are centred (zero point subtracted) before the GEMM,
+so a pad cell of 0.0 is the input zero point, i.e. real 0.0. The accumulator then
+goes through params.requantize with multiplier in_scale * w_scale[c] / out_scale,
+clamped for a fused RELU/RELUX.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ir.args import get_arg
+from mace.quantize.params import activation_clamp, quantize_multiplier, requantize
+
+FUSABLE = ("", "NOOP", "RELU", "RELUX")
+
+
+def unsupported(op, graph, const_inputs=()) -> str | None:
+    """Why `op` cannot run quantized (a fused activation or a non-constant weight), or None."""
+    act = get_arg(op, "activation", "") or ""
+    if act not in FUSABLE:
+        return f"fused activation {act} has no quantized form (RELU/RELUX only)"
+    for i in const_inputs:
+        if i < len(op.input) and op.input[i] not in graph.consts:
+            return f"input {i} ({op.input[i]}) is not constant"
+    return None
+
+
+def centred(q: np.ndarray, p) -> np.ndarray:
+    """float64 q - zero_point, the zero point per channel along p.axis when per-channel."""
+    zero = p.broadcast(np.asarray(p.zero_point, np.float64), q.ndim)
+    return np.asarray(q, np.float64) - zero
+
+
+def channel_scales(p, channels: int) -> np.ndarray:
+    """p's scale for each of `channels` outputs: one per-tensor scale repeated, or the
+    per-channel scales tiled (grouped Deconv2D: C_out / group scales, repeated per group)."""
+    scale = np.asarray(p.scale, np.float64).reshape(-1)
+    return np.tile(scale, channels // scale.size)
+
+
+class OutputStage:
+    """acc (rows, C) float64 -> uint8 output: + bias, requantize per channel, fused clamp.
+
+    `w_params` None means a per-tensor product of input 0 and input 1 (MatMul): one
+    multiplier for every element, and `acc` may have any shape.
+    """
+
+    def __init__(self, ctx, w_params=None, channels: int | None = None, bias_index=None):
+        in_scale = np.float64(ctx.input_quant[0].scale)
+        out = ctx.output_quant[0]
+        w = w_params if w_params is not None else ctx.input_quant[1]
+        w_scale = channel_scales(w, channels) if channels else np.float64(w.scale)
+        self.multiplier, self.shift = quantize_multiplier(in_scale * w_scale / np.float64(out.scale))
+        self.zero = int(out.zero_point)
+        self.qmin, self.qmax = activation_clamp(ctx.arg("activation", "") or "", out,
+                                                float(ctx.arg("max_limit", 0.0)))
+        has_bias = bias_index is not None and bias_index < len(ctx.consts)
+        bias = ctx.consts[bias_index] if has_bias else None
+        self.bias = None if bias is None else np.asarray(bias, np.float64)
+
+    def __call__(self, acc: np.ndarray, out: np.ndarray) -> None:
+        if self.bias is not None:
+            acc += self.bias                  # int32 bias into integer-valued float64: exact
+        if np.ndim(self.multiplier) == 0:     # per tensor: any shape (a 0-d MatMul too)
+            acc, out = acc.reshape(-1), out.reshape(-1)
+        requantize(acc, self.multiplier, self.shift, self.zero, out, self.qmin, self.qmax)

@@ -1,0 +1,47 @@
+"""Quantized Activation: RELU, RELUX (ReLU6: clip at max_limit) and CLIP, as a clamp.
+
+The clamp bounds are the output's integers for 0.0 / max_limit (activation_clamp;
+CLIP: its min too). Output range "input": without a range of its own the output
+keeps the input's parameters and the op is a clamp of the codes, exact up to the
+bound itself being rounded to a code (<= 0.5 step). With its own range, one
+256-entry table requantizes and clamps (<= 0.5 output step against the float op
+on the dequantized input). Other activations (sigmoid, tanh, leaky ReLU, ...) stay
+float: supports() says why.
+"""
+import numpy as np
+
+from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
+from mace.ops.registry import kernel
+from mace.quantize import params as qp
+
+CLAMPS = ("RELU", "RELUX", "CLIP")
+
+
+def clamp_codes(kind, p: qp.QuantParams, alpha: float, max_limit: float) -> tuple:
+    """(qmin, qmax) of the clamp in p's integers."""
+    if kind != "CLIP":
+        return qp.activation_clamp(kind, p, max_limit)
+    code = lambda v: int(p.zero_point) + int(np.rint(v / np.float64(p.scale)))  # noqa: E731
+    return (max(qp.UINT8_MIN, code(alpha)), min(qp.UINT8_MAX, code(max_limit)))
+
+
+@kernel("Activation", "int8")
+class ActivationInt8(Int8Kernel):
+    output_range = "input"
+
+    @staticmethod
+    def supports(op, graph):
+        from mace.ir.args import get_arg
+        kind = get_arg(op, "activation", "")
+        if kind not in CLAMPS:
+            return f"activation {kind} has no quantized form (only {', '.join(CLAMPS)})"
+        return None
+
+    def setup(self, ctx):
+        p_out = ctx.output_quant[0]
+        qmin, qmax = clamp_codes(ctx.arg("activation"), p_out,
+                                 ctx.arg("activation_coefficient", 0.0), ctx.arg("max_limit", 0.0))
+        self.table = rescale_table(ctx.input_quant[0], p_out, qmin, qmax)
+
+    def run(self, inputs, outputs):
+        apply_table(self.table, inputs[0], outputs[0])
