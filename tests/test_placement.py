@@ -174,7 +174,7 @@ def test_rules_place_ops_and_later_rules_win(tmp_path):
         {"ops": "conv1..pool", "runtime": "gpu"},      # a range by framework op names
         {"ops": ["lrn"], "runtime": "cpu"},            # overrides the range for one op
         {"ops": "-1:", "runtime": "gpu"}]})            # a slice of the converted op list: the last op
-    _, graph = convert(tmp_path, path)
+    config, graph = convert(tmp_path, path)
     where = placement_of(graph)
     assert where == {"conv1": "gpu", "relu1": "gpu", "lrn": "cpu", "conv2": "gpu", "relu2": "gpu",
                      "pool": "gpu", "flat": "cpu", "fc": "cpu", "softmax": "gpu"}
@@ -183,6 +183,11 @@ def test_rules_place_ops_and_later_rules_win(tmp_path):
         [("cpu", 0, 0), ("gpu", 1, 1), ("cpu", 2, 2), ("gpu", 3, 4), ("cpu", 5, 6), ("gpu", 7, 7)]
     report = (tmp_path / "builds/mixed/model/net_report.txt").read_text()
     assert "Placement: 6 groups on cpu, gpu, 6 transfers" in report
+    from mace.report.html import visualize_model
+    files = visualize_model(config, config.models["net"], tmp_path / "builds", dot=True)
+    gpu_ops = sum(op.device_type == pb.GPU for op in graph.net.op)
+    assert files.dot_path.read_text().count('fillcolor="#fdecd6"') == gpu_ops == 4   # GPU ops orange
+    assert "Placement: 6 groups on cpu, gpu" in files.html_path.read_text()
 
 
 def test_rule_naming_an_op_its_runtime_cannot_run_is_an_error(tmp_path):
@@ -307,3 +312,22 @@ def test_cli_refuses_quantized_groups_beside_gpu(tmp_path):
     assert done.returncode != 0 and "Traceback" not in done.stderr
     assert "models.net: placement on dsp, gpu: quantized groups (dsp, quantize: 1) combine with cpu " \
            "groups only" in done.stderr
+
+
+def test_dsp_subgraph_ops_must_have_a_quantized_kernel(tmp_path):
+    """Unlike gpu, a dsp subgraph has no CPU fallback: LRN in the dsp body stops the convert."""
+    path = write_config(tmp_path, {"quantize_calibration_data": calibration(tmp_path)}, dict_subgraphs("dsp"))
+    with pytest.raises(ModelError, match=r"models\.net\.subgraphs\.body\.runtime: dsp cannot run op 'lrn' "
+                                         r"\(LocalResponseNorm\): no quantized kernel"):
+        convert(tmp_path, path)
+
+
+def test_named_dsp_body_and_cpu_head_validate(tmp_path):
+    sgs = {"body": {**IN, "output_tensors": "r1", "output_shapes": "1,8,8,8", "runtime": "dsp", "order": 0},
+           "head": {"input_tensors": "r1", "input_shapes": "1,8,8,8", **OUT, "runtime": "cpu", "order": 1}}
+    config, graph = convert(tmp_path, write_config(tmp_path, {"quantize_calibration_data": calibration(tmp_path)},
+                                                   sgs))
+    where = placement_of(graph)
+    assert [where[n] for n in OP_NAMES] == ["dsp", "dsp"] + ["cpu"] * 7
+    [metric] = run_model(config, config.models["net"], build_dir=tmp_path / "builds", validate=True).metrics
+    assert metric.threshold == 0.98 and metric.passed

@@ -98,3 +98,48 @@ def qat_tf_graph(size: int = 12, seed: int = 0):
     spec = tf.TensorSpec((1, size, size, 3), tf.float32, name="input")
     frozen = convert_variables_to_constants_v2(tf.function(net, autograph=False).get_concrete_function(spec))
     return frozen.graph.as_graph_def(), "logits"
+
+
+# MobileNet v1's body at a small width: (pointwise channels, depthwise stride) per block.
+MOBILENET_BLOCKS = ((32, 1), (48, 2), (48, 1), (96, 2), (96, 1), (160, 2))
+
+
+def tf_mobilenet(size: int = 32, classes: int = 10, seed: int = 0):
+    """(GraphDef, [probabilities, logits]) of a Keras MobileNet v1-style network (3x3/2 stem,
+    depthwise-separable blocks with BatchNorm + ReLU6, global pooling, dense, softmax),
+    frozen. He-scaled weights and batch norms near identity keep activations O(1) through
+    the depth, so the output depends on the input (Keras' default initialisers let a
+    random MobileNet collapse to a constant). Input 'input' [1, size, size, 3]."""
+    from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
+
+    from mace.frontends.tensorflow.loader import import_tf
+
+    tf = import_tf()
+    keras, L = tf.keras, tf.keras.layers
+    keras.utils.set_random_seed(seed)
+    he = keras.initializers.HeNormal(seed)
+
+    def bn_relu6(x):
+        return L.ReLU(6.0)(L.BatchNormalization()(x))
+
+    inp = keras.Input((size, size, 3))
+    x = bn_relu6(L.Conv2D(16, 3, strides=2, padding="same", use_bias=False, kernel_initializer=he)(inp))
+    for channels, stride in MOBILENET_BLOCKS:
+        # He scaling over the 9 taps of one channel (Keras would count all channels in)
+        dw = keras.initializers.RandomNormal(stddev=np.sqrt(2.0 / 9), seed=seed)
+        x = bn_relu6(L.DepthwiseConv2D(3, strides=stride, padding="same", use_bias=False,
+                                       depthwise_initializer=dw)(x))
+        x = bn_relu6(L.Conv2D(channels, 1, use_bias=False, kernel_initializer=he)(x))
+    logits = L.Dense(classes, kernel_initializer=he)(L.GlobalAveragePooling2D()(x))
+    model = keras.Model(inp, L.Softmax()(logits))
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, L.BatchNormalization):
+            n = layer.get_weights()[0].shape
+            layer.set_weights([rng.uniform(0.8, 1.2, n), rng.uniform(-0.1, 0.1, n),
+                               rng.uniform(-0.1, 0.1, n), rng.uniform(0.8, 1.2, n)])
+    spec = tf.TensorSpec((1, size, size, 3), tf.float32, name="input")
+    fn = tf.function(lambda v: model(v, training=False), autograph=False).get_concrete_function(spec)
+    graph_def = convert_variables_to_constants_v2(fn).graph.as_graph_def()
+    logits_name = [n for n in graph_def.node if n.op == "Softmax"][-1].input[0]
+    return graph_def, ["Identity:0", logits_name]

@@ -65,17 +65,6 @@ class PlacementPlan:
     boundaries: list                                # tensors between parts
     members: dict = field(default_factory=dict)     # framework op / IR op name -> part index
 
-    @property
-    def runtimes(self) -> set:
-        return {r for p in self.parts for r in _part_runtimes(p)}
-
-
-def _part_runtimes(part) -> set:
-    if part.rules == "auto":
-        return set(part.preference)
-    own = {"cpu", "gpu"} if part.runtime == "cpu+gpu" else {part.runtime}
-    return own | {r.runtime for r in part.rules}
-
 
 # ---- from the deployment file ------------------------------------------------------
 def plan_for(config, model) -> PlacementPlan | None:
@@ -260,37 +249,46 @@ def resolve(graph, plan: PlacementPlan) -> tuple:
     ops = list(graph.net.op)
     check = _Checker(graph)
     parts = op_parts(graph, plan)
-    runtime, reasons, strict = [None] * len(ops), {}, {}
+    runtime, reasons, strict = [None] * len(ops), {}, {}   # strict: op index -> key that put it there
     for index, part in enumerate(plan.parts):
-        if part.rules == "auto":
-            continue   # after the others: its transfer costs see their placement
         mine = [i for i in range(len(ops)) if parts[i] == index]
-        for i in mine:
-            runtime[i] = _part_default(ops[i], part, check, reasons)
-        for rule in part.rules:
-            chosen = set()
-            for item in rule.items:
-                chosen.update(select(ops, item, f"{plan.file}: {rule.where}"))
-            inside = [i for i in sorted(chosen) if parts[i] == index]
-            if rule.own and not inside:
-                raise ModelError(f"{plan.file}: {rule.where}: selects no op of subgraph '{part.name}'")
-            for i in inside:
-                runtime[i] = rule.runtime
-                strict[i] = rule.where
-                reasons.pop(ops[i].name, None)
-    for index, part in enumerate(plan.parts):
+        if part.rules != "auto":
+            for i in mine:
+                runtime[i] = _part_default(ops[i], part, check, reasons)
+                if part.runtime == "dsp":   # no fallback: every op of a dsp subgraph must quantize
+                    strict[i] = f"{part.key_path}.runtime"
+            _apply_rules(plan, part, ops, set(mine), runtime, strict, reasons)
+    for index, part in enumerate(plan.parts):   # after the others: transfer costs see their placement
         if part.rules == "auto":
             from mace.transform.auto_placement import auto_place
             mine = [i for i in range(len(ops)) if parts[i] == index]
-            auto_place(graph, mine, part.preference, check,
-                       f"{plan.file}: {part.placement_key} (auto)", runtime)
+            auto_place(graph, mine, part.preference, check, f"{plan.file}: {part.placement_key} (auto)",
+                       runtime)
+    _refuse(plan, ops, runtime, strict, check)
+    return runtime, reasons
+
+
+def _apply_rules(plan, part, ops, mine: set, runtime, strict, reasons) -> None:
+    for rule in part.rules:
+        chosen = set()
+        for item in rule.items:
+            chosen.update(select(ops, item, f"{plan.file}: {rule.where}"))
+        inside = sorted(chosen & mine)
+        if rule.own and not inside:
+            raise ModelError(f"{plan.file}: {rule.where}: selects no op of subgraph '{part.name}'")
+        for i in inside:
+            runtime[i], strict[i] = rule.runtime, rule.where
+            reasons.pop(ops[i].name, None)
+
+
+def _refuse(plan, ops, runtime, strict, check) -> None:
+    """Ops a rule or a dsp subgraph put where no kernel takes them: one error listing each."""
     refused = [(strict[i], ops[i], runtime[i], why) for i in sorted(strict)
                for why in [check(ops[i], runtime[i])] if why]
     if refused:
         raise ModelError(f"{plan.where}: {len(refused)} op(s) cannot run where placement puts them:\n  "
                          + "\n  ".join(f"{w}: {rt} cannot run op '{op.name}' ({op.type}): {why}"
                                        for w, op, rt, why in refused))
-    return runtime, reasons
 
 
 def _part_default(op, part, check, reasons) -> str:

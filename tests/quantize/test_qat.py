@@ -1,0 +1,241 @@
+"""Quantization-aware ranges: ONNX Q/DQ pairs and TensorFlow FakeQuant keep their own ranges.
+
+Small hand-built ONNX graphs check the Q/DQ mapping against onnxruntime (constant
+folding per axis, the range of a pair, the ReLU an exporter folded into a pair);
+then whole models go through the CLI with no calibration data at all, so every
+range must come from the model: a TensorFlow graph with FakeQuant nodes and a
+MobileNet v2 quantized to QDQ by onnxruntime.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import yaml
+from onnx import TensorProto, helper, numpy_helper
+
+from mace.errors import ModelError
+from mace.frontends.qat_ranges import qat_ranges
+from mace.ir.args import get_arg
+from mace.ir.model_io import load_net
+from mace.onnx_backend import prepare
+from mace.quantize.params import activation_params, params_from_info
+from tests.cli_helpers import cli
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def onnx_model(nodes, inits, x_shape, out_name, out_shape):
+    graph = helper.make_graph(nodes, "qdq", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+                              [helper.make_tensor_value_info(out_name, TensorProto.FLOAT, out_shape)],
+                              initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    return model
+
+
+def ort_run(model, x):
+    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"x": x})[0]
+
+
+def rand(*shape, seed=0, lo=-1.0, hi=1.0):
+    return np.random.default_rng(seed).uniform(lo, hi, shape).astype(np.float32)
+
+
+def same_params(p, lo, hi) -> bool:
+    """p is activation_params(lo, hi), up to float32 rounding of the range."""
+    want = activation_params(lo, hi)
+    return p.zero_point == want.zero_point and p.scale == pytest.approx(want.scale, rel=1e-6)
+
+
+# ---- the ONNX mapping -------------------------------------------------------------------
+def test_dequantized_weights_and_bias_fold_to_float_per_axis():
+    rng = np.random.default_rng(1)
+    inits = {"wq": rng.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8),
+             "ws": np.array([0.01, 0.02, 0.005, 0.03], np.float32),
+             "wz": np.array([0, 3, -2, 1], np.int8),
+             "bq": rng.integers(-500, 500, 4).astype(np.int32),
+             "bs": np.array([1e-3, 2e-3, 5e-4, 3e-3], np.float32)}
+    nodes = [helper.make_node("DequantizeLinear", ["wq", "ws", "wz"], ["w"], axis=0),
+             helper.make_node("DequantizeLinear", ["bq", "bs"], ["b"], axis=0),
+             helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1])]
+    model = onnx_model(nodes, inits, [1, 3, 5, 5], "y", [1, 4, 5, 5])
+    x = rand(1, 3, 5, 5)
+    engine = prepare(model, {"x": x})
+    # nothing of the DequantizeLinear nodes is left (the Transposes are the NCHW interface)
+    assert [op.type for op in engine.graph.net.op if op.type != "Transpose"] == ["Conv2D"]
+    np.testing.assert_allclose(engine.run({"x": x})["y"], ort_run(model, x), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype, zero, relu", [(np.uint8, 131, False), (np.int8, 3, False),
+                                               (np.uint8, 0, True), (np.int8, -128, True)])
+def test_a_pair_on_an_activation_keeps_its_range(dtype, zero, relu):
+    """x * x - x -> Q -> DQ -> * 3: the pair's range is scale * (qmin - zp) .. scale * (qmax - zp);
+    a range starting at 0 clamps like the Relu/Clip exporters fold into it."""
+    scale = np.float32(0.04)   # every range below holds x * x - x (no clamp at the top)
+    inits = {"s": np.array(scale), "z": np.array(zero, dtype), "three": np.array(3.0, np.float32)}
+    nodes = [helper.make_node("Mul", ["x", "x"], ["sq"]),                    # an op before the pair
+             helper.make_node("Sub", ["sq", "x"], ["a"]),
+             helper.make_node("QuantizeLinear", ["a", "s", "z"], ["aq"]),
+             helper.make_node("DequantizeLinear", ["aq", "s", "z"], ["adq"]),
+             helper.make_node("Mul", ["adq", "three"], ["y"])]
+    model = onnx_model(nodes, inits, [2, 40], "y", [2, 40])
+    x = rand(2, 40, lo=-1.5, hi=1.5)
+    engine = prepare(model, {"x": x})
+    info = np.iinfo(dtype)
+    lo, hi = float(scale * (info.min - zero)), float(scale * (info.max - zero))
+    ranges = qat_ranges(engine.graph.net)
+    held = {t: r for t, r in ranges.items() if t in {o for op in engine.graph.net.op for o in op.output}}
+    assert list(held.values()) == [(pytest.approx(lo), pytest.approx(hi), 8, 0)]
+    # the float model computes what onnxruntime does, less the rounding to the scale
+    got, want = engine.run({"x": x})["y"], ort_run(model, x)
+    np.testing.assert_allclose(got, want, atol=1.5 * scale + 1e-6)   # half a step, times 3
+    assert (float(got.min()) >= 0.0) == relu   # clamped at 0 exactly when the range starts at 0
+    kinds = {get_arg(op, "activation", "") for op in engine.graph.net.op}
+    assert ("RELUX" in kinds) == relu
+
+
+def test_the_range_of_a_folded_relu_lands_on_the_fused_conv():
+    """Conv -> Q(zp = 0) -> DQ, as onnxruntime writes Conv + Relu: the conv computes the
+    ReLU(max) itself and its quantized output has the pair's parameters."""
+    rng = np.random.default_rng(2)
+    inits = {"w": (rng.standard_normal((6, 3, 3, 3)) * 0.3).astype(np.float32),
+             "s": np.array(0.01, np.float32), "z": np.array(0, np.uint8),
+             "si": np.array(2 / 255, np.float32), "zi": np.array(128, np.uint8)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "si", "zi"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "si", "zi"], ["xdq"]),
+             helper.make_node("Conv", ["xdq", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["y"])]
+    model = onnx_model(nodes, inits, [1, 3, 6, 6], "y", [1, 6, 6, 6])
+    x = rand(1, 3, 6, 6)
+    float_engine = prepare(model, {"x": x})
+    conv = [op for op in float_engine.graph.net.op if op.type == "Conv2D"]
+    assert len(conv) == 1 and get_arg(conv[0], "activation") == "RELUX"
+    assert get_arg(conv[0], "max_limit") == pytest.approx(2.55)
+    want = ort_run(model, x)
+    # onnxruntime rounds the input (step 2/255) and the output (step 0.01); the float model does not
+    np.testing.assert_allclose(float_engine.run({"x": x})["y"], want, atol=0.03)
+    q = prepare(model, {"x": x}, options={"quantize": True})
+    (qconv,) = [op for op in q.graph.net.op if op.type == "Conv2D"]
+    assert same_params(params_from_info(qconv.quantize_info[0]), 0.0, 2.55)
+    (quant,) = [op for op in q.graph.net.op if op.type == "Quantize"]
+    assert same_params(params_from_info(quant.quantize_info[0]), -256 / 255, 254 / 255)
+    got = q.run({"x": x})["y"]   # the same input rounding; int8 weights; output on the same grid
+    np.testing.assert_allclose(got, want, atol=0.0201)   # two steps of 0.01
+    assert np.abs(got - want).mean() < 0.003
+
+
+def test_dequantize_of_an_unquantized_activation_is_refused():
+    inits = {"s": np.array(0.1, np.float32)}
+    nodes = [helper.make_node("Relu", ["x"], ["r"]),
+             helper.make_node("DequantizeLinear", ["r", "s"], ["y"], name="lonely_dq")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+                              initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    with pytest.raises(ModelError, match="lonely_dq.*neither a constant nor the output of a QuantizeLinear"):
+        prepare(model, {"x": rand(4)})
+
+
+def test_per_axis_quantization_of_an_activation_is_refused():
+    inits = {"s": np.array([0.1, 0.2], np.float32), "z": np.array([0, 0], np.uint8)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1, name="q_per_axis"),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)]
+    model = onnx_model(nodes, inits, [3, 2], "y", [3, 2])
+    with pytest.raises(ModelError, match="q_per_axis.*per-axis"):
+        prepare(model, {"x": rand(3, 2)})
+
+
+# ---- whole models through the CLI, no calibration data ---------------------------------
+def model_entry(platform, path, data, size, outputs, output_shape="1,10"):
+    sg = {"input_tensors": "input", "input_shapes": f"1,{size},{size},3", "input_data_formats": "NHWC",
+          "input_ranges": "-1,1", "output_tensors": outputs, "output_shapes": [output_shape] * len(outputs),
+          "output_data_formats": "NONE"}
+    return {"platform": platform, "model_file_path": path, "model_sha256_checksum": hashlib.sha256(data).hexdigest(),
+            "subgraphs": [sg], "runtime": "cpu", "quantize": 1}
+
+
+def convert_and_validate(work, models: dict) -> dict:
+    (work / "q.yml").write_text(yaml.safe_dump({"library_name": "qat", "target_abis": ["host"],
+                                                "models": models}, sort_keys=False))
+    r = cli("convert", "--config=q.yml", "--build_dir=out", cwd=work, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = cli("run", "--config=q.yml", "--build_dir=out", "--validate", "--json=r.json", cwd=work, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return {m["model"]: m for m in json.loads((work / "r.json").read_text())["models"]}
+
+
+def quantized_outputs(net) -> dict:
+    """tensor -> QuantParams of every op output in the quantized domain."""
+    return {t: params_from_info(info) for op in net.op if op.type != "Dequantize"
+            for t, info in zip(op.output, op.quantize_info)}
+
+
+def test_tensorflow_fake_quant_model_converts_with_its_own_ranges(tmp_path):
+    from mace.testing.quant_models import QAT_RANGES, qat_tf_graph
+
+    graph_def, output = qat_tf_graph(size=12)
+    data = graph_def.SerializeToString(deterministic=True)
+    (tmp_path / "qat.pb").write_bytes(data)
+    report = convert_and_validate(tmp_path, {"qat": model_entry("tensorflow", "qat.pb", data, 12, [output])})
+    (metric,) = report["qat"]["validation"]
+    assert metric["passed"] and metric["threshold"] == 0.98 and metric["cosine"] >= 0.98, metric
+
+    net = load_net(tmp_path / "out" / "qat" / "model" / "qat.pb")
+    assert get_arg(net, "quantize") == 1
+    got = quantized_outputs(net)
+    by_type = {op.type: [params_from_info(i) for i in op.quantize_info] for op in net.op}
+    r = QAT_RANGES
+    # input_ranges says -1,1; the FakeQuant on the input wins
+    assert by_type["Quantize"] == [activation_params(*r["input"])]
+    assert by_type["DepthwiseConv2d"] == [activation_params(0.0, r["dw_pre_relu"][1])]  # through the ReLU
+    assert by_type["Reduce"] == [activation_params(*r["pool"])]
+    convs = [params_from_info(op.quantize_info[0]) for op in net.op if op.type == "Conv2D"]
+    assert convs == [activation_params(*r["conv1"]), activation_params(*r["conv2"])]
+    assert by_type["FullyConnected"] == [activation_params(*r["logits"])]
+    # every quantized tensor's range is one the model carried
+    kept = {activation_params(lo, hi) for lo, hi, _, _ in qat_ranges(net).values()}
+    assert set(got.values()) <= kept and len(got) == 6
+
+
+def test_onnxruntime_qdq_mobilenet_converts_with_its_own_ranges(tmp_path):
+    from mace.testing.mobilenet_v2 import mobilenet_v2
+    from mace.testing.quant_models import qdq_model, uniform_samples
+
+    size = 32
+    model = mobilenet_v2(seed=0, resolution=size, classes=10)
+    onnx.save(model, str(tmp_path / "float.onnx"))
+    out = model.graph.output[0].name
+    samples = [s.transpose(0, 3, 1, 2).copy() for s in uniform_samples((1, size, size, 3), 8, seed=1)]
+    qdq_model(tmp_path / "float.onnx", tmp_path / "qdq.onnx", "input", samples)
+    data = (tmp_path / "qdq.onnx").read_bytes()
+    report = convert_and_validate(tmp_path, {"qdq": model_entry("onnx", "qdq.onnx", data, size, [out])})
+    (metric,) = report["qdq"]["validation"]   # against onnxruntime running the QDQ model
+    assert metric["passed"] and metric["cosine"] >= 0.98, metric
+
+    net = load_net(tmp_path / "out" / "qat" / "model" / "qdq.pb")
+    got = quantized_outputs(net)
+    ranges = qat_ranges(net)
+    convs = [op.output[0] for op in net.op if op.type in ("Conv2D", "DepthwiseConv2d")]
+    assert len(convs) == 52
+    for t in convs:   # each layer's output: the range of the Q/DQ pair after it
+        lo, hi, bits, _ = ranges[t]
+        assert bits == 8 and got[t] == activation_params(lo, hi), t
+    # the pairs' ranges are onnxruntime's: scale * (0 - zp) .. scale * (255 - zp)
+    qdq = onnx.load(str(tmp_path / "qdq.onnx"))
+    inits = {i.name: numpy_helper.to_array(i) for i in qdq.graph.initializer}
+    checked = 0
+    for node in qdq.graph.node:
+        if node.op_type == "DequantizeLinear" and node.output[0] in ranges:
+            s, z = float(inits[node.input[1]]), int(inits[node.input[2]])
+            lo, hi, _, _ = ranges[node.output[0]]
+            assert (lo, hi) == (pytest.approx(-z * s, rel=1e-6), pytest.approx((255 - z) * s, rel=1e-6))
+            checked += 1
+    assert checked > 10
