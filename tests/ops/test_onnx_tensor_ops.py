@@ -110,6 +110,11 @@ def test_gemm_runtime_b(attrs, c):
     check("Gemm", {"a": a, "b": b}, consts, attrs)
 
 
+def test_gemm_const_b_without_c():
+    """Gemm with a constant B and no C is one FullyConnected (no bias)."""
+    check("Gemm", {"a": rand(2, 3)}, {"b": rand(4, 3, seed=1)}, {"transB": 1, "alpha": 0.5})
+
+
 # ---- Gather -------------------------------------------------------------------------
 @pytest.mark.parametrize("shape,axis,indices", [
     ((5,), 0, [4, -1, 0]), ((3, 4, 5), 1, [[0, -1], [2, 1]]), ((3, 4, 5), -1, 2),

@@ -19,7 +19,7 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from mace.errors import ModelError
-from mace.frontends.qat_ranges import qat_ranges
+from mace.quantize.qat_ranges import qat_ranges
 from mace.ir.args import get_arg
 from mace.ir.model_io import load_net
 from mace.onnx_backend import prepare
@@ -132,24 +132,57 @@ def test_the_range_of_a_folded_relu_lands_on_the_fused_conv():
     assert np.abs(got - want).mean() < 0.003
 
 
-def test_dequantize_of_an_unquantized_activation_is_refused():
-    inits = {"s": np.array(0.1, np.float32)}
-    nodes = [helper.make_node("Relu", ["x"], ["r"]),
-             helper.make_node("DequantizeLinear", ["r", "s"], ["y"], name="lonely_dq")]
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])],
+def test_a_4d_model_output_keeps_its_range_through_the_layout_change():
+    """The conv runs NHWC and writes a new tensor that a Transpose turns into the NCHW output:
+    that tensor takes the output's range (no calibration here: it would be missing)."""
+    rng = np.random.default_rng(3)
+    inits = {"w": (rng.standard_normal((5, 3, 3, 3)) * 0.3).astype(np.float32),
+             "si": np.array(2 / 255, np.float32), "zi": np.array(128, np.uint8),
+             "s": np.array(0.03, np.float32), "z": np.array(100, np.uint8)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "si", "zi"], ["xq"]),
+             helper.make_node("DequantizeLinear", ["xq", "si", "zi"], ["xdq"]),
+             helper.make_node("Conv", ["xdq", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["y"])]
+    model = onnx_model(nodes, inits, [1, 3, 6, 6], "y", [1, 5, 6, 6])
+    x = rand(1, 3, 6, 6)
+    q = prepare(model, {"x": x}, options={"quantize": True})
+    (conv,) = [op for op in q.graph.net.op if op.type == "Conv2D"]
+    assert conv.output[0] != "y"                              # the NHWC tensor before the Transpose
+    assert same_params(params_from_info(conv.quantize_info[0]), -3.0, 0.03 * 155)
+    np.testing.assert_allclose(q.run({"x": x})["y"], ort_run(model, x), atol=0.0601)   # two steps
+
+
+def test_lone_quantize_and_dequantize_compute_what_onnx_does():
+    """Outside a pair (a Q read by another op, a DQ of an integer input) the ops compute."""
+    inits = {"s": np.array([0.05, 0.1, 0.02], np.float32), "z": np.array([10, 128, 250], np.uint8)}
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+             helper.make_node("Cast", ["q"], ["qf"], to=TensorProto.FLOAT),
+             helper.make_node("DequantizeLinear", ["u", "s", "z"], ["d"], axis=1)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+                                           helper.make_tensor_value_info("u", TensorProto.UINT8, [2, 3, 4])],
+                              [helper.make_tensor_value_info("qf", TensorProto.FLOAT, [2, 3, 4]),
+                               helper.make_tensor_value_info("d", TensorProto.FLOAT, [2, 3, 4])],
                               initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    with pytest.raises(ModelError, match="lonely_dq.*neither a constant nor the output of a QuantizeLinear"):
-        prepare(model, {"x": rand(4)})
+    model.ir_version = 8
+    feeds = {"x": rand(2, 3, 4, lo=-8, hi=8),   # saturates at both ends for some channels
+             "u": np.random.default_rng(4).integers(0, 256, (2, 3, 4)).astype(np.uint8)}
+    feeds["x"][0, 0, 0] = 0.125                  # x / scale = 2.5: rounds half to even
+    engine = prepare(model, feeds)
+    got = engine.run(feeds)
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        ["qf", "d"], feeds)
+    np.testing.assert_array_equal(got["qf"], want[0])
+    np.testing.assert_allclose(got["d"], want[1], rtol=1e-6)
 
 
-def test_per_axis_quantization_of_an_activation_is_refused():
+def test_a_per_axis_pair_on_an_activation_is_refused():
     inits = {"s": np.array([0.1, 0.2], np.float32), "z": np.array([0, 0], np.uint8)}
-    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1, name="q_per_axis"),
-             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1)]
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["q"], axis=1),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["y"], axis=1, name="dq_per_axis")]
     model = onnx_model(nodes, inits, [3, 2], "y", [3, 2])
-    with pytest.raises(ModelError, match="q_per_axis.*per-axis"):
+    with pytest.raises(ModelError, match="dq_per_axis.*per-axis"):
         prepare(model, {"x": rand(3, 2)})
 
 
@@ -174,8 +207,7 @@ def convert_and_validate(work, models: dict) -> dict:
 
 def quantized_outputs(net) -> dict:
     """tensor -> QuantParams of every op output in the quantized domain."""
-    return {t: params_from_info(info) for op in net.op if op.type != "Dequantize"
-            for t, info in zip(op.output, op.quantize_info)}
+    return {t: params_from_info(info) for op in net.op for t, info in zip(op.output, op.quantize_info)}
 
 
 def test_tensorflow_fake_quant_model_converts_with_its_own_ranges(tmp_path):
@@ -190,19 +222,15 @@ def test_tensorflow_fake_quant_model_converts_with_its_own_ranges(tmp_path):
 
     net = load_net(tmp_path / "out" / "qat" / "model" / "qat.pb")
     assert get_arg(net, "quantize") == 1
-    got = quantized_outputs(net)
-    by_type = {op.type: [params_from_info(i) for i in op.quantize_info] for op in net.op}
+    got = [(op.type, params_from_info(op.quantize_info[0])) for op in net.op if op.type != "Dequantize"]
     r = QAT_RANGES
-    # input_ranges says -1,1; the FakeQuant on the input wins
-    assert by_type["Quantize"] == [activation_params(*r["input"])]
-    assert by_type["DepthwiseConv2d"] == [activation_params(0.0, r["dw_pre_relu"][1])]  # through the ReLU
-    assert by_type["Reduce"] == [activation_params(*r["pool"])]
-    convs = [params_from_info(op.quantize_info[0]) for op in net.op if op.type == "Conv2D"]
-    assert convs == [activation_params(*r["conv1"]), activation_params(*r["conv2"])]
-    assert by_type["FullyConnected"] == [activation_params(*r["logits"])]
-    # every quantized tensor's range is one the model carried
-    kept = {activation_params(lo, hi) for lo, hi, _, _ in qat_ranges(net).values()}
-    assert set(got.values()) <= kept and len(got) == 6
+    want = [("Quantize", r["input"]),            # input_ranges says -1,1: the FakeQuant wins
+            ("Conv2D", r["conv1"]),
+            ("DepthwiseConv2d", (0.0, r["dw_pre_relu"][1])),   # the range before the ReLU, through it
+            ("Conv2D", r["conv2"]), ("Reduce", r["pool"]), ("FullyConnected", r["logits"])]
+    assert [t for t, _ in got] == [t for t, _ in want]
+    for (op_type, p), (_, (lo, hi)) in zip(got, want):
+        assert same_params(p, lo, hi), (op_type, p, lo, hi)
 
 
 def test_onnxruntime_qdq_mobilenet_converts_with_its_own_ranges(tmp_path):
@@ -227,7 +255,7 @@ def test_onnxruntime_qdq_mobilenet_converts_with_its_own_ranges(tmp_path):
     assert len(convs) == 52
     for t in convs:   # each layer's output: the range of the Q/DQ pair after it
         lo, hi, bits, _ = ranges[t]
-        assert bits == 8 and got[t] == activation_params(lo, hi), t
+        assert bits == 8 and same_params(got[t], lo, hi), t
     # the pairs' ranges are onnxruntime's: scale * (0 - zp) .. scale * (255 - zp)
     qdq = onnx.load(str(tmp_path / "qdq.onnx"))
     inits = {i.name: numpy_helper.to_array(i) for i in qdq.graph.initializer}
@@ -239,3 +267,38 @@ def test_onnxruntime_qdq_mobilenet_converts_with_its_own_ranges(tmp_path):
             assert (lo, hi) == (pytest.approx(-z * s, rel=1e-6), pytest.approx((255 - z) * s, rel=1e-6))
             checked += 1
     assert checked > 10
+
+
+def test_input_ranges_in_the_deployment_file_set_the_input_range(tmp_path):
+    """A QDQ model whose input has no Q/DQ pair: the input's range is the .yml's input_ranges
+    (no calibration data), the layers' are the model's."""
+    rng = np.random.default_rng(5)
+    inits = {"w": (rng.standard_normal((4, 3, 3, 3)) * 0.3).astype(np.float32),
+             "fc_w": (rng.standard_normal((10, 4 * 8 * 8)) * 0.05).astype(np.float32),
+             "fc_b": (rng.standard_normal(10) * 0.1).astype(np.float32),
+             "s": np.array(0.02, np.float32), "z": np.array(0, np.uint8),
+             "s2": np.array(0.01, np.float32), "z2": np.array(120, np.uint8)}
+    nodes = [helper.make_node("Conv", ["input", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("QuantizeLinear", ["c", "s", "z"], ["cq"]),
+             helper.make_node("DequantizeLinear", ["cq", "s", "z"], ["cdq"]),
+             helper.make_node("Flatten", ["cdq"], ["flat"]),
+             helper.make_node("Gemm", ["flat", "fc_w", "fc_b"], ["g"], transB=1),
+             helper.make_node("QuantizeLinear", ["g", "s2", "z2"], ["gq"]),
+             helper.make_node("DequantizeLinear", ["gq", "s2", "z2"], ["logits"])]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 10])],
+                              initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    onnx.save(model, str(tmp_path / "m.onnx"))
+    entry = model_entry("onnx", "m.onnx", (tmp_path / "m.onnx").read_bytes(), 8, ["logits"])
+    entry["subgraphs"][0]["input_ranges"] = "-0.5,2"
+    report = convert_and_validate(tmp_path, {"m": entry})
+    (metric,) = report["m"]["validation"]   # random inputs in [-0.5, 2]
+    assert metric["passed"] and metric["cosine"] >= 0.98, metric
+
+    net = load_net(tmp_path / "out" / "qat" / "model" / "m.pb")
+    got = {op.type: params_from_info(op.quantize_info[0]) for op in net.op if op.quantize_info}
+    assert same_params(got["Quantize"], -0.5, 2.0)
+    assert same_params(got["Conv2D"], 0.0, 0.02 * 255)
+    assert same_params(got["FullyConnected"], -1.2, 1.35)

@@ -45,6 +45,8 @@ def gemm(ctx, node):
             return
         y = ctx.temp(node, "fc") if c else node.output[0]
         ctx.add("FullyConnected", node, inputs, [y])
+        if not c:  # no C input: the FullyConnected is the whole Gemm
+            return
     else:
         y = ctx.temp(node, "mm")
         ctx.add("MatMul", node, [a, b], [y], name=y, transpose_b=trans_b)

@@ -9,21 +9,24 @@ keeps what the pairs knew:
 * DequantizeLinear of a constant (int8/uint8 weights, int32 bias; per-tensor or
   per-axis scales) folds to the float constant (x - zero_point) * scale, as
   onnxruntime computes it; QuantizeLinear of a constant folds likewise.
+* On an activation, QuantizeLinear and DequantizeLinear compute what ONNX says, with
+  float ops (divide, round, add, clip, cast; cast, subtract, multiply).
 * A Q -> DQ pair on an activation x becomes x with its range
   scale * (qmin - zero_point) .. scale * (qmax - zero_point) recorded for the quantize
-  pass (mace/frontends/qat_ranges.py; uint8: qmin 0, qmax 255; int8: -128, 127).
+  pass (mace/quantize/qat_ranges.py; uint8: qmin 0, qmax 255; int8: -128, 127).
   The pair clamps to that range; when the range starts at exactly 0 an exporter may
   have folded a Relu/Clip into it (onnxruntime removes them), so that pair becomes
-  RELUX(max) and fuses into its producer; otherwise it is an Identity.
+  RELUX(max) and fuses into its producer; otherwise it is an Identity. The
+  QuantizeLinear's own ops are then read by nobody and removed (remove_dead_ops).
 
-Per-axis ranges on activations, blocked quantization (block_size) and non-integer
+Per-axis pairs on activations, blocked quantization (block_size) and non-integer
 types (float8, 4-bit) are refused with the node's name.
 """
 import numpy as np
 
 from mace.errors import ModelError
 from mace.frontends.onnx.registry import onnx_op
-from mace.frontends.qat_ranges import record_ranges
+from mace.quantize.qat_ranges import record_ranges
 
 DEFAULT_AXIS = 1
 
@@ -33,7 +36,7 @@ def _fail(node, ctx, message):
 
 
 def _pending(ctx) -> dict:
-    """QuantizeLinear outputs on activations, waiting for their DequantizeLinear:
+    """QuantizeLinear outputs on activations, for a DequantizeLinear reading one:
     name -> (float input, scale, zero point). Kept on the context, one per conversion."""
     return vars(ctx).setdefault("quantize_linear_pending", {})
 
@@ -44,11 +47,11 @@ def _params(ctx, node, data_dtype=None):
         raise _fail(node, ctx, "blocked quantization (block_size) is not supported")
     scale = ctx.const(ctx.inp(node, 1))
     if scale is None:
-        raise _fail(node, ctx, "the scale must be a constant")
+        raise _fail(node, ctx, "the scale must be constant")
     zp_name = ctx.inp(node, 2)
     zp = ctx.const(zp_name)
     if zp_name is not None and zp is None:
-        raise _fail(node, ctx, "the zero point must be a constant")
+        raise _fail(node, ctx, "the zero point must be constant")
     if zp is None:
         dtype = data_dtype
         if dtype is None:   # QuantizeLinear: uint8 unless opset 21's output_dtype says otherwise
@@ -98,10 +101,8 @@ def quantize_linear(ctx, node):
     scale, zp = _params(ctx, node)
     value = ctx.const(x)
     if value is None:
-        if scale.size != 1:
-            raise _fail(node, ctx, "per-axis quantization of an activation is not supported "
-                                   "(one scale per tensor)")
         _pending(ctx)[node.output[0]] = (x, scale, zp)
+        _quantize_ops(ctx, node, x, scale, zp)
         return
     axis = _axis(ctx, node, value.ndim, scale.size)
     s, z = _along(scale, axis, value.ndim), _along(zp, axis, value.ndim)
@@ -115,10 +116,10 @@ def dequantize_linear(ctx, node):
     x = ctx.inp(node, 0)
     value = ctx.const(x)
     pending = _pending(ctx).get(node.input[0])
+    scale, zp = _params(ctx, node, ctx.graph.dtype(x))
     if value is None and pending is None:
-        raise _fail(node, ctx, f"input '{node.input[0]}' is neither a constant nor the output of a "
-                               f"QuantizeLinear (only Q -> DQ pairs and quantized constants convert)")
-    scale, zp = _params(ctx, node, value.dtype if value is not None else pending[2].dtype)
+        _dequantize_ops(ctx, node, x, scale, zp)
+        return
     if value is not None:
         axis = _axis(ctx, node, value.ndim, scale.size)
         s, z = _along(scale, axis, value.ndim), _along(zp, axis, value.ndim)
@@ -131,7 +132,10 @@ def dequantize_linear(ctx, node):
 
 def _pair(ctx, node, x, q_scale, q_zp, scale, zp):
     """Q -> DQ on activation x: x itself (clamped by RELUX when the range starts at 0)."""
-    if (scale.size != 1 or q_zp.dtype != zp.dtype
+    if scale.size != 1 or q_scale.size != 1:
+        raise _fail(node, ctx, "per-axis quantization of an activation is not supported "
+                               "(one scale per tensor)")
+    if (q_zp.dtype != zp.dtype
             or not np.array_equal(q_scale.reshape(-1), scale.reshape(-1))
             or not np.array_equal(q_zp.reshape(-1), zp.reshape(-1))):
         raise _fail(node, ctx, "its scale/zero point differ from those of the QuantizeLinear it "
@@ -147,3 +151,34 @@ def _pair(ctx, node, x, q_scale, q_zp, scale, zp):
     # x carries the range too: the pair clamps it there, and x keeps its name when the
     # Identity goes away (remove_identity) or the RELUX fuses into x's producer.
     record_ranges(ctx.graph.net, [(out, lo, hi, info.bits, 0), (x, lo, hi, info.bits, 0)])
+
+
+def _param_consts(ctx, node, x, scale, zp):
+    """scale and zero point as float constants broadcasting against activation x."""
+    rank = len(ctx.shape(x))
+    axis = _axis(ctx, node, rank, scale.size)
+    s = ctx.add_const(ctx.temp(node, "scale"), _along(scale, axis, rank).astype(np.float32))
+    z = ctx.add_const(ctx.temp(node, "zero_point"), _along(zp, axis, rank).astype(np.float32))
+    return s, z
+
+
+def _quantize_ops(ctx, node, x, scale, zp):
+    """y = saturate(round_half_even(x / scale) + zero_point), cast to the zero point's type."""
+    info = np.iinfo(zp.dtype)
+    s, z = _param_consts(ctx, node, x, scale, zp)
+    t = [ctx.temp(node, k) for k in ("scaled", "rounded", "shifted", "saturated")]
+    ctx.add("Eltwise", node, [x, s], [t[0]], name=t[0], type="DIV")
+    ctx.add("Eltwise", node, [t[0]], [t[1]], name=t[1], type="ROUND")
+    ctx.add("Eltwise", node, [t[1], z], [t[2]], name=t[2], type="SUM")
+    ctx.add("Activation", node, [t[2]], [t[3]], name=t[3], activation="CLIP",
+            activation_coefficient=float(info.min), max_limit=float(info.max))
+    ctx.add("Cast", node, [t[3]], to=zp.dtype.name)
+
+
+def _dequantize_ops(ctx, node, x, scale, zp):
+    """y = (float(x) - zero_point) * scale."""
+    s, z = _param_consts(ctx, node, x, scale, zp)
+    t = [ctx.temp(node, k) for k in ("float", "centered")]
+    ctx.add("Cast", node, [x], [t[0]], name=t[0], to="float32")
+    ctx.add("Eltwise", node, [t[0], z], [t[1]], name=t[1], type="SUB")
+    ctx.add("Eltwise", node, [t[1], s], type="PROD")

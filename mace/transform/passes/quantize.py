@@ -3,7 +3,7 @@
 Runs last, on the optimised float graph, so tensor names are those that
 `run --quantize_stat` logged. Range sources, first wins per tensor:
   1. quantization-aware ranges the frontend kept (TF FakeQuant, ONNX Q/DQ pairs;
-     net args read by fake_quant_ranges),
+     net args read by mace/quantize/qat_ranges.py),
   2. the .yml's quantize_range_file (options["quantize_ranges"]),
   3. calibration over sample inputs (options["calibrate"]: graph -> ranges),
   4. input_ranges for model inputs (options["input_ranges"]).
@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.errors import ModelError
-from mace.frontends.tensorflow.fake_quant import fake_quant_ranges
+from mace.quantize.qat_ranges import qat_ranges
 from mace.ir.args import set_arg
 from mace.proto import pb
 from mace.quantize import params as qp
@@ -63,7 +63,7 @@ def merged_ranges(graph, options, sources: dict | None = None) -> dict:
     layers = (("input_ranges", options.get("input_ranges")),
               ("calibration", calibrate(graph) if calibrate else None),
               ("range file", options.get("quantize_ranges")),
-              ("QAT", {t: (lo, hi) for t, (lo, hi, _, _) in fake_quant_ranges(graph.net).items()}))
+              ("QAT", {t: (lo, hi) for t, (lo, hi, _, _) in qat_ranges(graph.net).items()}))
     ranges = {}
     for source, found in layers:
         ranges.update(found or {})
