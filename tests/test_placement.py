@@ -304,6 +304,11 @@ def test_benchmark_times_groups_and_transfers(tmp_path):
     assert len(r.transfers) == 2 and all(t.avg > 0 for t in r.transfers)   # the Quantize / Dequantize ops
     total = sum(o.avg for o in r.run_order)
     assert sum(g.avg for g in r.groups) + sum(t.avg for t in r.transfers) == pytest.approx(total, rel=1e-6)
+    # the dsp group's ops (and only they) get the simulator's estimated cycles
+    from mace.runtime.dsp.cost_model import CostModel
+    dsp = [(i, op) for i, op in enumerate(graph.net.op) if op.device_type == pb.HEXAGON]
+    assert [c.name for c in r.estimated] == [op.name for _, op in dsp]
+    assert [c.cycles for c in r.estimated] == [CostModel().estimate(i, op, graph).cycles for i, op in dsp]
 
 
 def test_cli_refuses_quantized_groups_beside_gpu(tmp_path):

@@ -251,7 +251,15 @@ def benchmark_engine(engine, inputs: dict, rounds: int = 10, warmup: int = 1, mo
 def _estimated(engine) -> list:
     """Per-op cycles a DSP backend reports (mace/runtime/dsp: the simulator's cost model)."""
     costs = getattr(engine, "node_costs", None)
-    return list(costs()) if costs else []
+    if costs:
+        return list(costs())
+    # a model with dsp layer groups runs on the host engine: estimate its dsp-placed ops
+    from mace.proto import pb
+    from mace.runtime.dsp.cost_model import CostModel
+
+    model = CostModel()
+    return [model.estimate(i, op, engine.graph) for i, op in enumerate(engine.graph.net.op)
+            if op.device_type == pb.HEXAGON]
 
 
 def benchmark_model(config, model, build_dir=None, rounds: int = 10, input_dir=None, seed: int = 0,
