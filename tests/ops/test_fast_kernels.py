@@ -12,11 +12,23 @@ import pytest
 
 from mace.frontends.base import TensorSpec, add_input_info, add_output_info
 from mace.ir.graph import Graph
-from mace.ops.fast import _conv_dense, _conv_gemm, _winograd
+from mace.ops.fast import _conv_dense, _conv_direct, _conv_gemm, _winograd
 from mace.runtime.engine import Engine
 from mace.transform.shape_inference import infer_shapes
 
 RNG = np.random.default_rng(7)
+
+
+@pytest.fixture(params=["numba", "numpy"])
+def jit(request, monkeypatch):
+    """Run a test with the compiled loops (mace/ops/fast/_loops.py) and without (numpy path)."""
+    from mace.ops.fast import _conv_direct, _jit, conv2d, depthwise_conv2d, fully_connected, pooling, softmax
+    if request.param == "numba" and _jit.loops() is None:
+        pytest.skip("numba is not installed")
+    if request.param == "numpy":
+        for module in (_conv_direct, conv2d, depthwise_conv2d, fully_connected, pooling, softmax):
+            monkeypatch.setattr(module, "loops", lambda: None)
+    return request.param
 
 
 def run_both(op_type, x, consts, args):
@@ -80,14 +92,15 @@ CONV_CASES = [random_conv(np.random.default_rng(i)) for i in range(40)] + [
 
 @pytest.fixture(params=["auto", "im2col"])
 def mode(request, monkeypatch):
-    if request.param == "im2col":   # no dense shortcut, many small im2col chunks
+    if request.param == "im2col":   # no direct / dense shortcut, many small im2col chunks
+        monkeypatch.setattr(_conv_direct, "DIRECT_MAX_MACS", 0)
         monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
         monkeypatch.setattr(_conv_gemm, "CHUNK_BYTES", 256)
     return request.param
 
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
-def test_conv2d_matches_reference(case, mode):
+def test_conv2d_matches_reference(case, mode, jit):
     x, consts, args = conv_case(np.random.default_rng(len(str(case))), **case)
     got, want, kern = run_both("Conv2D", x, consts, args)
     close(got, want)
@@ -101,6 +114,7 @@ def test_conv2d_matches_reference(case, mode):
                                   dict(h=11, w=6, c=7, o=3, pads=(0, 0, 0, 0))])
 @pytest.mark.parametrize("chunk", ["whole", "chunked"])
 def test_winograd_matches_reference(case, m, chunk, monkeypatch):
+    monkeypatch.setattr(_conv_direct, "DIRECT_MAX_MACS", 0)
     monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
     for limit in ("MIN_TILES", "MIN_TILES_FEW_CHANNELS", "MIN_CHANNELS"):
         monkeypatch.setattr(_winograd, limit, 1)
@@ -113,6 +127,7 @@ def test_winograd_matches_reference(case, m, chunk, monkeypatch):
 
 
 def test_winograd_is_ignored_where_it_does_not_apply(monkeypatch):
+    monkeypatch.setattr(_conv_direct, "DIRECT_MAX_MACS", 0)
     monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
     x, consts, args = conv_case(RNG, s=(2, 2), winograd=4)
     got, want, kern = run_both("Conv2D", x, consts, args)
@@ -120,10 +135,21 @@ def test_winograd_is_ignored_where_it_does_not_apply(monkeypatch):
     close(got, want)
 
 
-def test_dense_path_for_tiny_maps():
+def test_dense_path_for_tiny_maps(monkeypatch):
+    monkeypatch.setattr(_conv_direct, "DIRECT_MAX_MACS", 0)
     x, consts, args = conv_case(RNG, h=8, w=8, c=1, o=8, act="RELU")
     got, want, kern = run_both("Conv2D", x, consts, args)
     assert kern.algorithm == "dense"
+    close(got, want)
+
+
+@pytest.mark.parametrize("case", [dict(h=8, w=8, c=1, o=8, act="RELU"), dict(h=8, w=8, c=8, o=16, s=(2, 2)),
+                                  dict(n=2, h=5, w=7, k=(3, 2), d=(1, 2), pads=(2, 0, 1, 1), act="RELUX"),
+                                  dict(h=6, w=6, bias=False, pads=(0, 0, 0, 0))])
+def test_direct_path_for_tiny_convs(case, jit):
+    x, consts, args = conv_case(np.random.default_rng(5), **case)
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert (kern.algorithm == "direct") == (jit == "numba")
     close(got, want)
 
 
@@ -132,7 +158,8 @@ def test_dense_path_for_tiny_maps():
                                   dict(c=5, h=7, w=9, d=(2, 2), pads=(2, 1, 2, 1), act="RELU"),
                                   dict(c=96, h=6, w=6, pads=(0, 0, 0, 0), bias=False),
                                   dict(c=3, h=6, w=6, k=(3, 1), pads=(1, 0, 1, 0), s=(1, 2))])
-def test_depthwise_matches_reference(case):
+def test_depthwise_matches_reference(case, jit):
+    case = dict(case)   # shared between the jit params
     c = case.pop("c")
     x, consts, args = conv_case(np.random.default_rng(c), c=c, o=c, **case)
     consts[0] = consts[0][:, :1]          # [C, 1, kh, kw]
@@ -152,7 +179,7 @@ POOL_CASES = [
 
 @pytest.mark.parametrize("kind", ["MAX", "AVG"])
 @pytest.mark.parametrize("case", POOL_CASES, ids=str)
-def test_pooling_matches_reference(case, kind):
+def test_pooling_matches_reference(case, kind, jit):
     n, h, w = case.get("n", 1), case.get("h", 12), case.get("w", 11)
     x = np.random.default_rng(h * w).standard_normal((n, h, w, 7)).astype(np.float32)
     args = dict(pooling_type=kind, kernels=case["k"], strides=case["s"], pads=case["p"],
@@ -188,13 +215,44 @@ def test_scratch_is_one_region_sized_for_the_largest_kernel():
 
 
 @pytest.mark.parametrize("shape,dims", [((1, 5, 1, 3, 8), [0, 1, 2, 4, 3]), ((2, 3, 6, 7), [0, 2, 3, 1]),
-                                        ((4, 2), [1, 0]), ((2, 3, 4), [2, 0, 1])])
+                                        ((4, 2), [1, 0]), ((2, 3, 4), [2, 0, 1]),
+                                        ((1, 4, 6, 5, 3), [0, 2, 1, 4, 3]),
+                                        ((1, 20, 19, 37), [0, 3, 1, 2]), ((2, 5, 3, 33, 1), [0, 4, 2, 3, 1]),
+                                        ((45, 12), [1, 0]), ((1, 1, 8, 8), [0, 2, 3, 1]),
+                                        ((3, 1, 5), [1, 0, 2])])
 def test_transpose_matches_reference(shape, dims, monkeypatch):
     from mace.ops.fast import transpose
     monkeypatch.setattr(transpose, "MIN_ELEMENTS", 1)
+    monkeypatch.setattr(transpose, "BLOCK_ROWS", 16)   # several blocks, the last one partial
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     got, want, _ = run_both("Transpose", x, [], dict(dims=dims))
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("shape,log", [((1, 10), 0), ((2, 3, 5, 7), 0), ((4, 1000), 1), ((3, 1), 0)])
+def test_softmax_matches_reference(shape, log, jit):
+    if jit == "numpy":
+        pytest.skip("the fast Softmax is the compiled loop only")
+    x = (np.random.default_rng(len(shape)).standard_normal(shape) * 10).astype(np.float32)
+    got, want, _ = run_both("Softmax", x, [], dict(axis=-1, use_log=log))
+    close(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("act", ["", "RELU", "RELUX", "LEAKYRELU"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("small", [True, False])
+def test_fully_connected_matches_reference(act, bias, small, jit, monkeypatch):
+    from mace.ops.fast import fully_connected
+    if not small:   # the GEMM + epilogue path
+        monkeypatch.setattr(fully_connected, "SMALL_WEIGHT", 0)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((3, 37)).astype(np.float32)
+    consts = [rng.standard_normal((11, 37)).astype(np.float32)]
+    consts += [rng.standard_normal(11).astype(np.float32)] if bias else []
+    args = dict(activation=act, max_limit=1.5, activation_coefficient=0.1) if act else {}
+    got, want, kern = run_both("FullyConnected", x, consts, args)
+    close(got, want)
+    assert kern.small == (small and jit == "numba" and act != "LEAKYRELU")
 
 
 def test_reshape_matches_reference():

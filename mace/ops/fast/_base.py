@@ -39,20 +39,30 @@ class FastKernel(Kernel):
         self.bind(inputs, outputs, None)()
 
 
+def clip_bounds(act: dict, dtype=np.float32):
+    """(lo, hi) of the tensor's type when the fused activation is a clip (none: -inf, inf),
+    else None (LEAKYRELU, TANH, ... need apply_activation)."""
+    kind = act.get("act") or "NOOP"
+    bounds = {"NOOP": (-np.inf, np.inf), "RELU": (0, np.inf),
+              "RELUX": (0, act.get("max_limit", 0.0)),
+              "CLIP": (act.get("alpha", 0.0), act.get("max_limit", 0.0))}.get(kind)
+    if bounds is None or np.dtype(dtype).kind != "f":
+        return None
+    t = np.dtype(dtype).type
+    return t(bounds[0]), t(bounds[1])
+
+
 def activation_fn(act: dict, dtype=np.float32):
     """In-place activation `fn(x)` for a kernel's fused activation args, or None.
 
     RELU / RELUX / CLIP use np.clip with bounds of the tensor's own type: numpy 2.4
     runs that ~4x faster than np.maximum(x, 0) (250 vs 61 us on 3136x256 float32).
     """
-    kind = act.get("act") or "NOOP"
-    if kind == "NOOP":
+    if (act.get("act") or "NOOP") == "NOOP":
         return None
-    t = np.dtype(dtype).type
-    bounds = {"RELU": (0, np.inf), "RELUX": (0, act.get("max_limit", 0.0)),
-              "CLIP": (act.get("alpha", 0.0), act.get("max_limit", 0.0))}.get(kind)
-    if bounds is not None and np.dtype(dtype).kind == "f":
-        lo, hi = t(bounds[0]), t(bounds[1])
+    bounds = clip_bounds(act, dtype)
+    if bounds is not None:
+        lo, hi = bounds
         return lambda x: np.clip(x, lo, hi, out=x)
     return lambda x: apply_activation(x, **act)
 

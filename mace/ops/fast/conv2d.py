@@ -1,10 +1,13 @@
 """Conv2D, fast CPU kernel: picks one GEMM formulation per conv at load.
 
+tiny convs -> one compiled loop with the epilogue fused (_conv_direct, numba);
 tiny maps -> one dense matrix (_conv_dense); 1x1 without pads -> GEMM on the
 input itself (_conv_gemm.Pointwise); 3x3 stride 1 with arg `winograd` 2|4 (set
 by the mark_winograd pass from the .yml) -> Winograd where _winograd.pick_block
 says it pays; everything else -> chunked im2col + GEMM (_conv_gemm.Im2col).
-Bias and activation follow in place on the output.
+Bias and activation follow in place on the output: one compiled pass
+(_loops.bias_clip) when numba is there and the activation is a clip, else
+numpy's add and clip.
 """
 from __future__ import annotations
 
@@ -14,8 +17,9 @@ import numpy as np
 
 from mace.ops._common import activation_args
 from mace.ops.conv2d import conv_geometry
-from mace.ops.fast import _conv_dense, _winograd
-from mace.ops.fast._base import FastKernel, activation_fn, carve, scratch_size, sequence
+from mace.ops.fast import _conv_dense, _conv_direct, _winograd
+from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, scratch_size, sequence
+from mace.ops.fast._jit import loops
 from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter
 from mace.ops.registry import kernel
 
@@ -42,7 +46,9 @@ def float_conv(ctx) -> bool:
             and (len(ctx.consts) < 3 or ctx.consts[2] is not None))
 
 
-def choose(geo: ConvGeometry, w: np.ndarray, winograd: int):
+def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=None):
+    if _conv_direct.fits(geo, bounds):
+        return _conv_direct.Direct(geo, w, bias, bounds)
     if _conv_dense.fits(geo):
         return _conv_dense.Dense(geo, w)
     if is_pointwise(geo):
@@ -59,11 +65,12 @@ class Conv2DFast(FastKernel):
 
     def setup(self, ctx):
         self.geo = geometry(ctx, ctx.consts[1].shape)
-        self.algo = choose(self.geo, ctx.consts[1], int(ctx.arg("winograd", 0)))
-        # the packed filter, as an attribute of its own: observers list it among kernel buffers
-        self.packed = next(getattr(self.algo, a) for a in ("wmat", "u", "t") if hasattr(self.algo, a))
         self.bias = const_bias(ctx)
         self.act = activation_fn(activation_args(ctx))
+        self.bounds = clip_bounds(activation_args(ctx))
+        self.algo = choose(self.geo, ctx.consts[1], int(ctx.arg("winograd", 0)), self.bias, self.bounds)
+        # the packed filter, as an attribute of its own: observers list it among kernel buffers
+        self.packed = next(getattr(self.algo, a) for a in ("wmat", "u", "t") if hasattr(self.algo, a))
         self.scratch_nbytes = scratch_size(self.algo.specs)
 
     @property
@@ -73,11 +80,18 @@ class Conv2DFast(FastKernel):
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]
         steps = self.algo.steps(x, out, carve(scratch, self.algo.specs))
-        return sequence(steps + epilogue(out, self.bias, self.act))
+        if getattr(self.algo, "fused_epilogue", False):
+            return sequence(steps)
+        return sequence(steps + epilogue(out, self.bias, self.act, self.bounds))
 
 
-def epilogue(out, bias, act) -> list:
-    """In-place bias add and activation over `out` (channels last)."""
+def epilogue(out, bias, act, bounds=None) -> list:
+    """In-place bias add and activation `act` over `out` (channels last); `bounds` (lo, hi)
+    says `act` is that clip (or none), which the compiled loop fuses with the bias."""
     out2d = out.reshape(-1, out.shape[-1])
+    fused = loops() if bounds is not None and (bias is not None or act is not None) else None
+    if fused is not None:   # np.clip alone costs ~2 us of call overhead on a small tensor
+        bias = np.zeros(out2d.shape[-1], np.float32) if bias is None else bias
+        return [partial(fused.bias_clip, out2d, bias, *bounds)]
     return ([partial(np.add, out2d, bias, out=out2d)] if bias is not None else []) + \
         ([partial(act, out2d)] if act is not None else [])

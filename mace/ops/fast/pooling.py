@@ -6,6 +6,9 @@ from 0.52 to ~0.2 ms). The input is used as it is when there is no padding;
 otherwise a padded copy in scratch gets -inf (max) or 0 (average) borders.
 Average divisors are precomputed reciprocals. Geometry comes from the
 reference module's pool_geometry, so both kernels agree on ceil_mode.
+With numba (mace/ops/fast/_jit.py) one compiled loop (_loops.pool) does the
+whole window in one pass, padding skipped rather than copied (SqueezeNet's
+111x111x64 3x3/2 max pool: 0.24 -> 0.11 ms).
 """
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ import numpy as np
 
 from mace.ops.fast._base import FastKernel, carve, scratch_size, sequence
 from mace.ops.fast._conv_gemm import pad_steps
+from mace.ops.fast._jit import loops
 from mace.ops.pooling import pool_geometry
 from mace.ops.registry import kernel
 
@@ -57,12 +61,20 @@ class PoolingFast(FastKernel):
             cw = _counts(w, p[1], p[3], k[1], s[1], d[1], ow, include)
             count = np.maximum(ch[:, None] * cw[None, :], 1).astype(np.float32)
             self.scale = (1.0 / count)[None, :, :, None]
+        self.compiled = not self.global_pool and loops() is not None
+        if self.compiled:
+            self.specs, self.scratch_nbytes = [], 0
+            scale = np.ones((1, 1), np.float32) if self.is_max else self.scale[0, :, :, 0]
+            self.loop_args = (self.is_max, k[0], k[1], s[0], s[1], d[0], d[1], p[0], p[1],
+                              np.ascontiguousarray(scale, np.float32))
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]
         if self.global_pool:
             reduce = np.max if self.is_max else np.mean
             return partial(reduce, x, axis=(1, 2), keepdims=True, out=out)
+        if self.compiled:
+            return partial(loops().pool, x, *self.loop_args, out)
         bufs = carve(scratch, self.specs)
         rows, steps, src = bufs[0], [], x
         if self.padded:

@@ -5,6 +5,14 @@ axis is short (ShuffleNet's channel shuffle moves groups of 3 innermost, an NCHW
 image's 3 channels become NHWC's last axis) the loop is 3 long and the copy
 crawls. Copying out[..., j] for each j instead reads whole contiguous rows:
 ShuffleNet's shuffles ran 3.2x faster (784x3x80: 164 -> 51 us).
+
+A permutation that (once size-1 axes are dropped and axes that stay adjacent
+are merged) is out[b, c, r] = in[b, r, c] with more rows than columns -- NHWC
+-> NCHW -- is copied in blocks of BLOCK_ROWS input rows: each block's reads and
+writes stay in cache (ShuffleNet's 56x56x112 -> 112x56x56: 190 -> 100 us,
+28x28x136: 38 -> 29 us). The other direction gains nothing from blocks.
+A permutation that only moves size-1 axes (the digits example's 1x1x8x8 NCHW
+input to NHWC) is a reshaped copy (0.6 -> 0.3 us).
 """
 from __future__ import annotations
 
@@ -17,11 +25,48 @@ from mace.ops.fast._base import FastKernel, sequence
 from mace.ops.registry import kernel
 
 SMALL_AXIS = 8
+BLOCK_ROWS = 256
 MIN_ELEMENTS = 4096   # below this one permuted copy beats SMALL_AXIS calls (per-call overhead)
 
 
 def _dims(ctx) -> list:
     return ctx.arg("dims", []) or list(range(len(ctx.input_shapes[0])))[::-1]
+
+
+def swap_shape(shape, dims):
+    """(batch, rows, cols) when transposing `shape` by `dims` is out[b, c, r] = in[b, r, c]
+    (after dropping size-1 axes and merging axes that stay adjacent), else None."""
+    keep = [d for d in dims if shape[d] != 1]
+    rank = {d: i for i, d in enumerate(sorted(keep))}
+    sizes = [shape[d] for d in sorted(keep)]
+    groups = []    # runs of input axes that stay adjacent and in order in the output
+    for p in (rank[d] for d in keep):
+        if groups and groups[-1][-1] + 1 == p:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    starts = sorted(g[0] for g in groups)
+    order = [starts.index(g[0]) for g in groups]
+    size = [int(np.prod([sizes[p] for p in g])) for g in sorted(groups)]
+    if order == [1, 0]:
+        return 1, size[0], size[1]
+    if order == [0, 2, 1]:
+        return tuple(size)
+    return None
+
+
+def moves_only_unit_axes(ctx) -> bool:
+    """The permutation keeps every axis longer than 1 in order: the copy is a reshape."""
+    shape = ctx.input_shapes[0]
+    keep = [d for d in _dims(ctx) if shape[d] != 1]
+    return keep == sorted(keep) and np.dtype(ctx.input_dtypes[0]) == np.dtype(ctx.output_dtypes[0])
+
+
+def worth_blocking(ctx) -> bool:
+    swap = swap_shape(ctx.input_shapes[0], _dims(ctx))
+    return (swap is not None and swap[1] > max(swap[2], BLOCK_ROWS)
+            and int(np.prod(ctx.input_shapes[0])) >= MIN_ELEMENTS
+            and np.dtype(ctx.input_dtypes[0]) == np.dtype(ctx.output_dtypes[0]))
 
 
 def worth_splitting(ctx) -> bool:
@@ -33,11 +78,28 @@ def worth_splitting(ctx) -> bool:
 
 @kernel("Transpose", "cpu:fast")
 class TransposeFast(FastKernel):
-    accepts = staticmethod(worth_splitting)
+    @staticmethod
+    def accepts(ctx) -> bool:
+        return moves_only_unit_axes(ctx) or worth_blocking(ctx) or worth_splitting(ctx)
 
     def setup(self, ctx):
         self.dims = _dims(ctx)
+        self.reshape = moves_only_unit_axes(ctx)
+        self.swap = swap_shape(ctx.input_shapes[0], self.dims) if worth_blocking(ctx) else None
 
     def bind(self, inputs, outputs, scratch=None):
+        if self.reshape and inputs[0].flags.c_contiguous:   # e.g. NCHW -> NHWC of one channel
+            return partial(np.copyto, outputs[0], inputs[0].reshape(outputs[0].shape))
+        if self.swap is not None:
+            return self._blocks(inputs[0], outputs[0])
         src, out = inputs[0].transpose(self.dims), outputs[0]
         return sequence([partial(np.copyto, out[..., j], src[..., j]) for j in range(out.shape[-1])])
+
+    def _blocks(self, x, out):
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):   # reshapes must be views
+            return partial(np.copyto, out, x.transpose(self.dims))
+        b, r, c = self.swap
+        src, dst = x.reshape(b, r, c), out.reshape(b, c, r)
+        return sequence([partial(np.copyto, dst[:, :, i:i + BLOCK_ROWS],
+                                 src[:, i:i + BLOCK_ROWS].transpose(0, 2, 1))
+                         for i in range(0, r, BLOCK_ROWS)])
