@@ -36,6 +36,9 @@ MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "quantize", "run
 # function or a try block) by the modules above, or the runner fails on the device.
 DEVICE_MODULES = {"numpy", "mace", "google"}
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+# Left out: the numba-compiled loops (numba cannot cache code that lives in a zip, and the
+# device may lack numba); without them the fast kernels run their numpy path.
+LEFT_OUT = {"mace/ops/fast/_loops.py"}
 
 MAIN = '''"""mace_run.pyz: run a converted model with the pymace runtime (python3 mace_run.pyz -h)."""
 import os
@@ -71,7 +74,9 @@ def archive_members() -> dict:
     members = {"__main__.py": MAIN.encode(), "google/__init__.py": GOOGLE_INIT.encode()}
     for part in MACE_PARTS:
         for p in _python_files(mace_root, part):
-            members[f"mace/{p.relative_to(mace_root).as_posix()}"] = p.read_bytes()
+            name = f"mace/{p.relative_to(mace_root).as_posix()}"
+            if name not in LEFT_OUT:
+                members[name] = p.read_bytes()
     _with_imports(members, mace_root)
     pb_root = _protobuf_root()
     for p in _python_files(pb_root, "."):

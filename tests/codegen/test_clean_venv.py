@@ -96,4 +96,7 @@ def test_generated_package_runs_with_only_the_runtime(tmp_path):
         got = dict(np.load(work / "outputs.npz"))
         assert got.keys() == expected.keys()
         for name in expected:
-            np.testing.assert_array_equal(got[name], expected[name])
+            # the clean venv has no numba: its fast kernels take the numpy path (other float
+            # rounding than the compiled loops this process may use); file vs code byte
+            # identity is tested in one process in test_codegen
+            np.testing.assert_allclose(got[name], expected[name], rtol=1e-5, atol=1e-7)

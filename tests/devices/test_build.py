@@ -81,7 +81,8 @@ def test_the_runner_needs_only_numpy(built, numpy_only_python, tmp_path):
     assert result["environment"]["protobuf"] == "python" and result["environment"]["numpy"] == np.__version__
     assert result["outputs"][0]["file"] == "prob.npy"
     expected = create_engine(model).run({"image": image})["prob"]
-    np.testing.assert_allclose(np.load(tmp_path / "out" / "prob.npy"), expected, rtol=1e-6)
+    # the runner has no numba loops (numpy fast path), this process may: same math, other rounding
+    np.testing.assert_allclose(np.load(tmp_path / "out" / "prob.npy"), expected, rtol=1e-5, atol=1e-9)
 
 
 def test_the_runner_stops_itself_at_its_timeout(built, numpy_only_python, tmp_path):
