@@ -16,6 +16,7 @@ from mace.ir.model_io import net_to_text
 from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
 from mace.transform.passes.flatten_atrous_conv import flatten_atrous_conv
 from mace.transform.passes.fold_constants import fold_constants
+from mace.transform.passes.fold_channel_shuffle import fold_channel_shuffle
 from mace.transform.passes.fold_flatten_transpose import fold_flatten_transpose
 from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
 from mace.transform.passes.fold_scale_shift import fold_batchnorm
@@ -55,6 +56,7 @@ PASSES = [
     Pass("to_nhwc", to_nhwc, repeat=False),
     Pass("fold_transposes", fold_transposes),
     Pass("fold_constants_after_layout", fold_constants),
+    Pass("fold_channel_shuffle", fold_channel_shuffle),
     Pass("fold_flatten_transpose", fold_flatten_transpose),
     Pass("remove_dead_ops_final", remove_dead_ops),
     Pass("sort_topologically_final", sort_topologically, repeat=False),

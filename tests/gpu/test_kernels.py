@@ -102,6 +102,7 @@ CASES = [
     ("reshape_unflatten", "Reshape", {"x": r(2, 30)}, None, dict(dims=[2, 5, 2, 3])),
     ("transpose_nhwc_nchw", "Transpose", {"x": r(2, 3, 4, 5)}, None, dict(dims=[0, 3, 1, 2])),
     ("transpose_3d", "Transpose", {"x": r(3, 5, 7)}, None, dict(dims=[2, 0, 1])),
+    ("channel_shuffle", "ChannelShuffle", {"x": r(2, 3, 5, 12)}, None, dict(group=3)),
 ]
 
 
