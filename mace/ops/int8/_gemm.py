@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ir.args import get_arg
+from mace.ops.int8._base import Int8Kernel
 from mace.quantize.params import activation_clamp, quantize_multiplier, requantize
 
 FUSABLE = ("", "NOOP", "RELU", "RELUX")
@@ -43,6 +44,18 @@ def channel_scales(p, channels: int) -> np.ndarray:
     per-channel scales tiled (grouped Deconv2D: C_out / group scales, repeated per group)."""
     scale = np.asarray(p.scale, np.float64).reshape(-1)
     return np.tile(scale, channels // scale.size)
+
+
+class WeightedInt8Kernel(Int8Kernel):
+    """An op with a constant weight (input 1, per-channel on axis 0) and an optional int32 bias
+    (input 2): Conv2D, DepthwiseConv2d, Deconv2D, FullyConnected."""
+
+    weight_inputs = {1: 0}
+    bias_input = 2
+
+    @staticmethod
+    def supports(op, graph):
+        return unsupported(op, graph, const_inputs=(1, 2))
 
 
 class OutputStage:

@@ -7,20 +7,12 @@ the padded buffer holds x_q - x_zero, so its 0.0 pads are the input zero point.
 import numpy as np
 
 from mace.ops.conv2d import conv_geometry, padded_buffer, window
-from mace.ops.int8._base import Int8Kernel
-from mace.ops.int8._gemm import OutputStage, centred, unsupported
+from mace.ops.int8._gemm import OutputStage, WeightedInt8Kernel, centred
 from mace.ops.registry import kernel
 
 
 @kernel("Conv2D", "int8")
-class Conv2DInt8(Int8Kernel):
-    weight_inputs = {1: 0}
-    bias_input = 2
-
-    @staticmethod
-    def supports(op, graph):
-        return unsupported(op, graph, const_inputs=(1, 2))
-
+class Conv2DInt8(WeightedInt8Kernel):
     def setup(self, ctx):
         assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU Conv2D runs NHWC (to_nhwc pass)"
         wq = ctx.consts[1]

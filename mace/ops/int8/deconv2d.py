@@ -11,22 +11,15 @@ import numpy as np
 
 from mace.ir.args import get_arg
 from mace.ops.deconv2d import deconv_geometry
-from mace.ops.int8._base import Int8Kernel
-from mace.ops.int8._gemm import OutputStage, centred, unsupported
+from mace.ops.int8._gemm import OutputStage, WeightedInt8Kernel, centred
 from mace.ops.registry import kernel
 
 
 @kernel("Deconv2D", "int8")
-class Deconv2DInt8(Int8Kernel):
-    bias_input = 2
-
+class Deconv2DInt8(WeightedInt8Kernel):
     @staticmethod
-    def weight_inputs(op) -> dict:
+    def weight_inputs(op) -> dict:   # filter (C_in, C_out/group, kh, kw): per output channel
         return {1: 1 if int(get_arg(op, "group", 1)) == 1 else None}
-
-    @staticmethod
-    def supports(op, graph):
-        return unsupported(op, graph, const_inputs=(1, 2))
 
     def setup(self, ctx):
         assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU Deconv2D runs NHWC (to_nhwc pass)"

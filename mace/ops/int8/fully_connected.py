@@ -5,20 +5,12 @@ weight is transposed to (K, O) once at load; the GEMM is exact in float64.
 """
 import numpy as np
 
-from mace.ops.int8._base import Int8Kernel
-from mace.ops.int8._gemm import OutputStage, centred, unsupported
+from mace.ops.int8._gemm import OutputStage, WeightedInt8Kernel, centred
 from mace.ops.registry import kernel
 
 
 @kernel("FullyConnected", "int8")
-class FullyConnectedInt8(Int8Kernel):
-    weight_inputs = {1: 0}
-    bias_input = 2
-
-    @staticmethod
-    def supports(op, graph):
-        return unsupported(op, graph, const_inputs=(1, 2))
-
+class FullyConnectedInt8(WeightedInt8Kernel):
     def setup(self, ctx):
         wq = ctx.consts[1]
         o, k = wq.shape
