@@ -101,6 +101,15 @@ class Graph:
             return self.consts[name].dtype
         return np.dtype(self.specs[name][1])
 
+    def nbytes(self, name: str) -> int:
+        """Bytes of a constant or a shaped tensor (0 for a name the graph does not know)."""
+        if name in self.consts:
+            return int(self.consts[name].nbytes)
+        if name not in self.specs:
+            return 0
+        shape, dtype = self.specs[name]
+        return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
     def quant_params(self, name: str):
         """QuantParams of a quantized tensor (constant or op output), or None for float ones."""
         if name in self.consts:

@@ -53,15 +53,6 @@ def _shape(graph, name) -> tuple:
     return tuple(graph.specs[name][0]) if name in graph.specs else ()  # () : an unknown tensor
 
 
-def _nbytes(graph, name) -> int:
-    if name in graph.consts:
-        return int(graph.consts[name].nbytes)
-    if name not in graph.specs:
-        return 0
-    shape, dtype = graph.specs[name]
-    return _prod(shape) * np.dtype(dtype).itemsize
-
-
 def count_macs(op, graph) -> int:
     """MACE's MAC count of one op (see the module docstring)."""
     out = _prod(_shape(graph, op.output[0])) if op.output else 0
@@ -138,8 +129,8 @@ def op_static(index: int, op, graph) -> OpStatic:
         dilations=[int(d) for d in get_arg(op, "dilations", [1, 1])] if geometric else [],
         macs=macs, ops=count_ops(op, graph, macs),
         params=sum(_prod(_shape(graph, t)) for t in consts),
-        param_bytes=sum(_nbytes(graph, t) for t in dict.fromkeys(consts)),
-        activation_bytes=sum(_nbytes(graph, t) for t in live),
+        param_bytes=sum(graph.nbytes(t) for t in dict.fromkeys(consts)),
+        activation_bytes=sum(graph.nbytes(t) for t in live),
         device=pb.DeviceType.Name(op.device_type),
     )
 

@@ -25,7 +25,7 @@ from mace.ir.args import get_arg
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
 from mace.ops.registry import Kernel, KernelContext, select_kernel
-from mace.runtime.memory_planner import MemoryPlan, TensorLife, plan_memory
+from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 
 DEVICE_TAGS = {"cpu": ["cpu:fast", "cpu"], "dsp": ["int8"]}
 FAST_TAG = "cpu:fast"
@@ -70,25 +70,9 @@ class Engine:
             self.gpu.ready(self.nodes)
 
     # ---- load ----------------------------------------------------------
-    def _nbytes(self, name: str) -> int:
-        shape, dtype = self.graph.specs[name]
-        return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
     def tensor_lives(self) -> list:
         """Lifetimes of every non-constant tensor in execution order."""
-        ops, last = self.graph.net.op, len(self.graph.net.op)
-        first_use = {name: -1 for name in self.graph.input_names}
-        last_use = dict.fromkeys(self.graph.input_names, -1)
-        for i, op in enumerate(ops):
-            for t in op.output:
-                first_use.setdefault(t, i)
-                last_use[t] = max(last_use.get(t, i), i)
-            for t in op.input:
-                if t in last_use:
-                    last_use[t] = i
-        for name in list(self.graph.input_names) + list(self.graph.output_names):
-            last_use[name] = last  # the caller's tensors outlive the run
-        return [TensorLife(n, self._nbytes(n), first_use[n], last_use[n]) for n in first_use]
+        return tensor_lives(self.graph)
 
     def _plan(self) -> MemoryPlan:
         lives = self.tensor_lives()

@@ -72,3 +72,22 @@ def live_lower_bound(lives: list, align: int = 64) -> int:
     steps = range(min(t.first for t in lives), max(t.last for t in lives) + 1)
     return max(sum(_align(max(t.size, 1), align) for t in lives if t.first <= s <= t.last)
                for s in steps)
+
+
+def tensor_lives(graph) -> list:
+    """Lifetimes of every non-constant tensor of `graph` in execution order: graph inputs live
+    from before the first op, graph outputs to after the last, every other tensor from the op
+    that writes it to the last op that reads it."""
+    ops, last = graph.net.op, len(graph.net.op)
+    first_use = {name: -1 for name in graph.input_names}
+    last_use = dict.fromkeys(graph.input_names, -1)
+    for i, op in enumerate(ops):
+        for t in op.output:
+            first_use.setdefault(t, i)
+            last_use[t] = max(last_use.get(t, i), i)
+        for t in op.input:
+            if t in last_use:
+                last_use[t] = i
+    for name in list(graph.input_names) + list(graph.output_names):
+        last_use[name] = last  # the caller's tensors outlive the run
+    return [TensorLife(n, graph.nbytes(n), first_use[n], last_use[n]) for n in first_use]

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from mace.proto import pb
 
@@ -72,13 +71,6 @@ def group_of_ops(graph) -> list:
     return [g.index for g in groups(graph) for _ in range(g.count)]
 
 
-def _nbytes(graph, t) -> int:
-    if t not in graph.specs:
-        return 0
-    shape, dtype = graph.specs[t]
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
-
-
 def transfers(graph) -> list:
     ops = list(graph.net.op)
     member = group_of_ops(graph)
@@ -92,11 +84,11 @@ def transfers(graph) -> list:
             src = runtime_of(ops[made[t]]) if t in made else HOST
             if src != dst and (t, dst) not in seen:
                 seen.add((t, dst))
-                moves.append(Transfer(t, src, dst, _nbytes(graph, t),
+                moves.append(Transfer(t, src, dst, graph.nbytes(t),
                                       member[made[t]] if t in made else None, member[i]))
     for t in graph.output_names:
         if t in made and runtime_of(ops[made[t]]) != HOST:
-            moves.append(Transfer(t, runtime_of(ops[made[t]]), HOST, _nbytes(graph, t), member[made[t]], None))
+            moves.append(Transfer(t, runtime_of(ops[made[t]]), HOST, graph.nbytes(t), member[made[t]], None))
     return moves
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from mace.report.opstats import NO_COMPUTE, count_macs
 from mace.runtime.dsp.backend import NodeCost
@@ -40,8 +39,8 @@ class CostModel:
 
     def estimate(self, index: int, op, graph) -> NodeCost:
         """The NodeCost of one node of `graph` from its shapes and dtypes alone."""
-        read = sum(_nbytes(graph, t) for t in op.input)
-        written = sum(_nbytes(graph, t) for t in op.output)
+        read = sum(graph.nbytes(t) for t in op.input)
+        written = sum(graph.nbytes(t) for t in op.output)
         macs = count_macs(op, graph) if op.type in MAC_OPS else 0
         if op.type in MAC_OPS:
             compute = _ceil_div(macs, self.macs_per_cycle)
@@ -59,10 +58,3 @@ def _ceil_div(a: int, b: int) -> int:
     return -(-int(a) // int(b))
 
 
-def _nbytes(graph, name: str) -> int:
-    if name in graph.consts:
-        return int(graph.consts[name].nbytes)
-    if name not in graph.specs:
-        return 0
-    shape, dtype = graph.specs[name]
-    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
