@@ -25,16 +25,22 @@ def read_range_file(path: Path) -> dict:
         line = line.strip()
         if not line or line.startswith("#"):
             continue
-        name, sep, values = line.rpartition(SEP)
         try:
-            lo, hi = (float(v) for v in values.split(","))
-            if not sep or not name or not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-                raise ValueError
+            name, lo, hi = parse_range(line)
         except ValueError:
             raise ConfigError(f"{path}:{number}: expected '<tensor>@@<min>,<max>' with min <= max, "
                               f"got {line!r}") from None
         ranges[name] = (lo, hi)
     return ranges
+
+
+def parse_range(text: str) -> tuple:
+    """(tensor, min, max) of one `<tensor>@@<min>,<max>`; ValueError unless finite min <= max."""
+    name, sep, values = text.strip().rpartition(SEP)
+    lo, hi = (float(v) for v in values.split(","))
+    if not sep or not name or not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
+        raise ValueError(text)
+    return name, lo, hi
 
 
 def format_ranges(ranges: dict) -> str:

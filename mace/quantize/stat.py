@@ -29,9 +29,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mace.errors import ConfigError
+from mace.quantize.ranges import SEP as RANGE_SEP, parse_range
 
 MARKER = "Tensor range @@"
-SEP = "@@"
+SEP = RANGE_SEP
 DEFAULT_ENHANCE_RATIO = 10.0
 
 
@@ -79,15 +80,11 @@ def parse_log(path) -> dict:
 
 
 def _parse_line(rest: str, path, number: int) -> tuple:
-    name, sep, values = rest.strip().rpartition(SEP)
     try:
-        lo, hi = (float(v) for v in values.split(","))
-        if not sep or not name or not (math.isfinite(lo) and math.isfinite(hi)) or lo > hi:
-            raise ValueError
+        return parse_range(rest)
     except ValueError:
         raise ConfigError(f"{path}:{number}: malformed range line {(MARKER + rest).strip()!r}: "
                           f"expected '{MARKER}<tensor>{SEP}<min>,<max>' with finite min <= max") from None
-    return name, lo, hi
 
 
 def check_options(percentile: float, enhance_ratio: float) -> None:
