@@ -29,10 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mace.errors import ConfigError
-from mace.quantize.ranges import SEP as RANGE_SEP, parse_range
+from mace.quantize.ranges import SEP, parse_range
 
 MARKER = "Tensor range @@"
-SEP = RANGE_SEP
 DEFAULT_ENHANCE_RATIO = 10.0
 
 
