@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
+from mace.frontends.base import ModelSpec, add_framework_input, add_output_info, user_to_framework
 from mace.frontends.caffe.model_file import (SchemaGap, blob_array, blob_dims, inference_layers,
                                              is_legacy, net_inputs, read_caffemodel, read_prototxt)
 from mace.frontends.caffe.registry import load_mappers
@@ -177,15 +177,7 @@ def _check_outputs(spec: ModelSpec, layers, declared: dict, path: Path) -> None:
 
 def _add_inputs(ctx: CaffeContext, spec: ModelSpec) -> None:
     for t in spec.inputs:
-        add_input_info(ctx.graph, t)
-        ctx.blobs[t.name] = t.name
-        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
-        if perm:
-            inner = ctx.unique(f"{t.name}_nchw")
-            op = ctx.graph.add_op("Transpose", [t.name], [inner], name=f"{t.name}_to_nchw",
-                                  dims=list(perm))
-            infer_op(ctx.graph, op)
-            ctx.blobs[t.name] = inner
+        ctx.blobs[t.name] = add_framework_input(ctx.graph, t, FRAMEWORK_FORMAT, ctx.unique)
 
 
 def _add_outputs(ctx: CaffeContext, spec: ModelSpec) -> None:

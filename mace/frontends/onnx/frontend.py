@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
+from mace.frontends.base import ModelSpec, add_framework_input, add_output_info, user_to_framework
 from mace.frontends.onnx.registry import load_mappers
 from mace.ir.args import set_arg
 from mace.ir.graph import Graph
@@ -148,13 +148,8 @@ def _check_outputs(spec: ModelSpec, model, path: Path) -> None:
 
 def _add_inputs(ctx: OnnxContext, spec: ModelSpec) -> None:
     for t in spec.inputs:
-        add_input_info(ctx.graph, t)
-        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
-        if perm:
-            inner = ctx.graph.unique_name(f"{t.name}_nchw")
-            op = ctx.graph.add_op("Transpose", [t.name], [inner], name=f"{t.name}_to_nchw",
-                                  dims=list(perm))
-            infer_op(ctx.graph, op)
+        inner = add_framework_input(ctx.graph, t, FRAMEWORK_FORMAT)
+        if inner != t.name:
             ctx.rename[t.name] = inner
 
 
