@@ -89,6 +89,18 @@ def time_node(engine, index: int, runs: int) -> float:
     return statistics.median(times)
 
 
+def time_in_run(engine, runs: int) -> list:
+    """Median seconds of every node, timed inside whole runs (caches as a real run leaves them)."""
+    steps = engine._steps
+    times = [[] for _ in steps]
+    for _ in range(runs):
+        for i, step in enumerate(steps):
+            t = time.perf_counter()
+            step()
+            times[i].append(time.perf_counter() - t)
+    return [statistics.median(t) for t in times]
+
+
 def row(label: str, node, seconds: float) -> str:
     mac, size = macs(node), nbytes(node)
     algo = getattr(node.kernel, "algorithm", "")
@@ -133,9 +145,13 @@ def model_mode(args) -> None:
         x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
         engine = prepare(model, {input_name: x}, options={"winograd": args.winograd})
         engine.run({input_name: x})   # every buffer holds real values
-        timed = [(time_node(engine, n.index, args.runs), n) for n in engine.nodes]
+        if args.in_run:
+            timed = list(zip(time_in_run(engine, args.runs), engine.nodes))
+        else:
+            timed = [(time_node(engine, n.index, args.runs), n) for n in engine.nodes]
         total = sum(t for t, _ in timed)
-        print(f"\n## {name}: {total * 1e3:.2f} ms summed over {len(timed)} nodes\n\n{HEADER}")
+        how = "inside whole runs" if args.in_run else "each op on its own"
+        print(f"\n## {name}: {total * 1e3:.2f} ms summed over {len(timed)} nodes ({how})\n\n{HEADER}")
         for seconds, node in sorted(timed, key=lambda tn: -tn[0])[:args.top]:
             print(row(node.op.name[:40], node, seconds))
 
@@ -145,6 +161,8 @@ def main(argv=None) -> int:
     p.add_argument("--shape", action="append", help="N x H x W x C:O:KHxKW:sS:pP[:dw] (repeatable)")
     p.add_argument("--models", help="time every node of these bench_cpu models instead")
     p.add_argument("--top", type=int, default=20, help="model mode: slowest nodes shown (20)")
+    p.add_argument("--in-run", action="store_true",
+                   help="model mode: time each op inside whole runs (default: each op called on its own)")
     p.add_argument("--runs", type=int, default=20, help="timed calls per op (median; 20)")
     p.add_argument("--threads", type=int, default=2, help="BLAS threads (2)")
     p.add_argument("--winograd", type=int, default=0, choices=(0, 2, 4), help="as the .yml key")

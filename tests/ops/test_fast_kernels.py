@@ -12,7 +12,7 @@ import pytest
 
 from mace.frontends.base import TensorSpec, add_input_info, add_output_info
 from mace.ir.graph import Graph
-from mace.ops.fast import _conv_dense, _conv_direct, _conv_gemm, _winograd
+from mace.ops.fast import _cblas, _conv_dense, _conv_direct, _conv_gemm, _conv_shifted, _winograd
 from mace.runtime.engine import Engine
 from mace.transform.shape_inference import infer_shapes
 
@@ -22,11 +22,12 @@ RNG = np.random.default_rng(7)
 @pytest.fixture(params=["numba", "numpy"])
 def jit(request, monkeypatch):
     """Run a test with the compiled loops (mace/ops/fast/_loops.py) and without (numpy path)."""
-    from mace.ops.fast import _conv_direct, _jit, conv2d, depthwise_conv2d, fully_connected, pooling, softmax
+    from mace.ops.fast import (_conv_direct, _conv_shifted, _jit, conv2d, depthwise_conv2d, fully_connected,
+                               pooling, softmax)
     if request.param == "numba" and _jit.loops() is None:
         pytest.skip("numba is not installed")
     if request.param == "numpy":
-        for module in (_conv_direct, conv2d, depthwise_conv2d, fully_connected, pooling, softmax):
+        for module in (_conv_direct, _conv_shifted, conv2d, depthwise_conv2d, fully_connected, pooling, softmax):
             monkeypatch.setattr(module, "loops", lambda: None)
     return request.param
 
@@ -90,13 +91,25 @@ CONV_CASES = [random_conv(np.random.default_rng(i)) for i in range(40)] + [
 ]
 
 
-@pytest.fixture(params=["auto", "im2col"])
+@pytest.fixture(params=["auto", "im2col", "shifted"])
 def mode(request, monkeypatch):
-    if request.param == "im2col":   # no direct / dense shortcut, many small im2col chunks
+    if request.param != "auto":   # no direct / dense shortcut
         monkeypatch.setattr(_conv_direct, "DIRECT_MAX_MACS", 0)
         monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
+    if request.param == "im2col":   # many small im2col chunks, no shifted GEMMs
         monkeypatch.setattr(_conv_gemm, "CHUNK_BYTES", 256)
+        monkeypatch.setattr(_conv_shifted, "MIN_PIXELS", 1 << 40)
+    if request.param == "shifted":   # shifted GEMMs wherever they apply, however small
+        if _cblas.sgemm() is None:
+            pytest.skip("numpy's BLAS is not an OpenBLAS whose cblas_sgemm mace can call")
+        monkeypatch.setattr(_conv_shifted, "MIN_PIXELS", 0)
+        monkeypatch.setattr(_conv_shifted, "MIN_CHANNELS", 0)
     return request.param
+
+
+def shifted_applies(case) -> bool:
+    return (tuple(case.get("s", (1, 1))) == (1, 1) and case.get("group", 1) == 1
+            and tuple(case.get("k", (3, 3))) != (1, 1))
 
 
 @pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "-".join(f"{k}{v}" for k, v in c.items()))
@@ -106,6 +119,51 @@ def test_conv2d_matches_reference(case, mode, jit):
     close(got, want)
     if mode == "im2col":
         assert kern.algorithm in ("im2col", "pointwise")
+    if mode == "shifted" and shifted_applies(case):
+        assert kern.algorithm == "shifted"
+
+
+def test_shifted_is_chosen_for_large_stride1_maps():
+    """A VGG-like 3x3 layer takes the shifted GEMMs by default (cblas there), a 7x7 map does not."""
+    if _cblas.sgemm() is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS whose cblas_sgemm mace can call")
+    x, consts, args = conv_case(np.random.default_rng(3), h=30, w=24, c=32, o=16, act="RELU")
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm == "shifted"
+    close(got, want)
+    x, consts, args = conv_case(np.random.default_rng(3), h=7, w=7, c=32, o=16)
+    assert run_both("Conv2D", x, consts, args)[2].algorithm != "shifted"
+
+
+def test_cblas_operands_are_strided_views():
+    """beta=1 accumulates, and row windows / column slices are used in place (ld* = row stride)."""
+    gemm = _cblas.sgemm()
+    if gemm is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS whose cblas_sgemm mace can call")
+    rng = np.random.default_rng(0)
+    big = rng.standard_normal((20, 30)).astype(np.float32)
+    b = rng.standard_normal((30, 12)).astype(np.float32)[:7, 2:9]
+    c = rng.standard_normal((10, 16)).astype(np.float32)
+    want = c.copy()
+    want[1:9, 3:10] += big[5:13, 4:11] @ b
+    gemm.call(big[5:13, 4:11], b, c[1:9, 3:10], beta=1.0)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="not a BLAS operand"):
+        gemm.call(big[:, ::2], b, c[:15, :7])
+
+
+def test_no_cblas_env_turns_it_off(monkeypatch):
+    monkeypatch.setenv("MACE_NO_CBLAS", "1")
+    _cblas.sgemm.cache_clear()
+    try:
+        assert _cblas.sgemm() is None
+        x, consts, args = conv_case(np.random.default_rng(3), h=30, w=24, c=32, o=16)
+        got, want, kern = run_both("Conv2D", x, consts, args)
+        assert kern.algorithm == "im2col"
+        close(got, want)
+    finally:
+        monkeypatch.delenv("MACE_NO_CBLAS")
+        _cblas.sgemm.cache_clear()
 
 
 @pytest.mark.parametrize("m", [2, 4])
@@ -157,7 +215,10 @@ def test_direct_path_for_tiny_convs(case, jit):
                                   dict(c=64, h=8, w=8, k=(5, 5), pads=(2, 2, 2, 2), act="RELUX"),
                                   dict(c=5, h=7, w=9, d=(2, 2), pads=(2, 1, 2, 1), act="RELU"),
                                   dict(c=96, h=6, w=6, pads=(0, 0, 0, 0), bias=False),
-                                  dict(c=3, h=6, w=6, k=(3, 1), pads=(1, 0, 1, 0), s=(1, 2))])
+                                  dict(c=3, h=6, w=6, k=(3, 1), pads=(1, 0, 1, 0), s=(1, 2)),
+                                  dict(c=32, h=12, w=12, s=(2, 2), pads=(0, 1, 1, 0), act="RELUX"),
+                                  dict(c=17, h=13, w=11, s=(2, 1), d=(1, 2), pads=(1, 2, 1, 2)),
+                                  dict(c=16, h=5, w=4, pads=(2, 2, 2, 2))])
 def test_depthwise_matches_reference(case, jit):
     case = dict(case)   # shared between the jit params
     c = case.pop("c")

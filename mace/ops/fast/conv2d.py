@@ -17,7 +17,7 @@ import numpy as np
 
 from mace.ops._common import activation_args
 from mace.ops.conv2d import conv_geometry
-from mace.ops.fast import _conv_dense, _conv_direct, _winograd
+from mace.ops.fast import _conv_dense, _conv_direct, _conv_shifted, _winograd
 from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, scratch_size, sequence
 from mace.ops.fast._jit import loops
 from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter
@@ -46,7 +46,7 @@ def float_conv(ctx) -> bool:
             and (len(ctx.consts) < 3 or ctx.consts[2] is not None))
 
 
-def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=None):
+def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=None, act=None):
     if _conv_direct.fits(geo, bounds):
         return _conv_direct.Direct(geo, w, bias, bounds)
     if _conv_dense.fits(geo):
@@ -56,6 +56,8 @@ def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=No
     block = _winograd.pick_block(geo, winograd)
     if block:
         return _winograd.Winograd(geo, w, block)
+    if _conv_shifted.fits(geo):
+        return _conv_shifted.Shifted(geo, w, bias, act, bounds)
     return Im2col(geo, pack_filter(w, geo.group))
 
 
@@ -68,9 +70,10 @@ class Conv2DFast(FastKernel):
         self.bias = const_bias(ctx)
         self.act = activation_fn(activation_args(ctx))
         self.bounds = clip_bounds(activation_args(ctx))
-        self.algo = choose(self.geo, ctx.consts[1], int(ctx.arg("winograd", 0)), self.bias, self.bounds)
+        self.algo = choose(self.geo, ctx.consts[1], int(ctx.arg("winograd", 0)),
+                           self.bias, self.bounds, self.act)
         # the packed filter, as an attribute of its own: observers list it among kernel buffers
-        self.packed = next(getattr(self.algo, a) for a in ("wmat", "u", "t") if hasattr(self.algo, a))
+        self.packed = next(getattr(self.algo, a) for a in ("wmat", "u", "t", "taps") if hasattr(self.algo, a))
         self.scratch_nbytes = scratch_size(self.algo.specs)
 
     @property
