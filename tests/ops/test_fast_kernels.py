@@ -135,6 +135,21 @@ def test_shifted_is_chosen_for_large_stride1_maps():
     assert run_both("Conv2D", x, consts, args)[2].algorithm != "shifted"
 
 
+@pytest.mark.parametrize("k,s,n", [((1, 1), (1, 1), 1), ((1, 1), (2, 2), 1), ((3, 3), (1, 1), 2), ((3, 3), (2, 2), 1)])
+def test_small_maps_run_their_gemm_transposed(k, s, n, monkeypatch):
+    """7x7-stage GEMMs (<= SMALL_M rows) compute out^T = W^T @ A^T, then copy: same numbers."""
+    if _cblas.sgemm() is None:
+        pytest.skip("numpy's BLAS is not an OpenBLAS whose cblas_sgemm mace can call")
+    monkeypatch.setattr(_conv_direct, "DIRECT_MAX_MACS", 0)
+    monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
+    pads = (0, 0, 0, 0) if k == (1, 1) else (1, 1, 1, 1)
+    x, consts, args = conv_case(np.random.default_rng(4), n=n, h=7, w=7, c=40, o=24, k=k, s=s, pads=pads,
+                                act="RELU")
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algo.transposed is not None, kern.algorithm
+    close(got, want)
+
+
 def test_cblas_operands_are_strided_views():
     """beta=1 accumulates, and row windows / column slices are used in place (ld* = row stride)."""
     gemm = _cblas.sgemm()

@@ -52,11 +52,15 @@ class Sgemm:
         self.raw(m, n, k, a.ctypes.data, row_stride(a), b.ctypes.data, row_stride(b),
                  c.ctypes.data, row_stride(c), beta)
 
-    def bound(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, beta: float = 0.0):
-        """A zero-argument callable doing `call(a, b, c, beta)`, addresses resolved now."""
-        (m, k), n = a.shape, b.shape[1]
-        args = (ROW_MAJOR, NO_TRANS, NO_TRANS, m, n, k, 1.0, a.ctypes.data, row_stride(a),
-                b.ctypes.data, row_stride(b), beta, c.ctypes.data, row_stride(c))
+    def bound(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, beta: float = 0.0,
+              trans_b: bool = False):
+        """A zero-argument callable doing c = a @ b + beta * c (b given as [n, k] and
+        used transposed when trans_b), addresses resolved now."""
+        (m, k), n = a.shape, b.shape[0 if trans_b else 1]
+        if c.shape != (m, n) or b.shape != ((n, k) if trans_b else (k, n)):
+            raise ValueError(f"sgemm shapes {a.shape} x {b.shape}{'^T' if trans_b else ''} -> {c.shape}")
+        args = (ROW_MAJOR, NO_TRANS, TRANS if trans_b else NO_TRANS, m, n, k, 1.0, a.ctypes.data,
+                row_stride(a), b.ctypes.data, row_stride(b), beta, c.ctypes.data, row_stride(c))
         fn = self.fn
         keep = (a, b, c)   # the arrays must outlive the callable that holds their addresses
 
