@@ -343,3 +343,29 @@ def test_winograd_block_follows_the_measured_limits(hw, c, asked, used):
     geo = _conv_gemm.ConvGeometry(1, hw, hw, c, 3, 3, (1, 1), (1, 1), (1, 1, 1, 1), hw, hw, c, 1)
     assert _winograd.pick_block(geo, asked) == used
 
+
+
+@pytest.mark.parametrize("kind", ["SUM", "SUB", "PROD", "MIN", "MAX"])
+@pytest.mark.parametrize("act", ["", "RELU", "RELUX"])
+def test_eltwise_pair_matches_reference(kind, act):
+    from mace.ops.fast._jit import loops
+    if loops() is None:
+        pytest.skip("the fast Eltwise is the compiled loop only")
+    rng = np.random.default_rng(len(kind) + len(act))
+    a = rng.standard_normal((1, 5, 7, 12)).astype(np.float32) * 4
+    b = rng.standard_normal((1, 5, 7, 12)).astype(np.float32) * 4
+    graph = Graph()
+    add_input_info(graph, TensorSpec("x", a.shape, "NONE"))
+    add_input_info(graph, TensorSpec("z", b.shape, "NONE"))
+    args = dict(type=kind)
+    if act:
+        args.update(activation=act, max_limit=6.0)
+    graph.add_op("Eltwise", ["x", "z"], ["y"], **args)
+    add_output_info(graph, TensorSpec("y", None, "NONE"))
+    infer_shapes(graph)
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast" and ref.nodes[0].tag == "cpu"
+    got, want = fast.run({"x": a, "z": b})["y"], ref.run({"x": a, "z": b})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    if act:
+        assert got.min() >= 0 and (act != "RELUX" or got.max() <= 6.0)

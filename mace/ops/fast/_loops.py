@@ -217,3 +217,24 @@ def crop_clip(src, lo, hi, out):
         s, o = sf[y], of[y]
         for k in range(ow * c):
             o[k] = min(max(s[k], lo), hi)
+
+
+@njit(**OPTS)
+def binary_clip(a, b, code, lo, hi, out):
+    """out = clip(a (+ - * min max)[code] b, lo, hi) over flat same-size arrays, one pass."""
+    n = out.shape[0]
+    if code == 0:
+        for i in range(n):
+            out[i] = min(max(a[i] + b[i], lo), hi)
+    elif code == 1:
+        for i in range(n):
+            out[i] = min(max(a[i] - b[i], lo), hi)
+    elif code == 2:
+        for i in range(n):
+            out[i] = min(max(a[i] * b[i], lo), hi)
+    elif code == 3:
+        for i in range(n):
+            out[i] = min(max(min(a[i], b[i]), lo), hi)
+    else:
+        for i in range(n):
+            out[i] = min(max(max(a[i], b[i]), lo), hi)
