@@ -369,3 +369,30 @@ def test_eltwise_pair_matches_reference(kind, act):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     if act:
         assert got.min() >= 0 and (act != "RELUX" or got.max() <= 6.0)
+
+
+@pytest.mark.parametrize("act", ["", "RELU", "RELUX"])
+@pytest.mark.parametrize("shape", [(1, 6, 5, 40), (2, 3, 3, 7), (4, 9)])
+def test_batchnorm_matches_reference(act, shape):
+    from mace.ops.fast._jit import loops
+    if loops() is None:
+        pytest.skip("the fast BatchNorm is the compiled loop only")
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(np.float32) * 3
+    c = shape[-1]
+    consts = [rng.uniform(0.5, 1.5, c).astype(np.float32), rng.standard_normal(c).astype(np.float32)]
+    graph = Graph()
+    add_input_info(graph, TensorSpec("x", x.shape, "NONE"))
+    names = ["x"] + [graph.add_const(f"c{i}", v) for i, v in enumerate(consts)]
+    args = dict(data_format="NHWC")
+    if act:
+        args.update(activation=act, max_limit=2.0)
+    graph.add_op("BatchNorm", names, ["y"], **args)
+    add_output_info(graph, TensorSpec("y", None, "NONE"))
+    infer_shapes(graph)
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast" and ref.nodes[0].tag == "cpu"
+    got, want = fast.run({"x": x})["y"], ref.run({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(got, np.clip(x * consts[0] + consts[1], 0 if act else -np.inf,
+                                            2.0 if act == "RELUX" else np.inf), rtol=1e-6, atol=1e-6)

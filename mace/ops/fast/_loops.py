@@ -238,3 +238,13 @@ def binary_clip(a, b, code, lo, hi, out):
     else:
         for i in range(n):
             out[i] = min(max(max(a[i], b[i]), lo), hi)
+
+
+@njit(**OPTS)
+def scale_shift_clip(x, scale, offset, lo, hi, out):
+    """out[r, c] = clip(x[r, c] * scale[c] + offset[c], lo, hi): BatchNorm in one pass."""
+    rows, c = x.shape
+    for r in range(rows):
+        xr, orow = x[r], out[r]
+        for ch in range(c):
+            orow[ch] = min(max(xr[ch] * scale[ch] + offset[ch], lo), hi)
