@@ -4,10 +4,12 @@ tiny convs -> one compiled loop with the epilogue fused (_conv_direct, numba);
 tiny maps -> one dense matrix (_conv_dense); 1x1 without pads -> GEMM on the
 input itself (_conv_gemm.Pointwise); 3x3 stride 1 with arg `winograd` 2|4 (set
 by the mark_winograd pass from the .yml) -> Winograd where _winograd.pick_block
-says it pays; everything else -> chunked im2col + GEMM (_conv_gemm.Im2col).
-Bias and activation follow in place on the output: one compiled pass
-(_loops.bias_clip) when numba is there and the activation is a clip, else
-numpy's add and clip.
+says it pays; other k x k stride-1 convs on large maps -> kh*kw shifted GEMMs
+accumulating in place (_conv_shifted, bias and activation fused into its crop);
+everything else -> chunked im2col + GEMM (_conv_gemm.Im2col). GEMMs of at most
+_conv_gemm.SMALL_M rows run transposed. Bias and activation follow in place on
+the output: one compiled pass (_loops.bias_clip) when numba is there and the
+activation is a clip, else numpy's add and clip.
 """
 from __future__ import annotations
 
