@@ -27,30 +27,23 @@ SYMBOLS = (("scipy_cblas_sgemm64_", ctypes.c_int64), ("cblas_sgemm64_", ctypes.c
 
 
 class Sgemm:
-    """C[m, n] = alpha * A[m, k] @ B[k, n] + beta * C, row-major, on raw addresses.
+    """C[m, n] = A[m, k] @ B[k, n] + beta * C, row-major, on float32 arrays.
 
-    `lda`, `ldb`, `ldc` are row strides in elements, so any row window or column
-    slice of a float32 array whose rows are evenly spaced and whose elements are
-    contiguous can be an operand without a copy.
+    The leading dimensions passed are the arrays' row strides, so any row window or
+    column slice of a float32 array whose rows are evenly spaced and whose elements
+    are contiguous is an operand without a copy.
     """
 
     def __init__(self, fn, int_type):
-        self.fn, self.int = fn, int_type
+        self.fn = fn
         i = int_type
         fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i, i, i, ctypes.c_float,
                        ctypes.c_void_p, i, ctypes.c_void_p, i, ctypes.c_float, ctypes.c_void_p, i]
         fn.restype = None
 
-    def raw(self, m, n, k, a, lda, b, ldb, c, ldc, beta=0.0, trans_b=False):
-        """The call on addresses (ints); trans_b: B is given as [n, k] with row stride ldb."""
-        self.fn(ROW_MAJOR, NO_TRANS, TRANS if trans_b else NO_TRANS, m, n, k, 1.0,
-                a, lda, b, ldb, beta, c, ldc)
-
     def call(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, beta: float = 0.0):
-        """c = a @ b + beta * c on arrays (each 2-D float32 with unit column stride)."""
-        (m, k), n = a.shape, b.shape[1]
-        self.raw(m, n, k, a.ctypes.data, row_stride(a), b.ctypes.data, row_stride(b),
-                 c.ctypes.data, row_stride(c), beta)
+        """c = a @ b + beta * c now (each 2-D float32 with unit column stride)."""
+        self.bound(a, b, c, beta)()
 
     def bound(self, a: np.ndarray, b: np.ndarray, c: np.ndarray, beta: float = 0.0,
               trans_b: bool = False):
