@@ -1,7 +1,9 @@
 """CPU threads and core pinning of the CPU runtime (`--omp_num_threads`, `--cpu_affinity_policy`).
 
-The engine's parallelism is the BLAS library's thread pool (numpy's OpenBLAS):
-`limit_threads` sets its size through threadpoolctl for the whole process.
+`limit_threads` sets the BLAS library's thread count (numpy's OpenBLAS) through
+threadpoolctl for the whole process. That count is the engine's parallelism: OpenBLAS's
+own threads, or, where the fast kernels run on the compute pool (mace/ops/fast/_pool.py),
+the pool's size during each run (OpenBLAS is then held at one thread).
 `pin_threads` follows MACE's CPUAffinityPolicy: 0 none, 1 big cores only,
 2 little cores only, 3 high performance (= big), 4 power save (= little). Core
 speed is each core's cpufreq maximum; where every core is alike (or the OS

@@ -14,6 +14,7 @@ Observers (callables) see every node before and after it runs.
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +54,7 @@ class Engine:
         self.device = device
         self.options = options or {}
         self.observers = []
+        self._session = None   # set by _bind when a step runs on the compute pool
         self.tags = DEVICE_TAGS.get("cpu" if device in GPU_DEVICES else device, [device, "cpu"])
         if self.options.get("reference_kernels"):
             self.tags = [t for t in self.tags if t != FAST_TAG]
@@ -137,7 +139,19 @@ class Engine:
         if not isinstance(node.kernel, Kernel):  # e.g. a GPU node's staged kernel
             return functools.partial(node.kernel.run, node.inputs, node.outputs)
         need = node.kernel.scratch_nbytes
-        return node.kernel.bind(node.inputs, node.outputs, self.scratch[:need] if need else None)
+        pool = _compute_pool() if node.tag == FAST_TAG else None
+        made = pool.made if pool else 0
+        step = node.kernel.bind(node.inputs, node.outputs, self.scratch[:need] if need else None)
+        if pool and pool.made > made and self._session is None:
+            # a step on the fast kernels' compute pool: each run is a pool session
+            # (mace/ops/fast/_pool.py: OpenBLAS held at one thread meanwhile)
+            self._session = pool.session()
+        return step
+
+    def session(self):
+        """Context for calling the bound steps directly, as `run` does: the compute pool's
+        session where the steps use it (mace/ops/fast/_pool.py), else nothing."""
+        return self._session or contextlib.nullcontext()
 
     @property
     def scratch_bytes(self) -> int:
@@ -197,17 +211,27 @@ class Engine:
     def run(self, inputs: dict) -> dict:
         """Run once; returns a fresh dict of output arrays (copies)."""
         self.set_inputs(inputs)
-        if self.observers:
-            self._run_observed()
-        else:
-            step = -1
-            try:
-                for step, fn in enumerate(self._steps):
-                    fn()
-            except Exception as e:
-                node = self.nodes[step]
-                raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
+        session = self._session
+        if session is not None:
+            session.__enter__()
+        try:
+            if self.observers:
+                self._run_observed()
+            else:
+                self._run_steps()
+        finally:
+            if session is not None:
+                session.__exit__()
         return {n: np.array(self._tensor(n)) for n in self.graph.output_names}
+
+    def _run_steps(self) -> None:
+        step = -1
+        try:
+            for step, fn in enumerate(self._steps):
+                fn()
+        except Exception as e:
+            node = self.nodes[step]
+            raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
 
     def _run_observed(self) -> None:
         observers, steps = self.observers, self._steps
@@ -220,6 +244,11 @@ class Engine:
                 raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
             for obs in observers:
                 obs("after", node, self)
+
+
+def _compute_pool():
+    from mace.ops.fast._pool import pool
+    return pool()
 
 
 def is_quantized(graph: Graph) -> bool:

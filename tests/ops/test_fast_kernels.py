@@ -9,6 +9,7 @@ their size limits.
 """
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_limits
 
 from mace.frontends.base import TensorSpec, add_input_info, add_output_info
 from mace.ir.graph import Graph
@@ -19,20 +20,30 @@ from mace.transform.shape_inference import infer_shapes
 RNG = np.random.default_rng(7)
 
 
-@pytest.fixture(params=["numba", "numpy"])
+@pytest.fixture(params=["numba", "numba-serial", "numpy"])
 def jit(request, monkeypatch):
-    """Run a test with the compiled loops (mace/ops/fast/_loops.py) and without (numpy path)."""
-    from mace.ops.fast import (_conv_direct, _conv_shifted, _jit, conv2d, depthwise_conv2d, fully_connected,
-                               pooling, softmax)
-    if request.param == "numba" and _jit.loops() is None:
+    """Run a test with the compiled loops (mace/ops/fast/_loops.py) split across the compute
+    pool's two threads (mace/ops/fast/_pool.py), the same loops serial, and without them."""
+    from mace.ops.fast import (_conv_direct, _conv_shifted, _jit, _pool, conv2d, depthwise_conv2d,
+                               fully_connected, pooling, softmax)
+    if request.param.startswith("numba") and _jit.loops() is None:
         pytest.skip("numba is not installed")
+    if request.param == "numba":
+        if _pool.pool() is None:
+            pytest.skip("no compute pool here (numba's OpenMP layer or a 64-bit OpenBLAS cblas missing)")
+        limit = threadpool_limits(2)   # the pool's width, even on a one-core machine
+        request.addfinalizer(limit.restore_original_limits)
+        monkeypatch.setattr(_pool, "MIN_PARALLEL_WORK", 0)   # split even these small cases
+    if request.param != "numba":
+        monkeypatch.setenv("MACE_NO_POOL", "1")
     if request.param == "numpy":
         for module in (_conv_direct, _conv_shifted, conv2d, depthwise_conv2d, fully_connected, pooling, softmax):
             monkeypatch.setattr(module, "loops", lambda: None)
     return request.param
 
 
-def run_both(op_type, x, consts, args):
+def one_op_graph(op_type, x, consts, args) -> Graph:
+    """y = op_type(x, *consts) with `args`, NHWC, as the converter would leave it."""
     graph = Graph()
     add_input_info(graph, TensorSpec("x", x.shape, "NONE"))
     names = ["x"]
@@ -41,6 +52,11 @@ def run_both(op_type, x, consts, args):
     graph.add_op(op_type, names, ["y"], data_format="NHWC", **args)
     add_output_info(graph, TensorSpec("y", None, "NONE"))
     infer_shapes(graph)
+    return graph
+
+
+def run_both(op_type, x, consts, args):
+    graph = one_op_graph(op_type, x, consts, args)
     fast = Engine(graph)
     assert fast.nodes[0].tag == "cpu:fast", f"{op_type} {args}: fast kernel not chosen"
     ref = Engine(graph, options={"reference_kernels": True})
@@ -137,9 +153,11 @@ def test_shifted_is_chosen_for_large_stride1_maps():
 
 @pytest.mark.parametrize("k,s,n", [((1, 1), (1, 1), 1), ((1, 1), (2, 2), 1), ((3, 3), (1, 1), 2), ((3, 3), (2, 2), 1)])
 def test_small_maps_run_their_gemm_transposed(k, s, n, monkeypatch):
-    """7x7-stage GEMMs (<= SMALL_M rows) compute out^T = W^T @ A^T, then copy: same numbers."""
+    """7x7-stage GEMMs (<= SMALL_M rows) compute out^T = W^T @ A^T, then copy: same numbers
+    (for OpenBLAS's threading: off the compute pool, which splits such GEMMs by columns)."""
     if _cblas.sgemm() is None:
         pytest.skip("numpy's BLAS is not an OpenBLAS whose cblas_sgemm mace can call")
+    monkeypatch.setenv("MACE_NO_POOL", "1")
     monkeypatch.setattr(_conv_direct, "DIRECT_MAX_MACS", 0)
     monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
     pads = (0, 0, 0, 0) if k == (1, 1) else (1, 1, 1, 1)
@@ -188,7 +206,7 @@ def test_no_cblas_env_turns_it_off(monkeypatch):
                                   dict(h=14, w=14, c=16, o=8, act="RELU"), dict(h=3, w=5, bias=False),
                                   dict(h=11, w=6, c=7, o=3, pads=(0, 0, 0, 0))])
 @pytest.mark.parametrize("chunk", ["whole", "chunked"])
-def test_winograd_matches_reference(case, m, chunk, monkeypatch):
+def test_winograd_matches_reference(case, m, chunk, monkeypatch, jit):
     monkeypatch.setattr(_conv_direct, "DIRECT_MAX_MACS", 0)
     monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
     for limit in ("MIN_TILES", "MIN_TILES_FEW_CHANNELS", "MIN_CHANNELS"):
@@ -224,7 +242,7 @@ def test_dense_path_for_tiny_maps(monkeypatch):
 def test_direct_path_for_tiny_convs(case, jit):
     x, consts, args = conv_case(np.random.default_rng(5), **case)
     got, want, kern = run_both("Conv2D", x, consts, args)
-    assert (kern.algorithm == "direct") == (jit == "numba")
+    assert (kern.algorithm == "direct") == (jit != "numpy")
     close(got, want)
 
 
@@ -330,7 +348,7 @@ def test_fully_connected_matches_reference(act, bias, small, jit, monkeypatch):
     args = dict(activation=act, max_limit=1.5, activation_coefficient=0.1) if act else {}
     got, want, kern = run_both("FullyConnected", x, consts, args)
     close(got, want)
-    assert kern.small == (small and jit == "numba" and act != "LEAKYRELU")
+    assert kern.small == (small and jit != "numpy" and act != "LEAKYRELU")
 
 
 def test_reshape_matches_reference():
@@ -349,7 +367,7 @@ def test_winograd_block_follows_the_measured_limits(hw, c, asked, used):
 
 @pytest.mark.parametrize("kind", ["SUM", "SUB", "PROD", "MIN", "MAX"])
 @pytest.mark.parametrize("act", ["", "RELU", "RELUX"])
-def test_eltwise_pair_matches_reference(kind, act):
+def test_eltwise_pair_matches_reference(kind, act, jit):
     from mace.ops.fast._jit import loops
     if loops() is None:
         pytest.skip("the fast Eltwise is the compiled loop only")
@@ -375,7 +393,7 @@ def test_eltwise_pair_matches_reference(kind, act):
 
 @pytest.mark.parametrize("act", ["", "RELU", "RELUX"])
 @pytest.mark.parametrize("shape", [(1, 6, 5, 40), (2, 3, 3, 7), (4, 9)])
-def test_batchnorm_matches_reference(act, shape):
+def test_batchnorm_matches_reference(act, shape, jit):
     from mace.ops.fast._jit import loops
     if loops() is None:
         pytest.skip("the fast BatchNorm is the compiled loop only")
@@ -388,3 +406,16 @@ def test_batchnorm_matches_reference(act, shape):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(got, np.clip(x * consts[0] + consts[1], 0 if act else -np.inf,
                                             2.0 if act == "RELUX" else np.inf), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("shape,group", [((1, 5, 7, 12), 3), ((2, 3, 3, 8), 4), ((1, 1, 1, 6), 2),
+                                         ((3, 10), 5), ((1, 4, 4, 9), 9)])
+def test_channel_shuffle_matches_reference(shape, group, jit):
+    from mace.ops.fast._jit import loops
+    if loops() is None:
+        pytest.skip("the fast ChannelShuffle is the compiled loop only")
+    x = np.random.default_rng(group).standard_normal(shape).astype(np.float32)
+    got, want, _ = run_both("ChannelShuffle", x, [], dict(group=group))
+    np.testing.assert_array_equal(got, want)
+    c = shape[-1]   # hand numpy: ONNX's reshape (g, C/g) -> transpose -> flatten
+    np.testing.assert_array_equal(got, x.reshape(-1, group, c // group).transpose(0, 2, 1).reshape(shape))

@@ -36,6 +36,7 @@ class Sgemm:
 
     def __init__(self, fn, int_type):
         self.fn = fn
+        self.int_bits = ctypes.sizeof(int_type) * 8
         i = int_type
         fn.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, i, i, i, ctypes.c_float,
                        ctypes.c_void_p, i, ctypes.c_void_p, i, ctypes.c_float, ctypes.c_void_p, i]
@@ -90,15 +91,21 @@ def _self_test(s: Sgemm) -> bool:
 
 
 @functools.lru_cache(maxsize=None)
+def openblas():
+    """numpy's OpenBLAS as a ctypes library, or None."""
+    try:
+        path = _numpy_openblas_path()
+        return ctypes.CDLL(path) if path else None
+    except (OSError, ImportError):
+        return None
+
+
+@functools.lru_cache(maxsize=None)
 def sgemm():
     """The Sgemm of numpy's OpenBLAS, or None when it cannot be had (or MACE_NO_CBLAS=1)."""
     if os.environ.get("MACE_NO_CBLAS", "") not in ("", "0"):
         return None
-    try:
-        path = _numpy_openblas_path()
-        lib = ctypes.CDLL(path) if path else None
-    except (OSError, ImportError):
-        return None
+    lib = openblas()
     for name, int_type in SYMBOLS if lib is not None else ():
         fn = getattr(lib, name, None)
         if fn is None:

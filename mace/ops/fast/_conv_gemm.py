@@ -14,6 +14,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mace.ops.fast._cblas import sgemm
+from mace.ops.fast._pool import active, matmul
 
 # im2col chunk: output rows whose columns fit in this many bytes. Measured on the
 # VGG-19 / ResNet-50 3x3 layers (AMD EPYC, 1-2 threads): 2 MiB beats a full buffer
@@ -67,7 +68,8 @@ def is_pointwise(g: ConvGeometry) -> bool:
 
 
 def small_m(geo: ConvGeometry, rows: int) -> bool:
-    return geo.group == 1 and rows <= SMALL_M and sgemm() is not None
+    """Transpose this GEMM for OpenBLAS's threading (the pool splits columns itself)."""
+    return geo.group == 1 and rows <= SMALL_M and sgemm() is not None and active() is None
 
 
 class Transposed:
@@ -104,8 +106,12 @@ class Pointwise:
         x2d, out2d = src.reshape(-1, g.c), out.reshape(-1, g.o)
         if self.transposed:
             return steps + self.transposed.steps(x2d, out2d, scratch[-1])
-        return steps + [partial(np.matmul, x2d[:, i * g.cg:(i + 1) * g.cg], self.wmat[i],
-                                out=out2d[:, i * g.og:(i + 1) * g.og]) for i in range(g.group)]
+        groups = [(x2d[:, i * g.cg:(i + 1) * g.cg], self.wmat[i], out2d[:, i * g.og:(i + 1) * g.og])
+                  for i in range(g.group)]
+        pool = active()
+        if pool is not None:   # the groups side by side (each alone is OpenBLAS's one-thread size)
+            return steps + [pool.gemms([[(a, w, o, 0.0, False)] for a, w, o in groups])]
+        return steps + [partial(np.matmul, a, w, out=o) for a, w, o in groups]
 
 
 class Im2col:
@@ -157,8 +163,7 @@ class Im2col:
                     if self.transposed:
                         steps += self.transposed.steps(chunk, out2d, scratch[-1])
                         continue
-                    steps.append(partial(np.matmul, chunk, self.wmat[grp],
-                                         out=out2d[:, grp * g.og:(grp + 1) * g.og]))
+                    steps.append(matmul(chunk, self.wmat[grp], out2d[:, grp * g.og:(grp + 1) * g.og]))
         return steps
 
 

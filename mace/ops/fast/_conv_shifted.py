@@ -27,6 +27,7 @@ import numpy as np
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._conv_gemm import ConvGeometry, pad_steps
 from mace.ops.fast._jit import loops
+from mace.ops.fast._pool import active, loop
 
 MIN_PIXELS = 400      # oh * ow
 MIN_CHANNELS = 16     # C, the K of each tap's GEMM
@@ -65,12 +66,15 @@ class Shifted:
                 steps.append(partial(np.copyto, flat[hp * wp:], np.float32(0)))
             if self.bias is not None:
                 steps.append(partial(np.copyto, acc, self.bias))
-            for i in range(g.kh):
-                for j in range(g.kw):
-                    off = i * g.dilations[0] * wp + j * g.dilations[1]
-                    first = i == 0 and j == 0 and self.bias is None
-                    steps.append(gemm.bound(flat[off:off + rows], self.taps[i, j], acc,
-                                            beta=0.0 if first else 1.0))
+            taps = [(flat[off:off + rows], self.taps[i, j], acc, 0.0 if first else 1.0)
+                    for i in range(g.kh) for j in range(g.kw)
+                    for off, first in [(i * g.dilations[0] * wp + j * g.dilations[1],
+                                        i == 0 and j == 0 and self.bias is None)]]
+            pool = active()
+            if pool is not None:   # one chain: each thread runs every tap on its rows
+                steps.append(pool.gemms([[t + (False,) for t in taps]]))
+            else:
+                steps += [gemm.bound(a, w, c, beta=beta) for a, w, c, beta in taps]
             steps += self._crop(acc.reshape(g.oh, wp, g.o), out[b])
         return steps
 
@@ -79,7 +83,7 @@ class Shifted:
         ow = out3.shape[1]
         compiled = loops()
         if self.bounds is not None and compiled is not None:
-            return [partial(compiled.crop_clip, acc3, *self.bounds, out3)]
+            return [loop("crop_clip", (acc3, *self.bounds, out3), out3.shape[0], 2 * out3.size)]
         if self.bounds is not None:
             return [partial(np.clip, acc3[:, :ow], *self.bounds, out=out3)]
         return [partial(np.copyto, out3, acc3[:, :ow]), partial(self.act, out3)]

@@ -5,27 +5,39 @@ separate passes: the taps of a depthwise conv, the bias, the clip of a RELU /
 RELUX / CLIP activation (lo, hi = -inf, inf when there is none). The innermost
 loop runs over channels, contiguous in NHWC, so LLVM vectorizes it.
 
-Serial on purpose: with parallel=True (prange) numba's thread pool and
-OpenBLAS's spinning one fight over the cores between ops; on 2 cores MobileNet
-v2 summed 8.5 ms per run (workqueue layer; 281 ms with the OpenMP layer) against
-5.1 ms serial.
+Each loop is serial over a row range (r0, r1). Threads come from the compute
+pool only, which holds OpenBLAS at one thread meanwhile: numba's threads and
+OpenBLAS's spinning ones fight over the cores otherwise (MobileNet v2 summed 8.5
+ms per run with the workqueue layer, 281 ms with OpenMP, against 5.1 ms serial).
+
+The compute pool's side (mace/ops/fast/_pool.py) is at the end: `gemm_parts` runs
+a table of cblas_sgemm calls, one prange iteration per part (each part's GEMMs in
+order on one thread, so beta=1 chains into one C stay ordered), calling cblas by
+address (`_sgemm_at`, an LLVM-level indirect call: nothing process-specific is
+baked in, so it caches like the rest); each `*_par` driver splits a serial loop
+above into `parts` row ranges. They live in this file because numba's cache keys
+a function on its own file only: a driver elsewhere would keep running a stale
+copy of an edited loop.
 """
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
 
 OPTS = dict(cache=True, fastmath=True, nogil=True)
 
 
 @njit(**OPTS)
-def depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out):
+def depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, r0, r1):
     """out[n, y, x, c] = clip(bias[c] + sum_ij xpad[n, y*sh + i*dh, x*sw + j*dw, c] * w[i, j, c]).
 
     Zero padding is implicit: taps outside the input are skipped. A 3x3 filter's
     interior pixels (all nine taps inside) are one expression per channel over
     flat [W*C] rows; border pixels, and other filter sizes,
-    accumulate tap by tap over the column ranges left.
+    accumulate tap by tap over the column ranges left. Output rows (image-major)
+    r0:r1 only: the compute pool splits the rows across threads.
     """
     n, oh, ow, c = out.shape
     h, wd = x.shape[1], x.shape[2]
@@ -36,7 +48,7 @@ def depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l
     # output columns whose three taps along W are all inside the input
     a0 = max(0, (pad_l + stride_w - 1) // stride_w)
     a1 = min(ow, (wd - 2 * dil_w + pad_l + stride_w - 1) // stride_w)
-    for row in range(n * oh):
+    for row in range(r0, r1):
         b, oy = row // oh, row % oh
         orow = out[b, oy]
         iy0 = oy * stride_h - pad_t
@@ -91,10 +103,10 @@ def depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l
 
 
 @njit(**OPTS)
-def bias_clip(out2d, bias, lo, hi):
-    """In place: out2d[r, c] = clip(out2d[r, c] + bias[c], lo, hi)."""
-    rows, c = out2d.shape
-    for r in range(rows):
+def bias_clip(out2d, bias, lo, hi, r0, r1):
+    """In place, rows r0:r1: out2d[r, c] = clip(out2d[r, c] + bias[c], lo, hi)."""
+    c = out2d.shape[1]
+    for r in range(r0, r1):
         orow = out2d[r]
         for ch in range(c):
             orow[ch] = min(max(orow[ch] + bias[ch], lo), hi)
@@ -102,16 +114,16 @@ def bias_clip(out2d, bias, lo, hi):
 
 
 @njit(**OPTS)
-def pool(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scale, out):
+def pool(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scale, out, r0, r1):
     """Max (is_max) or average pooling, NHWC, in one pass over each output row.
 
     Taps outside the input (padding, ceil_mode's overhang) are skipped: max starts
     at -inf, the average sums what is inside and multiplies by scale[y, x] (1 / the
-    window's count, whatever count_include_pad says to count).
+    window's count, whatever count_include_pad says to count). Output rows r0:r1.
     """
     n, oh, ow, c = out.shape
     h, wd = x.shape[1], x.shape[2]
-    for row in range(n * oh):
+    for row in range(r0, r1):
         b, oy = row // oh, row % oh
         orow = out[b, oy]
         start = -np.inf if is_max else 0.0
@@ -208,20 +220,25 @@ def conv_direct(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad
 
 
 @njit(**OPTS)
-def crop_clip(src, lo, hi, out):
-    """out[y, x, c] = clip(src[y, x, c]) for x < out's width: src is computed on a padded width."""
+def crop_clip(src, lo, hi, out, r0, r1):
+    """out[y, x, c] = clip(src[y, x, c]) for x < out's width, rows r0:r1: src is computed on
+    a padded width."""
     oh, ow, c = out.shape
     sf = src.reshape(src.shape[0], src.shape[1] * c)
     of = out.reshape(oh, ow * c)
-    for y in range(oh):
+    for y in range(r0, r1):
         s, o = sf[y], of[y]
         for k in range(ow * c):
             o[k] = min(max(s[k], lo), hi)
 
 
 @njit(**OPTS)
-def binary_clip(a, b, code, lo, hi, out):
-    """out = clip(a (+ - * min max)[code] b, lo, hi) over flat same-size arrays, one pass."""
+def binary_clip(a, b, code, lo, hi, out, r0, r1):
+    """out = clip(a (+ - * min max)[code] b, lo, hi) over flat same-size arrays, one pass,
+    elements r0:r1."""
+    # sliced first: indices from range(n) are provably >= 0, so numba drops its
+    # wraparound checks and the loops vectorize (range(r0, r1) ran 3x slower)
+    a, b, out = a[r0:r1], b[r0:r1], out[r0:r1]
     n = out.shape[0]
     if code == 0:
         for i in range(n):
@@ -241,10 +258,136 @@ def binary_clip(a, b, code, lo, hi, out):
 
 
 @njit(**OPTS)
-def scale_shift_clip(x, scale, offset, lo, hi, out):
-    """out[r, c] = clip(x[r, c] * scale[c] + offset[c], lo, hi): BatchNorm in one pass."""
-    rows, c = x.shape
-    for r in range(rows):
+def scale_shift_clip(x, scale, offset, lo, hi, out, r0, r1):
+    """out[r, c] = clip(x[r, c] * scale[c] + offset[c], lo, hi), rows r0:r1: BatchNorm in one pass."""
+    c = x.shape[1]
+    for r in range(r0, r1):
         xr, orow = x[r], out[r]
         for ch in range(c):
             orow[ch] = min(max(xr[ch] * scale[ch] + offset[ch], lo), hi)
+
+
+@njit(**OPTS)
+def channel_shuffle(x, group, out, r0, r1):
+    """out[r, i * group + j] = x[r, j * (C / group) + i] for rows r0:r1 of [pixels, C] arrays."""
+    g = max(group, 1)
+    per = max(x.shape[1] // g, 0)   # provably >= 0: no wraparound checks in the loop
+    for r in range(r0, r1):
+        xr, orow = x[r], out[r]
+        for j in range(g):
+            src = xr[j * per:(j + 1) * per]
+            for i in range(per):
+                orow[i * g + j] = src[i]
+
+
+# ---- the compute pool's drivers -------------------------------------------------
+
+PAR = dict(OPTS, parallel=True)
+ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
+# gemm table columns: m, n, k, a, lda, b, ldb, c, ldc, flags (1: B transposed, 2: beta = 1)
+FIELDS = 10
+
+
+@intrinsic
+def _sgemm_at(typingctx, fn, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc):
+    """cblas_sgemm(RowMajor, NoTrans, trans_b, m, n, k, 1, a, lda, b, ldb, beta, c, ldc) at
+    address fn: 64-bit integers (numpy 2's OpenBLAS), pointers passed as integers."""
+    sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                     types.int64, types.int64, types.int64, types.int64, types.float32,
+                     types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        i32, i64, f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+        ptr = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i32, i64, i64, i64, f32, ptr, i64,
+                                               ptr, i64, f32, ptr, i64])
+        (addr, tb, m_, n_, k_, a_, lda_, b_, ldb_, beta_, c_, ldc_) = args
+        callee = builder.inttoptr(addr, fnty.as_pointer())
+        builder.call(callee, [ir.Constant(i32, ROW_MAJOR), ir.Constant(i32, NO_TRANS),
+                              builder.trunc(tb, i32), m_, n_, k_, ir.Constant(f32, 1.0),
+                              builder.inttoptr(a_, ptr), lda_, builder.inttoptr(b_, ptr), ldb_,
+                              beta_, builder.inttoptr(c_, ptr), ldc_])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(**OPTS)
+def _run_part(fn, table, p):
+    for j in range(table.shape[1]):
+        t = table[p, j]
+        if t[0] > 0:
+            trans_b = NO_TRANS + (TRANS - NO_TRANS) * (t[9] & 1)
+            beta = np.float32(1.0) if t[9] & 2 else np.float32(0.0)
+            _sgemm_at(fn, trans_b, t[0], t[1], t[2], t[3], t[4], t[5], t[6], beta, t[7], t[8])
+
+
+@njit(**PAR)
+def gemm_parts(fn, table):
+    """table [parts, gemms, FIELDS]: part p's GEMMs in order, the parts in parallel."""
+    for p in prange(table.shape[0]):
+        _run_part(fn, table, p)
+
+
+@njit(**OPTS)
+def gemm_serial(fn, table):
+    for p in range(table.shape[0]):
+        _run_part(fn, table, p)
+
+
+@njit(**PAR)
+def depthwise_par(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, parts):
+    rows = out.shape[0] * out.shape[1]
+    step = (rows + parts - 1) // parts
+    for p in prange(parts):
+        depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out,
+                         min(rows, p * step), min(rows, (p + 1) * step))
+
+
+@njit(**PAR)
+def bias_clip_par(out2d, bias, lo, hi, parts):
+    rows = out2d.shape[0]
+    step = (rows + parts - 1) // parts
+    for p in prange(parts):
+        bias_clip(out2d, bias, lo, hi, min(rows, p * step), min(rows, (p + 1) * step))
+
+
+@njit(**PAR)
+def pool_par(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scale, out, parts):
+    rows = out.shape[0] * out.shape[1]
+    step = (rows + parts - 1) // parts
+    for p in prange(parts):
+        pool(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scale, out,
+                    min(rows, p * step), min(rows, (p + 1) * step))
+
+
+@njit(**PAR)
+def crop_clip_par(src, lo, hi, out, parts):
+    rows = out.shape[0]
+    step = (rows + parts - 1) // parts
+    for p in prange(parts):
+        crop_clip(src, lo, hi, out, min(rows, p * step), min(rows, (p + 1) * step))
+
+
+@njit(**PAR)
+def binary_clip_par(a, b, code, lo, hi, out, parts):
+    n = out.shape[0]
+    step = (n + parts - 1) // parts
+    for p in prange(parts):
+        binary_clip(a, b, code, lo, hi, out, min(n, p * step), min(n, (p + 1) * step))
+
+
+@njit(**PAR)
+def scale_shift_clip_par(x, scale, offset, lo, hi, out, parts):
+    rows = x.shape[0]
+    step = (rows + parts - 1) // parts
+    for p in prange(parts):
+        scale_shift_clip(x, scale, offset, lo, hi, out, min(rows, p * step),
+                                min(rows, (p + 1) * step))
+
+
+@njit(**PAR)
+def channel_shuffle_par(x, group, out, parts):
+    rows = x.shape[0]
+    step = (rows + parts - 1) // parts
+    for p in prange(parts):
+        channel_shuffle(x, group, out, min(rows, p * step), min(rows, (p + 1) * step))

@@ -17,6 +17,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mace.ops.fast._conv_gemm import ConvGeometry, pad_steps
+from mace.ops.fast._pool import matmul
 
 # Lavin & Gray's matrices (interpolation points 0, +-1, +-2, inf for m = 4).
 B_T = {2: [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
@@ -105,10 +106,9 @@ class Winograd:
                 src = _tile_view(xp[image, r0 * m:], a, m, rows, self.tiles_w)
                 dst = _tile_view(full[image, r0 * m:], m, m, rows, self.tiles_w)
                 steps += [partial(np.copyto, dt.reshape(src.shape), src),
-                          partial(np.matmul, self.bk, dt.reshape(a * a, -1), out=vt.reshape(a * a, -1)),
-                          partial(np.matmul, vt.reshape(a * a, t, g.c), self.u,
-                                  out=mt.reshape(a * a, t, g.o)),
-                          partial(np.matmul, self.ak, mt.reshape(a * a, -1), out=yt.reshape(m * m, -1)),
+                          matmul(self.bk, dt.reshape(a * a, -1), vt.reshape(a * a, -1)),
+                          matmul(vt.reshape(a * a, t, g.c), self.u, mt.reshape(a * a, t, g.o)),
+                          matmul(self.ak, mt.reshape(a * a, -1), yt.reshape(m * m, -1)),
                           partial(np.copyto, dst, yt.reshape(dst.shape))]
         if full is not out:
             steps.append(partial(np.copyto, out, full[:, :g.oh, :g.ow]))

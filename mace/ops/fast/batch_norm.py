@@ -17,6 +17,7 @@ from mace.ops import batch_norm as _reference  # noqa: F401 - registers the op t
 from mace.ops._common import activation_args
 from mace.ops.fast._base import FastKernel, clip_bounds
 from mace.ops.fast._jit import loops
+from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 F32 = np.dtype(np.float32)
@@ -45,4 +46,5 @@ class BatchNormFast(FastKernel):
         c = self.scale.shape[0]
         # arena tensors are contiguous: the reshapes are views the loop writes through
         x, out = inputs[0].reshape(-1, c), outputs[0].reshape(-1, c)
-        return partial(loops().scale_shift_clip, x, self.scale, self.offset, *self.bounds, out)
+        return loop("scale_shift_clip", (x, self.scale, self.offset, *self.bounds, out), x.shape[0],
+                    2 * x.size)

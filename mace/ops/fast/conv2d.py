@@ -22,6 +22,7 @@ from mace.ops.conv2d import conv_geometry
 from mace.ops.fast import _conv_dense, _conv_direct, _conv_shifted, _winograd
 from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, scratch_size, sequence
 from mace.ops.fast._jit import loops
+from mace.ops.fast._pool import loop
 from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter
 from mace.ops.registry import kernel
 
@@ -97,6 +98,6 @@ def epilogue(out, bias, act, bounds=None) -> list:
     fused = loops() if bounds is not None and (bias is not None or act is not None) else None
     if fused is not None:   # np.clip alone costs ~2 us of call overhead on a small tensor
         bias = np.zeros(out2d.shape[-1], np.float32) if bias is None else bias
-        return [partial(fused.bias_clip, out2d, bias, *bounds)]
+        return [loop("bias_clip", (out2d, bias, *bounds), out2d.shape[0], out2d.size)]
     return ([partial(np.add, out2d, bias, out=out2d)] if bias is not None else []) + \
         ([partial(act, out2d)] if act is not None else [])

@@ -20,6 +20,7 @@ from numpy.lib.stride_tricks import as_strided
 from mace.ops._common import activation_args
 from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, scratch_size, sequence
 from mace.ops.fast._jit import loops
+from mace.ops.fast._pool import loop
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast.conv2d import const_bias, epilogue, float_conv, geometry
 from mace.ops.registry import kernel
@@ -67,8 +68,8 @@ class DepthwiseConv2dFast(FastKernel):
         g = self.geo
         x, out = inputs[0], outputs[0]
         if self.compiled:
-            run = partial(loops().depthwise, x, self.taps, self.loop_bias, self.lo, self.hi,
-                          *self.loop_args, out)
+            args = (x, self.taps, self.loop_bias, self.lo, self.hi, *self.loop_args, out)
+            run = loop("depthwise", args, g.n * g.oh, x.size + out.size)
             return sequence([run] + epilogue(out, None, self.after))
         bufs = carve(scratch, self.specs)
         steps, xp = [], x

@@ -16,6 +16,7 @@ from mace.ops import eltwise as _reference  # noqa: F401 - registers the op type
 from mace.ops._common import activation_args
 from mace.ops.fast._base import FastKernel, clip_bounds
 from mace.ops.fast._jit import loops
+from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 F32 = np.dtype(np.float32)
@@ -43,4 +44,4 @@ class EltwiseFast(FastKernel):
     def bind(self, inputs, outputs, scratch=None):
         # arena tensors are contiguous: the flat reshapes are views the loop writes through
         a, b, out = (t.reshape(-1) for t in (inputs[0], inputs[1], outputs[0]))
-        return partial(loops().binary_clip, a, b, self.code, *self.bounds, out)
+        return loop("binary_clip", (a, b, self.code, *self.bounds, out), out.size, 3 * out.size)

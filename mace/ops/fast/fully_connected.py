@@ -16,6 +16,7 @@ from mace.ops import fully_connected as _reference  # noqa: F401 - registers the
 from mace.ops._common import activation_args
 from mace.ops.fast._base import FastKernel, activation_fn, clip_bounds, sequence
 from mace.ops.fast._jit import loops
+from mace.ops.fast._pool import active
 from mace.ops.fast.conv2d import epilogue
 from mace.ops.registry import kernel
 
@@ -50,5 +51,9 @@ class FullyConnectedFast(FastKernel):
         x2d, out2d = x.reshape(-1, x.shape[-1]), out.reshape(-1, out.shape[-1])
         if self.small:
             return partial(loops().dense_rows, x2d, self.w, self.loop_bias, *self.bounds, out2d)
-        gemm = partial(np.matmul, x2d, self.wt, out=out2d)
+        pool = active()
+        if pool is not None and x2d.flags.c_contiguous:   # x @ W^T with W's rows split
+            gemm = pool.gemms([[(x2d, self.wt.T, out2d, 0.0, True)]])
+        else:
+            gemm = partial(np.matmul, x2d, self.wt, out=out2d)
         return sequence([gemm] + epilogue(out2d, self.bias, self.act, self.bounds))

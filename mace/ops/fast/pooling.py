@@ -19,6 +19,7 @@ import numpy as np
 from mace.ops.fast._base import FastKernel, carve, scratch_size, sequence
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import loops
+from mace.ops.fast._pool import loop
 from mace.ops.pooling import pool_geometry
 from mace.ops.registry import kernel
 
@@ -74,7 +75,8 @@ class PoolingFast(FastKernel):
             reduce = np.max if self.is_max else np.mean
             return partial(reduce, x, axis=(1, 2), keepdims=True, out=out)
         if self.compiled:
-            return partial(loops().pool, x, *self.loop_args, out)
+            return loop("pool", (x, *self.loop_args, out), out.shape[0] * out.shape[1],
+                        x.size + out.size)
         bufs = carve(scratch, self.specs)
         rows, steps, src = bufs[0], [], x
         if self.padded:

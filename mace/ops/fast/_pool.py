@@ -1,0 +1,269 @@
+"""The compute pool: the fast kernels' GEMMs and compiled loops split across numba's OpenMP threads.
+
+Why: OpenBLAS runs a GEMM under ~1e6 MACs on one thread (its small-matrix path:
+each of a ShuffleNet conv's four 784x34x34 groups), and the compiled loops
+(depthwise, eltwise, ...) are serial, so on 2 cores half the machine idled
+through most of a MobileNet. Two thread pools cannot share the cores: OpenBLAS's
+workers spin after each call and numba's fight them (see _loops). So while an
+engine runs (`session`, entered by Engine.run) OpenBLAS is held at one thread and
+numba's OpenMP pool, sized to what OpenBLAS had (the `--omp_num_threads` /
+threadpoolctl knob), does all the splitting: GEMMs as tables of cblas_sgemm calls
+on row (or column) slices (_loops.gemm_parts), loops as row ranges.
+
+Kernels ask `pool()` at bind; where it is None (no numba or no OpenMP layer in
+it, no 64-bit OpenBLAS cblas, MACE_NO_POOL=1, one thread) they bind their serial
+paths, with OpenBLAS threading the GEMMs as before.
+GNU OpenMP cannot run in a forked child (numba terminates the child), so after a
+fork the bound steps run the serial twin of each loop in the calling thread.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+from functools import partial
+
+import numpy as np
+
+# A row slice under this many rows makes each thread pack the whole B for little work:
+# such GEMMs split their columns instead (ResNet-50's 49-row GEMMs).
+MIN_ROWS = 32
+MIN_COLS = 16
+# Elements a compiled loop must touch before splitting it pays: an OpenMP launch costs
+# ~1.5 us; an add of two 16k-float tensors (48k elements touched) still ran faster serial.
+MIN_PARALLEL_WORK = 1 << 16
+_forked = False
+
+
+def _after_fork_in_child():
+    global _forked
+    _forked = True
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+class Pool:
+    def __init__(self, par, gemm_fn: int, get_threads, set_threads):
+        import numba
+
+        self.par, self.fn = par, gemm_fn
+        self._get, self._set = get_threads, set_threads
+        self._numba = numba
+        self._limit = numba.config.NUMBA_NUM_THREADS
+        self._numba_threads = None
+        self.made = 0   # pooled steps made so far: an engine whose binding made none skips `session`
+        self.depth = 0  # sessions open: a pooled step called outside one opens its own
+
+    # ---- threads ---------------------------------------------------------
+    def width(self) -> int:
+        """Threads a run gets: OpenBLAS's count outside runs (what threadpoolctl set)."""
+        return max(1, min(int(self._get()), self._limit))
+
+    def enter(self) -> int:
+        """Hold OpenBLAS at one thread and size the pool; returns what `leave` restores."""
+        self.depth += 1
+        if self.depth > 1:
+            return 1
+        blas = int(self._get())
+        n = max(1, min(blas, self._limit))
+        if n != self._numba_threads:
+            self._numba.set_num_threads(n)
+            self._numba_threads = n
+        if blas != 1:
+            self._set(1)
+        return blas
+
+    def leave(self, blas: int) -> None:
+        self.depth -= 1
+        if blas != 1:
+            self._set(blas)
+
+    def _call(self, fn, *args):
+        """fn(*args) inside a session (OpenBLAS spinning beside the pool: 100x slower)."""
+        if self.depth:
+            fn(*args)
+        else:
+            blas = self.enter()
+            try:
+                fn(*args)
+            finally:
+                self.leave(blas)
+
+    def session(self):
+        return _Session(self)
+
+    # ---- steps -----------------------------------------------------------
+    def gemms(self, chains: list, parts: int | None = None):
+        """One callable for independent `chains` of products (a, b, c, beta, trans_b):
+        c = a @ b (or a @ b.T) + beta * c, each chain in order, the chains side by side."""
+        parts = parts or self.width()
+        if len(chains) % parts == 0:
+            # e.g. 4 conv groups on 2 threads: whole chains, neighbours together (groups
+            # 0+2 / 1+3 share every row's boundary cache lines across threads: 2x slower)
+            q = len(chains) // parts
+            work = [[g for chain in chains[p * q:(p + 1) * q] for g in chain] for p in range(parts)]
+        else:
+            work = [[piece for chain in chains for g in chain
+                     for piece in [_slice(g, p, parts)] if piece is not None]
+                    for p in range(parts)]
+        table = np.zeros((parts, max(map(len, work)), 10), np.int64)
+        for p, products in enumerate(work):
+            for j, product in enumerate(products):
+                table[p, j] = _row(*product)
+        keep = chains   # the arrays whose addresses the table holds
+        par, fn = self.par, self.fn
+        self.made += 1
+
+        def run(_keep=keep):
+            if _forked:
+                par.gemm_serial(fn, table)
+            else:
+                self._call(par.gemm_parts, fn, table)
+        return run
+
+    def rows(self, name: str, args: tuple, rows: int, parts: int | None = None):
+        """One callable running loop `name` over `rows` rows: `name`_par split into parts,
+        or (after a fork) _loops.`name` over them all."""
+        parts = min(parts or self.width(), max(rows, 1))
+        par = getattr(self.par, name + "_par")
+        serial = getattr(self.par, name)
+        self.made += 1
+
+        def run():
+            if _forked:
+                serial(*args, 0, rows)
+            else:
+                self._call(par, *args, parts)
+        return run
+
+
+def active() -> Pool | None:
+    """The pool when it exists and runs get more than one thread (kernels ask at load)."""
+    p = pool()
+    return p if p is not None and p.width() > 1 else None
+
+
+def loop(name: str, args: tuple, rows: int, work: int):
+    """A step running compiled loop `name` (mace/ops/fast/_loops.py) over rows 0:rows:
+    split across the pool when it is active and `work` (elements touched) pays for the
+    launch, else the serial loop in the calling thread."""
+    p = active()
+    if p is not None and work >= MIN_PARALLEL_WORK and rows > 1:
+        return p.rows(name, args, rows)
+    from mace.ops.fast._jit import loops
+    return partial(getattr(loops(), name), *args, 0, rows)
+
+
+def matmul(a, b, out):
+    """A step doing np.matmul(a, b, out=out) (2-D, or stacked 3-D with b 2-D or stacked):
+    on the pool when it is active and the operands are BLAS operands, else numpy's."""
+    p = active()
+    if p is not None and a.dtype == b.dtype == out.dtype == np.float32:
+        try:
+            if a.ndim == 2:
+                return p.gemms([[(a, b, out, 0.0, False)]])
+            if a.ndim == 3 and out.ndim == 3:
+                return p.gemms([[(a[i], b if b.ndim == 2 else b[i], out[i], 0.0, False)]
+                                for i in range(a.shape[0])])
+        except ValueError:   # strides BLAS cannot take: numpy copies as it needs
+            pass
+    return partial(np.matmul, a, b, out=out)
+
+
+class _Session:
+    """Reusable and re-entrant: `with engine.session(): engine.run(...)` nests two."""
+
+    def __init__(self, pool: Pool):
+        self.pool, self.saved = pool, []
+
+    def __enter__(self):
+        self.saved.append(self.pool.enter())
+
+    def __exit__(self, *exc):
+        self.pool.leave(self.saved.pop())
+
+
+def _row(a, b, c, beta, trans_b) -> list:
+    from mace.ops.fast._cblas import row_stride
+
+    m, k = a.shape
+    n = b.shape[0] if trans_b else b.shape[1]
+    if c.shape != (m, n) or b.shape != ((n, k) if trans_b else (k, n)):
+        raise ValueError(f"gemm shapes {a.shape} x {b.shape}{'^T' if trans_b else ''} -> {c.shape}")
+    flags = (1 if trans_b else 0) | (2 if beta else 0)
+    return [m, n, k, a.ctypes.data, row_stride(a), b.ctypes.data, row_stride(b),
+            c.ctypes.data, row_stride(c), flags]
+
+
+def _slice(product, p: int, parts: int):
+    """Part p of `parts` of one product: a row range when there are enough rows, else a
+    column range, else the whole product for part 0."""
+    a, b, c, beta, trans_b = product
+    m, n = c.shape
+    if m >= parts * MIN_ROWS:
+        r0, r1 = _range(m, p, parts, 8)
+        return (a[r0:r1], b, c[r0:r1], beta, trans_b) if r1 > r0 else None
+    if n >= parts * MIN_COLS:
+        c0, c1 = _range(n, p, parts, MIN_COLS)
+        if c1 <= c0:
+            return None
+        return (a, b[c0:c1] if trans_b else b[:, c0:c1], c[:, c0:c1], beta, trans_b)
+    return product if p == 0 else None
+
+
+def _range(total: int, p: int, parts: int, align: int) -> tuple:
+    step = -(-total // parts)
+    step = -(-step // align) * align
+    return min(total, p * step), min(total, (p + 1) * step)
+
+
+def _blas_threads(lib):
+    """(get, set) of the library's thread count, or None."""
+    for get_name, set_name in (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                               ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+                               ("openblas_get_num_threads", "openblas_set_num_threads")):
+        get, put = getattr(lib, get_name, None), getattr(lib, set_name, None)
+        if get is not None and put is not None:
+            get.restype, get.argtypes = ctypes.c_int, []
+            put.restype, put.argtypes = None, [ctypes.c_int]
+            return get, put
+    return None
+
+
+def pool() -> Pool | None:
+    """The process's compute pool, or None where it cannot be had (MACE_NO_POOL=1 is read
+    at each call: kernels bound while it is set keep their serial paths)."""
+    from mace.ops.fast._cblas import sgemm
+
+    if os.environ.get("MACE_NO_POOL", "") not in ("", "0") or _forked or sgemm() is None:
+        return None
+    return _make_pool()
+
+
+@functools.lru_cache(maxsize=None)
+def _make_pool() -> Pool | None:
+    from mace.ops.fast._cblas import openblas, sgemm
+    from mace.ops.fast._jit import loops
+
+    gemm, lib = sgemm(), openblas()
+    if gemm is None or lib is None or loops() is None or gemm.int_bits != 64:
+        return None
+    threads = _blas_threads(lib)
+    if threads is None:
+        return None
+    try:
+        import numba
+        from numba.np.ufunc import omppool  # noqa: F401 - the OpenMP layer is built
+        if os.environ.get("NUMBA_THREADING_LAYER", "") not in ("", "omp"):
+            return None
+        numba.config.THREADING_LAYER = "omp"
+        par = loops()
+        addr = ctypes.cast(gemm.fn, ctypes.c_void_p).value
+        par.gemm_parts(addr, np.zeros((1, 0, 10), np.int64))   # starts the layer (or fails)
+        if numba.threading_layer() != "omp":
+            return None
+    except Exception:   # no OpenMP runtime (libgomp), a layer already chosen, ...
+        return None
+    return Pool(par, addr, *threads)

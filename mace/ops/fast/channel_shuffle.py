@@ -1,0 +1,30 @@
+"""ChannelShuffle, fast CPU kernel: one compiled pass over [pixels, C] (the reference copies
+one strided group at a time), split across the compute pool's threads when it pays."""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops import channel_shuffle as _reference  # noqa: F401 - registers the op type first
+from mace.ops.fast._base import FastKernel
+from mace.ops.fast._jit import loops
+from mace.ops.fast._pool import loop
+from mace.ops.registry import kernel
+
+
+def compiled_numeric(ctx) -> bool:
+    return loops() is not None and np.dtype(ctx.input_dtypes[0]).kind in "fiu" \
+        and len(ctx.input_shapes[0]) >= 1
+
+
+@kernel("ChannelShuffle", "cpu:fast")
+class ChannelShuffleFast(FastKernel):
+    accepts = staticmethod(compiled_numeric)
+
+    def setup(self, ctx):
+        self.group = int(ctx.arg("group"))
+
+    def bind(self, inputs, outputs, scratch=None):
+        # arena tensors are contiguous: the [pixels, C] reshapes are views the loop writes through
+        c = inputs[0].shape[-1]
+        x, out = inputs[0].reshape(-1, c), outputs[0].reshape(-1, c)
+        return loop("channel_shuffle", (x, self.group, out), x.shape[0], 2 * x.size)

@@ -1,0 +1,136 @@
+"""The compute pool (mace/ops/fast/_pool.py): split GEMMs and loops, sessions, fork safety."""
+import os
+import pickle
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from mace.ops.fast import _pool
+
+from tests.ops.test_fast_kernels import close, conv_case, run_both
+
+pytestmark = pytest.mark.skipif(_pool.pool() is None, reason=(
+    "no compute pool here: it needs numba with its OpenMP layer and numpy's OpenBLAS "
+    "with 64-bit cblas (numpy >= 2 wheels)"))
+
+
+@pytest.fixture
+def two_threads():
+    with threadpool_limits(2):
+        yield _pool.pool()
+
+
+def products(rng, m, k, n, trans_b=False, beta=0.0):
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    b = rng.standard_normal((n, k) if trans_b else (k, n)).astype(np.float32)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    want = a @ (b.T if trans_b else b) + beta * c
+    return (a, b, c, beta, trans_b), want
+
+
+@pytest.mark.parametrize("m,k,n", [(200, 17, 40), (5, 64, 100), (7, 3, 5), (64, 64, 64), (1, 300, 33)])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("parts", [2, 3])
+def test_gemms_split_rows_columns_or_not_at_all(m, k, n, trans_b, parts, two_threads):
+    """Row slices for tall GEMMs, column slices for short wide ones, whole for tiny ones."""
+    rng = np.random.default_rng(m * n + k)
+    prod, want = products(rng, m, k, n, trans_b, beta=1.0)
+    step = two_threads.gemms([[prod]], parts=parts)
+    step()
+    np.testing.assert_allclose(prod[2], want, rtol=1e-4, atol=1e-4)
+
+
+def test_gemm_chains_keep_their_order_and_groups_run_side_by_side(two_threads):
+    """A beta=1 chain accumulates in order; four chains (conv groups) on two threads, and
+    strided column views of one output (each group's columns) as operands."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((300, 32)).astype(np.float32)
+    w = rng.standard_normal((4, 8, 6)).astype(np.float32)
+    out = np.full((300, 24), np.nan, np.float32)
+    groups = [[(x[:, 8 * i:8 * i + 8], w[i], out[:, 6 * i:6 * i + 6], 0.0, False)] for i in range(4)]
+    two_threads.gemms(groups)()
+    want = np.concatenate([x[:, 8 * i:8 * i + 8] @ w[i] for i in range(4)], axis=1)
+    np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
+    acc = np.zeros((300, 6), np.float32)
+    chain = [(x[:, 8 * i:8 * i + 8], w[i], acc, 0.0 if i == 0 else 1.0, False) for i in range(4)]
+    two_threads.gemms([chain])()
+    np.testing.assert_allclose(acc, sum(x[:, 8 * i:8 * i + 8] @ w[i] for i in range(4)), rtol=1e-4, atol=1e-4)
+
+
+def test_gemms_refuse_what_blas_cannot_take(two_threads):
+    a = np.ones((10, 8), np.float32)
+    with pytest.raises(ValueError, match="not a BLAS operand"):
+        two_threads.gemms([[(a[:, ::2], np.ones((4, 3), np.float32), np.zeros((10, 3), np.float32), 0.0, False)]])
+    with pytest.raises(ValueError, match="gemm shapes"):
+        two_threads.gemms([[(a, np.ones((7, 3), np.float32), np.zeros((10, 3), np.float32), 0.0, False)]])
+
+
+def grouped_conv():
+    return conv_case(np.random.default_rng(5), h=20, w=20, c=32, o=48, k=(1, 1), pads=(0, 0, 0, 0),
+                     group=4, act="RELU")
+
+
+def test_a_run_holds_openblas_at_one_thread_and_restores_it(two_threads):
+    """Inside a run OpenBLAS has one thread (its spinning workers would fight the pool's);
+    after it, what threadpoolctl set; nested sessions restore the outer count."""
+    seen = []
+    x, consts, args = grouped_conv()
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    close(got, want)
+    from mace.runtime.engine import Engine
+    from tests.ops.test_fast_kernels import one_op_graph
+    engine = Engine(one_op_graph("Conv2D", x, consts, args))
+    assert engine._session is not None, "the grouped 1x1 conv should run on the pool"
+    engine.observers.append(lambda when, node, eng: seen.append(two_threads._get()))
+    engine.run({"x": x})
+    assert seen == [1, 1]
+    assert two_threads._get() == 2
+    with engine.session():
+        engine.run({"x": x})
+        assert two_threads._get() == 1
+    assert two_threads._get() == 2
+    engine._steps[0]()   # a step called alone opens its own session
+    assert two_threads._get() == 2
+
+
+def test_no_pool_env_keeps_the_serial_paths(monkeypatch, two_threads):
+    monkeypatch.setenv("MACE_NO_POOL", "1")
+    from mace.runtime.engine import Engine
+    from tests.ops.test_fast_kernels import one_op_graph
+    x, consts, args = grouped_conv()
+    engine = Engine(one_op_graph("Conv2D", x, consts, args))
+    assert engine._session is None
+    pooled_made = two_threads.made
+    ref = Engine(one_op_graph("Conv2D", x, consts, args), options={"reference_kernels": True})
+    close(engine.run({"x": x})["y"], ref.run({"x": x})["y"])
+    assert two_threads.made == pooled_made
+
+
+def test_a_forked_child_runs_the_serial_twins(two_threads):
+    """GNU OpenMP cannot run in a forked child (numba kills it): an engine bound and run in
+    the parent still runs there, on the serial loops, with the same numbers."""
+    if not hasattr(os, "fork"):
+        pytest.skip("no os.fork on this platform")
+    from mace.runtime.engine import Engine
+    from tests.ops.test_fast_kernels import one_op_graph
+    x, consts, args = grouped_conv()
+    engine = Engine(one_op_graph("Conv2D", x, consts, args))
+    assert engine._session is not None
+    want = engine.run({"x": x})["y"]   # the OpenMP pool has run in this process
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: run, send the output, leave without pytest's teardown
+        code = 1
+        try:
+            with os.fdopen(write, "wb") as f:
+                pickle.dump(engine.run({"x": x})["y"], f)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child ended with status {status}"
+    np.testing.assert_array_equal(pickle.loads(data), want)
