@@ -51,6 +51,8 @@ def window(xp, i, j, dilations, strides, out_hw):
 
 @kernel("Conv2D", "cpu")
 class Conv2DCpu(Kernel):
+    uses_blas = True
+
     def setup(self, ctx):
         assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU Conv2D runs NHWC (to_nhwc pass)"
         w = ctx.consts[1]

@@ -70,6 +70,8 @@ class Deconv2D(OpSpec):
 
 @kernel("Deconv2D", "cpu")
 class Deconv2DCpu(Kernel):
+    uses_blas = True
+
     def setup(self, ctx):
         assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU Deconv2D runs NHWC (to_nhwc pass)"
         w = ctx.consts[1]

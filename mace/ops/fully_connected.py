@@ -24,6 +24,8 @@ class FullyConnected(OpSpec):
 
 @kernel("FullyConnected", "cpu")
 class FullyConnectedCpu(Kernel):
+    uses_blas = True
+
     def setup(self, ctx):
         self.wt = np.asarray(ctx.consts[1], np.float32).T   # a view unless the dtype differs
         self.bias = None if len(ctx.consts) < 3 or ctx.consts[2] is None else \

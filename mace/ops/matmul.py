@@ -55,6 +55,8 @@ def _operand(x, transpose):
 
 @kernel("MatMul", "cpu")
 class MatMulCpu(Kernel):
+    uses_blas = True
+
     def setup(self, ctx):
         self.ta, self.tb = bool(ctx.arg("transpose_a", 0)), bool(ctx.arg("transpose_b", 0))
         dtype = ctx.output_dtypes[0]

@@ -95,6 +95,10 @@ class Kernel:
 
     # Bytes of the engine's shared scratch region that `bind` wants (set in setup).
     scratch_nbytes: int = 0
+    # Its work is mostly BLAS calls (np.matmul): an engine holding such a node keeps
+    # OpenBLAS's own threads rather than the fast kernels' compute pool, which runs with
+    # OpenBLAS held at one thread (mace/ops/fast/_pool.py).
+    uses_blas: bool = False
 
     def __init__(self, ctx: KernelContext):
         self.ctx = ctx

@@ -67,6 +67,10 @@ class Engine:
         self.buffers = self._bind_buffers()
         self.nodes = [self._build_node(i, op) for i, op in enumerate(graph.net.op)]
         self.scratch = self._scratch_region()
+        # a reference kernel doing BLAS work (MatMul, Deconv2D, ...): the compute pool would
+        # leave it one OpenBLAS thread, so no kernel binds onto the pool
+        self.keeps_blas = any(getattr(n.kernel, "uses_blas", False) for n in self.nodes
+                              if n.tag != FAST_TAG)
         self._steps = [self._bind(node) for node in self.nodes]
         if self.gpu:
             self.gpu.ready(self.nodes)
@@ -141,7 +145,14 @@ class Engine:
         need = node.kernel.scratch_nbytes
         pool = _compute_pool() if node.tag == FAST_TAG else None
         made = pool.made if pool else 0
-        step = node.kernel.bind(node.inputs, node.outputs, self.scratch[:need] if need else None)
+        keep_blas = pool is not None and self.keeps_blas
+        if keep_blas:
+            pool.suspended += 1
+        try:
+            step = node.kernel.bind(node.inputs, node.outputs, self.scratch[:need] if need else None)
+        finally:
+            if keep_blas:
+                pool.suspended -= 1
         if pool and pool.made > made and self._session is None:
             # a step on the fast kernels' compute pool: each run is a pool session
             # (mace/ops/fast/_pool.py: OpenBLAS held at one thread meanwhile)

@@ -55,6 +55,7 @@ class Pool:
         self._numba_threads = None
         self.made = 0   # pooled steps made so far: an engine whose binding made none skips `session`
         self.depth = 0  # sessions open: a pooled step called outside one opens its own
+        self.suspended = 0   # > 0: `active()` says None (an engine binding BLAS-bound reference ops)
 
     # ---- threads ---------------------------------------------------------
     def width(self) -> int:
@@ -142,7 +143,7 @@ class Pool:
 def active() -> Pool | None:
     """The pool when it exists and runs get more than one thread (kernels ask at load)."""
     p = pool()
-    return p if p is not None and p.width() > 1 else None
+    return p if p is not None and not p.suspended and p.width() > 1 else None
 
 
 def loop(name: str, args: tuple, rows: int, work: int):
