@@ -159,3 +159,18 @@ def test_a_blas_bound_reference_op_keeps_openblas_threads(two_threads):
     assert [n.tag for n in engine.nodes] == ["cpu:fast", "cpu"]
     want = Engine(graph, options={"reference_kernels": True}).run({"x": x, "z": z})["m"]
     close(engine.run({"x": x, "z": z})["m"], want)
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_shifted_conv_in_row_blocks_matches_reference(bias, monkeypatch, two_threads):
+    """On the pool a shifted conv runs every tap on one accumulator block before the next:
+    tiny blocks here (many per thread, the last one short), same numbers."""
+    from mace.ops.fast import _conv_shifted
+    monkeypatch.setattr(_conv_shifted, "BLOCK_BYTES", 64)
+    monkeypatch.setattr(_conv_shifted, "BLOCK_MIN_ROWS", 7)
+    x, consts, args = conv_case(np.random.default_rng(9), n=2, h=23, w=21, c=16, o=8, act="RELU",
+                                bias=bias)
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm == "shifted"
+    assert len(kern.algo._blocks(23 * 23, 2)) > 10
+    close(got, want)

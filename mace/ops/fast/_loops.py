@@ -284,7 +284,8 @@ def channel_shuffle(x, group, out, r0, r1):
 
 PAR = dict(OPTS, parallel=True)
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112
-# gemm table columns: m, n, k, a, lda, b, ldb, c, ldc, flags (1: B transposed, 2: beta = 1)
+# gemm table columns: m, n, k, a, lda, b, ldb, c, ldc, flags (1: B transposed, 2: beta = 1,
+# 4: a GEMV, m == 1: OpenBLAS's sgemm packs all of B for one row, 3x slower on VGG's FCs)
 FIELDS = 10
 
 
@@ -311,27 +312,55 @@ def _sgemm_at(typingctx, fn, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc):
     return sig, codegen
 
 
+@intrinsic
+def _sgemv_at(typingctx, fn, trans, rows, cols, a, lda, x, beta, y):
+    """cblas_sgemv(RowMajor, trans, rows, cols, 1, a, lda, x, 1, beta, y, 1) at address fn."""
+    sig = types.void(types.int64, types.int64, types.int64, types.int64, types.int64,
+                     types.int64, types.int64, types.float32, types.int64)
+
+    def codegen(context, builder, signature, args):
+        i32, i64, f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
+        ptr = ir.IntType(8).as_pointer()
+        fnty = ir.FunctionType(ir.VoidType(), [i32, i32, i64, i64, f32, ptr, i64, ptr, i64,
+                                               f32, ptr, i64])
+        (addr, tr, rows_, cols_, a_, lda_, x_, beta_, y_) = args
+        one = ir.Constant(i64, 1)
+        callee = builder.inttoptr(addr, fnty.as_pointer())
+        builder.call(callee, [ir.Constant(i32, ROW_MAJOR), builder.trunc(tr, i32), rows_, cols_,
+                              ir.Constant(f32, 1.0), builder.inttoptr(a_, ptr), lda_,
+                              builder.inttoptr(x_, ptr), one, beta_, builder.inttoptr(y_, ptr), one])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
 @njit(**OPTS)
-def _run_part(fn, table, p):
+def _run_part(fns, table, p):
     for j in range(table.shape[1]):
         t = table[p, j]
         if t[0] > 0:
-            trans_b = NO_TRANS + (TRANS - NO_TRANS) * (t[9] & 1)
             beta = np.float32(1.0) if t[9] & 2 else np.float32(0.0)
-            _sgemm_at(fn, trans_b, t[0], t[1], t[2], t[3], t[4], t[5], t[6], beta, t[7], t[8])
+            if t[9] & 4:   # c[0, :n] = a[0, :k] @ B: B's rows are c (B^T given) or a's
+                if t[9] & 1:
+                    _sgemv_at(fns[1], NO_TRANS, t[1], t[2], t[5], t[6], t[3], beta, t[7])
+                else:
+                    _sgemv_at(fns[1], TRANS, t[2], t[1], t[5], t[6], t[3], beta, t[7])
+            else:
+                trans_b = NO_TRANS + (TRANS - NO_TRANS) * (t[9] & 1)
+                _sgemm_at(fns[0], trans_b, t[0], t[1], t[2], t[3], t[4], t[5], t[6], beta, t[7], t[8])
 
 
 @njit(**PAR)
-def gemm_parts(fn, table):
-    """table [parts, gemms, FIELDS]: part p's GEMMs in order, the parts in parallel."""
+def gemm_parts(fns, table):
+    """table [parts, gemms, FIELDS]: part p's GEMMs in order, the parts in parallel;
+    fns: addresses of cblas_sgemm and cblas_sgemv."""
     for p in prange(table.shape[0]):
-        _run_part(fn, table, p)
+        _run_part(fns, table, p)
 
 
 @njit(**OPTS)
-def gemm_serial(fn, table):
+def gemm_serial(fns, table):
     for p in range(table.shape[0]):
-        _run_part(fn, table, p)
+        _run_part(fns, table, p)
 
 
 @njit(**PAR)

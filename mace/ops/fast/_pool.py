@@ -45,10 +45,10 @@ if hasattr(os, "register_at_fork"):
 
 
 class Pool:
-    def __init__(self, par, gemm_fn: int, get_threads, set_threads):
+    def __init__(self, par, fns: np.ndarray, get_threads, set_threads):
         import numba
 
-        self.par, self.fn = par, gemm_fn
+        self.par, self.fns = par, fns   # cblas_sgemm, cblas_sgemv addresses
         self._get, self._set = get_threads, set_threads
         self._numba = numba
         self._limit = numba.config.NUMBA_NUM_THREADS
@@ -114,14 +114,14 @@ class Pool:
             for j, product in enumerate(products):
                 table[p, j] = _row(*product)
         keep = chains   # the arrays whose addresses the table holds
-        par, fn = self.par, self.fn
+        par, fns = self.par, self.fns
         self.made += 1
 
         def run(_keep=keep):
             if _forked:
-                par.gemm_serial(fn, table)
+                par.gemm_serial(fns, table)
             else:
-                self._call(par.gemm_parts, fn, table)
+                self._call(par.gemm_parts, fns, table)
         return run
 
     def rows(self, name: str, args: tuple, rows: int, parts: int | None = None):
@@ -193,7 +193,7 @@ def _row(a, b, c, beta, trans_b) -> list:
     n = b.shape[0] if trans_b else b.shape[1]
     if c.shape != (m, n) or b.shape != ((n, k) if trans_b else (k, n)):
         raise ValueError(f"gemm shapes {a.shape} x {b.shape}{'^T' if trans_b else ''} -> {c.shape}")
-    flags = (1 if trans_b else 0) | (2 if beta else 0)
+    flags = (1 if trans_b else 0) | (2 if beta else 0) | (4 if m == 1 else 0)
     return [m, n, k, a.ctypes.data, row_stride(a), b.ctypes.data, row_stride(b),
             c.ctypes.data, row_stride(c), flags]
 
@@ -251,6 +251,10 @@ def _make_pool() -> Pool | None:
     gemm, lib = sgemm(), openblas()
     if gemm is None or lib is None or loops() is None or gemm.int_bits != 64:
         return None
+    gemv = next((getattr(lib, s) for s in ("scipy_cblas_sgemv64_", "cblas_sgemv64_")
+                 if hasattr(lib, s)), None)
+    if gemv is None:
+        return None
     threads = _blas_threads(lib)
     if threads is None:
         return None
@@ -261,10 +265,22 @@ def _make_pool() -> Pool | None:
             return None
         numba.config.THREADING_LAYER = "omp"
         par = loops()
-        addr = ctypes.cast(gemm.fn, ctypes.c_void_p).value
-        par.gemm_parts(addr, np.zeros((1, 0, 10), np.int64))   # starts the layer (or fails)
+        addrs = np.array([ctypes.cast(f, ctypes.c_void_p).value for f in (gemm.fn, gemv)], np.int64)
+        par.gemm_parts(addrs, np.zeros((1, 0, 10), np.int64))   # starts the layer (or fails)
         if numba.threading_layer() != "omp":
             return None
     except Exception:   # no OpenMP runtime (libgomp), a layer already chosen, ...
         return None
-    return Pool(par, addr, *threads)
+    pool = Pool(par, addrs, *threads)
+    return pool if _self_test(pool) else None
+
+
+def _self_test(p: Pool) -> bool:
+    """One small GEMM and one GEMV through the table against numpy (a wrong address or
+    signature guess must not reach a model)."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((40, 9)).astype(np.float32)
+    b = rng.standard_normal((9, 5)).astype(np.float32)
+    c, v = np.zeros((40, 5), np.float32), np.zeros((1, 5), np.float32)
+    p.gemms([[(a, b, c, 0.0, False)], [(a[:1], b, v, 0.0, False)]], parts=2)()
+    return bool(np.allclose(c, a @ b, atol=1e-4) and np.allclose(v, a[:1] @ b, atol=1e-4))
