@@ -419,3 +419,18 @@ def test_channel_shuffle_matches_reference(shape, group, jit):
     np.testing.assert_array_equal(got, want)
     c = shape[-1]   # hand numpy: ONNX's reshape (g, C/g) -> transpose -> flatten
     np.testing.assert_array_equal(got, x.reshape(-1, group, c // group).transpose(0, 2, 1).reshape(shape))
+
+
+@pytest.mark.parametrize("shapes,axis", [([(1, 5, 7, 12), (1, 5, 7, 4)], 3), ([(2, 3, 3, 8), (2, 3, 3, 1), (2, 3, 3, 5)], -1),
+                                         ([(1, 4, 6, 3), (1, 2, 6, 3)], 1), ([(2, 5), (3, 5)], 0),
+                                         ([(1, 6, 6, 40), (1, 6, 6, 24)], 3)])
+def test_concat_matches_reference(shapes, axis, jit):
+    from mace.ops.fast._jit import loops
+    if loops() is None:
+        pytest.skip("the fast Concat is the compiled loop only")
+    rng = np.random.default_rng(len(shapes) + axis)
+    x = rng.standard_normal(shapes[0]).astype(np.float32)
+    rest = [rng.standard_normal(s).astype(np.float32) for s in shapes[1:]]
+    got, want, _ = run_both("Concat", x, rest, dict(axis=axis))   # later inputs as constants
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got, np.concatenate([x] + rest, axis=axis))

@@ -280,6 +280,16 @@ def channel_shuffle(x, group, out, r0, r1):
                 orow[i * g + j] = src[i]
 
 
+@njit(**OPTS)
+def copy_cols(x, out, col, r0, r1):
+    """out[r, col:col + C] = x[r] for rows r0:r1 of [rows, C] x: one Concat input's place."""
+    c = x.shape[1]
+    for r in range(r0, r1):
+        xr, orow = x[r], out[r, col:col + c]
+        for i in range(c):
+            orow[i] = xr[i]
+
+
 # ---- the compute pool's drivers -------------------------------------------------
 
 PAR = dict(OPTS, parallel=True)
@@ -420,3 +430,11 @@ def channel_shuffle_par(x, group, out, parts):
     step = (rows + parts - 1) // parts
     for p in prange(parts):
         channel_shuffle(x, group, out, min(rows, p * step), min(rows, (p + 1) * step))
+
+
+@njit(**PAR)
+def copy_cols_par(x, out, col, parts):
+    rows = x.shape[0]
+    step = (rows + parts - 1) // parts
+    for p in prange(parts):
+        copy_cols(x, out, col, min(rows, p * step), min(rows, (p + 1) * step))
