@@ -54,6 +54,9 @@ class Engine:
         self.device = device
         self.options = options or {}
         self.observers = []
+        # the graph's names are protobuf fields: a run reads these tuples instead (~1 us each)
+        self._input_names = tuple(graph.input_names)
+        self._output_names = tuple(graph.output_names)
         self._session = None   # set by _bind when a step runs on the compute pool
         self.tags = DEVICE_TAGS.get("cpu" if device in GPU_DEVICES else device, [device, "cpu"])
         if self.options.get("reference_kernels"):
@@ -194,13 +197,13 @@ class Engine:
 
     def set_inputs(self, inputs: dict) -> None:
         buffers = self.buffers
-        if len(inputs) == len(self.graph.input_names):   # fast path: the usual, valid call
+        if len(inputs) == len(self._input_names):   # fast path: the usual, valid call
             try:
-                for name in self.graph.input_names:
-                    value = inputs[name]
-                    if value.shape != buffers[name].shape:
+                for name in self._input_names:
+                    value, buf = inputs[name], buffers[name]
+                    if value.shape != buf.shape:
                         break
-                    np.copyto(buffers[name], value, casting="unsafe")
+                    buf[...] = value   # casts like copyto(casting="unsafe"), 3x less overhead
                 else:
                     return
             except (KeyError, AttributeError, TypeError, ValueError):
@@ -233,7 +236,7 @@ class Engine:
         finally:
             if session is not None:
                 session.__exit__()
-        return {n: np.array(self._tensor(n)) for n in self.graph.output_names}
+        return {n: np.array(self._tensor(n)) for n in self._output_names}
 
     def _run_steps(self) -> None:
         step = -1
