@@ -71,7 +71,8 @@ def load_ours(case: dict, x):
     info = {"arena_bytes": int(engine.plan.arena_size), "lower_bound_bytes": int(engine.plan.lower_bound),
             "scratch_bytes": int(engine.scratch_bytes), "kernel_tags": tags,
             "blas": [f"{lib} {arch}" for lib, arch, _ in blas_report()],
-            "coretype_env": os.environ.get("OPENBLAS_CORETYPE", "")}
+            "coretype_env": os.environ.get("OPENBLAS_CORETYPE", ""),
+            "compute_pool": engine.pooled}
     return (lambda: [v for v in engine.run(feed).values()]), names, info
 
 

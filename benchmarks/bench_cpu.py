@@ -308,7 +308,8 @@ def kernels_label(r: dict) -> str:
     blas = ", ".join(b.split()[-1] for b in info.get("blas", [])[-1:]) or "?"
     how = "env" if r.get("variant", "").startswith("env") else "OPENBLAS_CORETYPE"
     wino = r.get("variant", "").partition("+")[2]
-    return f"{blas} ({how})" + (f" + {wino}" if wino else "")
+    pool = ", pool" if info.get("compute_pool") else ""
+    return f"{blas} ({how}{pool})" + (f" + {wino}" if wino else "")
 
 
 def spread_table(results: list) -> str:
@@ -426,7 +427,8 @@ def markdown(rows: list, results: list, args, elapsed_s: float) -> str:
         "## Settings", "",
         f"- threads: {args.threads} (onnxruntime: intra_op_num_threads={args.threads}, "
         f"inter_op_num_threads=1, CPUExecutionProvider; ours: BLAS threads limited to "
-        f"{args.threads} by mace.runtime.affinity.limit_threads)",
+        f"{args.threads} by mace.runtime.affinity.limit_threads; a `pool` variant ran on the "
+        f"compute pool, {args.threads} numba OpenMP threads with OpenBLAS held at one during runs)",
         "- batch 1, float32; the same input array for both engines; latency = median wall time "
         "of `Engine.run` / `InferenceSession.run` after warm-up runs",
         f"- every engine in its own process; {args.rounds} interleaved rounds per model, the "

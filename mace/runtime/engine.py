@@ -10,7 +10,9 @@ before "cpu", the numpy reference (options {"reference_kernels": True} keeps to 
 Each node is bound once at load to a zero-argument callable over its buffers, so
 a run is a loop of calls. Kernels that need scratch (im2col, padding) share one
 region sized for the largest request, `engine.scratch`, apart from the arena.
-Observers (callables) see every node before and after it runs.
+Observers (callables) see every node before and after it runs. Where fast kernels bound
+steps onto the compute pool (mace/ops/fast/_pool.py), each run is a pool session:
+OpenBLAS held at one thread, numba's OpenMP threads splitting the work.
 """
 from __future__ import annotations
 
@@ -161,6 +163,11 @@ class Engine:
             # (mace/ops/fast/_pool.py: OpenBLAS held at one thread meanwhile)
             self._session = pool.session()
         return step
+
+    @property
+    def pooled(self) -> bool:
+        """Whether runs are compute pool sessions (some step was bound onto the pool)."""
+        return self._session is not None
 
     def session(self):
         """Context for calling the bound steps directly, as `run` does: the compute pool's

@@ -81,7 +81,7 @@ def test_a_run_holds_openblas_at_one_thread_and_restores_it(two_threads):
     from mace.runtime.engine import Engine
     from tests.ops.test_fast_kernels import one_op_graph
     engine = Engine(one_op_graph("Conv2D", x, consts, args))
-    assert engine._session is not None, "the grouped 1x1 conv should run on the pool"
+    assert engine.pooled, "the grouped 1x1 conv should run on the pool"
     engine.observers.append(lambda when, node, eng: seen.append(two_threads._get()))
     engine.run({"x": x})
     assert seen == [1, 1]
@@ -100,7 +100,7 @@ def test_no_pool_env_keeps_the_serial_paths(monkeypatch, two_threads):
     from tests.ops.test_fast_kernels import one_op_graph
     x, consts, args = grouped_conv()
     engine = Engine(one_op_graph("Conv2D", x, consts, args))
-    assert engine._session is None
+    assert not engine.pooled
     pooled_made = two_threads.made
     ref = Engine(one_op_graph("Conv2D", x, consts, args), options={"reference_kernels": True})
     close(engine.run({"x": x})["y"], ref.run({"x": x})["y"])
@@ -116,7 +116,7 @@ def test_a_forked_child_runs_the_serial_twins(two_threads):
     from tests.ops.test_fast_kernels import one_op_graph
     x, consts, args = grouped_conv()
     engine = Engine(one_op_graph("Conv2D", x, consts, args))
-    assert engine._session is not None
+    assert engine.pooled
     want = engine.run({"x": x})["y"]   # the OpenMP pool has run in this process
     read, write = os.pipe()
     pid = os.fork()
@@ -155,7 +155,7 @@ def test_a_blas_bound_reference_op_keeps_openblas_threads(two_threads):
     infer_shapes(graph)
     z = rng.standard_normal((1, 20, 48, 20)).astype(np.float32)
     engine = Engine(graph)
-    assert engine.keeps_blas and engine._session is None
+    assert engine.keeps_blas and not engine.pooled
     assert [n.tag for n in engine.nodes] == ["cpu:fast", "cpu"]
     want = Engine(graph, options={"reference_kernels": True}).run({"x": x, "z": z})["m"]
     close(engine.run({"x": x, "z": z})["m"], want)

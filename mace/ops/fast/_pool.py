@@ -10,9 +10,12 @@ numba's OpenMP pool, sized to what OpenBLAS had (the `--omp_num_threads` /
 threadpoolctl knob), does all the splitting: GEMMs as tables of cblas_sgemm calls
 on row (or column) slices (_loops.gemm_parts), loops as row ranges.
 
-Kernels ask `pool()` at bind; where it is None (no numba or no OpenMP layer in
-it, no 64-bit OpenBLAS cblas, MACE_NO_POOL=1, one thread) they bind their serial
-paths, with OpenBLAS threading the GEMMs as before.
+Kernels ask `active()` at bind; where it is None (no numba or no OpenMP layer in
+it, no 64-bit OpenBLAS cblas, MACE_NO_POOL=1, one thread, an engine keeping
+OpenBLAS's threads for a BLAS-bound reference op) they bind their serial paths,
+with OpenBLAS threading the GEMMs as before. Sessions count in one process-wide
+depth: engines run from several Python threads at once stay correct, but may run
+with OpenBLAS's threads back beside the pool's (slower) while another's run ends.
 GNU OpenMP cannot run in a forked child (numba terminates the child), so after a
 fork the bound steps run the serial twin of each loop in the calling thread.
 """

@@ -51,9 +51,15 @@ class FullyConnectedFast(FastKernel):
         x2d, out2d = x.reshape(-1, x.shape[-1]), out.reshape(-1, out.shape[-1])
         if self.small:
             return partial(loops().dense_rows, x2d, self.w, self.loop_bias, *self.bounds, out2d)
-        pool = active()
-        if pool is not None and x2d.flags.c_contiguous:   # x @ W^T with W's rows split
-            gemm = pool.gemms([[(x2d, self.wt.T, out2d, 0.0, True)]])
-        else:
-            gemm = partial(np.matmul, x2d, self.wt, out=out2d)
+        gemm = self._pooled(x2d, out2d) or partial(np.matmul, x2d, self.wt, out=out2d)
         return sequence([gemm] + epilogue(out2d, self.bias, self.act, self.bounds))
+
+    def _pooled(self, x2d, out2d):
+        """x @ W^T on the compute pool, W's rows split (one input row: GEMVs), or None."""
+        pool = active()
+        if pool is None:
+            return None
+        try:
+            return pool.gemms([[(x2d, self.wt.T, out2d, 0.0, True)]])
+        except ValueError:   # an operand BLAS cannot take as it is
+            return None
