@@ -373,68 +373,75 @@ def gemm_serial(fns, table):
         _run_part(fns, table, p)
 
 
+@njit(**OPTS)
+def _part(rows, parts, p):
+    """Rows [r0, r1) of part p when `rows` rows are cut into `parts` near-equal ranges.
+
+    The drivers below read `rows` from a shape before their prange: a shape read inside
+    the parallel body cost ~1.4 us a launch (a 16k-float add: 1.6 us serial)."""
+    step = (rows + parts - 1) // parts
+    return min(rows, p * step), min(rows, (p + 1) * step)
+
+
 @njit(**PAR)
 def depthwise_par(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, parts):
     rows = out.shape[0] * out.shape[1]
-    step = (rows + parts - 1) // parts
     for p in prange(parts):
-        depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out,
-                         min(rows, p * step), min(rows, (p + 1) * step))
+        r0, r1 = _part(rows, parts, p)
+        depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, r0, r1)
 
 
 @njit(**PAR)
 def bias_clip_par(out2d, bias, lo, hi, parts):
     rows = out2d.shape[0]
-    step = (rows + parts - 1) // parts
     for p in prange(parts):
-        bias_clip(out2d, bias, lo, hi, min(rows, p * step), min(rows, (p + 1) * step))
+        r0, r1 = _part(rows, parts, p)
+        bias_clip(out2d, bias, lo, hi, r0, r1)
 
 
 @njit(**PAR)
 def pool_par(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scale, out, parts):
     rows = out.shape[0] * out.shape[1]
-    step = (rows + parts - 1) // parts
     for p in prange(parts):
-        pool(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scale, out,
-                    min(rows, p * step), min(rows, (p + 1) * step))
+        r0, r1 = _part(rows, parts, p)
+        pool(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scale, out, r0, r1)
 
 
 @njit(**PAR)
 def crop_clip_par(src, lo, hi, out, parts):
     rows = out.shape[0]
-    step = (rows + parts - 1) // parts
     for p in prange(parts):
-        crop_clip(src, lo, hi, out, min(rows, p * step), min(rows, (p + 1) * step))
+        r0, r1 = _part(rows, parts, p)
+        crop_clip(src, lo, hi, out, r0, r1)
 
 
 @njit(**PAR)
 def binary_clip_par(a, b, code, lo, hi, out, parts):
-    n = out.shape[0]
-    step = (n + parts - 1) // parts
+    rows = out.shape[0]
     for p in prange(parts):
-        binary_clip(a, b, code, lo, hi, out, min(n, p * step), min(n, (p + 1) * step))
+        r0, r1 = _part(rows, parts, p)
+        binary_clip(a, b, code, lo, hi, out, r0, r1)
 
 
 @njit(**PAR)
 def scale_shift_clip_par(x, scale, offset, lo, hi, out, parts):
     rows = x.shape[0]
-    step = (rows + parts - 1) // parts
     for p in prange(parts):
-        scale_shift_clip(x, scale, offset, lo, hi, out, min(rows, p * step),
-                                min(rows, (p + 1) * step))
+        r0, r1 = _part(rows, parts, p)
+        scale_shift_clip(x, scale, offset, lo, hi, out, r0, r1)
 
 
 @njit(**PAR)
 def channel_shuffle_par(x, group, out, parts):
     rows = x.shape[0]
-    step = (rows + parts - 1) // parts
     for p in prange(parts):
-        channel_shuffle(x, group, out, min(rows, p * step), min(rows, (p + 1) * step))
+        r0, r1 = _part(rows, parts, p)
+        channel_shuffle(x, group, out, r0, r1)
 
 
 @njit(**PAR)
 def copy_cols_par(x, out, col, parts):
     rows = x.shape[0]
-    step = (rows + parts - 1) // parts
     for p in prange(parts):
-        copy_cols(x, out, col, min(rows, p * step), min(rows, (p + 1) * step))
+        r0, r1 = _part(rows, parts, p)
+        copy_cols(x, out, col, r0, r1)
