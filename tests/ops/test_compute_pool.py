@@ -174,3 +174,23 @@ def test_shifted_conv_in_row_blocks_matches_reference(bias, monkeypatch, two_thr
     assert kern.algorithm == "shifted"
     assert len(kern.algo._blocks(23 * 23, 2)) > 10
     close(got, want)
+
+
+@pytest.mark.parametrize("act,bias", [("RELU", True), ("RELUX", False), ("", True)])
+def test_pointwise_clips_its_rows_on_the_pool(act, bias, two_threads, monkeypatch):
+    """A group-1 1x1 conv on the pool adds bias and clips each thread's rows right after
+    its GEMM (no epilogue pass); after MACE_NO_POOL=1 between setup and bind, the promised
+    epilogue still runs."""
+    x, consts, args = conv_case(np.random.default_rng(11), h=16, w=12, c=24, o=40, k=(1, 1),
+                                pads=(0, 0, 0, 0), act=act, bias=bias)
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm == "pointwise" and kern.algo.fused_epilogue
+    close(got, want)
+    from mace.runtime.engine import Engine
+    from tests.ops.test_fast_kernels import one_op_graph
+    engine = Engine(one_op_graph("Conv2D", x, consts, args))
+    engine.set_inputs({"x": x})
+    monkeypatch.setenv("MACE_NO_POOL", "1")
+    node = engine.nodes[0]
+    node.kernel.bind(node.inputs, node.outputs, None)()
+    close(node.outputs[0], want)

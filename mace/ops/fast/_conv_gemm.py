@@ -14,7 +14,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mace.ops.fast._cblas import sgemm
-from mace.ops.fast._pool import active, matmul
+from mace.ops.fast._pool import MIN_ROWS, active, loop, matmul
 
 # im2col chunk: output rows whose columns fit in this many bytes. Measured on the
 # VGG-19 / ResNet-50 3x3 layers (AMD EPYC, 1-2 threads): 2 MiB beats a full buffer
@@ -87,7 +87,7 @@ class Transposed:
 class Pointwise:
     """1x1 conv, no padding: out[:, grp] = x[:, grp] @ W[grp]; a stride > 1 subsamples first."""
 
-    def __init__(self, geo: ConvGeometry, wmat: np.ndarray):
+    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None):
         self.geo, self.wmat = geo, wmat
         strided = tuple(geo.strides) != (1, 1)
         self.specs = [((geo.n, geo.oh, geo.ow, geo.c), np.float32)] if strided else []
@@ -95,6 +95,12 @@ class Pointwise:
         self.transposed = Transposed(wmat[0], m) if small_m(geo, m) else None
         if self.transposed:
             self.specs.append(self.transposed.spec)
+        # on the pool, bias + clip fused into each thread's rows (Conv2DFast skips its epilogue)
+        pool = active()
+        self.fused_epilogue = (pool is not None and bounds is not None and geo.group == 1
+                               and m >= pool.width() * MIN_ROWS)
+        if self.fused_epilogue:
+            self.clip = (np.zeros(geo.o, np.float32) if bias is None else bias,) + tuple(bounds)
 
     def steps(self, x, out, scratch) -> list:
         g = self.geo
@@ -106,12 +112,20 @@ class Pointwise:
         x2d, out2d = src.reshape(-1, g.c), out.reshape(-1, g.o)
         if self.transposed:
             return steps + self.transposed.steps(x2d, out2d, scratch[-1])
+        pool = active()
+        fused = pool.gemm_clip(x2d, self.wmat[0], out2d, *self.clip) \
+            if pool is not None and self.fused_epilogue else None
+        if fused is not None:
+            return steps + [fused]
         groups = [(x2d[:, i * g.cg:(i + 1) * g.cg], self.wmat[i], out2d[:, i * g.og:(i + 1) * g.og])
                   for i in range(g.group)]
-        pool = active()
         if pool is not None:   # the groups side by side (each alone is OpenBLAS's one-thread size)
-            return steps + [pool.gemms([[(a, w, o, 0.0, False)] for a, w, o in groups])]
-        return steps + [partial(np.matmul, a, w, out=o) for a, w, o in groups]
+            steps.append(pool.gemms([[(a, w, o, 0.0, False)] for a, w, o in groups]))
+        else:
+            steps += [partial(np.matmul, a, w, out=o) for a, w, o in groups]
+        if self.fused_epilogue:   # promised at setup, but the pool has changed since
+            steps.append(loop("bias_clip", (out2d,) + self.clip, out2d.shape[0], out2d.size))
+        return steps
 
 
 class Im2col:

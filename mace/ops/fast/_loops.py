@@ -373,6 +373,21 @@ def gemm_serial(fns, table):
         _run_part(fns, table, p)
 
 
+@njit(**PAR)
+def gemm_clip_parts(fns, table, out2d, bias, lo, hi, spans):
+    """gemm_parts, then each part clips out2d rows spans[p] (its GEMM's rows, in its cache)."""
+    for p in prange(table.shape[0]):
+        _run_part(fns, table, p)
+        bias_clip(out2d, bias, lo, hi, spans[p, 0], spans[p, 1])
+
+
+@njit(**OPTS)
+def gemm_clip_serial(fns, table, out2d, bias, lo, hi, spans):
+    for p in range(table.shape[0]):
+        _run_part(fns, table, p)
+        bias_clip(out2d, bias, lo, hi, spans[p, 0], spans[p, 1])
+
+
 @njit(**OPTS)
 def _part(rows, parts, p):
     """Rows [r0, r1) of part p when `rows` rows are cut into `parts` near-equal ranges.

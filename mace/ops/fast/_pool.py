@@ -32,6 +32,7 @@ import numpy as np
 # such GEMMs split their columns instead (ResNet-50's 49-row GEMMs).
 MIN_ROWS = 32
 MIN_COLS = 16
+ROW_ALIGN = 8
 # Elements a compiled loop must touch before splitting it pays: an OpenMP launch costs
 # ~1.5 us; an add of two 16k-float tensors (48k elements touched) still ran faster serial.
 MIN_PARALLEL_WORK = 1 << 16
@@ -112,10 +113,7 @@ class Pool:
             work = [[piece for chain in chains for g in chain
                      for piece in [_slice(g, p, parts)] if piece is not None]
                     for p in range(parts)]
-        table = np.zeros((parts, max(map(len, work)), 10), np.int64)
-        for p, products in enumerate(work):
-            for j, product in enumerate(products):
-                table[p, j] = _row(*product)
+        table = _table(work)
         keep = chains   # the arrays whose addresses the table holds
         par, fns = self.par, self.fns
         self.made += 1
@@ -125,6 +123,28 @@ class Pool:
                 par.gemm_serial(fns, table)
             else:
                 self._call(par.gemm_parts, fns, table)
+        return run
+
+    def gemm_clip(self, a, b, c, bias, lo, hi):
+        """One callable for c = clip(a @ b + bias, lo, hi), c's rows split across the threads,
+        each adding the bias and clipping its rows right after its GEMM (still in its cache:
+        no second pass over c from memory); None where c has too few rows to split."""
+        parts = self.width()
+        if c.shape[0] < parts * MIN_ROWS:
+            return None
+        work = [[piece] for p in range(parts)
+                for piece in [_slice((a, b, c, 0.0, False), p, parts)] if piece is not None]
+        spans = np.array([_range(c.shape[0], p, parts, ROW_ALIGN) for p in range(len(work))], np.int64)
+        table = _table(work)
+        keep = (a, b, c)
+        par, fns = self.par, self.fns
+        self.made += 1
+
+        def run(_keep=keep):
+            if _forked:
+                par.gemm_clip_serial(fns, table, c, bias, lo, hi, spans)
+            else:
+                self._call(par.gemm_clip_parts, fns, table, c, bias, lo, hi, spans)
         return run
 
     def rows(self, name: str, args: tuple, rows: int, parts: int | None = None):
@@ -189,6 +209,15 @@ class _Session:
         self.pool.leave(self.saved.pop())
 
 
+def _table(work: list) -> np.ndarray:
+    """The int64 table _loops.gemm_parts reads: work[p] is part p's products in order."""
+    table = np.zeros((len(work), max(map(len, work)), 10), np.int64)
+    for p, products in enumerate(work):
+        for j, product in enumerate(products):
+            table[p, j] = _row(*product)
+    return table
+
+
 def _row(a, b, c, beta, trans_b) -> list:
     from mace.ops.fast._cblas import row_stride
 
@@ -207,7 +236,7 @@ def _slice(product, p: int, parts: int):
     a, b, c, beta, trans_b = product
     m, n = c.shape
     if m >= parts * MIN_ROWS:
-        r0, r1 = _range(m, p, parts, 8)
+        r0, r1 = _range(m, p, parts, ROW_ALIGN)
         return (a[r0:r1], b, c[r0:r1], beta, trans_b) if r1 > r0 else None
     if n >= parts * MIN_COLS:
         c0, c1 = _range(n, p, parts, MIN_COLS)

@@ -55,7 +55,7 @@ def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=No
     if _conv_dense.fits(geo):
         return _conv_dense.Dense(geo, w)
     if is_pointwise(geo):
-        return Pointwise(geo, pack_filter(w, geo.group))
+        return Pointwise(geo, pack_filter(w, geo.group), bias, bounds)
     block = _winograd.pick_block(geo, winograd)
     if block:
         return _winograd.Winograd(geo, w, block)
