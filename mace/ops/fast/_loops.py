@@ -14,7 +14,8 @@ The compute pool's side (mace/ops/fast/_pool.py) is at the end: `gemm_parts` run
 a table of cblas_sgemm calls, one prange iteration per part (each part's GEMMs in
 order on one thread, so beta=1 chains into one C stay ordered), calling cblas by
 address (`_sgemm_at`, an LLVM-level indirect call: nothing process-specific is
-baked in, so it caches like the rest); each `*_par` driver splits a serial loop
+baked in, so it caches like the rest; `gemm_clip_parts` also adds the bias and
+clips each part's rows after its GEMMs); each `*_par` driver splits a serial loop
 above into `parts` row ranges. They live in this file because numba's cache keys
 a function on its own file only: a driver elsewhere would keep running a stale
 copy of an edited loop.
