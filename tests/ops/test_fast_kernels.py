@@ -434,3 +434,16 @@ def test_concat_matches_reference(shapes, axis, jit):
     got, want, _ = run_both("Concat", x, rest, dict(axis=axis))   # later inputs as constants
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got, np.concatenate([x] + rest, axis=axis))
+
+
+@pytest.mark.parametrize("kind", ["MEAN", "SUM", "MAX", "MIN"])
+@pytest.mark.parametrize("shape,keep", [((1, 7, 7, 40), 1), ((2, 3, 5, 9), 0), ((1, 1, 1, 6), 1)])
+def test_global_reduce_matches_reference(kind, shape, keep, jit):
+    from mace.ops.fast._jit import loops
+    if loops() is None:
+        pytest.skip("the fast Reduce is the compiled loop only")
+    x = np.random.default_rng(len(kind)).standard_normal(shape).astype(np.float32)
+    got, want, _ = run_both("Reduce", x, [], dict(reduce_type=kind, axis=[1, 2], keepdims=keep))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    fn = {"MEAN": np.mean, "SUM": np.sum, "MAX": np.max, "MIN": np.min}[kind]
+    np.testing.assert_allclose(got, fn(x, axis=(1, 2), keepdims=bool(keep)), rtol=1e-5, atol=1e-6)

@@ -291,6 +291,32 @@ def copy_cols(x, out, col, r0, r1):
             orow[i] = xr[i]
 
 
+@njit(**OPTS)
+def reduce_pixels(x, kind, out):
+    """out[b, c] = MEAN (kind 0) / SUM (1) / MAX (2) / MIN (3) of x[b, :, c] over [n, pixels, C]:
+    a global pooling Reduce in one pass, the channel loop innermost."""
+    n, pixels, c = x.shape
+    for b in range(n):
+        acc = out[b]
+        for ch in range(c):
+            acc[ch] = x[b, 0, ch]
+        for p in range(1, pixels):
+            xr = x[b, p]
+            if kind <= 1:
+                for ch in range(c):
+                    acc[ch] += xr[ch]
+            elif kind == 2:
+                for ch in range(c):
+                    acc[ch] = max(acc[ch], xr[ch])
+            else:
+                for ch in range(c):
+                    acc[ch] = min(acc[ch], xr[ch])
+        if kind == 0:
+            inv = np.float32(1.0) / np.float32(pixels)
+            for ch in range(c):
+                acc[ch] *= inv
+
+
 # ---- the compute pool's drivers -------------------------------------------------
 
 PAR = dict(OPTS, parallel=True)
