@@ -447,3 +447,36 @@ def test_global_reduce_matches_reference(kind, shape, keep, jit):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     fn = {"MEAN": np.mean, "SUM": np.sum, "MAX": np.max, "MIN": np.min}[kind]
     np.testing.assert_allclose(got, fn(x, axis=(1, 2), keepdims=bool(keep)), rtol=1e-5, atol=1e-6)
+
+
+MATMUL_CASES = [((40, 24), (24, 30), 0, 0, "b"), ((3, 20, 16), (3, 16, 9), 0, 0, ""),
+                ((3, 20, 16), (16, 9), 0, 0, "b"), ((20, 16), (3, 16, 9), 0, 0, "b"),
+                ((3, 20, 16), (3, 9, 16), 0, 1, ""), ((70, 33), (40, 33), 0, 1, "b"),
+                ((33, 70), (33, 40), 1, 0, "ab"), ((1, 64), (64, 50), 0, 0, "b")]
+
+
+@pytest.mark.parametrize("sa,sb,ta,tb,consts", MATMUL_CASES)
+def test_matmul_matches_reference(sa, sb, ta, tb, consts, jit):
+    """2-D and batched products, shared operands, transposes (an input b read transposed,
+    constant ones transposed at load), a one-row product (GEMV), against the reference."""
+    rng = np.random.default_rng(len(sa) + len(sb) + ta + tb)
+    values = {"x": rng.standard_normal(sa).astype(np.float32), "z": rng.standard_normal(sb).astype(np.float32)}
+    graph, names = Graph(), []
+    for name, is_const in (("x", "a" in consts), ("z", "b" in consts)):
+        if is_const:
+            names.append(graph.add_const(name + "_const", values[name]))
+        else:
+            add_input_info(graph, TensorSpec(name, values[name].shape, "NONE"))
+            names.append(name)
+    graph.add_op("MatMul", names, ["y"], transpose_a=ta, transpose_b=tb)
+    add_output_info(graph, TensorSpec("y", None, "NONE"))
+    infer_shapes(graph)
+    feed = {n: values[n] for n in graph.input_names}
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast", "fast MatMul not chosen"
+    got, want = fast.run(feed)["y"], ref.run(feed)["y"]
+    close(got, want)
+    ops = [np.swapaxes(values[n], -1, -2) if t else values[n] for n, t in (("x", ta), ("z", tb))]
+    close(got, np.matmul(*ops))
+    if jit == "numba":
+        assert fast.pooled
