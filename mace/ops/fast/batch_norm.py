@@ -9,8 +9,6 @@ other cases, and the no-numba case, stay with the reference kernel.
 """
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
 from mace.ops import batch_norm as _reference  # noqa: F401 - registers the op type first

@@ -8,8 +8,6 @@ activations and the no-numba case stay with the reference kernel.
 """
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
 from mace.ops import eltwise as _reference  # noqa: F401 - registers the op type first
