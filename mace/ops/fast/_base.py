@@ -7,6 +7,7 @@ from mace.ops._common import apply_activation
 from mace.ops.registry import Kernel
 
 ALIGN = 64  # bytes: every carved array starts on a cache line, as arena tensors do
+F32 = np.dtype(np.float32)   # the dtype the fast kernels take
 
 
 def aligned(nbytes: int) -> int:

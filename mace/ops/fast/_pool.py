@@ -180,20 +180,21 @@ def loop(name: str, args: tuple, rows: int, work: int):
     return partial(getattr(loops(), name), *args, 0, rows)
 
 
-def matmul(a, b, out):
-    """A step doing np.matmul(a, b, out=out) (2-D, or stacked 3-D with b 2-D or stacked):
-    on the pool when it is active and the operands are BLAS operands, else numpy's."""
+def matmul(a, b, out, trans_b: bool = False):
+    """A step doing out = a @ b (b given as [.., n, k] and used transposed when trans_b):
+    2-D, or a stack of 3-D products where either operand may be one 2-D matrix shared by
+    the stack. On the pool when it is active and the operands are BLAS operands, else
+    numpy's matmul."""
     p = active()
-    if p is not None and a.dtype == b.dtype == out.dtype == np.float32:
+    if p is not None and a.dtype == b.dtype == out.dtype == np.float32 and out.ndim in (2, 3):
+        chains = [[(a, b, out, 0.0, trans_b)]] if out.ndim == 2 else \
+            [[(a[i] if a.ndim == 3 else a, b[i] if b.ndim == 3 else b, out[i], 0.0, trans_b)]
+             for i in range(out.shape[0])]
         try:
-            if a.ndim == 2:
-                return p.gemms([[(a, b, out, 0.0, False)]])
-            if a.ndim == 3 and out.ndim == 3:
-                return p.gemms([[(a[i], b if b.ndim == 2 else b[i], out[i], 0.0, False)]
-                                for i in range(a.shape[0])])
+            return p.gemms(chains)
         except ValueError:   # strides BLAS cannot take: numpy copies as it needs
             pass
-    return partial(np.matmul, a, b, out=out)
+    return partial(np.matmul, a, np.swapaxes(b, -1, -2) if trans_b else b, out=out)
 
 
 class _Session:

@@ -13,12 +13,10 @@ import numpy as np
 
 from mace.ops import batch_norm as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args
-from mace.ops.fast._base import FastKernel, clip_bounds
+from mace.ops.fast._base import F32, FastKernel, clip_bounds
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
-
-F32 = np.dtype(np.float32)
 
 
 def channels_last_float(ctx) -> bool:

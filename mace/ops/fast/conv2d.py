@@ -20,13 +20,11 @@ import numpy as np
 from mace.ops._common import activation_args
 from mace.ops.conv2d import conv_geometry
 from mace.ops.fast import _conv_dense, _conv_direct, _conv_shifted, _winograd
-from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, scratch_size, sequence
+from mace.ops.fast._base import F32, FastKernel, activation_fn, carve, clip_bounds, scratch_size, sequence
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter
 from mace.ops.registry import kernel
-
-F32 = np.dtype(np.float32)
 
 
 def geometry(ctx, w_shape) -> ConvGeometry:

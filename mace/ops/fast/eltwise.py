@@ -12,12 +12,11 @@ import numpy as np
 
 from mace.ops import eltwise as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args
-from mace.ops.fast._base import FastKernel, clip_bounds
+from mace.ops.fast._base import F32, FastKernel, clip_bounds
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
-F32 = np.dtype(np.float32)
 CODES = {"SUM": 0, "SUB": 1, "PROD": 2, "MIN": 3, "MAX": 4}
 
 

@@ -14,13 +14,12 @@ import numpy as np
 
 from mace.ops import fully_connected as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args
-from mace.ops.fast._base import FastKernel, activation_fn, clip_bounds, sequence
+from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds, sequence
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import active
+from mace.ops.fast._pool import matmul
 from mace.ops.fast.conv2d import epilogue
 from mace.ops.registry import kernel
 
-F32 = np.dtype(np.float32)
 SMALL_WEIGHT = 1 << 14   # BLAS's call overhead still dominates a GEMV this size
 
 
@@ -51,15 +50,6 @@ class FullyConnectedFast(FastKernel):
         x2d, out2d = x.reshape(-1, x.shape[-1]), out.reshape(-1, out.shape[-1])
         if self.small:
             return partial(loops().dense_rows, x2d, self.w, self.loop_bias, *self.bounds, out2d)
-        gemm = self._pooled(x2d, out2d) or partial(np.matmul, x2d, self.wt, out=out2d)
+        # x @ W^T: on the pool W's rows are split (one input row: GEMVs)
+        gemm = matmul(x2d, self.wt.T, out2d, trans_b=True)
         return sequence([gemm] + epilogue(out2d, self.bias, self.act, self.bounds))
-
-    def _pooled(self, x2d, out2d):
-        """x @ W^T on the compute pool, W's rows split (one input row: GEMVs), or None."""
-        pool = active()
-        if pool is None:
-            return None
-        try:
-            return pool.gemms([[(x2d, self.wt.T, out2d, 0.0, True)]])
-        except ValueError:   # an operand BLAS cannot take as it is
-            return None

@@ -11,11 +11,9 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops.fast._base import FastKernel, carve, scratch_size, sequence
+from mace.ops.fast._base import F32, FastKernel, carve, scratch_size, sequence
 from mace.ops.registry import kernel
 from mace.ops import local_response_norm as _reference  # noqa: F401 - registers the op type first
-
-F32 = np.dtype(np.float32)
 
 
 def float_nhwc(ctx) -> bool:

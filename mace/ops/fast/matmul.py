@@ -10,16 +10,12 @@ and other ranks are left to the reference. Off the pool it is np.matmul.
 """
 from __future__ import annotations
 
-from functools import partial
-
 import numpy as np
 
 from mace.ops import matmul as _reference  # noqa: F401 - registers the op type first
-from mace.ops.fast._base import FastKernel
-from mace.ops.fast._pool import active
+from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._pool import matmul
 from mace.ops.registry import kernel
-
-F32 = np.dtype(np.float32)
 
 
 def plain_float(ctx) -> bool:
@@ -47,23 +43,4 @@ class MatMulFast(FastKernel):
         a = self.consts[0] if self.consts[0] is not None else inputs[0]
         b = self.consts[1] if self.consts[1] is not None else inputs[1]
         trans_b = self.tb and self.consts[1] is None   # b as given is [.., n, k]
-        out = outputs[0]
-        step = self._pooled(a, b, out, trans_b)
-        if step is not None:
-            return step
-        return partial(np.matmul, a, np.swapaxes(b, -1, -2) if trans_b else b, out=out)
-
-    @staticmethod
-    def _pooled(a, b, out, trans_b):
-        pool = active()
-        if pool is None:
-            return None
-        if out.ndim == 2:
-            chains = [[(a, b, out, 0.0, trans_b)]]
-        else:
-            chains = [[(a[i] if a.ndim == 3 else a, b[i] if b.ndim == 3 else b, out[i], 0.0, trans_b)]
-                      for i in range(out.shape[0])]
-        try:
-            return pool.gemms(chains)
-        except ValueError:   # an operand BLAS cannot take as it is
-            return None
+        return matmul(a, b, outputs[0], trans_b)

@@ -16,14 +16,12 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops.fast._base import FastKernel, carve, scratch_size, sequence
+from mace.ops.fast._base import F32, FastKernel, carve, scratch_size, sequence
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.pooling import pool_geometry
 from mace.ops.registry import kernel
-
-F32 = np.dtype(np.float32)
 
 
 def float_pool(ctx) -> bool:

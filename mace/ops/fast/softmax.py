@@ -12,11 +12,9 @@ import numpy as np
 
 from mace.ops import softmax as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import normalize_axis
-from mace.ops.fast._base import FastKernel
+from mace.ops.fast._base import F32, FastKernel
 from mace.ops.fast._jit import loops
 from mace.ops.registry import kernel
-
-F32 = np.dtype(np.float32)
 
 
 def last_axis_float(ctx) -> bool:
