@@ -12,8 +12,15 @@ from mace.transform.shape_inference import infer_shapes
 
 def make_graph(x_shape, ops, consts=None, outputs=("y",)):
     """A Graph with float input 'x' and `ops`: (type, inputs, outputs, args) tuples."""
+    return graph_of({"x": x_shape}, ops, consts, outputs)
+
+
+def graph_of(inputs: dict, ops, consts=None, outputs=("y",)):
+    """A Graph with inputs {name: shape}, constants {name: array} and `ops`: (type,
+    inputs, outputs, args) tuples, shapes inferred."""
     graph = Graph()
-    add_input_info(graph, TensorSpec("x", tuple(x_shape), "NONE"))
+    for name, shape in inputs.items():
+        add_input_info(graph, TensorSpec(name, tuple(shape), "NONE"))
     for name, value in (consts or {}).items():
         graph.add_const(name, value)
     for op_type, inputs, outs, args in ops:

@@ -139,20 +139,13 @@ def test_a_forked_child_runs_the_serial_twins(two_threads):
 def test_a_blas_bound_reference_op_keeps_openblas_threads(two_threads):
     """A graph with a reference MatMul (BLAS work) binds nothing onto the pool: held at one
     OpenBLAS thread, the MatMul would lose its threads."""
-    from mace.frontends.base import TensorSpec, add_input_info, add_output_info
-    from mace.ir.graph import Graph
     from mace.runtime.engine import Engine
-    from mace.transform.shape_inference import infer_shapes
+    from tests.ops.ir_graph import graph_of
     rng = np.random.default_rng(2)
     x, consts, args = grouped_conv()
-    graph = Graph()
-    add_input_info(graph, TensorSpec("x", x.shape, "NONE"))
-    add_input_info(graph, TensorSpec("z", (1, 20, 48, 20), "NONE"))
-    w, b = graph.add_const("w", consts[0]), graph.add_const("b", consts[1])
-    graph.add_op("Conv2D", ["x", w, b], ["y"], data_format="NHWC", **args)
-    graph.add_op("MatMul", ["y", "z"], ["m"])
-    add_output_info(graph, TensorSpec("m", None, "NONE"))
-    infer_shapes(graph)
+    graph = graph_of({"x": x.shape, "z": (1, 20, 48, 20)},
+                     [("Conv2D", ["x", "w", "b"], ["y"], dict(data_format="NHWC", **args)),
+                      ("MatMul", ["y", "z"], ["m"], {})], {"w": consts[0], "b": consts[1]}, outputs=("m",))
     z = rng.standard_normal((1, 20, 48, 20)).astype(np.float32)
     engine = Engine(graph)
     assert engine.keeps_blas and not engine.pooled

@@ -11,11 +11,10 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
-from mace.frontends.base import TensorSpec, add_input_info, add_output_info
 from mace.ir.graph import Graph
 from mace.ops.fast import _cblas, _conv_dense, _conv_direct, _conv_gemm, _conv_shifted, _winograd
 from mace.runtime.engine import Engine
-from mace.transform.shape_inference import infer_shapes
+from tests.ops.ir_graph import graph_of
 
 RNG = np.random.default_rng(7)
 
@@ -44,15 +43,9 @@ def jit(request, monkeypatch):
 
 def one_op_graph(op_type, x, consts, args) -> Graph:
     """y = op_type(x, *consts) with `args`, NHWC, as the converter would leave it."""
-    graph = Graph()
-    add_input_info(graph, TensorSpec("x", x.shape, "NONE"))
-    names = ["x"]
-    for i, value in enumerate(consts):
-        names.append(graph.add_const(f"c{i}", np.asarray(value)))
-    graph.add_op(op_type, names, ["y"], data_format="NHWC", **args)
-    add_output_info(graph, TensorSpec("y", None, "NONE"))
-    infer_shapes(graph)
-    return graph
+    names = [f"c{i}" for i in range(len(consts))]
+    return graph_of({"x": x.shape}, [(op_type, ["x"] + names, ["y"], dict(data_format="NHWC", **args))],
+                    {n: np.asarray(v) for n, v in zip(names, consts)})
 
 
 def run_both(op_type, x, consts, args):
@@ -296,13 +289,10 @@ def test_lrn_matches_reference(size, c, beta):
 
 def test_scratch_is_one_region_sized_for_the_largest_kernel():
     x, consts, args = conv_case(RNG, h=20, w=20, c=8, o=8)
-    graph = Graph()
-    add_input_info(graph, TensorSpec("x", x.shape, "NONE"))
-    graph.add_const("w", consts[0])
-    graph.add_op("Conv2D", ["x", "w"], ["y1"], data_format="NHWC", **args)
-    graph.add_op("Conv2D", ["y1", "w"], ["y"], data_format="NHWC", **{**args, "pads": [0, 0, 0, 0]})
-    add_output_info(graph, TensorSpec("y", None, "NONE"))
-    infer_shapes(graph)
+    graph = graph_of({"x": x.shape}, [("Conv2D", ["x", "w"], ["y1"], dict(data_format="NHWC", **args)),
+                                      ("Conv2D", ["y1", "w"], ["y"],
+                                       dict(data_format="NHWC", **{**args, "pads": [0, 0, 0, 0]}))],
+                     {"w": consts[0]})
     engine = Engine(graph)
     sizes = [n.kernel.scratch_nbytes for n in engine.nodes]
     assert engine.scratch_bytes == max(sizes) > 0
@@ -374,15 +364,10 @@ def test_eltwise_pair_matches_reference(kind, act, jit):
     rng = np.random.default_rng(len(kind) + len(act))
     a = rng.standard_normal((1, 5, 7, 12)).astype(np.float32) * 4
     b = rng.standard_normal((1, 5, 7, 12)).astype(np.float32) * 4
-    graph = Graph()
-    add_input_info(graph, TensorSpec("x", a.shape, "NONE"))
-    add_input_info(graph, TensorSpec("z", b.shape, "NONE"))
     args = dict(type=kind)
     if act:
         args.update(activation=act, max_limit=6.0)
-    graph.add_op("Eltwise", ["x", "z"], ["y"], **args)
-    add_output_info(graph, TensorSpec("y", None, "NONE"))
-    infer_shapes(graph)
+    graph = graph_of({"x": a.shape, "z": b.shape}, [("Eltwise", ["x", "z"], ["y"], args)])
     fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
     assert fast.nodes[0].tag == "cpu:fast" and ref.nodes[0].tag == "cpu"
     got, want = fast.run({"x": a, "z": b})["y"], ref.run({"x": a, "z": b})["y"]
@@ -461,16 +446,10 @@ def test_matmul_matches_reference(sa, sb, ta, tb, consts, jit):
     constant ones transposed at load), a one-row product (GEMV), against the reference."""
     rng = np.random.default_rng(len(sa) + len(sb) + ta + tb)
     values = {"x": rng.standard_normal(sa).astype(np.float32), "z": rng.standard_normal(sb).astype(np.float32)}
-    graph, names = Graph(), []
-    for name, is_const in (("x", "a" in consts), ("z", "b" in consts)):
-        if is_const:
-            names.append(graph.add_const(name + "_const", values[name]))
-        else:
-            add_input_info(graph, TensorSpec(name, values[name].shape, "NONE"))
-            names.append(name)
-    graph.add_op("MatMul", names, ["y"], transpose_a=ta, transpose_b=tb)
-    add_output_info(graph, TensorSpec("y", None, "NONE"))
-    infer_shapes(graph)
+    const = {"x": "a" in consts, "z": "b" in consts}
+    graph = graph_of({n: v.shape for n, v in values.items() if not const[n]},
+                     [("MatMul", list(values), ["y"], dict(transpose_a=ta, transpose_b=tb))],
+                     {n: v for n, v in values.items() if const[n]})
     feed = {n: values[n] for n in graph.input_names}
     fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
     assert fast.nodes[0].tag == "cpu:fast", "fast MatMul not chosen"

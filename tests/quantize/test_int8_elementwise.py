@@ -21,13 +21,12 @@ import copy
 import numpy as np
 import pytest
 
-from mace.frontends.base import TensorSpec, add_input_info, add_output_info
 from mace.ir.graph import Graph
 from mace.ops.registry import InferContext, KernelContext, spec
 from mace.quantize import params as qp
 from mace.runtime.engine import Engine
 from mace.transform.passes.quantize import quantize_plan
-from mace.transform.shape_inference import infer_shapes
+from tests.ops.ir_graph import graph_of
 from tests.quantize.qcase import kernel_tags, output_step, quantize_and_run
 
 RNG = np.random.default_rng(20240905)
@@ -38,17 +37,8 @@ QUANT_EDGES = ("Quantize", "Dequantize")
 
 def build(inputs: dict, ops, consts=None, outputs=("y",)) -> Graph:
     """A float graph with inputs {name: shape} and `ops`: (type, inputs, outputs, args)."""
-    g = Graph()
-    for name, shape in inputs.items():
-        add_input_info(g, TensorSpec(name, tuple(shape), "NONE"))
-    for name, value in (consts or {}).items():
-        g.add_const(name, np.asarray(value, np.float32))
-    for op_type, ins, outs, args in ops:
-        g.add_op(op_type, ins, outs, **args)
-    for name in outputs:
-        add_output_info(g, TensorSpec(name, None, "NONE"))
-    infer_shapes(g)
-    return g
+    return graph_of(inputs, ops, {k: np.asarray(v, np.float32) for k, v in (consts or {}).items()},
+                    outputs)
 
 
 def rand(shape, lo=-1.0, hi=1.0):
