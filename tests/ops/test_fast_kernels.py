@@ -107,6 +107,7 @@ def mode(request, monkeypatch):
         monkeypatch.setattr(_conv_dense, "DENSE_MAX_ELEMENTS", 0)
     if request.param == "im2col":   # many small im2col chunks, no shifted GEMMs
         monkeypatch.setattr(_conv_gemm, "CHUNK_BYTES", 256)
+        monkeypatch.setattr(_conv_gemm, "MIN_CHUNK_FILTERS", 0)
         monkeypatch.setattr(_conv_shifted, "MIN_PIXELS", 1 << 40)
     if request.param == "shifted":   # shifted GEMMs wherever they apply, however small
         if _cblas.sgemm() is None:
@@ -136,11 +137,11 @@ def test_shifted_is_chosen_for_large_stride1_maps():
     """A VGG-like 3x3 layer takes the shifted GEMMs by default (cblas there), a 7x7 map does not."""
     if _cblas.sgemm() is None:
         pytest.skip("numpy's BLAS is not an OpenBLAS whose cblas_sgemm mace can call")
-    x, consts, args = conv_case(np.random.default_rng(3), h=30, w=24, c=32, o=16, act="RELU")
+    x, consts, args = conv_case(np.random.default_rng(3), h=30, w=24, c=64, o=16, act="RELU")
     got, want, kern = run_both("Conv2D", x, consts, args)
     assert kern.algorithm == "shifted"
     close(got, want)
-    x, consts, args = conv_case(np.random.default_rng(3), h=7, w=7, c=32, o=16)
+    x, consts, args = conv_case(np.random.default_rng(3), h=7, w=7, c=64, o=16)
     assert run_both("Conv2D", x, consts, args)[2].algorithm != "shifted"
 
 

@@ -1,9 +1,12 @@
 """Convolution as GEMM on NHWC buffers: 1x1 convs straight on the input, others via im2col.
 
 Both run per (image, group) with numpy's matmul into `out` (row stride O, so a
-group's columns are a strided view, no copy). im2col copies one as_strided
-window view per chunk of output rows into scratch, sized so the chunk stays in
-cache while the GEMM reads it (a full 50176x576 VGG im2col buffer is 115 MB).
+group's columns are a strided view, no copy). im2col copies the windows of one
+chunk of output rows at a time into scratch (_loops.im2col, split across the
+compute pool's threads; numpy's copy of an as_strided view without numba), the
+chunk sized so it stays in cache while the GEMM reads it (a full 50176x576 VGG
+im2col buffer is 115 MB) but not so small that re-packing the filter per GEMM
+costs more than the cache saves.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mace.ops.fast._cblas import sgemm
+from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import MIN_ROWS, active, loop, matmul
 
 # im2col chunk: output rows whose columns fit in this many bytes. Measured on the
@@ -25,6 +29,10 @@ CHUNK_BYTES = 2 << 20
 # short, wide products better (49x2048x512: 0.41 -> 0.37 ms, 49x1024x2048: 0.84 ->
 # 0.68 ms, the copy included; at 196 rows the plain product wins).
 SMALL_M = 64
+# ... but a chunk holds at least this many filters' worth of columns (pixels >= 2 * O):
+# OpenBLAS re-packs the whole filter for every GEMM, and a 3x3x512x512 one is 9.4 MB
+# (VGG's 28x28x512 conv: 14.3 ms in 112-pixel chunks, 10.1 ms in one 784-pixel chunk).
+MIN_CHUNK_FILTERS = 2
 
 
 @dataclass
@@ -134,7 +142,8 @@ class Im2col:
     def __init__(self, geo: ConvGeometry, wmat: np.ndarray):
         self.geo, self.wmat = geo, wmat
         k = geo.kh * geo.kw * geo.cg
-        self.rows = max(1, min(geo.oh, CHUNK_BYTES // max(geo.ow * k * 4, 1)))
+        min_rows = -(-MIN_CHUNK_FILTERS * geo.og // geo.ow)
+        self.rows = max(1, min(geo.oh, max(min_rows, CHUNK_BYTES // max(geo.ow * k * 4, 1))))
         # a small map is one chunk per image, its GEMM transposed
         self.transposed = Transposed(wmat[0], geo.oh * geo.ow) if small_m(geo, geo.oh * geo.ow) else None
         if self.transposed:
@@ -159,6 +168,19 @@ class Im2col:
                           (s1 * g.strides[0], s2 * g.strides[1], s1 * g.dilations[0],
                            s2 * g.dilations[1], s3), writeable=False)
 
+    def copy_step(self, xp, image: int, grp: int, r0: int, r1: int, chunk):
+        """The step filling `chunk` with output rows r0:r1's windows: the compiled loop
+        (split across the pool's threads when there is one) where each kernel row's taps
+        are one contiguous run, else numpy's copy of the window view. The loop copies
+        short runs faster than numpy (14x14x256 3x3: 28 vs 68 us on one thread) and is
+        the only copy the pool can split (ResNet-50's 7x7 first conv: 1.47 -> 1.18 ms)."""
+        g = self.geo
+        if loops() is not None and g.group == 1 and g.dilations[1] == 1 and xp.flags.c_contiguous:
+            args = (xp[image], chunk, r0, g.ow, g.strides[0], g.strides[1], g.dilations[0], g.kw * g.c)
+            return loop("im2col", args, r1 - r0, chunk.size)
+        win = self.windows(xp, image, grp)[r0:r1]
+        return partial(np.copyto, chunk.reshape(win.shape), win)
+
     def steps(self, x, out, scratch) -> list:
         g = self.geo
         cols, xp, steps = scratch[0], x, []
@@ -172,8 +194,7 @@ class Im2col:
                 chunk = cols[:(r1 - r0) * g.ow]
                 out2d = out4[image, r0:r1].reshape(-1, g.o)
                 for grp in range(g.group):
-                    win = self.windows(xp, image, grp)[r0:r1]
-                    steps.append(partial(np.copyto, chunk.reshape(win.shape), win))
+                    steps.append(self.copy_step(xp, image, grp, r0, r1, chunk))
                     if self.transposed:
                         steps += self.transposed.steps(chunk, out2d, scratch[-1])
                         continue

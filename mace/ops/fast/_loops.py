@@ -292,6 +292,26 @@ def copy_cols(x, out, col, r0, r1):
 
 
 @njit(**OPTS)
+def im2col(xp, cols, oy0, ow, sh, sw, dh, kwc, r0, r1):
+    """Output rows r0:r1 of an im2col chunk whose first row is output row oy0: the row
+    of pixel (r, x) is its kh windows of kw*C contiguous floats of the [Hp, Wp, C]
+    padded image, side by side (the layout pack_filter's filter matches)."""
+    hp, wp, c = xp.shape
+    flat = xp.reshape(hp, wp * c)
+    kh = cols.shape[1] // kwc
+    for r in range(r0, r1):
+        y = (oy0 + r) * sh
+        for x in range(ow):
+            dst = cols[r * ow + x]
+            x0 = x * sw * c
+            for ky in range(kh):
+                src = flat[y + ky * dh, x0:x0 + kwc]
+                d = dst[ky * kwc:(ky + 1) * kwc]
+                for i in range(kwc):
+                    d[i] = src[i]
+
+
+@njit(**OPTS)
 def reduce_pixels(x, kind, out):
     """out[b, c] = MEAN (kind 0) / SUM (1) / MAX (2) / MIN (3) of x[b, :, c] over [n, pixels, C]:
     a global pooling Reduce in one pass, the channel loop innermost."""
@@ -487,3 +507,11 @@ def copy_cols_par(x, out, col, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         copy_cols(x, out, col, r0, r1)
+
+
+@njit(**PAR)
+def im2col_par(xp, cols, oy0, ow, sh, sw, dh, kwc, parts):
+    rows = cols.shape[0] // ow
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        im2col(xp, cols, oy0, ow, sh, sw, dh, kwc, r0, r1)
