@@ -58,6 +58,18 @@ def test_gemm_chains_keep_their_order_and_groups_run_side_by_side(two_threads):
     np.testing.assert_allclose(acc, sum(x[:, 8 * i:8 * i + 8] @ w[i] for i in range(4)), rtol=1e-4, atol=1e-4)
 
 
+def test_steps_made_inside_a_run_still_split(two_threads):
+    """Inside a session OpenBLAS says one thread; the pool's width is still the run's, so a
+    kernel bound mid-run (replace_const from an observer) gets split steps, not serial ones."""
+    prod, want = products(np.random.default_rng(1), 256, 16, 8)
+    with two_threads.session():
+        assert two_threads.width() == 2 and _pool.active() is two_threads
+        step = two_threads.gemms([[prod]])
+        step()
+    np.testing.assert_allclose(prod[2], want, rtol=1e-4, atol=1e-4)
+    assert two_threads.width() == 2
+
+
 def test_gemms_refuse_what_blas_cannot_take(two_threads):
     a = np.ones((10, 8), np.float32)
     with pytest.raises(ValueError, match="not a BLAS operand"):
@@ -161,6 +173,7 @@ def test_shifted_conv_in_row_blocks_matches_reference(bias, monkeypatch, two_thr
     from mace.ops.fast import _conv_shifted
     monkeypatch.setattr(_conv_shifted, "BLOCK_BYTES", 64)
     monkeypatch.setattr(_conv_shifted, "BLOCK_MIN_ROWS", 7)
+    monkeypatch.setattr(_conv_shifted, "MIN_CHANNELS", 0)
     x, consts, args = conv_case(np.random.default_rng(9), n=2, h=23, w=21, c=16, o=8, act="RELU",
                                 bias=bias)
     got, want, kern = run_both("Conv2D", x, consts, args)

@@ -63,7 +63,11 @@ class Pool:
 
     # ---- threads ---------------------------------------------------------
     def width(self) -> int:
-        """Threads a run gets: OpenBLAS's count outside runs (what threadpoolctl set)."""
+        """Threads a run gets: OpenBLAS's count outside runs (what threadpoolctl set); inside
+        one, the pool's own (OpenBLAS then says 1: a kernel bound mid-run, as the observer
+        API's replace_const does, would otherwise take its serial paths)."""
+        if self.depth and self._numba_threads:
+            return self._numba_threads
         return max(1, min(int(self._get()), self._limit))
 
     def enter(self) -> int:
