@@ -29,7 +29,8 @@ def products(rng, m, k, n, trans_b=False, beta=0.0):
     return (a, b, c, beta, trans_b), want
 
 
-@pytest.mark.parametrize("m,k,n", [(200, 17, 40), (5, 64, 100), (7, 3, 5), (64, 64, 64), (1, 300, 33)])
+@pytest.mark.parametrize("m,k,n", [(200, 17, 40), (5, 64, 100), (7, 3, 5), (64, 64, 64), (1, 300, 33),
+                                   (100, 8, 300)])
 @pytest.mark.parametrize("trans_b", [False, True])
 @pytest.mark.parametrize("parts", [2, 3])
 def test_gemms_split_rows_columns_or_not_at_all(m, k, n, trans_b, parts, two_threads):
@@ -39,6 +40,19 @@ def test_gemms_split_rows_columns_or_not_at_all(m, k, n, trans_b, parts, two_thr
     step = two_threads.gemms([[prod]], parts=parts)
     step()
     np.testing.assert_allclose(prod[2], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_product_splits_where_threads_copy_less():
+    """Rows (each thread packs all of B) when C is at least as tall as wide, else columns
+    (each packs all of A); too few rows: columns; too few of either: whole."""
+    assert _pool.by_rows(784, 512, 2) and _pool.by_rows(3136, 64, 2)
+    assert not _pool.by_rows(196, 1024, 2) and not _pool.by_rows(169, 1000, 2)
+    assert not _pool.by_rows(49, 8, 2) and _pool.by_rows(100, 300, 20) is False
+    assert _pool.by_rows(100, 20, 2)   # too few columns to split
+    a, b, c = np.ones((196, 8), np.float32), np.ones((8, 1024), np.float32), np.ones((196, 1024), np.float32)
+    assert _pool._slice((a, b, c, 0.0, False), 1, 2)[2].shape == (196, 512)
+    a, c = np.ones((1024, 8), np.float32), np.ones((1024, 1024), np.float32)
+    assert _pool._slice((a, b, c, 0.0, False), 1, 2)[2].shape == (512, 1024)
 
 
 def test_gemm_chains_keep_their_order_and_groups_run_side_by_side(two_threads):

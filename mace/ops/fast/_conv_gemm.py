@@ -18,7 +18,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import MIN_ROWS, active, loop, matmul
+from mace.ops.fast._pool import active, by_rows, loop, matmul
 
 # im2col chunk: output rows whose columns fit in this many bytes. Measured on the
 # VGG-19 / ResNet-50 3x3 layers (AMD EPYC, 1-2 threads): 2 MiB beats a full buffer
@@ -106,7 +106,7 @@ class Pointwise:
         # on the pool, bias + clip fused into each thread's rows (Conv2DFast skips its epilogue)
         pool = active()
         self.fused_epilogue = (pool is not None and bounds is not None and geo.group == 1
-                               and m >= pool.width() * MIN_ROWS)
+                               and by_rows(m, geo.o, pool.width()))
         if self.fused_epilogue:
             self.clip = (np.zeros(geo.o, np.float32) if bias is None else bias,) + tuple(bounds)
 
