@@ -133,14 +133,20 @@ def test_no_pool_env_keeps_the_serial_paths(monkeypatch, two_threads):
     assert two_threads.made == pooled_made
 
 
-def test_a_forked_child_runs_the_serial_twins(two_threads):
+def strided_3x3_conv():
+    return conv_case(np.random.default_rng(6), h=40, w=40, c=8, o=16, s=(2, 2), act="RELU")
+
+
+@pytest.mark.parametrize("make", [grouped_conv, strided_3x3_conv])
+def test_a_forked_child_runs_the_serial_twins(make, two_threads):
     """GNU OpenMP cannot run in a forked child (numba kills it): an engine bound and run in
-    the parent still runs there, on the serial loops, with the same numbers."""
+    the parent still runs there, on the serial loops, with the same numbers (pooled GEMM
+    tables; im2col + GEMM + clip per thread)."""
     if not hasattr(os, "fork"):
         pytest.skip("no os.fork on this platform")
     from mace.runtime.engine import Engine
     from tests.ops.test_fast_kernels import one_op_graph
-    x, consts, args = grouped_conv()
+    x, consts, args = make()
     engine = Engine(one_op_graph("Conv2D", x, consts, args))
     assert engine.pooled
     want = engine.run({"x": x})["y"]   # the OpenMP pool has run in this process
@@ -193,6 +199,38 @@ def test_shifted_conv_in_row_blocks_matches_reference(bias, monkeypatch, two_thr
     got, want, kern = run_both("Conv2D", x, consts, args)
     assert kern.algorithm == "shifted"
     assert len(kern.algo._blocks(23 * 23, 2)) > 10
+    close(got, want)
+
+
+@pytest.mark.parametrize("case", [dict(act="RELUX", bias=True), dict(act="", bias=False, n=2),
+                                  dict(k=(7, 7), s=(2, 2), pads=(3, 3, 3, 3), c=3, act="RELU", bias=True),
+                                  dict(k=(3, 3), s=(2, 1), d=(2, 1), pads=(0, 2, 1, 0), act="", bias=True)])
+def test_im2col_threads_run_their_own_rows_end_to_end(case, monkeypatch, two_threads):
+    """On the pool a k x k im2col conv is one step: each thread copies its rows' windows,
+    multiplies, adds the bias and clips, chunk by chunk (tiny chunks here: several per
+    thread, the last one short), same numbers as the reference."""
+    from mace.ops.fast import _conv_gemm, _conv_shifted
+    monkeypatch.setattr(_conv_gemm, "CHUNK_BYTES", 1)
+    monkeypatch.setattr(_conv_gemm, "MIN_CHUNK_FILTERS", 0)
+    monkeypatch.setattr(_conv_shifted, "MIN_PIXELS", 1 << 40)
+    x, consts, args = conv_case(np.random.default_rng(13), **dict(dict(h=23, w=19, c=8, o=16), **case))
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm == "im2col" and kern.algo.fused_epilogue and kern.algo.parts == 2
+    close(got, want)
+    from mace.runtime.engine import Engine
+    from tests.ops.test_fast_kernels import one_op_graph
+    engine = Engine(one_op_graph("Conv2D", x, consts, args))
+    engine.set_inputs({"x": x})
+    monkeypatch.setenv("MACE_NO_POOL", "1")   # the pool gone between setup and bind
+    node = engine.nodes[0]
+    node.kernel.bind(node.inputs, node.outputs, engine.scratch)()
+    close(node.outputs[0], want)
+
+
+def test_im2col_with_an_activation_it_cannot_fuse_keeps_its_epilogue(two_threads):
+    x, consts, args = conv_case(np.random.default_rng(14), h=20, w=20, c=4, o=8, s=(2, 2), act="SIGMOID")
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm == "im2col" and not kern.algo.fused_epilogue
     close(got, want)
 
 

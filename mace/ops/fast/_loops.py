@@ -391,19 +391,25 @@ def _sgemv_at(typingctx, fn, trans, rows, cols, a, lda, x, beta, y):
 
 
 @njit(**OPTS)
+def _run_gemm(fns, t):
+    """One table row: a cblas_sgemm, or a cblas_sgemv when flagged."""
+    beta = np.float32(1.0) if t[9] & 2 else np.float32(0.0)
+    if t[9] & 4:   # c[0, :n] = a[0, :k] @ B: B's rows are c (B^T given) or a's
+        if t[9] & 1:
+            _sgemv_at(fns[1], NO_TRANS, t[1], t[2], t[5], t[6], t[3], beta, t[7])
+        else:
+            _sgemv_at(fns[1], TRANS, t[2], t[1], t[5], t[6], t[3], beta, t[7])
+    else:
+        trans_b = NO_TRANS + (TRANS - NO_TRANS) * (t[9] & 1)
+        _sgemm_at(fns[0], trans_b, t[0], t[1], t[2], t[3], t[4], t[5], t[6], beta, t[7], t[8])
+
+
+@njit(**OPTS)
 def _run_part(fns, table, p):
     for j in range(table.shape[1]):
         t = table[p, j]
         if t[0] > 0:
-            beta = np.float32(1.0) if t[9] & 2 else np.float32(0.0)
-            if t[9] & 4:   # c[0, :n] = a[0, :k] @ B: B's rows are c (B^T given) or a's
-                if t[9] & 1:
-                    _sgemv_at(fns[1], NO_TRANS, t[1], t[2], t[5], t[6], t[3], beta, t[7])
-                else:
-                    _sgemv_at(fns[1], TRANS, t[2], t[1], t[5], t[6], t[3], beta, t[7])
-            else:
-                trans_b = NO_TRANS + (TRANS - NO_TRANS) * (t[9] & 1)
-                _sgemm_at(fns[0], trans_b, t[0], t[1], t[2], t[3], t[4], t[5], t[6], beta, t[7], t[8])
+            _run_gemm(fns, t)
 
 
 @njit(**PAR)
@@ -515,3 +521,29 @@ def im2col_par(xp, cols, oy0, ow, sh, sw, dh, kwc, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         im2col(xp, cols, oy0, ow, sh, sw, dh, kwc, r0, r1)
+
+
+@njit(**OPTS)
+def _im2col_gemm_part(fns, table, chunks, xp, cols, ow, sh, sw, dh, kwc, out2d, bias, lo, hi, p):
+    for j in range(table.shape[1]):
+        t = table[p, j]
+        if t[0] > 0:
+            y0 = chunks[p, j]
+            im2col(xp, cols[p], y0, ow, sh, sw, dh, kwc, 0, t[0] // ow)
+            _run_gemm(fns, t)
+            bias_clip(out2d, bias, lo, hi, y0 * ow, y0 * ow + t[0])
+
+
+@njit(**PAR)
+def im2col_gemm_parts(fns, table, chunks, xp, cols, ow, sh, sw, dh, kwc, out2d, bias, lo, hi):
+    """A k x k conv with each thread on its own output rows, chunk by chunk: im2col into
+    its own cols[p], the chunk's GEMM (table[p, j], output rows from chunks[p, j]), bias
+    and clip, all while the chunk is in that core's cache, no barrier between the three."""
+    for p in prange(table.shape[0]):
+        _im2col_gemm_part(fns, table, chunks, xp, cols, ow, sh, sw, dh, kwc, out2d, bias, lo, hi, p)
+
+
+@njit(**OPTS)
+def im2col_gemm_serial(fns, table, chunks, xp, cols, ow, sh, sw, dh, kwc, out2d, bias, lo, hi):
+    for p in range(table.shape[0]):
+        _im2col_gemm_part(fns, table, chunks, xp, cols, ow, sh, sw, dh, kwc, out2d, bias, lo, hi, p)

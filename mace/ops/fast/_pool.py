@@ -151,6 +151,36 @@ class Pool:
                 self._call(par.gemm_clip_parts, fns, table, c, bias, lo, hi, spans)
         return run
 
+    def im2col_gemm(self, xp, cols, w, out2d, geo, rows: int, clip: tuple):
+        """One callable for a k x k conv of one image (xp its padded [Hp, Wp, C] input,
+        group 1, no column dilation): out2d = clip(im2col(xp) @ w + bias), the output rows
+        split across the threads, each running im2col, GEMM, bias and clip over chunks of
+        `rows` output rows in its own cols[p] ([parts, rows * ow, K]).
+        _loops.im2col_gemm_parts says why; clip is (bias, lo, hi)."""
+        parts, ow = cols.shape[0], geo.ow
+        work, starts = [], []
+        for p in range(parts):
+            r0, r1 = _range(geo.oh, p, parts, 1)
+            ys = range(r0, r1, rows)
+            work.append([(cols[p, :(min(r1, y + rows) - y) * ow], w,
+                          out2d[y * ow:min(r1, y + rows) * ow], 0.0, False) for y in ys])
+            starts.append(list(ys))
+        table = _table(work)
+        chunks = np.zeros(table.shape[:2], np.int64)
+        for p, ys in enumerate(starts):
+            chunks[p, :len(ys)] = ys
+        args = (self.fns, table, chunks, xp, cols, ow, geo.strides[0], geo.strides[1],
+                geo.dilations[0], geo.kw * geo.c, out2d) + tuple(clip)
+        par = self.par
+        self.made += 1
+
+        def run():
+            if _forked:
+                par.im2col_gemm_serial(*args)
+            else:
+                self._call(par.im2col_gemm_parts, *args)
+        return run
+
     def rows(self, name: str, args: tuple, rows: int, parts: int | None = None):
         """One callable running loop `name` over `rows` rows: `name`_par split into parts,
         or (after a fork) _loops.`name` over them all."""

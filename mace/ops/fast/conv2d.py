@@ -6,10 +6,12 @@ input itself (_conv_gemm.Pointwise); 3x3 stride 1 with arg `winograd` 2|4 (set
 by the mark_winograd pass from the .yml) -> Winograd where _winograd.pick_block
 says it pays; other k x k stride-1 convs on large maps -> kh*kw shifted GEMMs
 accumulating in place (_conv_shifted, bias and activation fused into its crop);
-everything else -> chunked im2col + GEMM (_conv_gemm.Im2col). GEMMs of at most
-_conv_gemm.SMALL_M rows run transposed. Bias and activation follow in place on
-the output: one compiled pass (_loops.bias_clip) when numba is there and the
-activation is a clip, else numpy's add and clip.
+everything else -> chunked im2col + GEMM (_conv_gemm.Im2col; on the compute pool
+each thread runs im2col, GEMM, bias and clip over its own output rows). GEMMs of
+at most _conv_gemm.SMALL_M rows run transposed. Bias and activation follow in
+place on the output where the algorithm has not fused them: one compiled pass
+(_loops.bias_clip) when numba is there and the activation is a clip, else
+numpy's add and clip.
 """
 from __future__ import annotations
 
@@ -59,7 +61,7 @@ def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=No
         return _winograd.Winograd(geo, w, block)
     if _conv_shifted.fits(geo):
         return _conv_shifted.Shifted(geo, w, bias, act, bounds)
-    return Im2col(geo, pack_filter(w, geo.group))
+    return Im2col(geo, pack_filter(w, geo.group), bias, bounds, act)
 
 
 @kernel("Conv2D", "cpu:fast")
