@@ -190,10 +190,11 @@ def test_a_blas_bound_reference_op_keeps_openblas_threads(two_threads):
 def test_shifted_conv_in_row_blocks_matches_reference(bias, monkeypatch, two_threads):
     """On the pool a shifted conv runs every tap on one accumulator block before the next:
     tiny blocks here (many per thread, the last one short), same numbers."""
-    from mace.ops.fast import _conv_shifted
+    from mace.ops.fast import _conv_shifted, conv2d
     monkeypatch.setattr(_conv_shifted, "BLOCK_BYTES", 64)
     monkeypatch.setattr(_conv_shifted, "BLOCK_MIN_ROWS", 7)
     monkeypatch.setattr(_conv_shifted, "MIN_CHANNELS", 0)
+    monkeypatch.setattr(conv2d, "PREFER_POOLED_IM2COL", False)
     x, consts, args = conv_case(np.random.default_rng(9), n=2, h=23, w=21, c=16, o=8, act="RELU",
                                 bias=bias)
     got, want, kern = run_both("Conv2D", x, consts, args)
@@ -225,6 +226,15 @@ def test_im2col_threads_run_their_own_rows_end_to_end(case, monkeypatch, two_thr
     node = engine.nodes[0]
     node.kernel.bind(node.inputs, node.outputs, engine.scratch)()
     close(node.outputs[0], want)
+
+
+def test_fused_im2col_is_preferred_to_shifted_gemms_on_the_pool(two_threads):
+    """A VGG-like 3x3 layer: shifted GEMMs off the pool (test_fast_kernels), the fused
+    im2col on it."""
+    x, consts, args = conv_case(np.random.default_rng(3), h=30, w=24, c=64, o=16, act="RELU")
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm == "im2col" and kern.algo.fused_epilogue
+    close(got, want)
 
 
 def test_im2col_with_an_activation_it_cannot_fuse_keeps_its_epilogue(two_threads):

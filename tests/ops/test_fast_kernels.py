@@ -13,6 +13,7 @@ from threadpoolctl import threadpool_limits
 
 from mace.ir.graph import Graph
 from mace.ops.fast import _cblas, _conv_dense, _conv_direct, _conv_gemm, _conv_shifted, _winograd
+from mace.ops.fast import conv2d as conv2d_fast
 from mace.runtime.engine import Engine
 from tests.ops.ir_graph import graph_of
 
@@ -114,6 +115,7 @@ def mode(request, monkeypatch):
             pytest.skip("numpy's BLAS is not an OpenBLAS whose cblas_sgemm mace can call")
         monkeypatch.setattr(_conv_shifted, "MIN_PIXELS", 0)
         monkeypatch.setattr(_conv_shifted, "MIN_CHANNELS", 0)
+        monkeypatch.setattr(conv2d_fast, "PREFER_POOLED_IM2COL", False)
     return request.param
 
 
@@ -133,10 +135,12 @@ def test_conv2d_matches_reference(case, mode, jit):
         assert kern.algorithm == "shifted"
 
 
-def test_shifted_is_chosen_for_large_stride1_maps():
-    """A VGG-like 3x3 layer takes the shifted GEMMs by default (cblas there), a 7x7 map does not."""
+def test_shifted_is_chosen_for_large_stride1_maps(monkeypatch):
+    """Off the compute pool a VGG-like 3x3 layer takes the shifted GEMMs (cblas there), a
+    7x7 map does not; on the pool (test_compute_pool) the fused im2col wins instead."""
     if _cblas.sgemm() is None:
         pytest.skip("numpy's BLAS is not an OpenBLAS whose cblas_sgemm mace can call")
+    monkeypatch.setenv("MACE_NO_POOL", "1")
     x, consts, args = conv_case(np.random.default_rng(3), h=30, w=24, c=64, o=16, act="RELU")
     got, want, kern = run_both("Conv2D", x, consts, args)
     assert kern.algorithm == "shifted"

@@ -15,9 +15,12 @@ Measured (2-core EPYC, OpenBLAS SkylakeX, 2 threads), against im2col + GEMM:
 inside ResNet-50 runs 56x56x64->64 0.72 vs 0.80 ms, 28x28x128->128 even; on its
 own (im2col buffer cold) 56x56x64 0.72 vs 1.32 and VGG's 224x224x64 12.2 vs 22.9;
 at 14x14 they are even and at 7x7 im2col wins (the GEMMs get too short), hence
-MIN_PIXELS. Each tap's GEMM has K = C, so few channels make poor
-GEMMs: MIN_CHANNELS (below 64 the compiled, pool-split im2col copy wins: SqueezeNet's
-27x27x32->128 0.17 vs 0.22 ms on the pool, even on one thread).
+MIN_PIXELS. Each tap's GEMM has K = C, so few channels make poor GEMMs:
+MIN_CHANNELS (below 64 the compiled im2col copy wins: SqueezeNet's 27x27x32->128
+0.17 vs 0.22 ms on the pool, even on one thread). On the compute pool
+conv2d.choose takes the fused per-thread im2col instead wherever that applies (it
+beats these timings now that its copy runs on the pool's threads:
+conv2d.PREFER_POOLED_IM2COL).
 """
 from __future__ import annotations
 
