@@ -24,8 +24,8 @@ RNG = np.random.default_rng(7)
 def jit(request, monkeypatch):
     """Run a test with the compiled loops (mace/ops/fast/_loops.py) split across the compute
     pool's two threads (mace/ops/fast/_pool.py), the same loops serial, and without them."""
-    from mace.ops.fast import (_conv_direct, _conv_shifted, _jit, _pool, conv2d, depthwise_conv2d,
-                               fully_connected, pooling, softmax)
+    from mace.ops.fast import (_conv_direct, _conv_gemm, _conv_shifted, _jit, _pool, conv2d,
+                               depthwise_conv2d, fully_connected, pooling, softmax, transpose)
     if request.param.startswith("numba") and _jit.loops() is None:
         pytest.skip("numba is not installed")
     if request.param == "numba":
@@ -37,7 +37,8 @@ def jit(request, monkeypatch):
     if request.param != "numba":
         monkeypatch.setenv("MACE_NO_POOL", "1")
     if request.param == "numpy":
-        for module in (_conv_direct, _conv_shifted, conv2d, depthwise_conv2d, fully_connected, pooling, softmax):
+        for module in (_conv_direct, _conv_gemm, _conv_shifted, conv2d, depthwise_conv2d, fully_connected,
+                       pooling, softmax, transpose):
             monkeypatch.setattr(module, "loops", lambda: None)
     return request.param
 
@@ -310,14 +311,16 @@ def test_scratch_is_one_region_sized_for_the_largest_kernel():
                                         ((1, 4, 6, 5, 3), [0, 2, 1, 4, 3]),
                                         ((1, 20, 19, 37), [0, 3, 1, 2]), ((2, 5, 3, 33, 1), [0, 4, 2, 3, 1]),
                                         ((45, 12), [1, 0]), ((1, 1, 8, 8), [0, 2, 3, 1]),
-                                        ((3, 1, 5), [1, 0, 2])])
-def test_transpose_matches_reference(shape, dims, monkeypatch):
+                                        ((3, 1, 5), [1, 0, 2]), ((1, 3, 40, 41), [0, 2, 3, 1])])
+def test_transpose_matches_reference(shape, dims, monkeypatch, jit):
     from mace.ops.fast import transpose
     monkeypatch.setattr(transpose, "MIN_ELEMENTS", 1)
     monkeypatch.setattr(transpose, "BLOCK_ROWS", 16)   # several blocks, the last one partial
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-    got, want, _ = run_both("Transpose", x, [], dict(dims=dims))
+    got, want, kern = run_both("Transpose", x, [], dict(dims=dims))
     np.testing.assert_array_equal(got, want)
+    if dims == [0, 2, 3, 1] and shape[1] > 1:   # an NCHW image -> NHWC: the compiled loop
+        assert (kern.narrow is not None) == (jit != "numpy")
 
 
 @pytest.mark.parametrize("shape,log", [((1, 10), 0), ((2, 3, 5, 7), 0), ((4, 1000), 1), ((3, 1), 0)])

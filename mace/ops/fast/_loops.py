@@ -292,6 +292,17 @@ def copy_cols(x, out, col, r0, r1):
 
 
 @njit(**OPTS)
+def narrow_transpose(x, out, r0, r1):
+    """out[i, j] = x[j, i] for out's rows r0:r1, x [R, C] with R small (an NCHW image's
+    channels): each of x's rows is read contiguously, the R-wide out rows written in turn."""
+    o = out[r0:r1]
+    for j in range(x.shape[0]):
+        xs = x[j, r0:r1]
+        for i in range(r1 - r0):
+            o[i, j] = xs[i]
+
+
+@njit(**OPTS)
 def im2col(xp, cols, oy0, ow, sh, sw, dh, kwc, r0, r1):
     """Output rows r0:r1 of an im2col chunk whose first row is output row oy0: the row
     of pixel (r, x) is its kh windows of kw*C contiguous floats of the [Hp, Wp, C]
@@ -547,3 +558,11 @@ def im2col_gemm_parts(fns, table, chunks, xp, cols, ow, sh, sw, dh, kwc, out2d, 
 def im2col_gemm_serial(fns, table, chunks, xp, cols, ow, sh, sw, dh, kwc, out2d, bias, lo, hi):
     for p in range(table.shape[0]):
         _im2col_gemm_part(fns, table, chunks, xp, cols, ow, sh, sw, dh, kwc, out2d, bias, lo, hi, p)
+
+
+@njit(**PAR)
+def narrow_transpose_par(x, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        narrow_transpose(x, out, r0, r1)
