@@ -335,18 +335,22 @@ def test_softmax_matches_reference(shape, log, jit):
 @pytest.mark.parametrize("act", ["", "RELU", "RELUX", "LEAKYRELU"])
 @pytest.mark.parametrize("bias", [True, False])
 @pytest.mark.parametrize("small", [True, False])
-def test_fully_connected_matches_reference(act, bias, small, jit, monkeypatch):
+@pytest.mark.parametrize("rows", [3, 1])
+def test_fully_connected_matches_reference(act, bias, small, rows, jit, monkeypatch):
+    """A small weight is one compiled loop; so is one input row on the pool (weight rows
+    split across its threads); else GEMM + epilogue."""
     from mace.ops.fast import fully_connected
     if not small:   # the GEMM + epilogue path
         monkeypatch.setattr(fully_connected, "SMALL_WEIGHT", 0)
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((3, 37)).astype(np.float32)
+    x = rng.standard_normal((rows, 37)).astype(np.float32)
     consts = [rng.standard_normal((11, 37)).astype(np.float32)]
     consts += [rng.standard_normal(11).astype(np.float32)] if bias else []
     args = dict(activation=act, max_limit=1.5, activation_coefficient=0.1) if act else {}
     got, want, kern = run_both("FullyConnected", x, consts, args)
     close(got, want)
-    assert kern.small == (small and jit != "numpy" and act != "LEAKYRELU")
+    looped = small or (rows == 1 and jit == "numba")
+    assert kern.small == (looped and jit != "numpy" and act != "LEAKYRELU")
 
 
 def test_reshape_matches_reference():

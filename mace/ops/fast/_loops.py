@@ -236,15 +236,18 @@ def softmax_rows(x, log, out):
 
 
 @njit(**OPTS)
-def dense_rows(x, w, bias, lo, hi, out):
-    """out[r, o] = clip(bias[o] + sum_k x[r, k] * w[o, k]): a small FullyConnected whole."""
-    rows, k = x.shape
-    for r in range(rows):
-        for o in range(w.shape[0]):
-            acc = 0.0
+def dense_rows(x, w, bias, lo, hi, out, r0, r1):
+    """out[r, o] = clip(bias[o] + sum_k x[r, k] * w[o, k]) for weight rows o in r0:r1: a
+    FullyConnected with a few input rows, the weight streamed once per input row."""
+    for r in range(x.shape[0]):
+        xr, orow = x[r], out[r]
+        k = xr.shape[0]
+        for o in range(r0, r1):
+            wr = w[o]
+            acc = np.float32(0.0)
             for i in range(k):
-                acc += x[r, i] * w[o, i]
-            out[r, o] = min(max(acc + bias[o], lo), hi)
+                acc += xr[i] * wr[i]
+            orow[o] = min(max(acc + bias[o], lo), hi)
 
 
 @njit(**OPTS)
@@ -623,3 +626,11 @@ def narrow_transpose_par(x, out, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         narrow_transpose(x, out, r0, r1)
+
+
+@njit(**PAR)
+def dense_rows_par(x, w, bias, lo, hi, out, parts):
+    rows = w.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        dense_rows(x, w, bias, lo, hi, out, r0, r1)
