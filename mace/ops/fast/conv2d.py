@@ -8,11 +8,10 @@ says it pays; on the compute pool, where each thread can run im2col, GEMM, bias
 and clip over its own output rows, that (_conv_gemm.Im2col); else k x k stride-1
 convs on large maps -> kh*kw shifted GEMMs accumulating in place (_conv_shifted,
 bias and activation fused into its crop); everything else -> chunked im2col +
-GEMM (_conv_gemm.Im2col). GEMMs of
-at most _conv_gemm.SMALL_M rows run transposed. Bias and activation follow in
-place on the output where the algorithm has not fused them: one compiled pass
-(_loops.bias_clip) when numba is there and the activation is a clip, else
-numpy's add and clip.
+GEMM (_conv_gemm.Im2col). GEMMs of at most _conv_gemm.SMALL_M rows run
+transposed. Bias and activation follow in place on the output where the
+algorithm has not fused them: one compiled pass (_loops.bias_clip) when numba is
+there and the activation is a clip, else numpy's add and clip.
 """
 from __future__ import annotations
 

@@ -72,7 +72,8 @@ class PoolingFast(FastKernel):
         if self.global_pool:
             reduce = np.max if self.is_max else np.mean
             return partial(reduce, x, axis=(1, 2), keepdims=True, out=out)
-        if self.compiled:
+        if self.compiled:   # the loop reads whole input rows flat: a C-contiguous input
+            x = x if x.flags.c_contiguous else np.ascontiguousarray(x)   # (arena tensors are)
             return loop("pool", (x, *self.loop_args, out), out.shape[0] * out.shape[1],
                         x.size + out.size)
         bufs = carve(scratch, self.specs)
