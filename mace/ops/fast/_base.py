@@ -40,6 +40,11 @@ class FastKernel(Kernel):
         self.bind(inputs, outputs, None)()
 
 
+def loop_bias(bias, n: int) -> np.ndarray:
+    """The bias the compiled bias + clip loops take: `bias`, or n zeros where there is none."""
+    return np.zeros(n, np.float32) if bias is None else bias
+
+
 def clip_bounds(act: dict, dtype=np.float32):
     """(lo, hi) of the tensor's type when the fused activation is a clip (none: -inf, inf),
     else None (LEAKYRELU, TANH, ... need apply_activation)."""

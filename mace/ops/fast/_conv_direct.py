@@ -13,6 +13,7 @@ from functools import partial
 
 import numpy as np
 
+from mace.ops.fast._base import loop_bias
 from mace.ops.fast._conv_gemm import ConvGeometry
 from mace.ops.fast._jit import loops
 
@@ -33,7 +34,7 @@ class Direct:
     def __init__(self, geo: ConvGeometry, w: np.ndarray, bias, bounds):
         self.geo, self.specs = geo, []
         self.wmat = np.ascontiguousarray(np.asarray(w, np.float32).transpose(2, 3, 1, 0))  # kh kw C O
-        self.bias = np.zeros(geo.o, np.float32) if bias is None else bias
+        self.bias = loop_bias(bias, geo.o)
         self.bounds = bounds
 
     def steps(self, x, out, scratch) -> list:

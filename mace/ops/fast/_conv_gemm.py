@@ -19,6 +19,7 @@ from functools import partial
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from mace.ops.fast._base import loop_bias
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import active, by_rows, loop, matmul
@@ -78,6 +79,17 @@ def is_pointwise(g: ConvGeometry) -> bool:
     return (g.kh, g.kw) == (1, 1) and not any(g.pads)
 
 
+def per_thread_parts(geo: ConvGeometry, bounds) -> int:
+    """Threads that each run im2col, GEMM, bias and clip over their own output rows
+    (Pool.im2col_gemm), or 0: on the pool, group 1, no column dilation, an activation that
+    is a clip (or none: `bounds` from clip_bounds), rows enough and C split by rows."""
+    pool = active()
+    if pool is None or geo.group != 1 or geo.dilations[1] != 1 or bounds is None:
+        return 0
+    parts = pool.width()
+    return parts if geo.oh >= parts and by_rows(geo.oh * geo.ow, geo.o, parts) else 0
+
+
 def small_m(geo: ConvGeometry, rows: int) -> bool:
     """Transpose this GEMM for OpenBLAS's threading (the pool splits columns itself)."""
     return geo.group == 1 and rows <= SMALL_M and sgemm() is not None and active() is None
@@ -111,7 +123,7 @@ class Pointwise:
         self.fused_epilogue = (pool is not None and bounds is not None and geo.group == 1
                                and by_rows(m, geo.o, pool.width()))
         if self.fused_epilogue:
-            self.clip = (np.zeros(geo.o, np.float32) if bias is None else bias,) + tuple(bounds)
+            self.clip = (loop_bias(bias, geo.o),) + tuple(bounds)
 
     def steps(self, x, out, scratch) -> list:
         g = self.geo
@@ -142,7 +154,7 @@ class Pointwise:
 class Im2col:
     """k x k conv: copy each chunk of windows into `cols`, then one GEMM per chunk and group."""
 
-    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None, act=None):
+    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None):
         self.geo, self.wmat = geo, wmat
         k = geo.kh * geo.kw * geo.cg
         min_rows = -(-MIN_CHUNK_FILTERS * geo.og // geo.ow)
@@ -152,18 +164,14 @@ class Im2col:
         if self.transposed:
             self.rows = geo.oh
         self.padded = any(geo.pads)
-        # on the pool, where C splits by rows: each thread im2col's, multiplies, adds the
-        # bias and clips its own rows chunk by chunk (Pool.im2col_gemm), cols[p] its own
-        pool = active()
-        self.parts = pool.width() if pool is not None else 1
-        self.fused_epilogue = (pool is not None and geo.group == 1 and geo.dilations[1] == 1
-                               and (bounds is not None or act is None) and not self.transposed
-                               and geo.oh >= self.parts and by_rows(geo.oh * geo.ow, geo.o, self.parts))
+        # each thread im2col's, multiplies, adds the bias and clips its own rows chunk by
+        # chunk (Pool.im2col_gemm), cols[p] its own
+        self.parts = per_thread_parts(geo, bounds) or 1
+        self.fused_epilogue = self.parts > 1
         if self.fused_epilogue:
             self.rows = min(self.rows, -(-geo.oh // self.parts))
-            lo, hi = bounds if bounds is not None else (-np.inf, np.inf)
-            self.clip = (np.zeros(geo.o, np.float32) if bias is None else bias, np.float32(lo), np.float32(hi))
-        self.specs = [(((self.parts if self.fused_epilogue else 1) * self.rows * geo.ow, k), np.float32)]
+            self.clip = (loop_bias(bias, geo.o),) + tuple(bounds)
+        self.specs = [((self.parts * self.rows * geo.ow, k), np.float32)]
         if self.padded:
             self.specs.append(((geo.n,) + geo.padded_hw + (geo.c,), np.float32))
         if self.transposed:

@@ -22,10 +22,11 @@ import numpy as np
 from mace.ops._common import activation_args
 from mace.ops.conv2d import conv_geometry
 from mace.ops.fast import _conv_dense, _conv_direct, _conv_shifted, _winograd
-from mace.ops.fast._base import F32, FastKernel, activation_fn, carve, clip_bounds, scratch_size, sequence
+from mace.ops.fast._base import (F32, FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size,
+                                 sequence)
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
-from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter
+from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter, per_thread_parts
 from mace.ops.registry import kernel
 
 
@@ -65,12 +66,9 @@ def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=No
     block = _winograd.pick_block(geo, winograd)
     if block:
         return _winograd.Winograd(geo, w, block)
-    im2col = Im2col(geo, pack_filter(w, geo.group), bias, bounds, act)
-    if im2col.fused_epilogue and PREFER_POOLED_IM2COL:
-        return im2col
-    if _conv_shifted.fits(geo):
+    if _conv_shifted.fits(geo) and not (PREFER_POOLED_IM2COL and per_thread_parts(geo, bounds)):
         return _conv_shifted.Shifted(geo, w, bias, act, bounds)
-    return im2col
+    return Im2col(geo, pack_filter(w, geo.group), bias, bounds)
 
 
 @kernel("Conv2D", "cpu:fast")
@@ -106,7 +104,7 @@ def epilogue(out, bias, act, bounds=None) -> list:
     out2d = out.reshape(-1, out.shape[-1])
     fused = loops() if bounds is not None and (bias is not None or act is not None) else None
     if fused is not None:   # np.clip alone costs ~2 us of call overhead on a small tensor
-        bias = np.zeros(out2d.shape[-1], np.float32) if bias is None else bias
+        bias = loop_bias(bias, out2d.shape[-1])
         return [loop("bias_clip", (out2d, bias, *bounds), out2d.shape[0], out2d.size)]
     return ([partial(np.add, out2d, bias, out=out2d)] if bias is not None else []) + \
         ([partial(act, out2d)] if act is not None else [])

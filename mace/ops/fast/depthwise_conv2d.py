@@ -18,7 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mace.ops._common import activation_args
-from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, scratch_size, sequence
+from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size, sequence
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.fast._conv_gemm import pad_steps
@@ -60,7 +60,7 @@ class DepthwiseConv2dFast(FastKernel):
         # activations other than a clip run after the loop, with no clip inside it
         self.after = None if bounds is not None else self.act
         self.lo, self.hi = bounds or clip_bounds({})
-        self.loop_bias = np.zeros(g.c, np.float32) if self.bias is None else self.bias
+        self.loop_bias = loop_bias(self.bias, g.c)
         self.loop_args = (g.strides[0], g.strides[1], g.dilations[0], g.dilations[1],
                           g.pads[0], g.pads[1])
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from mace.ops import fully_connected as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args
-from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds, sequence
+from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds, loop_bias, sequence
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import active, loop, matmul
 from mace.ops.fast.conv2d import epilogue
@@ -49,7 +49,7 @@ class FullyConnectedFast(FastKernel):
                       and (self.wt.size <= SMALL_WEIGHT or (rows == 1 and active() is not None)))
         if self.small:
             self.w = np.ascontiguousarray(self.wt.T)   # the (O, K) weight itself, no copy
-            self.loop_bias = np.zeros(self.w.shape[0], np.float32) if self.bias is None else self.bias
+            self.loop_bias = loop_bias(self.bias, self.w.shape[0])
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]

@@ -90,8 +90,8 @@ class TransposeFast(FastKernel):
     def setup(self, ctx):
         self.dims = _dims(ctx)
         self.reshape = moves_only_unit_axes(ctx)
-        self.swap = swap_shape(ctx.input_shapes[0], self.dims) if worth_blocking(ctx) else None
         swap = swap_shape(ctx.input_shapes[0], self.dims)
+        self.swap = swap if worth_blocking(ctx) else None
         # an NCHW image -> NHWC: a compiled loop (on the pool's threads when it is there)
         self.narrow = swap if (swap is not None and swap[1] <= SMALL_AXIS and worth_splitting(ctx)
                                and loops() is not None) else None
