@@ -194,7 +194,7 @@ def test_shifted_conv_in_row_blocks_matches_reference(bias, monkeypatch, two_thr
     monkeypatch.setattr(_conv_shifted, "BLOCK_BYTES", 64)
     monkeypatch.setattr(_conv_shifted, "BLOCK_MIN_ROWS", 7)
     monkeypatch.setattr(_conv_shifted, "MIN_CHANNELS", 0)
-    monkeypatch.setattr(conv2d, "PREFER_POOLED_IM2COL", False)
+    monkeypatch.setattr(conv2d, "PREFER_PACKED_IM2COL", False)
     x, consts, args = conv_case(np.random.default_rng(9), n=2, h=23, w=21, c=16, o=8, act="RELU",
                                 bias=bias)
     got, want, kern = run_both("Conv2D", x, consts, args)

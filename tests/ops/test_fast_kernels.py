@@ -116,7 +116,7 @@ def mode(request, monkeypatch):
             pytest.skip("numpy's BLAS is not an OpenBLAS whose cblas_sgemm mace can call")
         monkeypatch.setattr(_conv_shifted, "MIN_PIXELS", 0)
         monkeypatch.setattr(_conv_shifted, "MIN_CHANNELS", 0)
-        monkeypatch.setattr(conv2d_fast, "PREFER_POOLED_IM2COL", False)
+        monkeypatch.setattr(conv2d_fast, "PREFER_PACKED_IM2COL", False)
     return request.param
 
 

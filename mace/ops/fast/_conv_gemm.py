@@ -1,15 +1,16 @@
 """Convolution as GEMM on NHWC buffers: 1x1 convs straight on the input, others via im2col.
 
-Both run per (image, group) with numpy's matmul into `out` (row stride O, so a
-group's columns are a strided view, no copy). im2col copies the windows of one
-chunk of output rows at a time into scratch (_loops.im2col, split across the
-compute pool's threads; numpy's copy of an as_strided view without numba), the
-chunk sized so it stays in cache while the GEMM reads it (a full 50176x576 VGG
-im2col buffer is 115 MB) but not so small that re-packing the filter per GEMM
-costs more than the cache saves. On the pool, where the product splits by rows,
-each thread does the whole conv for its own rows in one step (Pool.im2col_gemm:
-copy, GEMM, bias and clip per chunk, no barriers between them; ResNet-50's first
-conv 1.18 -> 1.06 ms, its 56x56x64 3x3 0.81 -> 0.75).
+Where it can (Panels: group 1, a clip activation or none, the compiled loops there)
+the GEMM is our own packed one (_loops.pgemm): the filter packed once at load, bias
+and clip fused, split across the compute pool's threads by rows or by filter panels,
+and a k x k conv's threads each im2col, multiply and clip their own output rows in
+one step. Otherwise numpy's matmul / OpenBLAS per (image, group) into `out` (row
+stride O, so a group's columns are a strided view, no copy).
+
+im2col copies the windows of one chunk of output rows at a time into scratch
+(_loops.im2col; numpy's copy of an as_strided view without numba), the chunk sized
+so it stays in cache while the GEMM reads it (a full 50176x576 VGG im2col buffer is
+115 MB).
 """
 from __future__ import annotations
 
@@ -19,10 +20,9 @@ from functools import partial
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from mace.ops.fast._base import loop_bias
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import active, by_rows, loop, matmul
+from mace.ops.fast._pool import active, by_rows, gemm_width, loop, matmul
 
 # im2col chunk: output rows whose columns fit in this many bytes. Measured on the
 # VGG-19 / ResNet-50 3x3 layers (AMD EPYC, 1-2 threads): 2 MiB beats a full buffer
@@ -33,8 +33,8 @@ CHUNK_BYTES = 2 << 20
 # short, wide products better (49x2048x512: 0.41 -> 0.37 ms, 49x1024x2048: 0.84 ->
 # 0.68 ms, the copy included; at 196 rows the plain product wins).
 SMALL_M = 64
-# ... but a chunk holds at least this many filters' worth of columns (pixels >= 2 * O):
-# OpenBLAS re-packs the whole filter for every GEMM, and a 3x3x512x512 one is 9.4 MB
+# ... but for OpenBLAS a chunk holds at least this many filters' worth of columns (pixels
+# >= 2 * O): it re-packs the whole filter for every GEMM, and a 3x3x512x512 one is 9.4 MB
 # (VGG's 28x28x512 conv: 14.3 ms in 112-pixel chunks, 10.1 ms in one 784-pixel chunk).
 MIN_CHUNK_FILTERS = 2
 
@@ -79,15 +79,44 @@ def is_pointwise(g: ConvGeometry) -> bool:
     return (g.kh, g.kw) == (1, 1) and not any(g.pads)
 
 
-def per_thread_parts(geo: ConvGeometry, bounds) -> int:
-    """Threads that each run im2col, GEMM, bias and clip over their own output rows
-    (Pool.im2col_gemm), or 0: on the pool, group 1, no column dilation, an activation that
-    is a clip (or none: `bounds` from clip_bounds), rows enough and C split by rows."""
-    pool = active()
-    if pool is None or geo.group != 1 or geo.dilations[1] != 1 or bounds is None:
+def packed_width(geo: ConvGeometry, bounds) -> int:
+    """Threads for _loops' packed GEMM (Panels), or 0 to keep OpenBLAS's: the compiled
+    loops, group 1, no column dilation (im2col's runs), an activation that is a clip (or
+    none: `bounds` from clip_bounds), and GEMMs not left to OpenBLAS's threads."""
+    if loops() is None or geo.group != 1 or geo.dilations[1] != 1 or bounds is None:
         return 0
-    parts = pool.width()
-    return parts if geo.oh >= parts and by_rows(geo.oh * geo.ow, geo.o, parts) else 0
+    return gemm_width()
+
+
+class Panels:
+    """out = clip(a @ W + bias, lo, hi) through _loops' packed GEMM: W [K, N] packed once
+    into panels [ceil(N / NR), K, NR] (zero-padded), bias padded to match. A product splits
+    across `parts` threads by rows of a, or by panels where a is short and W wide (each
+    thread then streams only its own part of W: ResNet-50's 49-row layers)."""
+
+    def __init__(self, wmat: np.ndarray, bias, bounds, parts: int):
+        lib = loops()
+        k, n = wmat.shape
+        count = -(-n // lib.NR)
+        self.panels = np.zeros((count, k, lib.NR), np.float32)
+        for j in range(count):
+            block = wmat[:, j * lib.NR:(j + 1) * lib.NR]
+            self.panels[j, :, :block.shape[1]] = block
+        self.bias = np.zeros(count * lib.NR, np.float32)
+        if bias is not None:
+            self.bias[:n] = bias
+        self.lo, self.hi = (np.float32(v) for v in bounds)
+        self.parts = parts
+
+    def args(self, a2d, out2d) -> tuple:
+        return (a2d, self.panels, self.bias, self.lo, self.hi, out2d)
+
+    def step(self, a2d, out2d):
+        m, n = out2d.shape
+        work = m * a2d.shape[1] * n
+        if self.parts == 1 or by_rows(m, n, self.parts):
+            return loop("pgemm", self.args(a2d, out2d), m, work, self.parts)
+        return loop("pgemm_panels", self.args(a2d, out2d), len(self.panels), work, self.parts)
 
 
 def small_m(geo: ConvGeometry, rows: int) -> bool:
@@ -111,19 +140,21 @@ class Pointwise:
     """1x1 conv, no padding: out[:, grp] = x[:, grp] @ W[grp]; a stride > 1 subsamples first."""
 
     def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None):
-        self.geo, self.wmat = geo, wmat
+        self.geo = geo
         strided = tuple(geo.strides) != (1, 1)
         self.specs = [((geo.n, geo.oh, geo.ow, geo.c), np.float32)] if strided else []
         m = geo.n * geo.oh * geo.ow
+        width = packed_width(geo, bounds)
+        # the packed GEMM adds the bias and clips (Conv2DFast skips its epilogue)
+        self.fused_epilogue = width > 0
+        if self.fused_epilogue:
+            self.gemm = Panels(wmat[0], bias, bounds, width)
+            self.wmat = self.gemm.panels
+            return
+        self.wmat = wmat
         self.transposed = Transposed(wmat[0], m) if small_m(geo, m) else None
         if self.transposed:
             self.specs.append(self.transposed.spec)
-        # on the pool, bias + clip fused into each thread's rows (Conv2DFast skips its epilogue)
-        pool = active()
-        self.fused_epilogue = (pool is not None and bounds is not None and geo.group == 1
-                               and by_rows(m, geo.o, pool.width()))
-        if self.fused_epilogue:
-            self.clip = (loop_bias(bias, geo.o),) + tuple(bounds)
 
     def steps(self, x, out, scratch) -> list:
         g = self.geo
@@ -133,44 +164,54 @@ class Pointwise:
             sub = x[:, ::g.strides[0], ::g.strides[1], :][:, :g.oh, :g.ow, :]
             steps.append(partial(np.copyto, src, sub))
         x2d, out2d = src.reshape(-1, g.c), out.reshape(-1, g.o)
+        if self.fused_epilogue:
+            return steps + [self.gemm.step(x2d, out2d)]
         if self.transposed:
             return steps + self.transposed.steps(x2d, out2d, scratch[-1])
-        pool = active()
-        fused = pool.gemm_clip(x2d, self.wmat[0], out2d, *self.clip) \
-            if pool is not None and self.fused_epilogue else None
-        if fused is not None:
-            return steps + [fused]
         groups = [(x2d[:, i * g.cg:(i + 1) * g.cg], self.wmat[i], out2d[:, i * g.og:(i + 1) * g.og])
                   for i in range(g.group)]
+        pool = active()
         if pool is not None:   # the groups side by side (each alone is OpenBLAS's one-thread size)
             steps.append(pool.gemms([[(a, w, o, 0.0, False)] for a, w, o in groups]))
         else:
             steps += [partial(np.matmul, a, w, out=o) for a, w, o in groups]
-        if self.fused_epilogue:   # promised at setup, but the pool has changed since
-            steps.append(loop("bias_clip", (out2d,) + self.clip, out2d.shape[0], out2d.size))
         return steps
 
 
 class Im2col:
-    """k x k conv: copy each chunk of windows into `cols`, then one GEMM per chunk and group."""
+    """k x k conv: copy each chunk of windows into `cols`, then one GEMM per chunk and group.
+
+    With the packed GEMM (Panels) and rows enough, each of its threads does the whole conv
+    for its own output rows, chunk by chunk in its own cols[p] (_loops.im2col_pgemm: copy,
+    GEMM, bias and clip while the chunk is in that core's cache, no barrier between them);
+    where the product splits by panels instead, the copy and the GEMM are steps of their
+    own. Otherwise OpenBLAS's GEMMs, chunk by chunk."""
 
     def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None):
-        self.geo, self.wmat = geo, wmat
+        self.geo = geo
         k = geo.kh * geo.kw * geo.cg
-        min_rows = -(-MIN_CHUNK_FILTERS * geo.og // geo.ow)
-        self.rows = max(1, min(geo.oh, max(min_rows, CHUNK_BYTES // max(geo.ow * k * 4, 1))))
-        # a small map is one chunk per image, its GEMM transposed
-        self.transposed = Transposed(wmat[0], geo.oh * geo.ow) if small_m(geo, geo.oh * geo.ow) else None
-        if self.transposed:
-            self.rows = geo.oh
+        self.rows = max(1, min(geo.oh, CHUNK_BYTES // max(geo.ow * k * 4, 1)))
         self.padded = any(geo.pads)
-        # each thread im2col's, multiplies, adds the bias and clips its own rows chunk by
-        # chunk (Pool.im2col_gemm), cols[p] its own
-        self.parts = per_thread_parts(geo, bounds) or 1
-        self.fused_epilogue = self.parts > 1
+        self.transposed = None
+        width = packed_width(geo, bounds)
+        self.fused_epilogue = width > 0
+        self.parts, self.per_thread = 1, False
         if self.fused_epilogue:
-            self.rows = min(self.rows, -(-geo.oh // self.parts))
-            self.clip = (loop_bias(bias, geo.o),) + tuple(bounds)
+            self.gemm = Panels(wmat[0], bias, bounds, width)
+            self.wmat = self.gemm.panels
+            # each thread its own rows, unless the product is short and wide (then by panels)
+            if width == 1 or (geo.oh >= width and by_rows(geo.oh * geo.ow, geo.o, width)):
+                self.parts, self.per_thread = width, True
+                self.rows = min(self.rows, -(-geo.oh // width))
+        else:
+            self.wmat = wmat
+            # OpenBLAS re-packs the filter per GEMM: chunks of at least MIN_CHUNK_FILTERS
+            min_rows = -(-MIN_CHUNK_FILTERS * geo.og // geo.ow)
+            self.rows = max(self.rows, min(geo.oh, min_rows))
+            # a small map is one chunk per image, its GEMM transposed
+            if small_m(geo, geo.oh * geo.ow):
+                self.transposed = Transposed(wmat[0], geo.oh * geo.ow)
+                self.rows = geo.oh
         self.specs = [((self.parts * self.rows * geo.ow, k), np.float32)]
         if self.padded:
             self.specs.append(((geo.n,) + geo.padded_hw + (geo.c,), np.float32))
@@ -190,6 +231,10 @@ class Im2col:
                           (s1 * g.strides[0], s2 * g.strides[1], s1 * g.dilations[0],
                            s2 * g.dilations[1], s3), writeable=False)
 
+    def compiled_copy(self, xp) -> bool:
+        g = self.geo
+        return loops() is not None and g.group == 1 and g.dilations[1] == 1 and xp.flags.c_contiguous
+
     def copy_step(self, xp, image: int, grp: int, r0: int, r1: int, chunk):
         """The step filling `chunk` with output rows r0:r1's windows: the compiled loop
         (split across the pool's threads when there is one) where each kernel row's taps
@@ -197,7 +242,7 @@ class Im2col:
         short runs faster than numpy (14x14x256 3x3: 28 vs 68 us on one thread) and is
         the only copy the pool can split (ResNet-50's 7x7 first conv: 1.47 -> 1.18 ms)."""
         g = self.geo
-        if loops() is not None and g.group == 1 and g.dilations[1] == 1 and xp.flags.c_contiguous:
+        if self.compiled_copy(xp):
             args = (xp[image], chunk, r0, g.ow, g.strides[0], g.strides[1], g.dilations[0], g.kw * g.c)
             return loop("im2col", args, r1 - r0, chunk.size)
         win = self.windows(xp, image, grp)[r0:r1]
@@ -210,11 +255,13 @@ class Im2col:
             xp = scratch[1]
             steps += pad_steps(xp, x, g.pads)
         out4 = out.reshape(g.n, g.oh, g.ow, g.o)
-        pool = active()
-        if self.fused_epilogue and pool is not None and pool.width() == self.parts and xp.flags.c_contiguous:
+        if self.per_thread and self.compiled_copy(xp):   # one step per image
             cols3 = cols.reshape(self.parts, self.rows * g.ow, -1)
-            return steps + [pool.im2col_gemm(xp[image], cols3, self.wmat[0], out4[image].reshape(-1, g.o),
-                                             g, self.rows, self.clip) for image in range(g.n)]
+            for image in range(g.n):
+                args = (xp[image], cols3, g.ow, g.strides[0], g.strides[1], g.dilations[0], g.kw * g.c,
+                        self.rows) + self.gemm.args(None, out4[image].reshape(-1, g.o))[1:]
+                steps.append(loop("im2col_pgemm", args, g.oh, out4[image].size * cols.shape[1], self.parts))
+            return steps
         for image in range(g.n):
             for r0 in range(0, g.oh, self.rows):
                 r1 = min(g.oh, r0 + self.rows)
@@ -222,12 +269,12 @@ class Im2col:
                 out2d = out4[image, r0:r1].reshape(-1, g.o)
                 for grp in range(g.group):
                     steps.append(self.copy_step(xp, image, grp, r0, r1, chunk))
-                    if self.transposed:
+                    if self.fused_epilogue:
+                        steps.append(self.gemm.step(chunk, out2d))
+                    elif self.transposed:
                         steps += self.transposed.steps(chunk, out2d, scratch[-1])
-                        continue
-                    steps.append(matmul(chunk, self.wmat[grp], out2d[:, grp * g.og:(grp + 1) * g.og]))
-        if self.fused_epilogue:   # promised at setup, but the pool has changed since
-            steps.append(loop("bias_clip", (out.reshape(-1, g.o),) + self.clip, g.n * g.oh * g.ow, out.size))
+                    else:
+                        steps.append(matmul(chunk, self.wmat[grp], out2d[:, grp * g.og:(grp + 1) * g.og]))
         return steps
 
 

@@ -17,10 +17,8 @@ own (im2col buffer cold) 56x56x64 0.72 vs 1.32 and VGG's 224x224x64 12.2 vs 22.9
 at 14x14 they are even and at 7x7 im2col wins (the GEMMs get too short), hence
 MIN_PIXELS. Each tap's GEMM has K = C, so few channels make poor GEMMs:
 MIN_CHANNELS (below 64 the compiled im2col copy wins: SqueezeNet's 27x27x32->128
-0.17 vs 0.22 ms on the pool, even on one thread). On the compute pool
-conv2d.choose takes the fused per-thread im2col instead wherever that applies (it
-beats these timings now that its copy runs on the pool's threads:
-conv2d.PREFER_POOLED_IM2COL).
+0.17 vs 0.22 ms on the pool, even on one thread). conv2d.choose takes im2col into
+the packed GEMM instead wherever that applies (conv2d.PREFER_PACKED_IM2COL).
 """
 from __future__ import annotations
 

@@ -129,58 +129,6 @@ class Pool:
                 self._call(par.gemm_parts, fns, table)
         return run
 
-    def gemm_clip(self, a, b, c, bias, lo, hi):
-        """One callable for c = clip(a @ b + bias, lo, hi), c's rows split across the threads,
-        each adding the bias and clipping its rows right after its GEMM (still in its cache:
-        no second pass over c from memory); None where c splits better by columns."""
-        parts = self.width()
-        if not by_rows(*c.shape, parts):
-            return None
-        work = [[piece] for p in range(parts)
-                for piece in [_slice((a, b, c, 0.0, False), p, parts)] if piece is not None]
-        spans = np.array([_range(c.shape[0], p, parts, ROW_ALIGN) for p in range(len(work))], np.int64)
-        table = _table(work)
-        keep = (a, b, c)
-        par, fns = self.par, self.fns
-        self.made += 1
-
-        def run(_keep=keep):
-            if _forked:
-                par.gemm_clip_serial(fns, table, c, bias, lo, hi, spans)
-            else:
-                self._call(par.gemm_clip_parts, fns, table, c, bias, lo, hi, spans)
-        return run
-
-    def im2col_gemm(self, xp, cols, w, out2d, geo, rows: int, clip: tuple):
-        """One callable for a k x k conv of one image (xp its padded [Hp, Wp, C] input,
-        group 1, no column dilation): out2d = clip(im2col(xp) @ w + bias), the output rows
-        split across the threads, each running im2col, GEMM, bias and clip over chunks of
-        `rows` output rows in its own cols[p] ([parts, rows * ow, K]).
-        _loops.im2col_gemm_parts says why; clip is (bias, lo, hi)."""
-        parts, ow = cols.shape[0], geo.ow
-        work, starts = [], []
-        for p in range(parts):
-            r0, r1 = _range(geo.oh, p, parts, 1)
-            ys = range(r0, r1, rows)
-            work.append([(cols[p, :(min(r1, y + rows) - y) * ow], w,
-                          out2d[y * ow:min(r1, y + rows) * ow], 0.0, False) for y in ys])
-            starts.append(list(ys))
-        table = _table(work)
-        chunks = np.zeros(table.shape[:2], np.int64)
-        for p, ys in enumerate(starts):
-            chunks[p, :len(ys)] = ys
-        args = (self.fns, table, chunks, xp, cols, ow, geo.strides[0], geo.strides[1],
-                geo.dilations[0], geo.kw * geo.c, out2d) + tuple(clip)
-        par = self.par
-        self.made += 1
-
-        def run():
-            if _forked:
-                par.im2col_gemm_serial(*args)
-            else:
-                self._call(par.im2col_gemm_parts, *args)
-        return run
-
     def rows(self, name: str, args: tuple, rows: int, parts: int | None = None):
         """One callable running loop `name` over `rows` rows: `name`_par split into parts,
         or (after a fork) _loops.`name` over them all."""
@@ -203,13 +151,28 @@ def active() -> Pool | None:
     return p if p is not None and not p.suspended and p.width() > 1 else None
 
 
-def loop(name: str, args: tuple, rows: int, work: int):
+def gemm_width() -> int:
+    """Threads _loops' packed GEMM gets: the active pool's width; 1 where GEMMs would run
+    on one thread anyway (no pool thread but ours, OpenBLAS held at one); 0 where they
+    are better left to OpenBLAS's own threads (no pool, OpenBLAS on several)."""
+    p = pool()
+    if p is None:
+        from mace.ops.fast._cblas import openblas
+        threads = _blas_threads(openblas()) if openblas() is not None else None
+        return 1 if threads is not None and threads[0]() == 1 else 0
+    if p.suspended:
+        return 0
+    return p.width()
+
+
+def loop(name: str, args: tuple, rows: int, work: int, parts: int | None = None):
     """A step running compiled loop `name` (mace/ops/fast/_loops.py) over rows 0:rows:
     split across the pool when it is active and `work` (elements touched) pays for the
-    launch, else the serial loop in the calling thread."""
+    launch, else the serial loop in the calling thread. `parts`: split into exactly
+    that many (a loop whose scratch was sized for them at load; 1: never split)."""
     p = active()
-    if p is not None and work >= MIN_PARALLEL_WORK and rows > 1:
-        return p.rows(name, args, rows)
+    if p is not None and work >= MIN_PARALLEL_WORK and rows > 1 and parts != 1:
+        return p.rows(name, args, rows, parts)
     from mace.ops.fast._jit import loops
     return partial(getattr(loops(), name), *args, 0, rows)
 

@@ -4,11 +4,12 @@ tiny convs -> one compiled loop with the epilogue fused (_conv_direct, numba);
 tiny maps -> one dense matrix (_conv_dense); 1x1 without pads -> GEMM on the
 input itself (_conv_gemm.Pointwise); 3x3 stride 1 with arg `winograd` 2|4 (set
 by the mark_winograd pass from the .yml) -> Winograd where _winograd.pick_block
-says it pays; on the compute pool, where each thread can run im2col, GEMM, bias
-and clip over its own output rows, that (_conv_gemm.Im2col); else k x k stride-1
-convs on large maps -> kh*kw shifted GEMMs accumulating in place (_conv_shifted,
-bias and activation fused into its crop); everything else -> chunked im2col +
-GEMM (_conv_gemm.Im2col). GEMMs of at most _conv_gemm.SMALL_M rows run
+says it pays; where our packed GEMM applies (_conv_gemm.packed_width: filter
+packed at load, each thread im2col'ing, multiplying and clipping its own output
+rows) -> that (_conv_gemm.Im2col); else k x k stride-1 convs on large maps ->
+kh*kw shifted OpenBLAS GEMMs accumulating in place (_conv_shifted, bias and
+activation fused into its crop); everything else -> chunked im2col + GEMM
+(_conv_gemm.Im2col). OpenBLAS GEMMs of at most _conv_gemm.SMALL_M rows run
 transposed. Bias and activation follow in place on the output where the
 algorithm has not fused them: one compiled pass (_loops.bias_clip) when numba is
 there and the activation is a clip, else numpy's add and clip.
@@ -26,14 +27,14 @@ from mace.ops.fast._base import (F32, FastKernel, activation_fn, carve, clip_bou
                                  sequence)
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
-from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter, per_thread_parts
+from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter, packed_width
 from mace.ops.registry import kernel
 
 
-# On the compute pool, im2col with each thread's copy, GEMM and clip fused beats the
-# shifted GEMMs wherever it applies (VGG-19's 3x3 layers 2-12% faster, ResNet-50's
-# 56x56x64 0.83 -> 0.75 ms); off the pool shifted still wins on large maps.
-PREFER_POOLED_IM2COL = True
+# im2col into our packed GEMM (each thread's copy, GEMM and clip fused) beats the
+# shifted OpenBLAS GEMMs wherever it applies; shifted stays the choice where the packed
+# GEMM does not apply (OpenBLAS on several threads of its own, no numba) on large maps.
+PREFER_PACKED_IM2COL = True
 
 
 def geometry(ctx, w_shape) -> ConvGeometry:
@@ -66,7 +67,7 @@ def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=No
     block = _winograd.pick_block(geo, winograd)
     if block:
         return _winograd.Winograd(geo, w, block)
-    if _conv_shifted.fits(geo) and not (PREFER_POOLED_IM2COL and per_thread_parts(geo, bounds)):
+    if _conv_shifted.fits(geo) and not (PREFER_PACKED_IM2COL and packed_width(geo, bounds)):
         return _conv_shifted.Shifted(geo, w, bias, act, bounds)
     return Im2col(geo, pack_filter(w, geo.group), bias, bounds)
 

@@ -1,0 +1,111 @@
+"""Our packed GEMM (mace/ops/fast/_loops.py `pgemm`, _conv_gemm.Panels) against numpy, and
+which convs take it: on the pool, on one thread, and not where OpenBLAS keeps its threads."""
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from mace.ops.fast import _jit, _pool
+from mace.ops.fast._conv_gemm import Panels
+
+from tests.ops.test_fast_kernels import close, conv_case, run_both
+
+pytestmark = pytest.mark.skipif(_jit.loops() is None, reason="numba is not installed: no packed GEMM")
+
+F32 = np.float32
+
+
+def product(rng, m, k, n, bias=True):
+    a = rng.standard_normal((m, k)).astype(F32)
+    w = rng.standard_normal((k, n)).astype(F32)
+    b = rng.standard_normal(n).astype(F32) if bias else None
+    return a, w, b
+
+
+def reference(a, w, b, lo, hi):
+    return np.clip(a.astype(np.float64) @ w + (0 if b is None else b), lo, hi)
+
+
+@pytest.mark.parametrize("m", [1, 5, 6, 7, 13, 49, 50])
+@pytest.mark.parametrize("n", [1, 15, 16, 17, 31, 32, 33, 70])
+@pytest.mark.parametrize("k", [1, 3, 64])
+def test_every_ragged_edge_matches_numpy(m, n, k):
+    """Rows not a multiple of the tile's 6, columns not of the 32-wide panel (a 16-wide
+    half panel, a ragged one through the tile buffer), K down to one."""
+    loops = _jit.loops()
+    a, w, b = product(np.random.default_rng(m * 1000 + n * 10 + k), m, k, n)
+    gemm = Panels(w, b, (F32(-np.inf), F32(np.inf)), 1)
+    c = np.full((m, n), np.nan, F32)
+    loops.pgemm(a, gemm.panels, gemm.bias, gemm.lo, gemm.hi, c, 0, m)
+    close(c, reference(a, w, b, -np.inf, np.inf), rtol=1e-5)
+
+
+def test_row_ranges_and_panel_ranges_write_only_their_part():
+    loops = _jit.loops()
+    a, w, b = product(np.random.default_rng(1), 40, 20, 100)
+    gemm = Panels(w, b, (F32(0), F32(3)), 1)
+    want = reference(a, w, b, 0, 3)
+    c = np.full((40, 100), -7, F32)
+    loops.pgemm(a, gemm.panels, gemm.bias, gemm.lo, gemm.hi, c, 11, 29)
+    close(c[11:29], want[11:29], rtol=1e-5)
+    assert (c[:11] == -7).all() and (c[29:] == -7).all()
+    c[:] = -7
+    loops.pgemm_panels(a, gemm.panels, gemm.bias, gemm.lo, gemm.hi, c, 1, 3)   # columns 32:96
+    close(c[:, 32:96], want[:, 32:96], rtol=1e-5)
+    assert (c[:, :32] == -7).all() and (c[:, 96:] == -7).all()
+
+
+def test_strided_rows_and_no_bias():
+    """a and c as windows of wider arrays (row strides of their own), bias none: zeros."""
+    loops = _jit.loops()
+    rng = np.random.default_rng(2)
+    big_a = rng.standard_normal((30, 50)).astype(F32)
+    big_c = np.full((30, 90), -7, F32)
+    a, c = big_a[:, 5:25], big_c[:, 10:50]
+    _, w, _ = product(rng, 30, 20, 40)
+    gemm = Panels(w, None, (F32(-1), F32(1)), 1)
+    loops.pgemm(a, gemm.panels, gemm.bias, gemm.lo, gemm.hi, c, 0, 30)
+    close(c, reference(a, w, None, -1, 1), rtol=1e-5)
+    assert (big_c[:, :10] == -7).all() and (big_c[:, 50:] == -7).all()
+
+
+@pytest.mark.skipif(_pool.pool() is None, reason="no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)")
+@pytest.mark.parametrize("m,n", [(300, 40), (20, 300)])
+def test_split_across_the_pool_by_rows_or_by_panels(m, n):
+    """Tall products split by rows, short wide ones by panels: the same numbers."""
+    a, w, b = product(np.random.default_rng(m), m, 24, n)
+    with threadpool_limits(2):
+        gemm = Panels(w, b, (F32(0), F32(np.inf)), 2)
+        c = np.empty((m, n), F32)
+        step = gemm.step(a, c)
+        with _pool.pool().session():
+            step()
+    close(c, reference(a, w, b, 0, np.inf), rtol=1e-5)
+
+
+CONVS = [dict(k=(3, 3), act="RELU"), dict(k=(1, 1), pads=(0, 0, 0, 0), act="RELUX", bias=False),
+         dict(k=(7, 7), s=(2, 2), pads=(3, 3, 3, 3), c=3, o=40), dict(k=(3, 3), s=(2, 1), pads=(0, 1, 2, 0)),
+         dict(k=(1, 1), s=(2, 2), pads=(0, 0, 0, 0), n=2)]
+
+
+@pytest.mark.parametrize("case", CONVS)
+def test_convs_on_one_thread_take_the_packed_gemm(case):
+    """With OpenBLAS at one thread (so its GEMMs would be single-threaded anyway), no pool."""
+    x, consts, args = conv_case(np.random.default_rng(5), **dict(dict(h=17, w=15, c=12, o=20), **case))
+    with threadpool_limits(1):
+        got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm in ("im2col", "pointwise")
+    assert kern.algo.fused_epilogue and kern.algo.gemm.parts == 1
+    assert kern.packed is kern.algo.gemm.panels
+    close(got, want)
+
+
+@pytest.mark.parametrize("case", CONVS)
+def test_openblas_keeps_its_threads_without_the_pool(case, monkeypatch):
+    """No pool, OpenBLAS on two threads: its GEMMs (not ours), and an epilogue pass."""
+    monkeypatch.setenv("MACE_NO_POOL", "1")
+    x, consts, args = conv_case(np.random.default_rng(6), **dict(dict(h=17, w=15, c=12, o=20), **case))
+    with threadpool_limits(2):
+        got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm in ("im2col", "pointwise")
+    assert not kern.algo.fused_epilogue and not hasattr(kern.algo, "gemm")
+    close(got, want)
