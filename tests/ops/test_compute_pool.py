@@ -205,18 +205,20 @@ def test_shifted_conv_in_row_blocks_matches_reference(bias, monkeypatch, two_thr
 
 @pytest.mark.parametrize("case", [dict(act="RELUX", bias=True), dict(act="", bias=False, n=2),
                                   dict(k=(7, 7), s=(2, 2), pads=(3, 3, 3, 3), c=3, act="RELU", bias=True),
-                                  dict(k=(3, 3), s=(2, 1), d=(2, 1), pads=(0, 2, 1, 0), act="", bias=True)])
-def test_im2col_threads_run_their_own_rows_end_to_end(case, monkeypatch, two_threads):
-    """On the pool a k x k im2col conv is one step: each thread copies its rows' windows,
-    multiplies, adds the bias and clips, chunk by chunk (tiny chunks here: several per
-    thread, the last one short), same numbers as the reference."""
-    from mace.ops.fast import _conv_gemm, _conv_shifted
-    monkeypatch.setattr(_conv_gemm, "CHUNK_BYTES", 1)
-    monkeypatch.setattr(_conv_gemm, "MIN_CHUNK_FILTERS", 0)
+                                  dict(k=(3, 3), s=(2, 1), d=(2, 1), pads=(0, 2, 1, 0), act="", bias=True),
+                                  dict(h=6, w=5, o=150, act="RELU")])
+def test_packed_convs_split_by_rows_or_panels_end_to_end(case, monkeypatch, two_threads):
+    """On the pool a k x k conv is one step per image: each thread reads its own output
+    rows' windows straight from the padded input, multiplies, adds the bias and clips (or,
+    short and wide, its own filter panels for all rows); same numbers as the reference,
+    and still after the pool is gone between setup and bind (the serial loop)."""
+    from mace.ops.fast import _conv_shifted
     monkeypatch.setattr(_conv_shifted, "MIN_PIXELS", 1 << 40)
     x, consts, args = conv_case(np.random.default_rng(13), **dict(dict(h=23, w=19, c=8, o=16), **case))
     got, want, kern = run_both("Conv2D", x, consts, args)
-    assert kern.algorithm == "im2col" and kern.algo.fused_epilogue and kern.algo.parts == 2
+    assert kern.algorithm == "im2col" and kern.algo.fused_epilogue and kern.algo.gemm.parts == 2
+    g = kern.geo
+    assert kern.algo.gemm.by_rows(g.oh * g.ow, g.o, g.oh) == (case.get("o") != 150)
     close(got, want)
     from mace.runtime.engine import Engine
     from tests.ops.test_fast_kernels import one_op_graph
@@ -228,9 +230,9 @@ def test_im2col_threads_run_their_own_rows_end_to_end(case, monkeypatch, two_thr
     close(node.outputs[0], want)
 
 
-def test_fused_im2col_is_preferred_to_shifted_gemms_on_the_pool(two_threads):
-    """A VGG-like 3x3 layer: shifted GEMMs off the pool (test_fast_kernels), the fused
-    im2col on it."""
+def test_packed_im2col_is_preferred_to_shifted_gemms_on_the_pool(two_threads):
+    """A VGG-like 3x3 layer: shifted GEMMs off the pool (test_fast_kernels), the packed
+    GEMM on it."""
     x, consts, args = conv_case(np.random.default_rng(3), h=30, w=24, c=64, o=16, act="RELU")
     got, want, kern = run_both("Conv2D", x, consts, args)
     assert kern.algorithm == "im2col" and kern.algo.fused_epilogue
@@ -246,9 +248,8 @@ def test_im2col_with_an_activation_it_cannot_fuse_keeps_its_epilogue(two_threads
 
 @pytest.mark.parametrize("act,bias", [("RELU", True), ("RELUX", False), ("", True)])
 def test_pointwise_clips_its_rows_on_the_pool(act, bias, two_threads, monkeypatch):
-    """A group-1 1x1 conv on the pool adds bias and clips each thread's rows right after
-    its GEMM (no epilogue pass); after MACE_NO_POOL=1 between setup and bind, the promised
-    epilogue still runs."""
+    """A group-1 1x1 conv on the pool is the packed GEMM, bias and clip in its tiles (no
+    epilogue pass); after MACE_NO_POOL=1 between setup and bind it runs serial, same numbers."""
     x, consts, args = conv_case(np.random.default_rng(11), h=16, w=12, c=24, o=40, k=(1, 1),
                                 pads=(0, 0, 0, 0), act=act, bias=bias)
     got, want, kern = run_both("Conv2D", x, consts, args)

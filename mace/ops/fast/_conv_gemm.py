@@ -114,9 +114,24 @@ class Panels:
     def step(self, a2d, out2d):
         m, n = out2d.shape
         work = m * a2d.shape[1] * n
-        if self.parts == 1 or by_rows(m, n, self.parts):
+        if self.by_rows(m, n, m):
             return loop("pgemm", self.args(a2d, out2d), m, work, self.parts)
         return loop("pgemm_panels", self.args(a2d, out2d), len(self.panels), work, self.parts)
+
+    def conv_step(self, xp, geo: "ConvGeometry", out2d):
+        """The k x k conv of one image from its padded input xp [Hp, Wp, C] (C-contiguous),
+        its windows read in place (implicit im2col, _loops.conv_pgemm)."""
+        m, n = out2d.shape
+        args = (xp, geo.ow, geo.strides[0], geo.strides[1], geo.dilations[0], geo.kh,
+                self.panels, self.bias, self.lo, self.hi, out2d)
+        work = m * self.panels.shape[1] * n
+        if self.by_rows(m, n, geo.oh):
+            return loop("conv_pgemm", args, geo.oh, work, self.parts)
+        return loop("conv_pgemm_panels", args, len(self.panels), work, self.parts)
+
+    def by_rows(self, m: int, n: int, lines: int) -> bool:
+        """Split by rows (in `lines` units: output rows of a conv), else by panels."""
+        return self.parts == 1 or (lines >= self.parts and by_rows(m, n, self.parts))
 
 
 def small_m(geo: ConvGeometry, rows: int) -> bool:
@@ -179,40 +194,32 @@ class Pointwise:
 
 
 class Im2col:
-    """k x k conv: copy each chunk of windows into `cols`, then one GEMM per chunk and group.
-
-    With the packed GEMM (Panels) and rows enough, each of its threads does the whole conv
-    for its own output rows, chunk by chunk in its own cols[p] (_loops.im2col_pgemm: copy,
-    GEMM, bias and clip while the chunk is in that core's cache, no barrier between them);
-    where the product splits by panels instead, the copy and the GEMM are steps of their
-    own. Otherwise OpenBLAS's GEMMs, chunk by chunk."""
+    """k x k conv: with the packed GEMM (Panels), straight from the padded input (its
+    windows read in place, bias and clip fused: _loops.conv_pgemm), one step per image;
+    otherwise each chunk of windows copied into `cols`, then OpenBLAS's GEMM per chunk
+    and group."""
 
     def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None):
         self.geo = geo
         k = geo.kh * geo.kw * geo.cg
-        self.rows = max(1, min(geo.oh, CHUNK_BYTES // max(geo.ow * k * 4, 1)))
         self.padded = any(geo.pads)
         self.transposed = None
         width = packed_width(geo, bounds)
         self.fused_epilogue = width > 0
-        self.parts, self.per_thread = 1, False
+        self.specs = []
         if self.fused_epilogue:
             self.gemm = Panels(wmat[0], bias, bounds, width)
             self.wmat = self.gemm.panels
-            # each thread its own rows, unless the product is short and wide (then by panels)
-            if width == 1 or (geo.oh >= width and by_rows(geo.oh * geo.ow, geo.o, width)):
-                self.parts, self.per_thread = width, True
-                self.rows = min(self.rows, -(-geo.oh // width))
         else:
             self.wmat = wmat
             # OpenBLAS re-packs the filter per GEMM: chunks of at least MIN_CHUNK_FILTERS
-            min_rows = -(-MIN_CHUNK_FILTERS * geo.og // geo.ow)
-            self.rows = max(self.rows, min(geo.oh, min_rows))
+            rows = max(1, min(geo.oh, CHUNK_BYTES // max(geo.ow * k * 4, 1)))
+            self.rows = max(rows, min(geo.oh, -(-MIN_CHUNK_FILTERS * geo.og // geo.ow)))
             # a small map is one chunk per image, its GEMM transposed
             if small_m(geo, geo.oh * geo.ow):
                 self.transposed = Transposed(wmat[0], geo.oh * geo.ow)
                 self.rows = geo.oh
-        self.specs = [((self.parts * self.rows * geo.ow, k), np.float32)]
+            self.specs.append(((self.rows * geo.ow, k), np.float32))
         if self.padded:
             self.specs.append(((geo.n,) + geo.padded_hw + (geo.c,), np.float32))
         if self.transposed:
@@ -231,10 +238,6 @@ class Im2col:
                           (s1 * g.strides[0], s2 * g.strides[1], s1 * g.dilations[0],
                            s2 * g.dilations[1], s3), writeable=False)
 
-    def compiled_copy(self, xp) -> bool:
-        g = self.geo
-        return loops() is not None and g.group == 1 and g.dilations[1] == 1 and xp.flags.c_contiguous
-
     def copy_step(self, xp, image: int, grp: int, r0: int, r1: int, chunk):
         """The step filling `chunk` with output rows r0:r1's windows: the compiled loop
         (split across the pool's threads when there is one) where each kernel row's taps
@@ -242,7 +245,7 @@ class Im2col:
         short runs faster than numpy (14x14x256 3x3: 28 vs 68 us on one thread) and is
         the only copy the pool can split (ResNet-50's 7x7 first conv: 1.47 -> 1.18 ms)."""
         g = self.geo
-        if self.compiled_copy(xp):
+        if loops() is not None and g.group == 1 and g.dilations[1] == 1 and xp.flags.c_contiguous:
             args = (xp[image], chunk, r0, g.ow, g.strides[0], g.strides[1], g.dilations[0], g.kw * g.c)
             return loop("im2col", args, r1 - r0, chunk.size)
         win = self.windows(xp, image, grp)[r0:r1]
@@ -250,18 +253,18 @@ class Im2col:
 
     def steps(self, x, out, scratch) -> list:
         g = self.geo
-        cols, xp, steps = scratch[0], x, []
+        scratch, xp, steps = list(scratch), x, []
+        cols = None if self.fused_epilogue else scratch.pop(0)
         if self.padded:
-            xp = scratch[1]
+            xp = scratch.pop(0)
             steps += pad_steps(xp, x, g.pads)
         out4 = out.reshape(g.n, g.oh, g.ow, g.o)
-        if self.per_thread and self.compiled_copy(xp):   # one step per image
-            cols3 = cols.reshape(self.parts, self.rows * g.ow, -1)
-            for image in range(g.n):
-                args = (xp[image], cols3, g.ow, g.strides[0], g.strides[1], g.dilations[0], g.kw * g.c,
-                        self.rows) + self.gemm.args(None, out4[image].reshape(-1, g.o))[1:]
-                steps.append(loop("im2col_pgemm", args, g.oh, out4[image].size * cols.shape[1], self.parts))
-            return steps
+        if self.fused_epilogue:
+            if not xp.flags.c_contiguous:   # arena tensors always are; a copy made once here
+                xp = np.empty(xp.shape, np.float32)
+                steps.append(partial(np.copyto, xp, x))
+            return steps + [self.gemm.conv_step(xp[image], g, out4[image].reshape(-1, g.o))
+                            for image in range(g.n)]
         for image in range(g.n):
             for r0 in range(0, g.oh, self.rows):
                 r1 = min(g.oh, r0 + self.rows)
@@ -269,9 +272,7 @@ class Im2col:
                 out2d = out4[image, r0:r1].reshape(-1, g.o)
                 for grp in range(g.group):
                     steps.append(self.copy_step(xp, image, grp, r0, r1, chunk))
-                    if self.fused_epilogue:
-                        steps.append(self.gemm.step(chunk, out2d))
-                    elif self.transposed:
+                    if self.transposed:
                         steps += self.transposed.steps(chunk, out2d, scratch[-1])
                     else:
                         steps.append(matmul(chunk, self.wmat[grp], out2d[:, grp * g.og:(grp + 1) * g.og]))

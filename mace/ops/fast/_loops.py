@@ -432,6 +432,11 @@ def reduce_pixels(x, kind, out):
 # SqueezeNet / ResNet / VGG conv shapes, 1.5x on ResNet's 49-row ones (AMD EPYC, AVX-512).
 # The tile is LLVM IR written through numba's intrinsic API (explicit <16 x float>
 # fma chains): numba's own loops vectorize the k reduction badly (23 GMAC/s).
+#
+# Each of a tile's rows has its own address and its K runs in `nseg` segments of
+# `seg_len` floats, `seg_stride` apart: a plain matrix is one segment per row, rows lda
+# apart; a k x k conv reads its padded NHWC input in place (implicit im2col: row = output
+# pixel, segment = one kernel row's kw * C contiguous floats), no window copy at all.
 
 NR = 32
 # rows per tile: 6 x 2 accumulator vectors (+ 2 of B, 1 broadcast) fit AVX-512's 32
@@ -442,29 +447,30 @@ ROW_BLOCK = 8 * MR
 
 
 @intrinsic(prefer_literal=True)
-def _tile(typingctx, mr, nv, a, lda, b, c, ldc, k, bias, lo, hi):
-    """c[:mr, :16 nv] = clip(a[:mr, :k] @ b[:k, :16 nv] + bias[:16 nv], lo, hi): addresses
-    as integers, lda / ldc row strides in floats, b's rows NR floats apart; mr and nv
-    compile-time constants."""
+def _tile(typingctx, mr, nv, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi):
+    """c[:mr, :16 nv] = clip(A @ b[:K, :16 nv] + bias[:16 nv], lo, hi), A's row i being
+    `nseg` runs of `seg_len` floats from address rows[i], `seg_stride` floats apart
+    (K = nseg * seg_len >= 1); addresses as integers, ldc in floats, b's rows NR floats
+    apart; mr and nv compile-time constants."""
     if not isinstance(mr, types.IntegerLiteral) or not isinstance(nv, types.IntegerLiteral):
         return None
-    rows, vecs = mr.literal_value, nv.literal_value
+    nrows, vecs = mr.literal_value, nv.literal_value
     i64 = types.int64
-    sig = types.void(mr, nv, i64, i64, i64, i64, i64, i64, i64, types.float32, types.float32)
+    sig = types.void(mr, nv, i64, i64, i64, i64, i64, i64, i64, i64, types.float32, types.float32)
 
     def codegen(context, builder, signature, args):
-        _, _, a_, lda_, b_, c_, ldc_, k_, bias_, lo_, hi_ = args
-        return _tile_ir(builder, rows, vecs, a_, lda_, b_, c_, ldc_, k_, bias_, lo_, hi_) \
-            or context.get_dummy_value()
+        _tile_ir(builder, nrows, vecs, *args[2:])
+        return context.get_dummy_value()
     return sig, codegen
 
 
-def _tile_ir(builder, rows, vecs, a_, lda_, b_, c_, ldc_, k_, bias_, lo_, hi_):
+def _tile_ir(builder, nrows, vecs, rows_, nseg_, seg_len_, seg_stride_, b_, c_, ldc_, bias_, lo_, hi_):
     from numba.core import cgutils
 
     i32, i64, f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
     vec = ir.VectorType(f32, 16)
-    vptr = vec.as_pointer()
+    vptr, fptr = vec.as_pointer(), f32.as_pointer()
+    zero = ir.Constant(vec, None)
 
     def const(v):
         return ir.Constant(i64, v)
@@ -481,83 +487,104 @@ def _tile_ir(builder, rows, vecs, a_, lda_, b_, c_, ldc_, k_, bias_, lo_, hi_):
                                       ir.Constant(ir.VectorType(i32, 16), None))
 
     def vload(base, off):
-        return builder.load(builder.bitcast(builder.gep(base, [const(off)]), vptr), align=4)
+        return builder.load(builder.bitcast(builder.gep(base, [off]), vptr), align=4)
 
-    fptr = f32.as_pointer()
-    a, b, c, bias = (builder.inttoptr(v, fptr) for v in (a_, b_, c_, bias_))
-    a_rows = [builder.gep(a, [builder.mul(lda_, const(i))]) for i in range(rows)]
+    rows_at = builder.inttoptr(rows_, i64.as_pointer())
+    a_rows = [builder.inttoptr(builder.load(builder.gep(rows_at, [const(i)])), fptr) for i in range(nrows)]
+    b, c, bias = (builder.inttoptr(v, fptr) for v in (b_, c_, bias_))
     entry = builder.block
+    seg_head = builder.append_basic_block("segment")
     body = builder.append_basic_block("k_loop")
+    seg_end = builder.append_basic_block("segment_end")
     done = builder.append_basic_block("k_done")
-    builder.branch(body)   # callers pass k >= 1
+    builder.branch(seg_head)
+    # for s in range(nseg): offsets of segment s in a's rows and in b
+    builder.position_at_end(seg_head)
+    s = builder.phi(i64)
+    acc_s = [[builder.phi(vec) for _ in range(vecs)] for _ in range(nrows)]
+    a_off = builder.mul(s, seg_stride_)
+    b_seg = builder.gep(b, [builder.mul(builder.mul(s, seg_len_), const(NR))])
+    builder.branch(body)
+    # for k in range(seg_len): acc[i] += a[i][a_off + k] * b_seg[k]
     builder.position_at_end(body)
     k = builder.phi(i64)
-    k.add_incoming(const(0), entry)
-    acc = [[builder.phi(vec) for _ in range(vecs)] for _ in range(rows)]
-    for row in acc:
-        for phi in row:
-            phi.add_incoming(ir.Constant(vec, None), entry)
-    b_row = builder.gep(b, [builder.mul(k, const(NR))])
-    b_vecs = [vload(b_row, 16 * v) for v in range(vecs)]
+    acc = [[builder.phi(vec) for _ in range(vecs)] for _ in range(nrows)]
+    b_row = builder.gep(b_seg, [builder.mul(k, const(NR))])
+    b_vecs = [vload(b_row, const(16 * v)) for v in range(vecs)]
+    at = builder.add(a_off, k)
     new = []
-    for i in range(rows):
-        ai = splat(builder.load(builder.gep(a_rows[i], [k]), align=4))
+    for i in range(nrows):
+        ai = splat(builder.load(builder.gep(a_rows[i], [at]), align=4))
         new.append([builder.call(fma, [ai, b_vecs[v], acc[i][v]]) for v in range(vecs)])
-        for v in range(vecs):
-            acc[i][v].add_incoming(new[i][v], body)
     k_next = builder.add(k, const(1))
+    builder.cbranch(builder.icmp_signed("<", k_next, seg_len_), body, seg_end)
+    builder.position_at_end(seg_end)
+    s_next = builder.add(s, const(1))
+    builder.cbranch(builder.icmp_signed("<", s_next, nseg_), seg_head, done)
+    # the loops' phis: (initial value, from entry / segment head) and the updated one
+    s.add_incoming(const(0), entry)
+    s.add_incoming(s_next, seg_end)
+    k.add_incoming(const(0), seg_head)
     k.add_incoming(k_next, body)
-    builder.cbranch(builder.icmp_signed("<", k_next, k_), body, done)
+    for i in range(nrows):
+        for v in range(vecs):
+            acc_s[i][v].add_incoming(zero, entry)
+            acc_s[i][v].add_incoming(new[i][v], seg_end)
+            acc[i][v].add_incoming(acc_s[i][v], seg_head)
+            acc[i][v].add_incoming(new[i][v], body)
     builder.position_at_end(done)
     lo, hi = splat(lo_), splat(hi_)
-    bias_vecs = [vload(bias, 16 * v) for v in range(vecs)]
-    for i in range(rows):
+    bias_vecs = [vload(bias, const(16 * v)) for v in range(vecs)]
+    for i in range(nrows):
         c_row = builder.gep(c, [builder.mul(ldc_, const(i))])
         for v in range(vecs):
             y = builder.call(vmin, [builder.call(vmax, [builder.fadd(new[i][v], bias_vecs[v]), lo]), hi])
             builder.store(y, builder.bitcast(builder.gep(c_row, [const(16 * v)]), vptr), align=4)
-    return None
 
 
 @njit(**OPTS)
-def _tiles(r, nv, a, lda, b, c, ldc, k, bias, lo, hi):
+def _tiles(r, nv, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi):
     """_tile for r (1..6) rows and nv (1, 2) vectors, constants as the intrinsic needs."""
     if nv == 2:
         if r == 6:
-            _tile(6, 2, a, lda, b, c, ldc, k, bias, lo, hi)
+            _tile(6, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
         elif r == 5:
-            _tile(5, 2, a, lda, b, c, ldc, k, bias, lo, hi)
+            _tile(5, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
         elif r == 4:
-            _tile(4, 2, a, lda, b, c, ldc, k, bias, lo, hi)
+            _tile(4, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
         elif r == 3:
-            _tile(3, 2, a, lda, b, c, ldc, k, bias, lo, hi)
+            _tile(3, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
         elif r == 2:
-            _tile(2, 2, a, lda, b, c, ldc, k, bias, lo, hi)
+            _tile(2, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
         else:
-            _tile(1, 2, a, lda, b, c, ldc, k, bias, lo, hi)
+            _tile(1, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
     elif r == 6:
-        _tile(6, 1, a, lda, b, c, ldc, k, bias, lo, hi)
+        _tile(6, 1, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
     elif r == 5:
-        _tile(5, 1, a, lda, b, c, ldc, k, bias, lo, hi)
+        _tile(5, 1, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
     elif r == 4:
-        _tile(4, 1, a, lda, b, c, ldc, k, bias, lo, hi)
+        _tile(4, 1, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
     elif r == 3:
-        _tile(3, 1, a, lda, b, c, ldc, k, bias, lo, hi)
+        _tile(3, 1, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
     elif r == 2:
-        _tile(2, 1, a, lda, b, c, ldc, k, bias, lo, hi)
+        _tile(2, 1, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
     else:
-        _tile(1, 1, a, lda, b, c, ldc, k, bias, lo, hi)
+        _tile(1, 1, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
 
 
 @njit(**OPTS)
-def _pgemm(a, panels, bias, lo, hi, c, r0, r1, j0, j1):
-    """c[r0:r1, panel columns j0:j1] = clip(a[r0:r1] @ B + bias, lo, hi), B packed as
-    panels [P, K, NR], bias padded to P * NR; a and c with contiguous rows. Full panels
-    are written in place, a ragged last one through a small tile buffer."""
-    k, n = a.shape[1], c.shape[1]
-    lda, ldc = a.strides[0] // 4, c.strides[0] // 4
-    pa, pb, pc, pbias = a.ctypes.data, panels.ctypes.data, c.ctypes.data, bias.ctypes.data
+def _pgemm(base, per_line, line_step, row_step, nseg, seg_len, seg_stride, panels, bias, lo, hi, c,
+           r0, r1, j0, j1):
+    """c[r0:r1, panel columns j0:j1] = clip(A @ B + bias, lo, hi), B packed as panels
+    [P, K, NR], bias padded to P * NR, c with contiguous rows. A's row q starts at address
+    base + (q // per_line) * line_step + (q % per_line) * row_step (bytes) and runs in
+    segments (see _tile). Full panels are written in place, a ragged last one through a
+    small tile buffer."""
+    n, ldc = c.shape[1], c.strides[0] // 4
+    k = nseg * seg_len
+    pb, pc, pbias = panels.ctypes.data, c.ctypes.data, bias.ctypes.data
     tmp = np.empty((MR, NR), np.float32)
+    rows = np.empty(MR, np.int64)
     for ib in range(r0, r1, ROW_BLOCK):
         ie = min(r1, ib + ROW_BLOCK)
         for jb in range(j0, j1):
@@ -567,11 +594,15 @@ def _pgemm(a, panels, bias, lo, hi, c, r0, r1, j0, j1):
             b, bs = pb + jb * k * NR * 4, pbias + n0 * 4
             for i in range(ib, ie, MR):
                 r = min(MR, ie - i)
-                ai = pa + i * lda * 4
+                for x in range(r):
+                    q = i + x
+                    rows[x] = base + (q // per_line) * line_step + (q % per_line) * row_step
                 if nw == 16 * nv:
-                    _tiles(r, nv, ai, lda, b, pc + (i * ldc + n0) * 4, ldc, k, bs, lo, hi)
+                    _tiles(r, nv, rows.ctypes.data, nseg, seg_len, seg_stride, b, pc + (i * ldc + n0) * 4,
+                           ldc, bs, lo, hi)
                 else:
-                    _tiles(r, nv, ai, lda, b, tmp.ctypes.data, NR, k, bs, lo, hi)
+                    _tiles(r, nv, rows.ctypes.data, nseg, seg_len, seg_stride, b, tmp.ctypes.data, NR,
+                           bs, lo, hi)
                     for x in range(r):
                         for y in range(nw):
                             c[i + x, n0 + y] = tmp[x, y]
@@ -579,27 +610,38 @@ def _pgemm(a, panels, bias, lo, hi, c, r0, r1, j0, j1):
 
 @njit(**OPTS)
 def pgemm(a, panels, bias, lo, hi, c, r0, r1):
-    """Rows r0:r1 of c = clip(a @ B + bias, lo, hi), B packed (see _pgemm)."""
-    _pgemm(a, panels, bias, lo, hi, c, r0, r1, 0, panels.shape[0])
+    """Rows r0:r1 of c = clip(a @ B + bias, lo, hi), a with contiguous rows, B packed."""
+    m, k = a.shape
+    _pgemm(a.ctypes.data, max(m, 1), 0, a.strides[0], 1, k, 0, panels, bias, lo, hi, c,
+           r0, r1, 0, panels.shape[0])
 
 
 @njit(**OPTS)
 def pgemm_panels(a, panels, bias, lo, hi, c, j0, j1):
     """Panels j0:j1 (columns j0 * NR: j1 * NR) of c = clip(a @ B + bias, lo, hi)."""
-    _pgemm(a, panels, bias, lo, hi, c, 0, a.shape[0], j0, j1)
+    m, k = a.shape
+    _pgemm(a.ctypes.data, max(m, 1), 0, a.strides[0], 1, k, 0, panels, bias, lo, hi, c,
+           0, m, j0, j1)
 
 
 @njit(**OPTS)
-def im2col_pgemm(xp, cols, ow, sh, sw, dh, kwc, rows, panels, bias, lo, hi, out2d, r0, r1):
-    """Output rows r0:r1 of a k x k conv of one image, `rows` output rows at a time:
-    their windows copied into cols[0] (im2col), multiplied by the packed filter, bias
-    added and clipped, while the chunk is in this core's cache."""
-    buf = cols[0]
-    for y in range(r0, r1, rows):
-        ye = min(r1, y + rows)
-        m = (ye - y) * ow
-        im2col(xp, buf[:m], y, ow, sh, sw, dh, kwc, 0, ye - y)
-        _pgemm(buf[:m], panels, bias, lo, hi, out2d[y * ow:ye * ow], 0, m, 0, panels.shape[0])
+def conv_pgemm(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, r0, r1):
+    """Output rows r0:r1 of a k x k conv of one image straight from its padded NHWC input
+    xp [Hp, Wp, C] (no column dilation): output pixel (y, x)'s A row is its window, kh
+    runs of kw * C contiguous floats (kw from the packed filter's K)."""
+    wp, ch = xp.shape[1], xp.shape[2]
+    seg_len = panels.shape[1] // kh
+    _pgemm(xp.ctypes.data, ow, sh * wp * ch * 4, sw * ch * 4, kh, seg_len, dh * wp * ch, panels, bias,
+           lo, hi, out2d, r0 * ow, r1 * ow, 0, panels.shape[0])
+
+
+@njit(**OPTS)
+def conv_pgemm_panels(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, j0, j1):
+    """conv_pgemm's panels j0:j1, all output rows."""
+    wp, ch = xp.shape[1], xp.shape[2]
+    seg_len = panels.shape[1] // kh
+    _pgemm(xp.ctypes.data, ow, sh * wp * ch * 4, sw * ch * 4, kh, seg_len, dh * wp * ch, panels, bias,
+           lo, hi, out2d, 0, out2d.shape[0], j0, j1)
 
 
 # ---- the compute pool's drivers -------------------------------------------------
@@ -806,9 +848,16 @@ def pgemm_panels_par(a, panels, bias, lo, hi, c, parts):
 
 
 @njit(**PAR)
-def im2col_pgemm_par(xp, cols, ow, sh, sw, dh, kwc, rows, panels, bias, lo, hi, out2d, parts):
-    """Each thread its own output rows and its own cols[p]."""
+def conv_pgemm_par(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, parts):
     oh = out2d.shape[0] // ow
     for p in prange(parts):
         r0, r1 = _part(oh, parts, p)
-        im2col_pgemm(xp, cols[p:p + 1], ow, sh, sw, dh, kwc, rows, panels, bias, lo, hi, out2d, r0, r1)
+        conv_pgemm(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, r0, r1)
+
+
+@njit(**PAR)
+def conv_pgemm_panels_par(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, parts):
+    count = panels.shape[0]
+    for p in prange(parts):
+        j0, j1 = _part(count, parts, p)
+        conv_pgemm_panels(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, j0, j1)
