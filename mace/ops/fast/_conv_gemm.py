@@ -2,12 +2,12 @@
 
 Where it can (Panels: group 1, a clip activation or none, the compiled loops there)
 the GEMM is our own packed one (_loops.pgemm): the filter packed once at load, bias
-and clip fused, split across the compute pool's threads by rows or by filter panels,
-and a k x k conv's threads each im2col, multiply and clip their own output rows in
-one step. Otherwise numpy's matmul / OpenBLAS per (image, group) into `out` (row
+and clip fused, split across the compute pool's threads by rows or by filter panels;
+a k x k conv reads its windows in place from the padded input (_loops.conv_pgemm: no
+im2col copy). Otherwise numpy's matmul / OpenBLAS per (image, group) into `out` (row
 stride O, so a group's columns are a strided view, no copy).
 
-im2col copies the windows of one chunk of output rows at a time into scratch
+There im2col copies the windows of one chunk of output rows at a time into scratch
 (_loops.im2col; numpy's copy of an as_strided view without numba), the chunk sized
 so it stays in cache while the GEMM reads it (a full 50176x576 VGG im2col buffer is
 115 MB).
@@ -162,9 +162,10 @@ class Pointwise:
         width = packed_width(geo, bounds)
         # the packed GEMM adds the bias and clips (Conv2DFast skips its epilogue)
         self.fused_epilogue = width > 0
-        if self.fused_epilogue:
+        if self.fused_epilogue:   # a stride > 1 reads the subsampled pixels in place
             self.gemm = Panels(wmat[0], bias, bounds, width)
             self.wmat = self.gemm.panels
+            self.specs = []
             return
         self.wmat = wmat
         self.transposed = Transposed(wmat[0], m) if small_m(geo, m) else None
@@ -174,6 +175,10 @@ class Pointwise:
     def steps(self, x, out, scratch) -> list:
         g = self.geo
         steps, src = [], x
+        if self.fused_epilogue and tuple(g.strides) != (1, 1):
+            out4, x = out.reshape(g.n, g.oh, g.ow, g.o), contiguous(x, steps)
+            return steps + [self.gemm.conv_step(x[image], g, out4[image].reshape(-1, g.o))
+                            for image in range(g.n)]
         if tuple(g.strides) != (1, 1):   # strided: gather the subsampled pixels once
             src = scratch[0]
             sub = x[:, ::g.strides[0], ::g.strides[1], :][:, :g.oh, :g.ow, :]
@@ -260,9 +265,7 @@ class Im2col:
             steps += pad_steps(xp, x, g.pads)
         out4 = out.reshape(g.n, g.oh, g.ow, g.o)
         if self.fused_epilogue:
-            if not xp.flags.c_contiguous:   # arena tensors always are; a copy made once here
-                xp = np.empty(xp.shape, np.float32)
-                steps.append(partial(np.copyto, xp, x))
+            xp = contiguous(xp, steps)
             return steps + [self.gemm.conv_step(xp[image], g, out4[image].reshape(-1, g.o))
                             for image in range(g.n)]
         for image in range(g.n):
@@ -277,6 +280,16 @@ class Im2col:
                     else:
                         steps.append(matmul(chunk, self.wmat[grp], out2d[:, grp * g.og:(grp + 1) * g.og]))
         return steps
+
+
+def contiguous(x, steps: list):
+    """x, or (x not C-contiguous: arena tensors always are) a copy made by a step appended
+    to `steps`, its buffer allocated once here."""
+    if x.flags.c_contiguous:
+        return x
+    copy = np.empty(x.shape, x.dtype)
+    steps.append(partial(np.copyto, copy, x))
+    return copy
 
 
 def pad_steps(xp, x, pads, fill=0.0) -> list:
