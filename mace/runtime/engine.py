@@ -16,7 +16,9 @@ OpenBLAS held at one thread, numba's OpenMP threads splitting the work.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
+import dataclasses
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,10 +69,19 @@ class Engine:
         if self.quantized and INT8_TAG not in self.tags:
             self.tags = [INT8_TAG] + self.tags
         self.gpu = _gpu_runtime(self) if device in GPU_DEVICES else None  # ops placed on the GPU
+        self.aliases = {}   # tensor -> (Concat output, first channel): see _in_place_concats
         self.plan = self._plan()
         self.arena = np.zeros(self.plan.arena_size, np.uint8)
         self.buffers = self._bind_buffers()
         self.nodes = [self._build_node(i, op) for i, op in enumerate(graph.net.op)]
+        self.aliases = self._in_place_concats()
+        if self.aliases:   # planned again without the aliased tensors, the nodes re-pointed
+            self.plan = self._plan()
+            self.arena = np.zeros(self.plan.arena_size, np.uint8)
+            self.buffers = self._bind_buffers()
+            for node in self.nodes:
+                node.inputs = [self._tensor(t) for t in node.op.input]
+                node.outputs = [self.buffers[t] for t in node.op.output]
         self.scratch = self._scratch_region()
         # a reference kernel doing BLAS work (MatMul, Deconv2D, ...): the compute pool would
         # leave it one OpenBLAS thread, so no kernel binds onto the pool
@@ -89,6 +100,12 @@ class Engine:
         lives = self.tensor_lives()
         if self.gpu:  # tensors only the GPU touches need no host memory
             lives = self.gpu.host_lives(lives)
+        if self.aliases:   # a Concat's output lives from its first producer's step
+            first = {life.name: life.first for life in lives}
+            for name, (out, _) in self.aliases.items():
+                first[out] = min(first[out], first[name])
+            lives = [dataclasses.replace(life, first=first[life.name]) for life in lives
+                     if life.name not in self.aliases]
         return plan_memory(lives)
 
     def _bind_buffers(self) -> dict:
@@ -96,7 +113,40 @@ class Engine:
         for name, offset in self.plan.offsets.items():
             shape, dtype = self.graph.specs[name]
             bufs[name] = np.ndarray(shape, dtype=dtype, buffer=self.arena, offset=offset)
+        for name, (out, start) in self.aliases.items():
+            width = self.graph.specs[name][0][-1]
+            bufs[name] = bufs[out][..., start:start + width]
         return bufs
+
+    def _in_place_concats(self) -> dict:
+        """Concat inputs their producers can write straight into the Concat's output (a
+        channel slice, NHWC): {tensor: (Concat output, first channel)}. The Concat then copies
+        only its other inputs (SqueezeNet's expand convs, Inception's branches: no copy).
+        Only for a fast channel Concat of float tensors, an input used by nothing else and
+        not a graph input or output, made by a kernel that says it writes such a slice
+        (`strided_output`: the packed-GEMM convs); CPU engines only."""
+        if self.gpu or self.quantized or self.device != "cpu":
+            return {}
+        graph = self.graph
+        made_by = {t: node for node in self.nodes for t in node.op.output}
+        uses = collections.Counter(t for op in graph.net.op for t in op.input)
+        outside = set(graph.input_names) | set(graph.output_names) | set(graph.consts)
+        aliases = {}
+        for node in self.nodes:
+            if node.op.type != "Concat" or node.tag != FAST_TAG or len(node.op.output) != 1:
+                continue
+            out = node.op.output[0]
+            shape = graph.specs[out][0]
+            if out in outside or getattr(node.kernel, "axis", None) != len(shape) - 1:
+                continue
+            start = 0
+            for name in node.op.input:
+                producer = made_by.get(name)
+                if (producer is not None and name not in outside and uses[name] == 1
+                        and getattr(producer.kernel, "strided_output", False)):
+                    aliases[name] = (out, start)
+                start += graph.specs[name][0][-1]
+        return aliases
 
     def _tensor(self, name: str) -> np.ndarray:
         if name in self.graph.consts:

@@ -175,17 +175,17 @@ class Pointwise:
     def steps(self, x, out, scratch) -> list:
         g = self.geo
         steps, src = [], x
-        if self.fused_epilogue and tuple(g.strides) != (1, 1):
-            out4, x = out.reshape(g.n, g.oh, g.ow, g.o), contiguous(x, steps)
-            return steps + [self.gemm.conv_step(x[image], g, out4[image].reshape(-1, g.o))
+        if self.fused_epilogue:   # `out` may be a channel slice of a Concat's output
+            x = contiguous(x, steps)
+            if tuple(g.strides) == (1, 1):
+                return steps + [self.gemm.step(x.reshape(-1, g.c), pixel_rows(out))]
+            return steps + [self.gemm.conv_step(x[image], g, pixel_rows(out[image]))
                             for image in range(g.n)]
         if tuple(g.strides) != (1, 1):   # strided: gather the subsampled pixels once
             src = scratch[0]
             sub = x[:, ::g.strides[0], ::g.strides[1], :][:, :g.oh, :g.ow, :]
             steps.append(partial(np.copyto, src, sub))
         x2d, out2d = src.reshape(-1, g.c), out.reshape(-1, g.o)
-        if self.fused_epilogue:
-            return steps + [self.gemm.step(x2d, out2d)]
         if self.transposed:
             return steps + self.transposed.steps(x2d, out2d, scratch[-1])
         groups = [(x2d[:, i * g.cg:(i + 1) * g.cg], self.wmat[i], out2d[:, i * g.og:(i + 1) * g.og])
@@ -266,7 +266,7 @@ class Im2col:
         out4 = out.reshape(g.n, g.oh, g.ow, g.o)
         if self.fused_epilogue:
             xp = contiguous(xp, steps)
-            return steps + [self.gemm.conv_step(xp[image], g, out4[image].reshape(-1, g.o))
+            return steps + [self.gemm.conv_step(xp[image], g, pixel_rows(out[image]))
                             for image in range(g.n)]
         for image in range(g.n):
             for r0 in range(0, g.oh, self.rows):
@@ -280,6 +280,16 @@ class Im2col:
                     else:
                         steps.append(matmul(chunk, self.wmat[grp], out2d[:, grp * g.og:(grp + 1) * g.og]))
         return steps
+
+
+def pixel_rows(out) -> np.ndarray:
+    """out [.., C] as [pixels, C], a view: the packed GEMM writes through it by address, and
+    `out` may be a channel slice of a bigger tensor (a Concat's output, engine aliasing)."""
+    rows = out.reshape(-1, out.shape[-1])
+    if rows.size and not np.may_share_memory(rows, out):   # numpy copied: no such view
+        raise ValueError(f"output of shape {out.shape}, strides {out.strides}: its pixels are not "
+                         "evenly spaced rows")
+    return rows
 
 
 def contiguous(x, steps: list):

@@ -30,13 +30,37 @@ class ConcatFast(FastKernel):
 
     def bind(self, inputs, outputs, scratch=None):
         out = outputs[0]
-        if out.size == 0 or not all(a.flags.c_contiguous for a in list(inputs) + [out]):
+        # inputs the engine made views of their place in `out` (in-place concat): written there
+        # by their producers already
+        placed = in_place(inputs, out, self.axis)
+        rest = [x for x, done in zip(inputs, placed) if not done]
+        if out.size == 0 or not all(a.flags.c_contiguous for a in rest + [out]):
+            if any(placed):
+                raise ValueError("an in-place concat needs its other inputs contiguous")
             return partial(np.concatenate, inputs, axis=self.axis, out=out)
         rows = int(np.prod(out.shape[:self.axis], dtype=np.int64))
         out2d = out.reshape(rows, -1)   # contiguous (arena tensors are): views all along
         steps, col = [], 0
-        for x in inputs:
-            x2d = x.reshape(rows, -1)
-            steps.append(loop("copy_cols", (x2d, out2d, col), rows, 2 * x2d.size))
-            col += x2d.shape[1]
-        return sequence(steps)
+        for x, done in zip(inputs, placed):
+            width = int(np.prod(x.shape[self.axis:], dtype=np.int64))
+            if not done:
+                steps.append(loop("copy_cols", (x.reshape(rows, -1), out2d, col), rows, 2 * x.size))
+            col += width
+        return sequence(steps) if steps else _nothing
+
+
+def _nothing():
+    pass
+
+
+def in_place(inputs, out, axis: int) -> list:
+    """Per input: whether it is exactly its own slice of `out` along `axis` (same memory,
+    same strides): the engine's in-place concat made it so."""
+    placed, start = [], 0
+    for x in inputs:
+        stop = start + x.shape[axis]
+        target = out[(slice(None),) * axis + (slice(start, stop),)]
+        placed.append(x.shape == target.shape and x.strides == target.strides
+                      and x.__array_interface__["data"][0] == target.__array_interface__["data"][0])
+        start = stop
+    return placed

@@ -88,6 +88,12 @@ class Conv2DFast(FastKernel):
         self.scratch_nbytes = scratch_size(self.algo.specs)
 
     @property
+    def strided_output(self) -> bool:
+        """Whether bind takes an output whose pixels are evenly spaced rows wider than O (a
+        channel slice of a Concat's output: the engine's in-place concat)."""
+        return isinstance(self.algo, (Pointwise, Im2col)) and self.algo.fused_epilogue
+
+    @property
     def algorithm(self) -> str:
         return type(self.algo).__name__.lower()
 
