@@ -168,8 +168,8 @@ def gemm_width() -> int:
 def loop(name: str, args: tuple, rows: int, work: int, parts: int | None = None):
     """A step running compiled loop `name` (mace/ops/fast/_loops.py) over rows 0:rows:
     split across the pool when it is active and `work` (elements touched) pays for the
-    launch, else the serial loop in the calling thread. `parts`: split into exactly
-    that many (a loop whose scratch was sized for them at load; 1: never split)."""
+    launch, else the serial loop in the calling thread. `parts`: split into that many
+    (the width a kernel planned its split for at load; 1: never split)."""
     p = active()
     if p is not None and work >= MIN_PARALLEL_WORK and rows > 1 and parts != 1:
         return p.rows(name, args, rows, parts)

@@ -5,8 +5,8 @@ tiny maps -> one dense matrix (_conv_dense); 1x1 without pads -> GEMM on the
 input itself (_conv_gemm.Pointwise); 3x3 stride 1 with arg `winograd` 2|4 (set
 by the mark_winograd pass from the .yml) -> Winograd where _winograd.pick_block
 says it pays; where our packed GEMM applies (_conv_gemm.packed_width: filter
-packed at load, each thread im2col'ing, multiplying and clipping its own output
-rows) -> that (_conv_gemm.Im2col); else k x k stride-1 convs on large maps ->
+packed at load, windows read in place from the padded input, bias and clip
+fused) -> that (_conv_gemm.Im2col); else k x k stride-1 convs on large maps ->
 kh*kw shifted OpenBLAS GEMMs accumulating in place (_conv_shifted, bias and
 activation fused into its crop); everything else -> chunked im2col + GEMM
 (_conv_gemm.Im2col). OpenBLAS GEMMs of at most _conv_gemm.SMALL_M rows run
@@ -31,8 +31,8 @@ from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwi
 from mace.ops.registry import kernel
 
 
-# im2col into our packed GEMM (each thread's copy, GEMM and clip fused) beats the
-# shifted OpenBLAS GEMMs wherever it applies; shifted stays the choice where the packed
+# our packed GEMM (windows read in place, bias and clip fused) beats the shifted
+# OpenBLAS GEMMs wherever it applies; shifted stays the choice where the packed
 # GEMM does not apply (OpenBLAS on several threads of its own, no numba) on large maps.
 PREFER_PACKED_IM2COL = True
 
