@@ -93,7 +93,7 @@ def test_gemms_refuse_what_blas_cannot_take(two_threads):
 
 
 def grouped_conv():
-    return conv_case(np.random.default_rng(5), h=20, w=20, c=32, o=48, k=(1, 1), pads=(0, 0, 0, 0),
+    return conv_case(np.random.default_rng(5), h=40, w=40, c=32, o=48, k=(1, 1), pads=(0, 0, 0, 0),
                      group=4, act="RELU")
 
 
@@ -175,10 +175,10 @@ def test_a_blas_bound_reference_op_keeps_openblas_threads(two_threads):
     from tests.ops.ir_graph import graph_of
     rng = np.random.default_rng(2)
     x, consts, args = grouped_conv()
-    graph = graph_of({"x": x.shape, "z": (1, 20, 48, 20)},
+    graph = graph_of({"x": x.shape, "z": (1, 40, 48, 20)},
                      [("Conv2D", ["x", "w", "b"], ["y"], dict(data_format="NHWC", **args)),
                       ("MatMul", ["y", "z"], ["m"], {})], {"w": consts[0], "b": consts[1]}, outputs=("m",))
-    z = rng.standard_normal((1, 20, 48, 20)).astype(np.float32)
+    z = rng.standard_normal((1, 40, 48, 20)).astype(np.float32)
     engine = Engine(graph)
     assert engine.keeps_blas and not engine.pooled
     assert [n.tag for n in engine.nodes] == ["cpu:fast", "cpu"]

@@ -84,7 +84,9 @@ def test_split_across_the_pool_by_rows_or_by_panels(m, n):
 
 CONVS = [dict(k=(3, 3), act="RELU"), dict(k=(1, 1), pads=(0, 0, 0, 0), act="RELUX", bias=False),
          dict(k=(7, 7), s=(2, 2), pads=(3, 3, 3, 3), c=3, o=40), dict(k=(3, 3), s=(2, 1), pads=(0, 1, 2, 0)),
-         dict(k=(1, 1), s=(2, 2), pads=(0, 0, 0, 0), n=2)]
+         dict(k=(1, 1), s=(2, 2), pads=(0, 0, 0, 0), n=2),
+         dict(k=(1, 1), pads=(0, 0, 0, 0), group=4, c=24, o=140, act="RELUX"),   # og 35: ragged panels
+         dict(k=(1, 1), s=(2, 2), pads=(0, 0, 0, 0), group=3, c=12, o=69, n=2)]
 
 
 @pytest.mark.parametrize("case", CONVS)
@@ -95,7 +97,7 @@ def test_convs_on_one_thread_take_the_packed_gemm(case):
         got, want, kern = run_both("Conv2D", x, consts, args)
     assert kern.algorithm in ("im2col", "pointwise")
     assert kern.algo.fused_epilogue and kern.algo.gemm.parts == 1
-    assert kern.packed is kern.algo.gemm.panels
+    assert kern.packed is kern.algo.wmat
     close(got, want)
 
 

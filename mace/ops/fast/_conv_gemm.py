@@ -79,11 +79,12 @@ def is_pointwise(g: ConvGeometry) -> bool:
     return (g.kh, g.kw) == (1, 1) and not any(g.pads)
 
 
-def packed_width(geo: ConvGeometry, bounds) -> int:
+def packed_width(geo: ConvGeometry, bounds, grouped: bool = False) -> int:
     """Threads for _loops' packed GEMM (Panels), or 0 to keep OpenBLAS's: the compiled
-    loops, group 1, no column dilation (im2col's runs), an activation that is a clip (or
-    none: `bounds` from clip_bounds), and GEMMs not left to OpenBLAS's threads."""
-    if loops() is None or geo.group != 1 or geo.dilations[1] != 1 or bounds is None:
+    loops, group 1 (any for a 1x1 conv: `grouped`, one Panels per group), no column
+    dilation (a window row's taps contiguous), an activation that is a clip (or none:
+    `bounds` from clip_bounds), and GEMMs not left to OpenBLAS's threads."""
+    if loops() is None or (geo.group != 1 and not grouped) or geo.dilations[1] != 1 or bounds is None:
         return 0
     return gemm_width()
 
@@ -119,8 +120,9 @@ class Panels:
         return loop("pgemm_panels", self.args(a2d, out2d), len(self.panels), work, self.parts)
 
     def conv_step(self, xp, geo: "ConvGeometry", out2d):
-        """The k x k conv of one image from its padded input xp [Hp, Wp, C] (C-contiguous),
-        its windows read in place (implicit im2col, _loops.conv_pgemm)."""
+        """The k x k conv of one image from its padded input xp [Hp, Wp, C] (channels
+        contiguous, pixels evenly spaced: a C-contiguous image or a group's channel slice of
+        one), its windows read in place (implicit im2col, _loops.conv_pgemm)."""
         m, n = out2d.shape
         args = (xp, geo.ow, geo.strides[0], geo.strides[1], geo.dilations[0], geo.kh,
                 self.panels, self.bias, self.lo, self.hi, out2d)
@@ -159,12 +161,18 @@ class Pointwise:
         strided = tuple(geo.strides) != (1, 1)
         self.specs = [((geo.n, geo.oh, geo.ow, geo.c), np.float32)] if strided else []
         m = geo.n * geo.oh * geo.ow
-        width = packed_width(geo, bounds)
+        width = packed_width(geo, bounds, grouped=True)
         # the packed GEMM adds the bias and clips (Conv2DFast skips its epilogue)
         self.fused_epilogue = width > 0
         if self.fused_epilogue:   # a stride > 1 reads the subsampled pixels in place
-            self.gemm = Panels(wmat[0], bias, bounds, width)
+            og = geo.og
+            self.gemms = [Panels(wmat[i], None if bias is None else bias[i * og:(i + 1) * og], bounds, width)
+                          for i in range(geo.group)]
+            self.gemm = self.gemms[0]
             self.wmat = self.gemm.panels
+            if geo.group > 1:   # all groups in one step: each thread its rows of every group
+                self.wmat = np.stack([g.panels for g in self.gemms])
+                self.bias = np.stack([g.bias for g in self.gemms])
             self.specs = []
             return
         self.wmat = wmat
@@ -178,9 +186,14 @@ class Pointwise:
         if self.fused_epilogue:   # `out` may be a channel slice of a Concat's output
             x = contiguous(x, steps)
             if tuple(g.strides) == (1, 1):
-                return steps + [self.gemm.step(x.reshape(-1, g.c), pixel_rows(out))]
-            return steps + [self.gemm.conv_step(x[image], g, pixel_rows(out[image]))
-                            for image in range(g.n)]
+                x2d, out2d = x.reshape(-1, g.c), pixel_rows(out)
+                if g.group == 1:
+                    return steps + [self.gemm.step(x2d, out2d)]
+                args = (x2d, self.wmat, self.bias, self.gemm.lo, self.gemm.hi, out2d)
+                return steps + [loop("pgemm_groups", args, len(x2d), x2d.size * g.og, self.gemm.parts)]
+            return steps + [gemm.conv_step(x[image, ..., i * g.cg:(i + 1) * g.cg], g,
+                                           pixel_rows(out[image])[:, i * g.og:(i + 1) * g.og])
+                            for image in range(g.n) for i, gemm in enumerate(self.gemms)]
         if tuple(g.strides) != (1, 1):   # strided: gather the subsampled pixels once
             src = scratch[0]
             sub = x[:, ::g.strides[0], ::g.strides[1], :][:, :g.oh, :g.ow, :]

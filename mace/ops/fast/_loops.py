@@ -625,22 +625,35 @@ def pgemm_panels(a, panels, bias, lo, hi, c, j0, j1):
 
 
 @njit(**OPTS)
+def pgemm_groups(a, panels, bias, lo, hi, c, r0, r1):
+    """Rows r0:r1 of a grouped 1x1 conv: group g's columns of c from its columns of a,
+    its filter packed as panels[g] [P, K, NR], its bias bias[g] (padded to P * NR)."""
+    k = panels.shape[2]
+    og = c.shape[1] // panels.shape[0]
+    for g in range(panels.shape[0]):
+        ag = a[:, g * k:(g + 1) * k]
+        _pgemm(ag.ctypes.data, max(ag.shape[0], 1), 0, ag.strides[0], 1, k, 0, panels[g], bias[g], lo, hi,
+               c[:, g * og:(g + 1) * og], r0, r1, 0, panels.shape[1])
+
+
+@njit(**OPTS)
 def conv_pgemm(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, r0, r1):
     """Output rows r0:r1 of a k x k conv of one image straight from its padded NHWC input
     xp [Hp, Wp, C] (no column dilation): output pixel (y, x)'s A row is its window, kh
-    runs of kw * C contiguous floats (kw from the packed filter's K)."""
-    wp, ch = xp.shape[1], xp.shape[2]
+    runs of kw * C contiguous floats (kw from the packed filter's K). Addressed by xp's
+    strides: a 1x1 conv's group may be a channel slice of the image."""
+    line, pixel = xp.strides[0], xp.strides[1]
     seg_len = panels.shape[1] // kh
-    _pgemm(xp.ctypes.data, ow, sh * wp * ch * 4, sw * ch * 4, kh, seg_len, dh * wp * ch, panels, bias,
+    _pgemm(xp.ctypes.data, ow, sh * line, sw * pixel, kh, seg_len, dh * line // 4, panels, bias,
            lo, hi, out2d, r0 * ow, r1 * ow, 0, panels.shape[0])
 
 
 @njit(**OPTS)
 def conv_pgemm_panels(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, j0, j1):
     """conv_pgemm's panels j0:j1, all output rows."""
-    wp, ch = xp.shape[1], xp.shape[2]
+    line, pixel = xp.strides[0], xp.strides[1]
     seg_len = panels.shape[1] // kh
-    _pgemm(xp.ctypes.data, ow, sh * wp * ch * 4, sw * ch * 4, kh, seg_len, dh * wp * ch, panels, bias,
+    _pgemm(xp.ctypes.data, ow, sh * line, sw * pixel, kh, seg_len, dh * line // 4, panels, bias,
            lo, hi, out2d, 0, out2d.shape[0], j0, j1)
 
 
@@ -861,3 +874,11 @@ def conv_pgemm_panels_par(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, p
     for p in prange(parts):
         j0, j1 = _part(count, parts, p)
         conv_pgemm_panels(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, j0, j1)
+
+
+@njit(**PAR)
+def pgemm_groups_par(a, panels, bias, lo, hi, c, parts):
+    rows = a.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        pgemm_groups(a, panels, bias, lo, hi, c, r0, r1)
