@@ -131,3 +131,12 @@ def test_an_input_that_is_not_contiguous_is_copied_first(case):
         out = np.full(want.shape, np.nan, F32)
         engine.nodes[0].kernel.bind([view], [out], None)()
     close(out, want)
+
+
+def test_a_grouped_1x1_keeps_one_packed_copy():
+    """The groups' Panels are views of the one stacked filter the grouped step reads."""
+    x, consts, args = conv_case(np.random.default_rng(9), h=17, w=15, **CONVS[5])
+    with threadpool_limits(1):
+        got, want, kern = run_both("Conv2D", x, consts, args)
+    assert all(np.shares_memory(g.panels, kern.algo.wmat) for g in kern.algo.gemms)
+    close(got, want)

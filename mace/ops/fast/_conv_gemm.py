@@ -173,6 +173,8 @@ class Pointwise:
             if geo.group > 1:   # all groups in one step: each thread its rows of every group
                 self.wmat = np.stack([g.panels for g in self.gemms])
                 self.bias = np.stack([g.bias for g in self.gemms])
+                for i, gemm in enumerate(self.gemms):   # views of the stacks: one copy kept
+                    gemm.panels, gemm.bias = self.wmat[i], self.bias[i]
             self.specs = []
             return
         self.wmat = wmat

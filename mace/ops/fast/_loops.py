@@ -637,23 +637,29 @@ def pgemm_groups(a, panels, bias, lo, hi, c, r0, r1):
 
 
 @njit(**OPTS)
+def _windows(xp, sh, sw, dh, kh, panels):
+    """_pgemm's row addressing for a conv reading its windows in place from xp [Hp, Wp, C]
+    (channels contiguous, by xp's strides: a 1x1 conv's group may be a channel slice):
+    (line step, pixel step, segments, segment length, segment stride)."""
+    line, pixel = xp.strides[0], xp.strides[1]
+    return sh * line, sw * pixel, kh, panels.shape[1] // kh, dh * line // 4
+
+
+@njit(**OPTS)
 def conv_pgemm(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, r0, r1):
     """Output rows r0:r1 of a k x k conv of one image straight from its padded NHWC input
     xp [Hp, Wp, C] (no column dilation): output pixel (y, x)'s A row is its window, kh
-    runs of kw * C contiguous floats (kw from the packed filter's K). Addressed by xp's
-    strides: a 1x1 conv's group may be a channel slice of the image."""
-    line, pixel = xp.strides[0], xp.strides[1]
-    seg_len = panels.shape[1] // kh
-    _pgemm(xp.ctypes.data, ow, sh * line, sw * pixel, kh, seg_len, dh * line // 4, panels, bias,
+    runs of kw * C contiguous floats (kw from the packed filter's K)."""
+    line, pixel, nseg, seg_len, seg_stride = _windows(xp, sh, sw, dh, kh, panels)
+    _pgemm(xp.ctypes.data, ow, line, pixel, nseg, seg_len, seg_stride, panels, bias,
            lo, hi, out2d, r0 * ow, r1 * ow, 0, panels.shape[0])
 
 
 @njit(**OPTS)
 def conv_pgemm_panels(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, j0, j1):
     """conv_pgemm's panels j0:j1, all output rows."""
-    line, pixel = xp.strides[0], xp.strides[1]
-    seg_len = panels.shape[1] // kh
-    _pgemm(xp.ctypes.data, ow, sh * line, sw * pixel, kh, seg_len, dh * line // 4, panels, bias,
+    line, pixel, nseg, seg_len, seg_stride = _windows(xp, sh, sw, dh, kh, panels)
+    _pgemm(xp.ctypes.data, ow, line, pixel, nseg, seg_len, seg_stride, panels, bias,
            lo, hi, out2d, 0, out2d.shape[0], j0, j1)
 
 

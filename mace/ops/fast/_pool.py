@@ -158,7 +158,8 @@ def gemm_width() -> int:
     p = pool()
     if p is None:
         from mace.ops.fast._cblas import openblas
-        threads = _blas_threads(openblas()) if openblas() is not None else None
+        lib = openblas()
+        threads = _blas_threads(lib) if lib is not None else None
         return 1 if threads is not None and threads[0]() == 1 else 0
     if p.suspended:
         return 0
