@@ -40,7 +40,8 @@ def parse_shape(text: str) -> dict:
 
 
 def op_graph(spec: dict, winograd: int):
-    from mace.frontends.base import TensorSpec, add_input_info, add_output_info
+    from mace.frontends.base import add_input_info, add_output_info
+    from mace.config.specs import TensorSpec
     from mace.ir.graph import Graph
     from mace.transform.shape_inference import infer_shapes
 

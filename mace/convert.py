@@ -15,9 +15,10 @@ from mace import frontends
 from mace.codegen.obfuscate import obfuscate_graph
 from mace.codegen.outputs import finish_library, model_extras
 from mace.config.deployment import DeploymentConfig, ModelConfig, placed_runtimes
-from mace.config.fetch import fetch, local_path, sha256_of
+from mace.config.fetch import local_path, sha256_of
+from mace.config.files import fetch_model_files, library_dir, models_of
 from mace.errors import ConfigError, ModelError
-from mace.frontends.base import ModelSpec
+from mace.config.specs import ModelSpec
 from mace.ir.args import set_arg
 from mace.ir.model_io import net_to_text, save_model
 from mace.quantize.report import write_report as write_quantize_report
@@ -39,27 +40,6 @@ class ConvertResult:
     log: list = field(default_factory=list)
     report: object = None  # mace.report.offline.OfflineReport, also written as <model>_report.txt
     extra_files: list = field(default_factory=list)  # (file, place under builds/<library>/): code, maps
-
-
-def library_dir(config: DeploymentConfig, build_dir: Path | None = None) -> Path:
-    return Path(build_dir or "builds") / config.library_name
-
-
-def model_paths(config: DeploymentConfig, model: str, build_dir: Path | None = None) -> tuple:
-    d = library_dir(config, build_dir) / "model"
-    return d / f"{model}.pb", d / f"{model}.data"
-
-
-def fetch_model_files(config: DeploymentConfig, model: ModelConfig, build_dir: Path | None = None):
-    downloads = Path(build_dir or "builds") / "downloads"
-    path = fetch(model.model_file_path, model.model_sha256_checksum,
-                 f"{model.key_path}.model_file_path", config.path, downloads,
-                 allow_dir=model.platform == "tensorflow")  # a SavedModel is a directory
-    weights = None
-    if model.weight_file_path:
-        weights = fetch(model.weight_file_path, model.weight_sha256_checksum,
-                        f"{model.key_path}.weight_file_path", config.path, downloads)
-    return path, weights
 
 
 def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
@@ -147,10 +127,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
 def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,
                        dump_dir: Path | None = None) -> list:
     """Convert the named models (default: all); returns one ConvertResult per model."""
-    names = list(models or config.models)
-    for n in names:
-        if n not in config.models:
-            raise ConfigError(f"{config.path}: no model named '{n}'; models: {', '.join(config.models)}")
+    names = [m.name for m in models_of(config, models)]
     final_dir = library_dir(config, build_dir) / "model"
     # folders this call creates are removed again if it fails: a failed first convert leaves nothing
     created = [d for d in (final_dir.parent, *final_dir.parent.parents) if not d.exists()]

@@ -11,7 +11,7 @@ import tempfile
 import numpy as np
 
 from mace.frontends import convert
-from mace.frontends.base import ModelSpec, TensorSpec
+from mace.config.specs import ModelSpec, TensorSpec
 from mace.ir.dtypes import BY_NAME
 from mace.runtime.engine import Engine
 from mace.transform.pipeline import transform

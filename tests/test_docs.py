@@ -1,7 +1,7 @@
 """Generated docs must match the code they describe."""
 from pathlib import Path
 
-from mace.ops.catalog import ops_markdown
+from mace.report.catalog import ops_markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 

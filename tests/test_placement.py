@@ -22,7 +22,7 @@ from mace.ir.model_io import load_model
 from mace.proto import pb
 from mace.run import run_model
 from mace.runtime.engine import Engine
-from mace.runtime.gpu.placement import gpu_reason
+from mace.ops.gpu.support import gpu_reason
 from mace.transform.placement_groups import groups, transfers
 from mace.transform.passes.quantize import quantize_plan
 from tests.cli_helpers import cli, save_onnx

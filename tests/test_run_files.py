@@ -2,7 +2,7 @@
 import pytest
 
 from mace.errors import ConfigError
-from mace.run import file_names, safe_name
+from mace.config.files import file_names, safe_name
 
 
 def test_safe_name_rule():

@@ -9,7 +9,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from mace import onnx_backend
 from mace.frontends import convert
-from mace.frontends.base import ModelSpec, TensorSpec
+from mace.config.specs import ModelSpec, TensorSpec
 from mace.ir.args import get_arg
 from mace.transform.pipeline import PASSES, pass_names, transform
 

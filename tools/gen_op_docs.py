@@ -6,7 +6,7 @@ import sys
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from mace.ops.catalog import ops_markdown  # noqa: E402
+from mace.report.catalog import ops_markdown  # noqa: E402
 
 if __name__ == "__main__":
     (ROOT / "docs" / "ops.md").write_text(ops_markdown())

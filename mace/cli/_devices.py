@@ -11,9 +11,10 @@ from pathlib import Path
 
 from rich.markup import escape
 
+from mace.config.files import models_of
 from mace.devices.discovery import find_targets, split_names
 from mace.devices.target_run import RunOptions, output_dir_for, run_on_targets
-from mace.errors import ConfigError, MaceError
+from mace.errors import MaceError
 
 
 def add_arguments(p) -> None:
@@ -60,7 +61,7 @@ def run(config, args, run_host, console, profile: bool = False, **options) -> tu
                       seed=args.seed, profile=profile, timeout=args.device_timeout,
                       lock_timeout=args.device_lock_timeout,
                       cpu_affinity_policy=getattr(args, "cpu_affinity_policy", 0), **options)
-    _check_models(config, opts.models)
+    models_of(config, opts.models)   # an unknown name is an error before any device is touched
     device_results, errors = run_on_targets(config, boards, opts, notify=_say, several=several)
     for name, info in {r.device: r.device_info for r in device_results}.items():
         console.print(f"Device {escape(describe(name, info))}")
@@ -72,12 +73,6 @@ def describe(name: str, info: dict) -> str:
     soc = f", SoC {info['soc']}" if info.get("soc") else ""
     return (f"{name} ({info['address']}, ABI {info['abi']}): Python {info['python']}, "
             f"numpy {info['numpy']}, {info['machine']}{soc}")
-
-
-def _check_models(config, names) -> None:
-    for n in names:
-        if n not in config.models:
-            raise ConfigError(f"{config.path}: no model named '{n}'; models: {', '.join(config.models)}")
 
 
 def raise_errors(errors: list) -> None:

@@ -4,12 +4,16 @@
 logs MACE's `Tensor range @@<tensor>@@<min>,<max>` lines (stdout and a log file) for
 `quantize_stat` / tools/quantize_stat.py; it replaces the normal run. --trace_dir
 dumps every node output of a quantized model and compares each layer with the float
-model (mace/quantize/trace.py). docs/quantization.md has the whole flow.
+model (mace/validate/trace.py). docs/quantization.md has the whole flow.
 """
 from __future__ import annotations
 
+import copy
 import sys
+import tempfile
 from pathlib import Path
+
+import numpy as np
 
 from rich.markup import escape
 from rich.table import Table
@@ -18,7 +22,9 @@ from mace.cli.quantize_stat_cmd import default_log
 from mace.errors import ConfigError
 from mace.quantize.calibrate import collect_stats, load_samples
 from mace.quantize.stat import log_lines, stat_engine
-from mace.report.session import models_of, open_model, thread_limit
+from mace.report.session import open_model
+from mace.runtime.affinity import thread_limit
+from mace.config.files import models_of
 
 SAMPLES_HELP = "one sub-folder per sample holding <input>.npy, *.npz files keyed by input name, or " \
                "*.npy files for a one-input model"
@@ -74,8 +80,8 @@ def trace(args, config, console) -> None:
     """`run --trace_dir`: trace every model (quantized ones only)."""
     if not args.trace_dir:
         return
-    from mace.codegen.obfuscate import MAP_SUFFIX
-    from mace.quantize.trace import float_reference, to_obfuscated, trace_model
+    from mace.config.files import MAP_SUFFIX
+    from mace.validate.trace import to_obfuscated, trace_model
     from mace.runtime.engine import is_quantized
 
     for model in models_of(config, args.models):
@@ -116,3 +122,20 @@ def print_trace(console, t) -> None:
     if worst:
         console.print(f"largest SQNR drop: {escape(worst.op)} ({worst.type}), {worst.sqnr_drop_db:.1f} dB")
     console.print(f"{len(t.rows)} tensors of {t.model} traced to {escape(str(t.directory))}/ (trace.csv)")
+
+
+def float_reference(config, model, inputs: dict, build_dir=None) -> dict:
+    """The float model's value of every node output on `inputs`: the deployment file's model
+    converted again with quantize off (as `convert --quantize_stat`) into a temporary folder."""
+    from mace.convert import convert_model
+    from mace.quantize.stat import stat_config
+    from mace.report.dump import capture_outputs
+    from mace.runtime.engine import create_engine
+
+    float_config = copy.deepcopy(config)
+    stat_config(float_config, force=True)
+    with tempfile.TemporaryDirectory(prefix="mace_trace_") as tmp:
+        result = convert_model(float_config, float_config.models[model.name], Path(tmp), build_dir)
+        engine = create_engine(result.pb_path, result.data_path, device="cpu")
+        _, values = capture_outputs(engine, inputs)
+    return {**{name: np.asarray(v) for name, v in inputs.items()}, **values}  # inputs: for their Quantize

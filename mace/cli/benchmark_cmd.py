@@ -11,9 +11,9 @@ from mace.cli._tables import grouped, mace_table, ms, shape
 from mace.config import load_deployment
 from mace.devices.target_run import BenchmarkRun
 from mace.report.benchmark import benchmark_model
-from mace.report.jsonutil import dumps
+from mace.util.jsonutil import dumps
 from mace.report.placement_timing import placement_lines
-from mace.report.session import models_of
+from mace.config.files import models_of
 from mace.runtime.affinity import pin_threads
 
 HELP = "benchmark converted models: per-op statistics (run order, slowest ops, by op type, MACs)"

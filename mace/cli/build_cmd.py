@@ -8,7 +8,7 @@ from rich.table import Table
 
 from mace.cli._console import console as make_console
 from mace.config import load_deployment
-from mace.devices.build import build_library
+from mace.build import build_library
 
 HELP = "convert, then lay out what a device needs: models, OpenCL files, the runner mace_run.pyz"
 

@@ -7,8 +7,10 @@ from mace.cli._console import console as make_console
 from mace.cli._layers_view import describe, print_findings, print_layers
 from mace.config import load_deployment
 from mace.errors import ValidationFailed
-from mace.report.jsonutil import dumps
-from mace.report.session import models_of, open_model, thread_limit
+from mace.util.jsonutil import dumps
+from mace.report.session import open_model
+from mace.runtime.affinity import thread_limit
+from mace.config.files import models_of
 from mace.validate.divergence import locate_divergence
 
 HELP = "find the first node where a runtime diverges from the original framework (no bisection)"

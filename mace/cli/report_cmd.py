@@ -7,7 +7,7 @@ from mace.config import load_deployment
 from mace.ir.model_io import load_model
 from mace.report.html import visualize_model
 from mace.report.offline import offline_report, render_text, source_model
-from mace.report.session import converted_paths, models_of
+from mace.config.files import converted_paths, models_of
 
 HELP = "print the offline report of converted models; --html writes the visual report"
 

@@ -13,9 +13,11 @@ from mace.cli.benchmark_cmd import benchmark_lines
 from mace.cli.debug_cmd import locate, report_findings
 from mace.report.benchmark import benchmark_model
 from mace.report.dump import dump_tensors
-from mace.report.jsonutil import plain
+from mace.util.jsonutil import plain
 from mace.report.online import online_report, render_text
-from mace.report.session import models_of, open_model, thread_limit
+from mace.report.session import open_model
+from mace.runtime.affinity import thread_limit
+from mace.config.files import models_of
 from mace.validate.layers import validate_layers
 
 FLAGS = ("benchmark", "report", "validate_all_layers", "dump_tensors", "locate_divergence")

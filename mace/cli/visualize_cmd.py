@@ -8,7 +8,7 @@ from rich.markup import escape
 
 from mace.config import load_deployment
 from mace.report.html import visualize_model
-from mace.report.session import models_of
+from mace.config.files import models_of
 
 HELP = "write an HTML report per model: graph, latency per layer, memory timeline, offline report"
 

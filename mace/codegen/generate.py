@@ -14,27 +14,17 @@ from __future__ import annotations
 import base64
 import hashlib
 import math
-import re
 from pathlib import Path
 
 import jinja2
 from google.protobuf.descriptor import FieldDescriptor
 
+from mace.config.files import package_name
 from mace.ir.model_io import load_net
 from mace.proto import pb
 
 LINE = 100          # a message longer than this is written one field per line
 B64_LINE = 76       # base64 characters per line of a weights module
-
-
-def package_name(library: str) -> str:
-    """A Python identifier for the library's package: '<library>_models'."""
-    name = re.sub(r"\W", "_", library) + "_models"
-    return name if not name[0].isdigit() else "_" + name
-
-
-def code_dir(library_dir: Path, library: str) -> Path:
-    return Path(library_dir) / "code" / package_name(library)
 
 
 def _env() -> jinja2.Environment:

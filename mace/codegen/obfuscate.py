@@ -13,8 +13,6 @@ from pathlib import Path
 from mace.ir.graph import Graph
 from mace.ir.layouts import ARG as PERMS_ARG, record_perms, stored_perms
 
-MAP_SUFFIX = "_obfuscation_map.json"
-
 
 def obfuscate_graph(graph: Graph) -> dict:
     """Rename in place; returns {"ops"|"tensors"|"framework_ops": {opaque id: original name}}."""

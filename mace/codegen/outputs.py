@@ -10,8 +10,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from mace.codegen.generate import code_dir, package_name, write_init, write_model_code
-from mace.codegen.obfuscate import MAP_SUFFIX, write_map
+from mace.codegen.generate import write_init, write_model_code
+from mace.config.files import code_dir, package_name
+from mace.codegen.obfuscate import write_map
+from mace.config.files import MAP_SUFFIX
 
 
 def model_extras(config, model: str, scratch: Path, pb_path: Path, data_path: Path, mapping) -> list:

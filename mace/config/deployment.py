@@ -15,7 +15,7 @@ from pathlib import Path
 from mace.config import schema
 from mace.config.yaml_io import load_yaml
 from mace.errors import ConfigError
-from mace.frontends.base import TensorSpec
+from mace.config.specs import TensorSpec
 
 
 class _Level:

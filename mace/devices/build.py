@@ -1,4 +1,4 @@
-"""`build`: convert, then lay out under builds/<library_name>/ everything a device needs.
+"""What `build` lays out under builds/<library_name>/ beside the converted models for a device.
 
     builds/<library_name>/
     ├── model/<model>.pb, .data, .pb_txt       the converted models (what `convert` writes)
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from mace import __version__
 from mace.config.deployment import DeploymentConfig
-from mace.convert import convert_deployment, library_dir, model_paths
+from mace.config.files import library_dir, model_paths
 from mace.devices import runner_zip
 from mace.errors import ConfigError
 
@@ -57,8 +57,8 @@ def file_entry(path: Path) -> dict:
     return {"bytes": path.stat().st_size, "sha256": h.hexdigest()}
 
 
-def build_library(config: DeploymentConfig, build_dir=None, models=None) -> BuildResult:
-    converted = convert_deployment(config, build_dir, models)
+def package_library(config: DeploymentConfig, converted: list, build_dir=None) -> BuildResult:
+    """Lay out the runner per ABI and the manifest beside the converted models (mace/build.py)."""
     lib = library_dir(config, build_dir)
     members = runner_zip.archive_members()
     result = BuildResult(lib, converted, warnings=[f"the runner cannot ship: {w} (import it inside a "

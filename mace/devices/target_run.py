@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.deployment import DeploymentConfig
-from mace.convert import model_paths
+from mace.config.files import model_paths
 from mace.devices import process
 from mace.devices.base import DeviceError
 from mace.devices.build import RUNNER, built_for, file_entry
@@ -34,7 +34,9 @@ from mace.errors import ConfigError, MaceError, ModelError
 from mace.ir.args import get_arg
 from mace.ir.model_io import load_net
 from mace.report.benchmark import BenchmarkResult
-from mace.run import ModelRunResult, Timing, file_names, make_inputs, validate_outputs
+from mace.validate.outputs import validate_outputs
+from mace.runtime.results import ModelRunResult, Timing
+from mace.config.files import file_names, make_inputs
 from mace.runtime.profiler import OpStat
 
 MIN_PYTHON = (3, 10)

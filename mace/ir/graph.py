@@ -23,7 +23,7 @@ class Graph:
     consts: dict = field(default_factory=dict)  # name -> np.ndarray
     # name -> (shape tuple, numpy dtype) for every non-const tensor, filled by infer_shapes
     specs: dict = field(default_factory=dict)
-    # name -> mace.quantize.params.QuantParams for quantized constants (weights, bias);
+    # name -> mace.ir.quant_params.QuantParams for quantized constants (weights, bias);
     # activations keep theirs in their producer's OperatorDef.quantize_info
     quant: dict = field(default_factory=dict)
     _uid: itertools.count = field(default_factory=lambda: itertools.count(), repr=False)
@@ -116,7 +116,7 @@ class Graph:
             return self.quant.get(name)
         if np.dtype(self.specs[name][1]) not in (np.dtype(np.uint8), np.dtype(np.int8)):
             return None
-        from mace.quantize.params import params_from_info
+        from mace.ir.quant_params import params_from_info
         for op in self.net.op:
             if name in op.output:
                 i = list(op.output).index(name)

@@ -124,7 +124,7 @@ def _write_quant(t, p) -> None:
 
 
 def _read_quant(t):
-    from mace.quantize.params import QuantParams
+    from mace.ir.quant_params import QuantParams
 
     dtype = to_numpy(t.data_type)
     if t.HasField("quantized_dimension"):

@@ -80,7 +80,7 @@ class KernelContext:
     output_dtypes: list
     consts: list = field(default_factory=list)  # np.ndarray or None per input
     options: dict = field(default_factory=dict)  # engine options (num_threads, ...)
-    # mace.quantize.params.QuantParams (or None: float tensor) per input / output
+    # mace.ir.quant_params.QuantParams (or None: float tensor) per input / output
     input_quant: list = field(default_factory=list)
     output_quant: list = field(default_factory=list)
 

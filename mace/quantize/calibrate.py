@@ -67,7 +67,7 @@ def load_samples(directory, specs, where: str) -> list:
       * for a one-input model, any `*.npy` files: one sample each.
     """
     from mace.errors import ConfigError
-    from mace.run import _npy, file_names
+    from mace.config.files import load_npy, file_names
 
     d = Path(directory)
     if not d.is_dir():
@@ -76,7 +76,7 @@ def load_samples(directory, specs, where: str) -> list:
     subdirs = sorted(p for p in d.iterdir() if p.is_dir())
     samples = []
     if subdirs:
-        samples = [{s.name: _npy(sub / files[s.name], s, where) for s in specs} for sub in subdirs]
+        samples = [{s.name: load_npy(sub / files[s.name], s, where) for s in specs} for sub in subdirs]
     elif sorted(d.glob("*.npz")):
         for path in sorted(d.glob("*.npz")):
             with np.load(path, allow_pickle=False) as z:
@@ -85,9 +85,9 @@ def load_samples(directory, specs, where: str) -> list:
                     raise ConfigError(f"{where}: {path} lacks input(s) {missing} (has {z.files})")
                 samples.append({s.name: _fit(z[s.name], s, path, where) for s in specs})
     elif all((d / files[s.name]).exists() for s in specs):
-        samples = [{s.name: _npy(d / files[s.name], s, where) for s in specs}]
+        samples = [{s.name: load_npy(d / files[s.name], s, where) for s in specs}]
     elif len(specs) == 1:
-        samples = [{specs[0].name: _npy(p, specs[0], where)} for p in sorted(d.glob("*.npy"))]
+        samples = [{specs[0].name: load_npy(p, specs[0], where)} for p in sorted(d.glob("*.npy"))]
     if not samples:
         raise ConfigError(f"{where}: no calibration samples in {d} (sub-folders with <input>.npy, "
                           f"*.npz files, or *.npy files for a one-input model)")
@@ -116,6 +116,6 @@ def calibration_source(config, sg):
         folder = local_path(sg.quantize_calibration_data, config.path.parent)
         return lambda graph: collect_ranges(graph, load_samples(folder, sg.inputs, where))
     if sg.validation_inputs_data and not sg.quantize_range_file:
-        from mace.run import make_inputs
+        from mace.config.files import make_inputs
         return lambda graph: collect_ranges(graph, [make_inputs(config, sg, None)[0]])
     return None

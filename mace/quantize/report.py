@@ -18,8 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
-from mace.report.jsonutil import dumps
-from mace.report.text import banner, table
+from mace.ops.registry import spec
+from mace.util.jsonutil import dumps
+from mace.util.text import banner, table
 
 REPORT_SUFFIX = "_quantize_report"
 
@@ -86,10 +87,8 @@ def calibration_report(graph, plan: dict, ranges: dict, sources: dict, domain: d
 
 
 def _activation(op, out, float_name, ranges, sources, p) -> ActivationRow:
-    from mace.transform.passes.quantize import int8_kernel
-
     tensor = float_name.get(out, out)
-    mode = getattr(int8_kernel(op.type), "output_range", "own")
+    mode = getattr(spec(op.type).kernels.get("int8"), "output_range", "own")
     observed = (None, None)
     if isinstance(mode, tuple):
         source = f"fixed by {op.type} [{mode[0]:g}, {mode[1]:g}]"

@@ -157,8 +157,8 @@ def stat_config(config, force: bool = False):
 
 def stat_engine(config, model, build_dir=None):
     """The converted float model of `model` on the CPU, or a clear error saying how to get it."""
-    from mace.codegen.obfuscate import MAP_SUFFIX
-    from mace.report.session import converted_paths
+    from mace.config.files import MAP_SUFFIX
+    from mace.config.files import converted_paths
     from mace.runtime.engine import create_engine
 
     pb_path, data_path = converted_paths(config, model, build_dir)

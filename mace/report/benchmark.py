@@ -14,7 +14,7 @@ import time
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
-from mace.report.opstats import graph_stats
+from mace.ir.opstats import graph_stats
 from mace.report.placement_timing import GroupTiming, TransferTiming, placement_timing
 from mace.report.placement_timing import record as record_transfers
 from mace.report.placement_timing import stop as stop_transfers
@@ -266,9 +266,10 @@ def benchmark_model(config, model, build_dir=None, rounds: int = 10, input_dir=N
                     num_threads: int = -1, save: bool = True, warmup: int = 1) -> BenchmarkResult:
     """Benchmark one converted model of a deployment file; with `save`, also write
     builds/<library>/model/<model>_benchmark.json (visualize draws its charts from it)."""
-    from mace.report.jsonutil import dumps
+    from mace.util.jsonutil import dumps
     from mace.report.offline import md5_of
-    from mace.report.session import open_model, thread_limit
+    from mace.report.session import open_model
+    from mace.runtime.affinity import thread_limit
 
     with thread_limit(num_threads):
         session = open_model(config, model, build_dir, input_dir, seed)

@@ -52,7 +52,7 @@ class DumpedTensor:
 
 def dump_tensors(engine, inputs: dict, directory) -> list:
     """Run once, writing every node output to `directory` (see the module docstring)."""
-    from mace.run import safe_name  # the CLI's documented tensor -> file name rule
+    from mace.config.files import safe_name  # the CLI's documented tensor -> file name rule
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

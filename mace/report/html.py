@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mace.report.html_assets import CSS, JS
-from mace.report.jsonutil import dumps
+from mace.util.jsonutil import dumps
 from mace.report.visual import layout, visual_data
 
 PAGE = """<!DOCTYPE html>
@@ -107,7 +107,7 @@ def visualize_model(config, model, build_dir=None, out_dir=None, dot: bool = Fal
     into builds/<library>/model/ unless `out_dir` is given."""
     from mace.ir.model_io import load_model
     from mace.report.offline import offline_report, source_model
-    from mace.report.session import converted_paths
+    from mace.config.files import converted_paths
     from mace.report.visual import load_benchmark
 
     pb_path, data_path = converted_paths(config, model, build_dir)

@@ -3,7 +3,7 @@
 Model ID (MD5 of the source model file), tool version, input/output shapes,
 the tensor arena from the memory planner next to its lower bound (the largest
 set of simultaneously live tensors), a per-layer table (#ops, #params, param
-size, activations; see mace/report/opstats.py for the counting rules), totals
+size, activations; see mace/ir/opstats.py for the counting rules), totals
 and the estimated size of the model data. `convert` writes it to
 builds/<library>/model/<model>_report.txt.
 """
@@ -18,8 +18,8 @@ import numpy as np
 from mace import __version__
 from mace.proto import pb
 from mace.report.memory import memory_timeline
-from mace.report.opstats import graph_stats
-from mace.report.text import banner, kib, si, table
+from mace.ir.opstats import graph_stats
+from mace.util.text import banner, kib, si, table
 from mace.transform.placement_groups import report_lines as placement_lines
 
 
@@ -158,7 +158,7 @@ def render_text(report: OfflineReport) -> str:
 def source_model(config, model, build_dir=None):
     """The source model file for the model ID, or None when it cannot be had any more (the
     report of an existing conversion is still useful without it)."""
-    from mace.convert import fetch_model_files
+    from mace.config.files import fetch_model_files
     from mace.errors import MaceError
 
     try:

@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 from mace.report.benchmark import profile_runs
 from mace.report.offline import LAYER_HEADERS, layer_rows, totals_lines, used_consts
-from mace.report.opstats import graph_stats
-from mace.report.text import banner, spaced, table
+from mace.ir.opstats import graph_stats
+from mace.util.text import banner, spaced, table
 from mace.runtime.observer import kernel_buffers
 
 

@@ -13,11 +13,20 @@ allows it (Linux sched_setaffinity); elsewhere the policy is accepted and ignore
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
 POLICIES = {0: "none", 1: "big_only", 2: "little_only", 3: "high_performance", 4: "power_save"}
 _limiter = None   # keeps the threadpoolctl limit alive
+
+
+def thread_limit(num_threads: int):
+    """BLAS threads for a block (`with thread_limit(n):`); -1 or 0: the library default."""
+    if not num_threads or num_threads < 0:
+        return contextlib.nullcontext()
+    from threadpoolctl import threadpool_limits
+    return threadpool_limits(limits=num_threads)
 
 
 def limit_threads(num_threads: int) -> None:

@@ -6,7 +6,7 @@ ever considered for it; an op none of them can run is an error naming it.
 
 Cost model, one unit for both terms (UNIT = 64 Ki ops or bytes):
   running an op on the k-th runtime of the list (0 = first) costs
-      k * (1 + ops / UNIT)               ops: mace/report/opstats.py count_ops
+      k * (1 + ops / UNIT)               ops: mace/ir/opstats.py count_ops
   every tensor moving between runtimes costs, per runtime it moves to,
       1 + bytes / UNIT                    (model inputs start, and outputs end, on the CPU)
 Starting from the first-choice placement, the search moves a single op, or a whole
@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.errors import ModelError
-from mace.report.opstats import count_macs, count_ops
+from mace.ir.opstats import count_macs, count_ops
 
 UNIT = 65536.0
 HOST = "cpu"

@@ -24,12 +24,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mace.errors import ModelError
-from mace.frontends.base import TensorSpec
+from mace.config.specs import TensorSpec
 from mace.ir.args import set_arg
 from mace.ir.layouts import record_perms, stored_perms
 from mace.ops.registry import spec
 from mace.proto import pb
-from mace.runtime.gpu.placement import gpu_reason
+from mace.ops.gpu.support import gpu_reason
 
 DEVICE = {"cpu": pb.CPU, "gpu": pb.GPU, "dsp": pb.HEXAGON}
 RUNTIME_OF = {v: k for k, v in DEVICE.items()}

@@ -113,7 +113,7 @@ def describe(graph, limit: int = 12) -> list:
 
 def report_lines(graph, layers: list) -> list:
     """The offline report's Placement section (mixed placements only); `layers`: OpStatic per op."""
-    from mace.report.text import si, table
+    from mace.util.text import si, table
 
     if not is_mixed(graph):
         return []

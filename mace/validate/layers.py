@@ -25,7 +25,7 @@ import numpy as np
 
 from mace.errors import ConfigError, ModelError
 from mace.frontends import FRAMEWORK_FORMATS
-from mace.frontends.base import user_to_framework
+from mace.config.specs import user_to_framework
 from mace.ir.layouts import stored_perms
 from mace.ops.registry import Kernel
 from mace.runtime.engine import is_quantized
@@ -293,7 +293,7 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
 
     `all_layers=False` checks only the .yml's check_tensors. `engine` defaults to the
     session's (another runtime's engine may be given)."""
-    from mace.convert import fetch_model_files
+    from mace.config.files import fetch_model_files
 
     config, model, sg = session.config, session.model, session.subgraph
     engine = engine or session.engine
@@ -334,7 +334,7 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
 
 def _dequantized(graph, tensors: dict) -> dict:
     """Quantized (uint8) intermediate tensors as the reals they stand for."""
-    from mace.quantize.params import dequantize
+    from mace.ir.quant_params import dequantize
 
     out = {}
     for name, value in tensors.items():

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.frontends import convert
-from mace.frontends.base import ModelSpec, TensorSpec
+from mace.config.specs import ModelSpec, TensorSpec
 from mace.runtime.engine import Engine
 from mace.transform.pipeline import transform
 from mace.validate.caffe_reference import run_caffe

@@ -4,7 +4,7 @@ import pytest
 
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends import convert
-from mace.frontends.base import ModelSpec, TensorSpec
+from mace.config.specs import ModelSpec, TensorSpec
 from mace.frontends.caffe import caffe_pb2
 from tests.caffe.caffe_case import convert_net
 from tests.caffe.caffe_net import CaffeNet

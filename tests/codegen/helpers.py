@@ -6,9 +6,10 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from mace.codegen.generate import code_dir
+from mace.config.files import code_dir
 from mace.config.deployment import load_deployment
-from mace.convert import convert_deployment, library_dir
+from mace.convert import convert_deployment
+from mace.config.files import library_dir
 from mace.runtime.engine import create_engine
 from mace.runtime.from_code import create_engine_from_package
 from tests.cli_helpers import DIGITS, digits_model, sha256

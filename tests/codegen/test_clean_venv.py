@@ -16,7 +16,7 @@ import google.protobuf
 import numpy as np
 
 import mace
-from mace.codegen.generate import code_dir
+from mace.config.files import code_dir
 from mace.runtime.from_code import create_engine_from_package
 from tests.codegen.helpers import convert, digits_models, inputs_for, squeezenet_models
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mace.codegen.generate import code_dir, package_name
+from mace.config.files import code_dir, package_name
 from mace.runtime.from_code import load_package
 from tests.codegen.helpers import convert, digits_models, outputs_of, squeezenet_models
 

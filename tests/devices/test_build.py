@@ -12,7 +12,7 @@ import pytest
 
 from mace.devices import runner, runner_zip
 from mace.devices.build import file_entry
-from mace.run import safe_name
+from mace.config.files import safe_name
 from mace.runtime.engine import create_engine
 from tests.cli_helpers import cli
 from tests.devices.helpers import arm_work, build, fails, no_adb_env, write_devices

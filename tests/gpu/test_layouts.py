@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from mace.runtime.gpu.device import GpuDevice
-from mace.runtime.gpu.images import cdiv
+from mace.ops.gpu.images import cdiv
 from mace.runtime.gpu.transfer import image_size, upload_const, download_image
 
 HALF_EPS = 1e-3   # relative rounding of a float to half (2^-11), with margin

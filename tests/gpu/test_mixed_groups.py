@@ -11,7 +11,7 @@ from mace.proto import pb
 from mace.report.benchmark import benchmark_model
 from mace.report.session import open_model
 from mace.run import run_model
-from mace.runtime.gpu.placement import gpu_reason
+from mace.ops.gpu.support import gpu_reason
 from tests.cli_helpers import cli
 from tests.test_placement import convert, dict_subgraphs, placement_of, write_config
 

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.frontends.base import TensorSpec, add_input_info, add_output_info
+from mace.frontends.base import add_input_info, add_output_info
+from mace.config.specs import TensorSpec
 from mace.ir.graph import Graph
 from mace.runtime.engine import Engine
 from mace.transform.pipeline import transform

@@ -13,7 +13,7 @@ import pytest
 
 from mace.errors import ConfigError
 from mace.ir.model_io import load_model
-from mace.quantize.params import activation_params
+from mace.ir.quant_params import activation_params
 from mace.quantize.ranges import read_range_file
 from mace.quantize.stat import parse_log, reduce_stats, reduce_tensor, stat_line, tail_length
 from mace.report.dump import capture_outputs

@@ -28,11 +28,12 @@ import copy
 import numpy as np
 import pytest
 
-from mace.frontends.base import TensorSpec, add_input_info, add_output_info
+from mace.frontends.base import add_input_info, add_output_info
+from mace.config.specs import TensorSpec
 from mace.ir.graph import Graph
 from mace.ops.conv2d import conv_geometry, padded_buffer
 from mace.ops.int8.conv2d import Conv2DInt8
-from mace.quantize.params import activation_clamp, quantize_multiplier
+from mace.ir.quant_params import activation_clamp, quantize_multiplier
 from mace.runtime.engine import Engine
 from mace.transform.shape_inference import infer_shapes
 from tests.ops.ir_graph import make_graph

@@ -23,7 +23,7 @@ import pytest
 
 from mace.ir.graph import Graph
 from mace.ops.registry import InferContext, KernelContext, spec
-from mace.quantize import params as qp
+from mace.ir import quant_params as qp
 from mace.runtime.engine import Engine
 from mace.transform.passes.quantize import quantize_plan
 from tests.ops.ir_graph import graph_of

@@ -19,11 +19,11 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 from mace.errors import ModelError
-from mace.quantize.qat_ranges import qat_ranges
+from mace.ir.qat_ranges import qat_ranges
 from mace.ir.args import get_arg
 from mace.ir.model_io import load_net
 from mace.onnx_backend import prepare
-from mace.quantize.params import activation_params, params_from_info
+from mace.ir.quant_params import activation_params, params_from_info
 from tests.cli_helpers import cli
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

@@ -12,7 +12,7 @@ from mace.report.benchmark import benchmark_engine
 from mace.report.memory import memory_timeline
 from mace.report.offline import md5_of
 from mace.report.online import online_report
-from mace.report.opstats import graph_stats
+from mace.ir.opstats import graph_stats
 from mace.report.session import open_model
 from tests.cli_helpers import cli, conv_model, small_model_entry, write_deployment
 from tests.reports.helpers import converted_digits, digits_session

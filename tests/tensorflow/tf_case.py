@@ -24,7 +24,7 @@ tf = import_tf()
 from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2  # noqa: E402
 
 from mace.frontends import convert  # noqa: E402
-from mace.frontends.base import ModelSpec, TensorSpec  # noqa: E402
+from mace.config.specs import ModelSpec, TensorSpec  # noqa: E402
 from mace.onnx_backend import dtype_name  # noqa: E402
 from mace.runtime.engine import Engine  # noqa: E402
 from mace.transform.pipeline import transform  # noqa: E402

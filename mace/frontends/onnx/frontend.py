@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import ModelSpec, add_framework_input, add_output_info, user_to_framework
+from mace.frontends.base import add_framework_input, add_output_info
+from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.onnx.registry import load_mappers
 from mace.ir.args import set_arg
 from mace.ir.graph import Graph

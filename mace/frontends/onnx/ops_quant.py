@@ -3,7 +3,7 @@
 A QDQ model (onnxruntime.quantization.quantize_static, QAT exporters) stores
 weights as integers behind DequantizeLinear and marks every quantized activation
 with a QuantizeLinear -> DequantizeLinear pair. MACE quantizes with its own scheme
-(mace/quantize/params.py), so the converter turns the model back into float and
+(mace/ir/quant_params.py), so the converter turns the model back into float and
 keeps what the pairs knew:
 
 * DequantizeLinear of a constant (int8/uint8 weights, int32 bias; per-tensor or
@@ -13,7 +13,7 @@ keeps what the pairs knew:
   float ops (divide, round, add, clip, cast; cast, subtract, multiply).
 * A Q -> DQ pair on an activation x becomes x with its range
   scale * (qmin - zero_point) .. scale * (qmax - zero_point) recorded for the quantize
-  pass (mace/quantize/qat_ranges.py; uint8: qmin 0, qmax 255; int8: -128, 127).
+  pass (mace/ir/qat_ranges.py; uint8: qmin 0, qmax 255; int8: -128, 127).
   The pair clamps to that range; when the range starts at exactly 0 an exporter may
   have folded a Relu/Clip into it (onnxruntime removes them), so that pair becomes
   RELUX(max) and fuses into its producer; otherwise it is an Identity. The
@@ -26,7 +26,7 @@ import numpy as np
 
 from mace.errors import ModelError
 from mace.frontends.onnx.registry import onnx_op
-from mace.quantize.qat_ranges import record_ranges
+from mace.ir.qat_ranges import record_ranges
 
 DEFAULT_AXIS = 1
 

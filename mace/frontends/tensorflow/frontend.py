@@ -15,12 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
+from mace.frontends.base import add_input_info, add_output_info
+from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.tensorflow.loader import import_tf, load_graph_def, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
 from mace.ir.args import set_arg
 from mace.ir.graph import Graph
-from mace.quantize.qat_ranges import record_ranges
+from mace.ir.qat_ranges import record_ranges
 from mace.transform.shape_inference import infer_op, infer_shapes, settle_new_ops
 
 FRAMEWORK_FORMAT = "NHWC"
@@ -290,7 +291,7 @@ def _check_used_outputs(ctx: TfContext, node, used: set) -> None:
 
 def _record_fake_quant(ctx: TfContext) -> None:
     if ctx.fake_quant:
-        record_ranges(ctx.graph.net, ctx.fake_quant)  # the net args of mace/quantize/qat_ranges.py
+        record_ranges(ctx.graph.net, ctx.fake_quant)  # the net args of mace/ir/qat_ranges.py
 
 
 def convert(spec: ModelSpec) -> Graph:

@@ -7,8 +7,8 @@ from mace.ir.args import get_arg
 from mace.ops.deconv2d import deconv_geometry
 from mace.ops.gpu.conv2d import bias_image, conv_unsupported
 from mace.ops.registry import kernel
-from mace.runtime.gpu.images import cdiv, conv_filter_size
-from mace.runtime.gpu.kernel import GpuKernel, act_args, i32, image_fits
+from mace.ops.gpu.images import cdiv, conv_filter_size
+from mace.ops.gpu.kernel import GpuKernel, act_args, i32, image_fits
 
 
 @kernel("Deconv2D", "gpu")

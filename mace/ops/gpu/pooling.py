@@ -5,8 +5,8 @@ from mace.ir.args import get_arg
 from mace.ops.pooling import pool_geometry
 from mace.ops.reduce import reduce_axes
 from mace.ops.registry import kernel
-from mace.runtime.gpu.images import cdiv
-from mace.runtime.gpu.kernel import GpuKernel, i32
+from mace.ops.gpu.images import cdiv
+from mace.ops.gpu.kernel import GpuKernel, i32
 
 
 @kernel("Pooling", "gpu")

@@ -11,8 +11,8 @@ from mace.ops.pad import split_paddings
 from mace.ops.registry import kernel
 from mace.ops.resize_bilinear import linear_table
 from mace.ops.resize_nearest import nearest_index
-from mace.runtime.gpu.images import as_nhwc, cdiv
-from mace.runtime.gpu.kernel import GpuKernel, i32
+from mace.ops.gpu.images import as_nhwc, cdiv
+from mace.ops.gpu.kernel import GpuKernel, i32
 from mace.ops.gpu.elementwise import pixel_gws
 
 # Where each logical axis of a rank-r tensor sits in its NHWC view (images.as_nhwc).

@@ -2,7 +2,7 @@
 
 One module per op, registered with @kernel(op_type, "int8"). They run on CPU for a
 `quantize: 1` model and inside the DSP simulator (mace/runtime/dsp). Every kernel is
-integer-only between its input and output (see mace/quantize/params.py) and bit-exact.
+integer-only between its input and output (see mace/ir/quant_params.py) and bit-exact.
 Conventions each kernel class declares for the quantize pass:
   accepts(ctx)          staticmethod: True when its tensors are quantized (float nodes fall through)
   supports(op, graph)   staticmethod: None when this op can be quantized, else the reason

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops.registry import Kernel
-from mace.quantize import params as qp
+from mace.ir import quant_params as qp
 
 UINT8_LEVELS = 256
 

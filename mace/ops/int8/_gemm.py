@@ -6,7 +6,7 @@ Every kernel here computes, per output channel c,
 
 as float64: each factor is an integer of magnitude <= 255 and every partial sum stays
 far below 2^53, so float64 BLAS is exact in any order and equals the int32 sum (see
-mace/quantize/params.py). Inputs are centred (zero point subtracted) before the GEMM,
+mace/ir/quant_params.py). Inputs are centred (zero point subtracted) before the GEMM,
 so a pad cell of 0.0 is the input zero point, i.e. real 0.0. The accumulator then
 goes through params.requantize with multiplier in_scale * w_scale[c] / out_scale,
 clamped for a fused RELU/RELUX.
@@ -17,7 +17,7 @@ import numpy as np
 
 from mace.ir.args import get_arg
 from mace.ops.int8._base import Int8Kernel
-from mace.quantize.params import activation_clamp, quantize_multiplier, requantize
+from mace.ir.quant_params import activation_clamp, quantize_multiplier, requantize
 
 FUSABLE = ("", "NOOP", "RELU", "RELUX")
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
 from mace.ops.registry import kernel
-from mace.quantize import params as qp
+from mace.ir import quant_params as qp
 
 CLAMPS = ("RELU", "RELUX", "CLIP")
 

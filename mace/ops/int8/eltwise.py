@@ -22,7 +22,7 @@ import numpy as np
 
 from mace.ops.int8._base import Int8Kernel, float_consts, rescale_table
 from mace.ops.registry import kernel
-from mace.quantize import params as qp
+from mace.ir import quant_params as qp
 
 ADDITIVE = ("SUM", "SUB", "MEAN")
 SUPPORTED = ADDITIVE + ("PROD", "MIN", "MAX")

@@ -22,7 +22,7 @@ from mace.ops.reshape import ReshapeCpu
 from mace.ops.space_to_depth import SpaceToDepthCpu
 from mace.ops.split import SplitCpu
 from mace.ops.transpose import TransposeCpu
-from mace.quantize import params as qp
+from mace.ir import quant_params as qp
 
 
 

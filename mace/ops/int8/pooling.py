@@ -17,7 +17,7 @@ from mace.ops.conv2d import window
 from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
 from mace.ops.pooling import PoolingCpu
 from mace.ops.registry import kernel
-from mace.quantize import params as qp
+from mace.ir import quant_params as qp
 
 
 @kernel("Pooling", "int8")

@@ -19,7 +19,7 @@ from mace.ops.int8.passthrough import PassThrough
 from mace.ops.registry import kernel
 from mace.ops.resize_bilinear import ResizeBilinearCpu, linear_table
 from mace.ops.resize_nearest import ResizeNearestNeighborCpu
-from mace.quantize import params as qp
+from mace.ir import quant_params as qp
 
 WEIGHT_BITS = 10
 

@@ -15,7 +15,7 @@ import numpy as np
 from mace.ops._common import normalize_axis
 from mace.ops.int8._base import UINT8_LEVELS, Int8Kernel
 from mace.ops.registry import kernel
-from mace.quantize import params as qp
+from mace.ir import quant_params as qp
 
 EXP_BITS = 20
 PROB_BITS = 30

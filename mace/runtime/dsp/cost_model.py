@@ -15,7 +15,7 @@ Why these numbers: HVX's vrmpy multiplies four uint8 pairs per 32-bit lane and a
 them up, 32 lanes a vector: 128 MACs per instruction, one instruction a cycle per
 thread. 64 bytes a cycle stands for streaming from L2 into vector registers; the
 model does not overlap memory with compute (a pessimistic, easy-to-check bound).
-MACs are MACE's benchmark counts (mace/report/opstats.py count_macs), so the
+MACs are MACE's benchmark counts (mace/ir/opstats.py count_macs), so the
 simulator's and `benchmark`'s MAC columns agree. docs/dsp.md has a worked example.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-from mace.report.opstats import NO_COMPUTE, count_macs
+from mace.ir.opstats import NO_COMPUTE, count_macs
 from mace.runtime.dsp.backend import NodeCost
 
 MAC_OPS = ("Conv2D", "DepthwiseConv2d", "Deconv2D", "FullyConnected", "MatMul")

@@ -14,6 +14,7 @@ import numpy as np
 from mace.runtime.gpu.cache_files import KERNELS, TUNING, cache_path
 from mace.runtime.gpu.context import gpu_context
 from mace.runtime.gpu.programs import ProgramCache, is_fp16
+from mace.runtime.gpu.transfer import upload_const
 from mace.runtime.gpu.tuner import Tuner, round_up
 
 LIMIT_ITEMS = 1 << 14   # work items per slice when limit_opencl_kernel_time is on
@@ -48,6 +49,10 @@ class GpuDevice:
         fmt = cl.ImageFormat(cl.channel_order.RGBA, ctype)
         return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt,
                                shape=(max(int(width), 1), max(int(height), 1)))
+
+    def upload_const(self, array, layout: str):
+        """A new image holding a constant `array` in `layout` (what kernels call at setup)."""
+        return upload_const(self, array, layout)
 
     def dummy_image(self):
         """A 1x1 image for image arguments a kernel variant does not read."""

@@ -20,10 +20,10 @@ from collections import defaultdict
 import numpy as np
 
 from mace.ir.args import get_arg
-from mace.runtime.gpu import placement
+from mace.ops.gpu import support as placement
 from mace.runtime.gpu.device import GpuDevice
-from mace.runtime.gpu.images import GpuTensor, ImageLife, as_nhwc, channel_major_size, plan_images
-from mace.runtime.gpu.kernel import GpuKernelContext
+from mace.ops.gpu.images import GpuTensor, ImageLife, as_nhwc, channel_major_size, plan_images
+from mace.ops.gpu.kernel import GpuKernelContext
 from mace.runtime.gpu.transfer import Transfer
 
 

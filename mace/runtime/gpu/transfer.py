@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.runtime.gpu import images
+from mace.ops.gpu import images
 
 # layout -> (to-image kernel, to-buffer kernel, 4-D dims of the array, image size)
 LAYOUTS = {

@@ -8,7 +8,7 @@ remove_dead_ops: ops whose outputs nobody reads (and are not model outputs),
 from __future__ import annotations
 
 from mace.ir.args import get_arg
-from mace.quantize.qat_ranges import carry_range
+from mace.ir.qat_ranges import carry_range
 
 
 def _is_noop(graph, op) -> bool:

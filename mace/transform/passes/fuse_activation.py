@@ -8,7 +8,7 @@ since its slope is a tensor). The producer's output must have no other reader.
 from __future__ import annotations
 
 from mace.ir.args import get_arg, has_arg, set_arg
-from mace.quantize.qat_ranges import carry_range
+from mace.ir.qat_ranges import carry_range
 
 HOSTS = {"Conv2D", "DepthwiseConv2d", "Deconv2D", "FullyConnected", "BatchNorm", "Eltwise"}
 FUSABLE = {"RELU", "RELUX", "LEAKYRELU", "CLIP", "SIGMOID", "TANH", "HARDSIGMOID", "HARDSWISH"}

@@ -4,7 +4,7 @@ With a placement plan (named subgraphs, `placement:` rules or `placement: auto`
 in the deployment file: mace/transform/placement.py, docs/placement.md) the
 plan decides, per op, among CPU, GPU and HEXAGON. Without one, runtime gpu or
 cpu+gpu puts every op the GPU can run (a "gpu" kernel that accepts its shapes
-and args: mace/runtime/gpu/placement.py) on the GPU and the rest on the CPU.
+and args: mace/ops/gpu/support.py) on the GPU and the rest on the CPU.
 Either way the converted .pb and its dump show the choice. With `winograd: 2|4`
 it also marks the GPU convolutions that Winograd suits with arg `wino_block_size`.
 It runs before `quantize`, which then rewrites only ops placed on the DSP.
@@ -12,7 +12,7 @@ It runs before `quantize`, which then rewrites only ops placed on the DSP.
 from __future__ import annotations
 
 from mace.ir.args import set_arg
-from mace.runtime.gpu.placement import GPU, place
+from mace.ops.gpu.support import GPU, place
 from mace.transform.placement import place_plan
 
 # Winograd pays off only with enough channels to amortise its transforms (MACE: 8).

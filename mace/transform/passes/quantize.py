@@ -1,9 +1,9 @@
-"""quantize: rewrite a float graph into MACE's uint8 scheme (mace/quantize/params.py).
+"""quantize: rewrite a float graph into MACE's uint8 scheme (mace/ir/quant_params.py).
 
 Runs last, on the optimised float graph, so tensor names are those that
 `run --quantize_stat` logged. Range sources, first wins per tensor:
   1. quantization-aware ranges the frontend kept (TF FakeQuant, ONNX Q/DQ pairs;
-     net args read by mace/quantize/qat_ranges.py),
+     net args read by mace/ir/qat_ranges.py),
   2. the .yml's quantize_range_file (options["quantize_ranges"]),
   3. calibration over sample inputs (options["calibrate"]: graph -> ranges),
   4. input_ranges for model inputs (options["input_ranges"]).
@@ -17,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from mace.errors import ModelError
-from mace.quantize.qat_ranges import qat_ranges
+from mace.ir.qat_ranges import qat_ranges
 from mace.ir.args import set_arg
 from mace.proto import pb
-from mace.quantize import params as qp
+from mace.ir import quant_params as qp
 from mace.quantize.report import calibration_report
 from mace.transform.shape_inference import infer_shapes
 

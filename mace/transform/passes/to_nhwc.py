@@ -25,7 +25,7 @@ from mace.ir.graph import _copy_op
 from mace.ir.layouts import record_perms
 from mace.ops._common import NCHW_TO_NHWC
 from mace.ops.registry import Layout, spec
-from mace.quantize.qat_ranges import carry_range
+from mace.ir.qat_ranges import carry_range
 from mace.transform.shape_inference import infer_shapes
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mace.ir.args import get_arg
+from mace.ops.gpu.images import as_nhwc, channel_major_size
 from mace.ops.registry import Kernel, KernelContext
 
 # Fused activation codes; the order of the ACT_* defines in cl/common.cl.
@@ -48,7 +50,6 @@ def act_args(ctx) -> list:
 
 
 def fusable(op) -> str | None:
-    from mace.ir.args import get_arg
     kind = get_arg(op, "activation", "")
     return None if kind in ACTIVATIONS or kind == "NOOP" else f"activation {kind} has no GPU form"
 
@@ -63,7 +64,6 @@ class GpuKernel(Kernel):
     # float32 activations of rank <= 4 only; subclasses add their own limits
     @classmethod
     def unsupported(cls, op, shapes, dtypes, consts) -> str | None:
-        from mace.runtime.gpu.images import as_nhwc, channel_major_size
         for shape, dtype, const in zip(shapes, dtypes, consts):
             if const is not None:
                 continue
@@ -105,8 +105,7 @@ class GpuKernel(Kernel):
         return t.image
 
     def upload(self, array, layout: str):
-        from mace.runtime.gpu.transfer import upload_const
-        return self.own(upload_const(self.gpu, array, layout))
+        return self.own(self.gpu.upload_const(array, layout))
 
     def scratch(self, width: int, height: int, fp32: bool = False):
         """An image of this kernel's own (intermediate results)."""

@@ -23,16 +23,15 @@ Quantize of x; `y_quantized` read by the Dequantize that writes y).
 """
 from __future__ import annotations
 
-import copy
 import csv
 import math
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from mace.quantize.params import QuantParams, dequantize
+from mace.config.files import safe_name  # the CLI's documented tensor -> file name rule
+from mace.ir.quant_params import QuantParams, dequantize
 from mace.runtime.observer import Event, register, unregister
 from mace.validate.metrics import cosine, sqnr_db
 
@@ -91,7 +90,6 @@ def float_names(net) -> dict:
 
 def trace_model(engine, inputs: dict, directory, reference: dict | None = None,
                 threshold: float = 0.0, model: str = "") -> Trace:
-    from mace.run import safe_name  # the CLI's documented tensor -> file name rule
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -174,23 +172,6 @@ def _cell(v) -> str:
     if v is None:
         return ""
     return f"{v:.6g}" if isinstance(v, float) else str(v)
-
-
-def float_reference(config, model, inputs: dict, build_dir=None) -> dict:
-    """The float model's value of every node output on `inputs`: the deployment file's model
-    converted again with quantize off (as `convert --quantize_stat`) into a temporary folder."""
-    from mace.convert import convert_model
-    from mace.quantize.stat import stat_config
-    from mace.report.dump import capture_outputs
-    from mace.runtime.engine import create_engine
-
-    float_config = copy.deepcopy(config)
-    stat_config(float_config, force=True)
-    with tempfile.TemporaryDirectory(prefix="mace_trace_") as tmp:
-        result = convert_model(float_config, float_config.models[model.name], Path(tmp), build_dir)
-        engine = create_engine(result.pb_path, result.data_path, device="cpu")
-        _, values = capture_outputs(engine, inputs)
-    return {**{name: np.asarray(v) for name, v in inputs.items()}, **values}  # inputs: for their Quantize
 
 
 def to_obfuscated(reference: dict, map_path: Path) -> dict:

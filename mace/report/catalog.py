@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import sys
 
-from mace.ops.support_table import support_markdown
+from mace.report.support_table import support_markdown
 
 
 def _first_line(obj) -> str:

@@ -1,0 +1,64 @@
+"""One way to open the engine of a built model: `open_engine(config, model)`.
+
+Used by run, the reports (benchmark, online report, dumps, layer validation,
+debug), calibration statistics and the tracer, so they all load a model the
+same way: the subgraph's runtime (gpu / cpu+gpu through the OpenCL setup, dsp
+through its DspBackend), `model_graph_format: code` through the generated
+package, or the .pb + .data.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mace.config.files import code_dir, converted_paths, library_dir
+from mace.runtime import backends
+from mace.runtime.dsp.engine import backend_choice
+from mace.runtime.gpu.deploy import engine_notes, engine_setup
+
+
+@dataclass
+class Opened:
+    engine: object
+    pb_path: Path
+    data_path: Path
+    init_ms: float
+    notes: list = field(default_factory=list)
+
+
+def open_engine(config, model, build_dir=None, *, runtime: str | None = None, tuning: bool = False,
+                gpu_perf_hint: int = 0, gpu_priority_hint: int = 0, options: dict | None = None,
+                command: str = "convert") -> Opened:
+    """Load `model` of `config` as built under build_dir; `runtime` overrides the subgraph's
+    (e.g. "cpu" for statistics on a float build); `options` are extra engine options."""
+    sg = model.graph
+    pb_path, data_path = converted_paths(config, model, build_dir, command)
+    runtime = runtime or sg.runtime
+    req = backends.Request(model_name=model.name)
+    if runtime == "dsp":   # a DspBackend (mace/runtime/dsp): the Hexagon simulator by default
+        req.dsp_backend, req.where = backend_choice(config, sg)
+        req.options = options
+    else:
+        setup_sg = sg if runtime == sg.runtime else _with_runtime(sg, runtime)
+        req.device, gpu_options, req.notes = engine_setup(config, setup_sg, build_dir, tuning,
+                                                          gpu_perf_hint, gpu_priority_hint)
+        req.options = {**(gpu_options or {}), **(options or {})} or None
+        if config.model_graph_format == "code":
+            req.code_package = code_dir(library_dir(config, build_dir), config.library_name)
+    start = time.perf_counter()
+    engine = backends.load(runtime, pb_path, data_path, req)
+    init_ms = (time.perf_counter() - start) * 1000.0
+    notes = list(req.notes)
+    notes += [engine.describe()] if runtime == "dsp" else engine_notes(engine)
+    return Opened(engine, pb_path, data_path, init_ms, notes)
+
+
+class _with_runtime:
+    """A subgraph seen with another runtime (for engine_setup), the rest unchanged."""
+
+    def __init__(self, sg, runtime):
+        self._sg, self.runtime = sg, runtime
+
+    def __getattr__(self, name):
+        return getattr(self._sg, name)
