@@ -23,7 +23,7 @@ from mace.ir.args import set_arg
 from mace.ir.model_io import net_to_text, save_model
 from mace.quantize.report import write_report as write_quantize_report
 from mace.report.offline import report_path, write_report
-from mace.transform import placement
+from mace.transform.placement import plan as placement
 from mace.transform.pipeline import transform
 
 SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu", "dsp")
@@ -104,7 +104,8 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
             raise ConfigError(f"{sg.key_path}.graph_optimize_options: unknown pass(es) "
                               f"{sorted(unknown)}; passes: {', '.join(pass_names())}")
         options["only_passes"] = list(sg.graph_optimize_options)
-    transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name, log=log.append)
+    decided = transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name,
+                        log=log.append).decided
     _check_output_shapes(config, graph, sg)
     mapping = obfuscate_graph(graph) if sg.obfuscate else None  # before any writer sees a name
     for info in graph.net.output_info:
@@ -118,8 +119,8 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     (out_dir / f"{model.name}.pb_txt").write_text(net_to_text(graph.net))
     report = write_report(graph, model_path, pb_path, data_path, model.name)
     extras = model_extras(config, model.name, out_dir, pb_path, data_path, mapping)
-    if options.get("quantize_report"):  # left by the quantize pass: <model>_quantize_report.txt/.json
-        extras += write_quantize_report(options["quantize_report"], out_dir, model.name, mapping)
+    if "quantize" in decided:   # the calibration report: <model>_quantize_report.txt/.json
+        extras += write_quantize_report(decided["quantize"], out_dir, model.name, mapping)
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
                          report, extras)
 

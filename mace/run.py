@@ -18,7 +18,7 @@ from mace.runtime.affinity import pin_threads, thread_limit
 from mace.runtime.open import open_engine
 from mace.runtime.profiler import OpProfiler
 from mace.runtime.results import ModelRunResult, Timing, timed
-from mace.transform.placement_groups import describe as describe_placement
+from mace.transform.placement.groups import describe as describe_placement
 from mace.validate.outputs import validate_outputs
 
 

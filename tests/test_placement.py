@@ -23,7 +23,7 @@ from mace.proto import pb
 from mace.run import run_model
 from mace.runtime.engine import Engine
 from mace.ops.gpu.support import gpu_reason
-from mace.transform.placement_groups import groups, transfers
+from mace.transform.placement.groups import groups, transfers
 from mace.transform.passes.quantize import quantize_plan
 from tests.cli_helpers import cli, save_onnx
 
@@ -263,7 +263,7 @@ def test_auto_weighs_transfers_against_work(heavy, mid):
     """Between two CPU-only ops, a light op stays on the CPU (two transfers cost more than
     running it there); a heavy convolution still goes to the GPU. The first Relu reads the
     model input on the host and feeds a CPU op: it stays too."""
-    from mace.transform.placement import PlacementPlan, Part, place_plan
+    from mace.transform.placement.plan import PlacementPlan, Part, place_plan
     graph = _chain(heavy)
     plan = PlacementPlan("test", "test", [Part("g", "g", "cpu+gpu", ["x"], ["y"], "auto", ["gpu", "cpu"])], [])
     place_plan(graph, plan)

@@ -12,7 +12,7 @@ from mace.config import load_deployment
 from mace.devices.target_run import BenchmarkRun
 from mace.report.benchmark import benchmark_model
 from mace.util.jsonutil import dumps
-from mace.report.placement_timing import placement_lines
+from mace.transform.placement.timing import placement_lines
 from mace.config.files import models_of
 from mace.runtime.affinity import pin_threads
 

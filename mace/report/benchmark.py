@@ -15,9 +15,9 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from mace.ir.opstats import graph_stats
-from mace.report.placement_timing import GroupTiming, TransferTiming, placement_timing
-from mace.report.placement_timing import record as record_transfers
-from mace.report.placement_timing import stop as stop_transfers
+from mace.transform.placement.timing import GroupTiming, TransferTiming, placement_timing
+from mace.transform.placement.timing import record as record_transfers
+from mace.transform.placement.timing import stop as stop_transfers
 from mace.runtime.dsp.backend import NodeCost
 from mace.runtime.observer import Event, register, unregister
 

@@ -20,7 +20,7 @@ from mace.proto import pb
 from mace.report.memory import memory_timeline
 from mace.ir.opstats import graph_stats
 from mace.util.text import banner, kib, si, table
-from mace.transform.placement_groups import report_lines as placement_lines
+from mace.transform.placement.groups import report_lines as placement_lines
 
 
 @dataclass

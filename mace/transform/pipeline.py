@@ -2,17 +2,21 @@
 
 Each pass is `fn(graph, options) -> changed`; the transformer applies them in
 order, re-running a pass until it reports no change (to a bound), and can dump
-the IR after each one (`convert --dump_passes DIR`). Later features (quantize,
+the IR after each one (`convert --dump_passes DIR`). `options` is input only: a
+pass that decides something its caller needs (the quantize pass's calibration
+report, the placement pass's reasons) returns it as `Decided(value)`, and
+`transform` hands it back in `Transformed.decided[pass name]`. Later features (quantize,
 placement, winograd) add their passes here, each guarded by `when`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from mace.errors import MaceError, ModelError
 from mace.ir.model_io import net_to_text
+from mace.transform.decided import Decided
 from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
 from mace.transform.passes.flatten_atrous_conv import flatten_atrous_conv
 from mace.transform.passes.fold_constants import fold_constants
@@ -22,12 +26,18 @@ from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
 from mace.transform.passes.fold_scale_shift import fold_batchnorm
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
-from mace.transform.passes.place_ops import place_ops, wants_placement
+from mace.transform.placement.place_ops import place_ops, wants_placement
 from mace.transform.passes.quantize import quantize_graph, wants_quantize
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.to_nhwc import to_nhwc
 from mace.transform.passes.winograd import mark_winograd
 from mace.transform.shape_inference import infer_shapes
+
+
+@dataclass
+class Transformed:
+    graph: object
+    decided: dict = field(default_factory=dict)   # pass name -> Decided.value
 
 
 @dataclass(frozen=True)
@@ -90,9 +100,10 @@ def pass_names() -> list:
     return [p.name for p in PASSES]
 
 
-def transform(graph, options: dict | None = None, dump_dir: Path | None = None, log=None):
+def transform(graph, options: dict | None = None, dump_dir: Path | None = None, log=None) -> Transformed:
     """Run the pass list over `graph` in place; optionally dump the IR after each pass."""
     options = options or {}
+    result = Transformed(graph)
     if dump_dir:
         Path(dump_dir).mkdir(parents=True, exist_ok=True)
         _dump(graph, dump_dir, 0, "frontend")
@@ -101,7 +112,10 @@ def transform(graph, options: dict | None = None, dump_dir: Path | None = None, 
             continue
         try:
             for _ in range(MAX_REPEATS if p.repeat else 1):
-                if not p.fn(graph, options):
+                changed = p.fn(graph, options)
+                if isinstance(changed, Decided):
+                    result.decided[p.name], changed = changed.value, changed.changed
+                if not changed:
                     break
         except MaceError:
             raise
@@ -111,7 +125,7 @@ def transform(graph, options: dict | None = None, dump_dir: Path | None = None, 
             log(f"pass {p.name}: {len(graph.net.op)} ops")
         if dump_dir:
             _dump(graph, dump_dir, index, p.name)
-    return graph
+    return result
 
 
 def _dump(graph, dump_dir, index, name):

@@ -53,7 +53,7 @@ def convert_pb(path, inputs: dict, outputs: list, options=None):
                              for n, v in inputs.items()],
                      outputs=[TensorSpec(n, None, "NONE") for n in outputs])
     graph = convert("tensorflow", spec)
-    return transform(graph, options)
+    return transform(graph, options).graph
 
 
 def op_types(graph_def) -> set:

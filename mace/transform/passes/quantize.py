@@ -22,6 +22,7 @@ from mace.ir.args import set_arg
 from mace.proto import pb
 from mace.ir import quant_params as qp
 from mace.quantize.report import calibration_report
+from mace.transform.decided import Decided
 from mace.transform.shape_inference import infer_shapes
 
 INT8 = "int8"
@@ -84,9 +85,8 @@ def quantize_graph(graph, options) -> bool:
     sources = {}
     q = _Rewriter(graph, plan, merged_ranges(graph, options, sources), options.get("per_channel", True))
     q.run()
-    # read by convert, which writes <model>_quantize_report.txt/.json (mace/quantize/report.py)
-    options["quantize_report"] = calibration_report(graph, plan, q.ranges, sources, q.domain, q.params)
-    return False
+    # convert writes it as <model>_quantize_report.txt/.json (mace/quantize/report.py)
+    return Decided(calibration_report(graph, plan, q.ranges, sources, q.domain, q.params))
 
 
 class _Rewriter:

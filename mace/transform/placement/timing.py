@@ -1,6 +1,6 @@
 """Benchmark section for placed models: time per placement group and per transfer.
 
-Groups and transfers come from the converted graph (mace/transform/placement_groups.py).
+Groups and transfers come from the converted graph (mace/transform/placement/groups.py).
 GPU transfers ride on GPU nodes, so while the runs with statistics go, the GPU
 runtime logs each upload and download on its own (`GpuRuntime.transfer_log`,
 the queue drained around it); a group's time is its ops' time less the
@@ -13,7 +13,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 
-from mace.transform.placement_groups import group_of_ops, groups, is_mixed, transfers
+from mace.transform.placement.groups import group_of_ops, groups, is_mixed, transfers
 
 CONVERSIONS = ("Quantize", "Dequantize")   # a DSP group's precision transfers
 

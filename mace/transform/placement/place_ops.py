@@ -1,7 +1,7 @@
 """place_ops: choose the runtime of every op (OperatorDef.device_type).
 
 With a placement plan (named subgraphs, `placement:` rules or `placement: auto`
-in the deployment file: mace/transform/placement.py, docs/placement.md) the
+in the deployment file: mace/transform/placement/plan.py, docs/placement.md) the
 plan decides, per op, among CPU, GPU and HEXAGON. Without one, runtime gpu or
 cpu+gpu puts every op the GPU can run (a "gpu" kernel that accepts its shapes
 and args: mace/ops/gpu/support.py) on the GPU and the rest on the CPU.
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from mace.ir.args import set_arg
 from mace.ops.gpu.support import GPU, place
-from mace.transform.placement import place_plan
+from mace.transform.decided import Decided
+from mace.transform.placement.plan import place_plan
 
 # Winograd pays off only with enough channels to amortise its transforms (MACE: 8).
 WINOGRAD_MIN_CHANNELS = 8
@@ -29,16 +30,14 @@ def wants_placement(options) -> bool:
 
 def place_ops(graph, options) -> bool:
     plan = options.get("placement")
-    if plan is not None:
-        options["placement_reasons"] = place_plan(graph, plan)
-    else:
-        place(graph)
+    # op name -> why it is not on its group's runtime (plan) or not on the GPU (no plan)
+    reasons = place_plan(graph, plan) if plan is not None else place(graph)
     block = int(options.get("winograd") or 0)
     if block in (2, 4):
         for op in graph.net.op:
             if op.device_type == GPU and _winograd_suits(graph, op):
                 set_arg(op, "wino_block_size", block)
-    return False
+    return Decided(reasons)
 
 
 def _winograd_suits(graph, op) -> bool:

@@ -8,7 +8,7 @@ OperatorDef.device_type (CPU, GPU, HEXAGON):
     overriding earlier ones; a selection is op names (IR op, framework op or
     output tensor), `first..last` (inclusive, in converted op order), `start:stop`
     (a Python slice of the converted op list), an index, or a list of these;
-  * `placement: auto`: mace/transform/auto_placement.py.
+  * `placement: auto`: mace/transform/placement/auto.py.
 Ops a rule names must have a kernel on its runtime (an error lists those that
 do not); ops that only inherit a subgraph's gpu / cpu+gpu runtime fall back to
 the CPU where the GPU cannot run them, as MACE's cpu+gpu does.
@@ -260,7 +260,7 @@ def resolve(graph, plan: PlacementPlan) -> tuple:
             _apply_rules(plan, part, ops, set(mine), runtime, strict, reasons)
     for index, part in enumerate(plan.parts):   # after the others: transfer costs see their placement
         if part.rules == "auto":
-            from mace.transform.auto_placement import auto_place
+            from mace.transform.placement.auto import auto_place
             mine = [i for i in range(len(ops)) if parts[i] == index]
             auto_place(graph, mine, part.preference, check, f"{plan.file}: {part.placement_key} (auto)",
                        runtime)

@@ -1,7 +1,7 @@
 """`placement: auto`: each op to the first runtime of a preference list that can run it,
 then moves that save more in transfers than they cost (docs/placement.md).
 
-Only runtimes with a kernel for an op (mace/transform/placement.py can_run) are
+Only runtimes with a kernel for an op (mace/transform/placement/plan.py can_run) are
 ever considered for it; an op none of them can run is an error naming it.
 
 Cost model, one unit for both terms (UNIT = 64 Ki ops or bytes):
