@@ -25,6 +25,9 @@ from mace.quantize.report import write_report as write_quantize_report
 from mace.report.offline import report_path, write_report
 from mace.transform.placement import plan as placement
 from mace.transform.pipeline import transform
+from mace.quantize.calibrate import calibration_source
+from mace.quantize.ranges import read_range_file
+from mace.transform.pipeline import pass_names
 
 SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu", "dsp")
 QUANTIZED_RUNTIMES = ("cpu", "dsp")   # quantize: 1 runs on these (dsp always quantizes)
@@ -58,8 +61,6 @@ def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
 
 def quantize_options(config: DeploymentConfig, sg) -> dict:
     """The quantize pass's options: ranges from the range file, input_ranges, calibration."""
-    from mace.quantize.calibrate import calibration_source
-    from mace.quantize.ranges import read_range_file
 
     if not (sg.quantize or sg.runtime == "dsp"):
         return {}
@@ -98,7 +99,6 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
         options["placement"] = plan
     options.update(quantize_options(config, sg))
     if sg.graph_optimize_options:
-        from mace.transform.pipeline import pass_names
         unknown = set(sg.graph_optimize_options) - set(pass_names())
         if unknown:
             raise ConfigError(f"{sg.key_path}.graph_optimize_options: unknown pass(es) "

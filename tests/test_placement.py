@@ -295,7 +295,7 @@ def test_mixed_dsp_cpu_model_validates_at_the_quantized_threshold(tmp_path):
 
 
 def test_benchmark_times_groups_and_transfers(tmp_path):
-    from mace.report.benchmark import benchmark_model
+    from mace.report.benchmark_model import benchmark_model
     path = write_config(tmp_path, {"runtime": "dsp", "quantize_calibration_data": calibration(tmp_path),
                                    "placement": [{"ops": "lrn..", "runtime": "cpu"}]})
     config, graph = convert(tmp_path, path)

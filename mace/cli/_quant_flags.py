@@ -25,6 +25,12 @@ from mace.quantize.stat import log_lines, stat_engine
 from mace.report.session import open_model
 from mace.runtime.affinity import thread_limit
 from mace.config.files import models_of
+from mace.config.files import MAP_SUFFIX
+from mace.validate.trace import to_obfuscated, trace_model
+from mace.runtime.engine import is_quantized
+from mace.quantize.stat import stat_config
+from mace.report.dump import capture_outputs
+from mace.runtime.engine import create_engine
 
 SAMPLES_HELP = "one sub-folder per sample holding <input>.npy, *.npz files keyed by input name, or " \
                "*.npy files for a one-input model"
@@ -80,9 +86,6 @@ def trace(args, config, console) -> None:
     """`run --trace_dir`: trace every model (quantized ones only)."""
     if not args.trace_dir:
         return
-    from mace.config.files import MAP_SUFFIX
-    from mace.validate.trace import to_obfuscated, trace_model
-    from mace.runtime.engine import is_quantized
 
     for model in models_of(config, args.models):
         with thread_limit(args.num_threads):
@@ -127,10 +130,7 @@ def print_trace(console, t) -> None:
 def float_reference(config, model, inputs: dict, build_dir=None) -> dict:
     """The float model's value of every node output on `inputs`: the deployment file's model
     converted again with quantize off (as `convert --quantize_stat`) into a temporary folder."""
-    from mace.convert import convert_model
-    from mace.quantize.stat import stat_config
-    from mace.report.dump import capture_outputs
-    from mace.runtime.engine import create_engine
+    from mace.convert import convert_model   # start-up: the frontends load only for --trace_dir
 
     float_config = copy.deepcopy(config)
     stat_config(float_config, force=True)

@@ -10,7 +10,7 @@ from mace.cli._console import console as make_console
 from mace.cli._tables import grouped, mace_table, ms, shape
 from mace.config import load_deployment
 from mace.devices.target_run import BenchmarkRun
-from mace.report.benchmark import benchmark_model
+from mace.report.benchmark_model import benchmark_model
 from mace.util.jsonutil import dumps
 from mace.transform.placement.timing import placement_lines
 from mace.config.files import models_of

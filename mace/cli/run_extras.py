@@ -11,7 +11,7 @@ from rich.markup import escape
 from mace.cli._layers_view import print_layers
 from mace.cli.benchmark_cmd import benchmark_lines
 from mace.cli.debug_cmd import locate, report_findings
-from mace.report.benchmark import benchmark_model
+from mace.report.benchmark_model import benchmark_model
 from mace.report.dump import dump_tensors
 from mace.util.jsonutil import plain
 from mace.report.online import online_report, render_text

@@ -14,7 +14,9 @@ session that started it ended).
 
 Only the standard library, numpy and mace's runtime may be imported here: the device has
 nothing else. numpy is imported after the flags are read, because BLAS reads its thread
-count from the environment when it loads.
+count from the environment when it loads; so are the mace modules that import numpy, which is
+why this module's imports sit inside its functions (and so a board without numpy gets our
+message, not an ImportError).
 """
 from __future__ import annotations
 

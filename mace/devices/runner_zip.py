@@ -30,7 +30,7 @@ import mace
 
 # The runtime half of mace; modules these import at module level (mace/__init__.py's helpers)
 # are added by _with_imports, so a new one needs no edit here.
-MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "quantize", "runtime", "devices/__init__.py",
+MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "runtime", "devices/__init__.py",
               "devices/runner.py", "report/__init__.py", "report/benchmark.py")  # benchmark: --benchmark
 # Top-level imports the device can satisfy; anything else must be imported lazily (in a
 # function or a try block) by the modules above, or the runner fails on the device.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 
 from mace.errors import ConfigError
+from mace.ir.graph import Graph
 
 FRONTENDS = {
     "onnx": "mace.frontends.onnx.frontend",
@@ -21,7 +22,7 @@ FRAMEWORK_FORMATS = {"onnx": "NCHW", "caffe": "NCHW", "tensorflow": "NHWC", "ker
                      "pytorch": "NCHW", "megengine": "NCHW"}
 
 
-def convert(platform: str, spec) -> "Graph":  # noqa: F821
+def convert(platform: str, spec) -> Graph:
     """Convert the model described by `spec` (a frontends.base.ModelSpec)."""
     try:
         module = importlib.import_module(FRONTENDS[platform])

@@ -15,6 +15,7 @@ import numpy as np
 from mace.ir.args import set_arg
 from mace.ir.dtypes import from_numpy
 from mace.proto import pb
+from mace.ir.quant_params import params_from_info
 
 
 @dataclass
@@ -116,7 +117,6 @@ class Graph:
             return self.quant.get(name)
         if np.dtype(self.specs[name][1]) not in (np.dtype(np.uint8), np.dtype(np.int8)):
             return None
-        from mace.ir.quant_params import params_from_info
         for op in self.net.op:
             if name in op.output:
                 i = list(op.output).index(name)

@@ -19,6 +19,7 @@ from mace.errors import ModelError
 from mace.ir.dtypes import from_numpy, to_numpy
 from mace.ir.graph import Graph
 from mace.proto import pb
+from mace.ir.quant_params import QuantParams
 
 ALIGN = 64
 
@@ -124,7 +125,6 @@ def _write_quant(t, p) -> None:
 
 
 def _read_quant(t):
-    from mace.ir.quant_params import QuantParams
 
     dtype = to_numpy(t.data_type)
     if t.HasField("quantized_dimension"):

@@ -7,6 +7,7 @@ import numpy as np
 
 from mace.ops._common import normalize_axis, permute_axis
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ir.args import get_arg, set_arg
 
 
 @register_op("ArgMax", layout=Layout.AXIS)
@@ -23,7 +24,6 @@ class ArgMax(OpSpec):
 
     @staticmethod
     def remap_axes(op, perm, ranks):
-        from mace.ir.args import get_arg, set_arg
         axis = normalize_axis(get_arg(op, "axis", 0), ranks[0])
         set_arg(op, "axis", permute_axis(axis, perm, ranks[0]))
         if get_arg(op, "keepdims", 1):

@@ -3,6 +3,7 @@ import numpy as np
 
 from mace.ops._common import normalize_axis, permute_axis
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ir.args import get_arg, set_arg
 
 
 @register_op("Concat", layout=Layout.AXIS)
@@ -17,7 +18,6 @@ class Concat(OpSpec):
 
     @staticmethod
     def remap_axes(op, perm, ranks):
-        from mace.ir.args import get_arg, set_arg
         set_arg(op, "axis", permute_axis(get_arg(op, "axis"), perm, ranks[0]))
         return perm
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from mace.ops._common import broadcast_shape
 from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ir.args import get_arg, set_arg
 
 
 @register_op("Expand", layout=Layout.AXIS)
@@ -24,7 +25,6 @@ class Expand(OpSpec):
 
     @staticmethod
     def remap_axes(op, perm, ranks):
-        from mace.ir.args import get_arg, set_arg
         shape = get_arg(op, "shape")
         if len(shape) != ranks[0]:
             return None

@@ -10,6 +10,7 @@ between NHWC convs stays NHWC.
 import numpy as np
 
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ir.args import get_arg, set_arg
 
 NUMPY_MODES = {"CONSTANT": "constant", "REFLECT": "reflect", "EDGE": "edge", "WRAP": "wrap",
                "SYMMETRIC": "symmetric"}
@@ -35,7 +36,6 @@ class Pad(OpSpec):
 
     @staticmethod
     def remap_axes(op, perm, ranks):
-        from mace.ir.args import get_arg, set_arg
         pairs = split_paddings(get_arg(op, "paddings"), ranks[0])
         stored = [pairs[p] for p in perm]  # stored axis i holds logical axis perm[i]
         set_arg(op, "paddings", [b for b, _ in stored] + [e for _, e in stored])

@@ -5,6 +5,7 @@ import numpy as np
 
 from mace.ops._common import normalize_axis
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ir.args import get_arg, set_arg
 
 FUNCS = {
     "MEAN": lambda x, a, k: np.mean(x, axis=a, keepdims=k),
@@ -68,7 +69,6 @@ class Reduce(OpSpec):
 
     @staticmethod
     def remap_axes(op, perm, ranks):
-        from mace.ir.args import get_arg, set_arg
         rank = ranks[0]
         axes = reduce_axes(lambda n, d=None: get_arg(op, n, d), rank)
         if not axes:

@@ -13,6 +13,7 @@ import enum
 import functools
 import importlib
 import pkgutil
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -190,8 +191,7 @@ def _load_all() -> None:
     if _loaded:
         return
     _loaded = True
-    import mace.ops as pkg
-
-    for info in pkgutil.walk_packages(pkg.__path__, "mace.ops."):
+    here = [str(Path(__file__).parent)]   # this package's folder: no import of mace.ops itself
+    for info in pkgutil.walk_packages(here, "mace.ops."):
         if not info.name.rsplit(".", 1)[-1].startswith("_") and info.name != __name__:
             importlib.import_module(info.name)

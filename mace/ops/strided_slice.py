@@ -11,6 +11,7 @@ import numpy as np
 
 from mace.ops._common import normalize_axis
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ir.args import get_arg, set_arg
 
 
 def _clamp(v, lo, hi):
@@ -57,7 +58,6 @@ class StridedSlice(OpSpec):
 
     @staticmethod
     def remap_axes(op, perm, ranks):
-        from mace.ir.args import get_arg, set_arg
         starts = get_arg(op, "starts")
         axes = get_arg(op, "axes", None) or list(range(len(starts)))
         set_arg(op, "axes", [list(perm).index(normalize_axis(a, ranks[0])) for a in axes])

@@ -5,6 +5,7 @@ Layout AXIS: remap_axes permutes `repeats` with the input's stored order.
 import numpy as np
 
 from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ir.args import get_arg, set_arg
 
 
 @register_op("Tile", layout=Layout.AXIS)
@@ -18,7 +19,6 @@ class Tile(OpSpec):
 
     @staticmethod
     def remap_axes(op, perm, ranks):
-        from mace.ir.args import get_arg, set_arg
         reps = get_arg(op, "repeats")
         set_arg(op, "repeats", [reps[p] for p in perm])
         return perm

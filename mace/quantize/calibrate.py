@@ -13,6 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from mace.runtime.engine import Engine
+from mace.errors import ConfigError
+from mace.config.fetch import local_path
+from mace.config.files import load_npy, file_names
+from mace.config.files import make_inputs
 
 
 def _observer(stats: dict):
@@ -28,7 +33,6 @@ def _observer(stats: dict):
 
 def collect_stats(graph, samples, engine=None) -> list:
     """One {tensor: (min, max)} per sample (a dict input name -> array); inputs included."""
-    from mace.runtime.engine import Engine
 
     engine = engine or Engine(graph, device="cpu")
     per_sample = []
@@ -66,8 +70,6 @@ def load_samples(directory, specs, where: str) -> list:
       * `<input>.npy` for every input directly in the folder: one sample;
       * for a one-input model, any `*.npy` files: one sample each.
     """
-    from mace.errors import ConfigError
-    from mace.config.files import load_npy, file_names
 
     d = Path(directory)
     if not d.is_dir():
@@ -95,7 +97,6 @@ def load_samples(directory, specs, where: str) -> list:
 
 
 def _fit(value, spec, path, where):
-    from mace.errors import ConfigError
 
     if value.size != int(np.prod(spec.shape)):
         raise ConfigError(f"{where}: {path}: input '{spec.name}' has shape {list(value.shape)}, "
@@ -109,13 +110,11 @@ def calibration_source(config, sg):
     Samples come from the subgraph's `quantize_calibration_data` folder, else from its
     validation_inputs_data (one sample) when no quantize_range_file is given.
     """
-    from mace.config.fetch import local_path
 
     if sg.quantize_calibration_data:
         where = f"{config.path}: {sg.key_path}.quantize_calibration_data"
         folder = local_path(sg.quantize_calibration_data, config.path.parent)
         return lambda graph: collect_ranges(graph, load_samples(folder, sg.inputs, where))
     if sg.validation_inputs_data and not sg.quantize_range_file:
-        from mace.config.files import make_inputs
         return lambda graph: collect_ranges(graph, [make_inputs(config, sg, None)[0]])
     return None

@@ -30,6 +30,9 @@ from pathlib import Path
 
 from mace.errors import ConfigError
 from mace.quantize.ranges import SEP, parse_range
+from mace.runtime.engine import create_engine
+from mace.config.files import MAP_SUFFIX
+from mace.config.files import converted_paths
 
 MARKER = "Tensor range @@"
 DEFAULT_ENHANCE_RATIO = 10.0
@@ -157,9 +160,6 @@ def stat_config(config, force: bool = False):
 
 def stat_engine(config, model, build_dir=None):
     """The converted float model of `model` on the CPU, or a clear error saying how to get it."""
-    from mace.config.files import MAP_SUFFIX
-    from mace.config.files import converted_paths
-    from mace.runtime.engine import create_engine
 
     pb_path, data_path = converted_paths(config, model, build_dir)
     flag = f" --build_dir={build_dir}" if build_dir and Path(build_dir) != Path("builds") else ""

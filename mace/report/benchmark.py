@@ -15,11 +15,13 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from mace.ir.opstats import graph_stats
+from mace.proto import pb
+from mace.runtime.dsp.backend import NodeCost
+from mace.runtime.dsp.cost_model import CostModel
+from mace.runtime.observer import Event, register, unregister
 from mace.transform.placement.timing import GroupTiming, TransferTiming, placement_timing
 from mace.transform.placement.timing import record as record_transfers
 from mace.transform.placement.timing import stop as stop_transfers
-from mace.runtime.dsp.backend import NodeCost
-from mace.runtime.observer import Event, register, unregister
 
 
 @dataclass
@@ -254,28 +256,6 @@ def _estimated(engine) -> list:
     if costs:
         return list(costs())
     # a model with dsp layer groups runs on the host engine: estimate its dsp-placed ops
-    from mace.proto import pb
-    from mace.runtime.dsp.cost_model import CostModel
-
     model = CostModel()
     return [model.estimate(i, op, engine.graph) for i, op in enumerate(engine.graph.net.op)
             if op.device_type == pb.HEXAGON]
-
-
-def benchmark_model(config, model, build_dir=None, rounds: int = 10, input_dir=None, seed: int = 0,
-                    num_threads: int = -1, save: bool = True, warmup: int = 1) -> BenchmarkResult:
-    """Benchmark one converted model of a deployment file; with `save`, also write
-    builds/<library>/model/<model>_benchmark.json (visualize draws its charts from it)."""
-    from mace.util.jsonutil import dumps
-    from mace.report.offline import md5_of
-    from mace.report.session import open_model
-    from mace.runtime.affinity import thread_limit
-
-    with thread_limit(num_threads):
-        session = open_model(config, model, build_dir, input_dir, seed)
-        result = benchmark_engine(session.engine, session.inputs, rounds, warmup, model=model.name,
-                                  runtime=session.subgraph.runtime)
-    if save:  # the .pb's MD5 lets visualize ignore numbers measured on an older conversion
-        data = {**result.to_dict(), "pb_md5": md5_of(session.pb_path)}
-        session.artifact("_benchmark.json").write_text(dumps(data))
-    return result

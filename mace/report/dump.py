@@ -16,6 +16,7 @@ import numpy as np
 
 from mace.ir.layouts import stored_perms
 from mace.runtime.observer import Event, register, unregister
+from mace.config.files import safe_name
 
 
 def capture_outputs(engine, inputs: dict, names=None) -> tuple:
@@ -52,7 +53,6 @@ class DumpedTensor:
 
 def dump_tensors(engine, inputs: dict, directory) -> list:
     """Run once, writing every node output to `directory` (see the module docstring)."""
-    from mace.config.files import safe_name  # the CLI's documented tensor -> file name rule
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

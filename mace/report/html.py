@@ -14,6 +14,10 @@ from pathlib import Path
 from mace.report.html_assets import CSS, JS
 from mace.util.jsonutil import dumps
 from mace.report.visual import layout, visual_data
+from mace.ir.model_io import load_model
+from mace.report.offline import offline_report, source_model
+from mace.report.visual import load_benchmark
+from mace.config.files import converted_paths
 
 PAGE = """<!DOCTYPE html>
 <html lang="en">
@@ -105,10 +109,6 @@ def render_dot(graph, offline) -> str:
 def visualize_model(config, model, build_dir=None, out_dir=None, dot: bool = False) -> VisualFiles:
     """Write <model>_index.html (and <model>.dot) for a converted model of a deployment file,
     into builds/<library>/model/ unless `out_dir` is given."""
-    from mace.ir.model_io import load_model
-    from mace.report.offline import offline_report, source_model
-    from mace.config.files import converted_paths
-    from mace.report.visual import load_benchmark
 
     pb_path, data_path = converted_paths(config, model, build_dir)
     graph = load_model(pb_path, data_path)

@@ -21,6 +21,8 @@ from mace.report.memory import memory_timeline
 from mace.ir.opstats import graph_stats
 from mace.util.text import banner, kib, si, table
 from mace.transform.placement.groups import report_lines as placement_lines
+from mace.errors import MaceError
+from mace.config.files import fetch_model_files
 
 
 @dataclass
@@ -158,8 +160,6 @@ def render_text(report: OfflineReport) -> str:
 def source_model(config, model, build_dir=None):
     """The source model file for the model ID, or None when it cannot be had any more (the
     report of an existing conversion is still useful without it)."""
-    from mace.config.files import fetch_model_files
-    from mace.errors import MaceError
 
     try:
         return fetch_model_files(config, model, build_dir)[0]

@@ -10,6 +10,10 @@ import inspect
 import re
 import sys
 from collections import defaultdict
+from mace.frontends.caffe.registry import load_mappers as caffe
+from mace.frontends.onnx.registry import load_mappers as onnx
+from mace.frontends.tensorflow.registry import load_mappers as tf
+from mace.ops.registry import all_ops
 
 _ADD = re.compile(r"""\.add\(\s*["']([A-Za-z0-9_]+)["']""")
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z0-9_]*)\(")
@@ -35,9 +39,6 @@ def _emitted(fn, depth: int = 2) -> set:
 
 def producers_by_ir_op() -> dict:
     """IR op -> {"ONNX": [...], "TF": [...], "Caffe": [...]} framework op names."""
-    from mace.frontends.caffe.registry import load_mappers as caffe
-    from mace.frontends.onnx.registry import load_mappers as onnx
-    from mace.frontends.tensorflow.registry import load_mappers as tf
 
     table = defaultdict(lambda: defaultdict(set))
     for framework, mappers in (("ONNX", onnx()), ("TF", tf()), ("Caffe", caffe())):
@@ -53,7 +54,6 @@ def _runtimes(spec) -> dict:
 
 
 def support_markdown() -> list:
-    from mace.ops.registry import all_ops
 
     producers = producers_by_ir_op()
     lines = ["", "## Support table", "",

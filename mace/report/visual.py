@@ -12,6 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from mace.report.memory import memory_timeline
+from mace.report.offline import md5_of
 
 NODE_W, NODE_H, GAP_X, GAP_Y = 230, 78, 40, 60
 IO_W, IO_H = 170, 40
@@ -109,7 +110,6 @@ def visual_data(graph, offline, benchmark: dict | None = None, library: str = ""
 
 def load_benchmark(path: Path, pb_path: Path) -> dict | None:
     """The JSON `benchmark` saved next to the model, if it was measured on this very .pb."""
-    from mace.report.offline import md5_of
 
     path = Path(path)
     if not path.exists():

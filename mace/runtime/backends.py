@@ -19,6 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
+from mace.runtime.engine import create_engine
+from mace.runtime.dsp import create_dsp_engine
+from mace.runtime.from_code import create_engine_from_package
 
 
 class EngineApi(Protocol):
@@ -45,15 +48,12 @@ class Request:
 
 def _engine(pb_path, data_path, req: Request):
     if req.code_package is not None:   # as a deployment would: the generated package
-        from mace.runtime.from_code import create_engine_from_package
         return create_engine_from_package(req.code_package, req.model_name, data_path,
                                           device=req.device, options=req.options)
-    from mace.runtime.engine import create_engine
     return create_engine(pb_path, data_path, device=req.device, options=req.options)
 
 
 def _dsp(pb_path, data_path, req: Request):
-    from mace.runtime.dsp import create_dsp_engine
     return create_dsp_engine(pb_path, data_path, req.dsp_backend, options=req.options, where=req.where)
 
 

@@ -20,7 +20,6 @@ import collections
 import contextlib
 import dataclasses
 import functools
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,10 @@ from mace.ir.args import get_arg
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
 from mace.ops.registry import Kernel, KernelContext, select_kernel
+from mace.runtime.gpu.runtime import GpuRuntime
+from mace.runtime.node import Node
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
+from mace.ops.fast._pool import pool
 
 DEVICE_TAGS = {"cpu": ["cpu:fast", "cpu"], "dsp": ["int8"]}
 FAST_TAG = "cpu:fast"
@@ -40,16 +42,6 @@ INT8_TAG = "int8"
 SCRATCH_ALIGN = 64
 # OpenCL runtimes (mace/runtime/gpu): their CPU-placed ops use the "cpu" tags.
 GPU_DEVICES = ("gpu", "cpu+gpu")
-
-
-@dataclass
-class Node:
-    index: int
-    op: object          # the OperatorDef
-    kernel: object
-    tag: str            # which kernel variant runs it
-    inputs: list = field(default_factory=list)   # ndarrays (consts or arena views)
-    outputs: list = field(default_factory=list)  # ndarrays (arena views)
 
 
 class Engine:
@@ -318,7 +310,6 @@ class Engine:
 
 
 def _compute_pool():
-    from mace.ops.fast._pool import pool
     return pool()
 
 
@@ -328,8 +319,7 @@ def is_quantized(graph: Graph) -> bool:
 
 
 def _gpu_runtime(engine):
-    from mace.runtime.gpu.runtime import GpuRuntime  # loads pyopencl: CPU-only installs never get here
-    return GpuRuntime(engine)
+    return GpuRuntime(engine)   # pyopencl itself loads only when the runtime starts (gpu/context.py)
 
 
 def create_engine(pb_path, data_path=None, device: str = "cpu", options: dict | None = None) -> Engine:

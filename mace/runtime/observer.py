@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+from mace.runtime.gpu.transfer import download_image
 
 
 class Event(enum.IntFlag):
@@ -282,7 +283,6 @@ def _activation_reader(engine, name: str) -> Callable:
 
 def _read_gpu_image(gpu, name: str) -> np.ndarray:
     """A tensor that only lives in an OpenCL image, copied back to the host (NHWC, float32)."""
-    from mace.runtime.gpu.transfer import download_image
 
     gpu.queue.finish()
     tensor = gpu.tensors[name]

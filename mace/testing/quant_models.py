@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from mace.frontends.tensorflow.loader import import_tf
 
 
 def uniform_samples(shape, n: int, seed: int = 0, lo: float = -1.0, hi: float = 1.0) -> list:
@@ -64,7 +65,6 @@ def qat_tf_graph(size: int = 12, seed: int = 0):
     the range must survive the activation fusion). Input 'input' [1, size, size, 3]."""
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    from mace.frontends.tensorflow.loader import import_tf
 
     tf = import_tf()
     rng = np.random.default_rng(seed)
@@ -112,7 +112,6 @@ def tf_mobilenet(size: int = 32, classes: int = 10, seed: int = 0):
     random MobileNet collapse to a constant). Input 'input' [1, size, size, 3]."""
     from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2
 
-    from mace.frontends.tensorflow.loader import import_tf
 
     tf = import_tf()
     keras, L = tf.keras, tf.keras.layers

@@ -47,21 +47,3 @@ def infer_op(graph: Graph, op) -> None:
                          f"with input shapes {[list(s) for s in shapes]}: {e}") from None
     for t, (shape, dtype) in zip(op.output, outs):
         graph.specs[t] = (tuple(int(d) for d in shape), np.dtype(dtype))
-
-
-def settle_new_ops(graph: Graph, first: int, keep=()) -> None:
-    """Fold or shape the ops appended since index `first` (frontends call this per node).
-
-    Ops computable from constants become constants at once, so later nodes see
-    static values (ONNX Shape->Gather->Reshape chains); the rest get shapes.
-    `keep` names tensors (model outputs) that must stay produced by an op.
-    """
-    from mace.transform.passes.fold_constants import try_fold
-
-    kept = []
-    for op in list(graph.net.op[first:]):
-        infer_op(graph, op)
-        if set(op.output) & set(keep) or not try_fold(graph, op):
-            kept.append(op)
-    if len(kept) != len(graph.net.op) - first:
-        graph.set_ops(list(graph.net.op[:first]) + kept)

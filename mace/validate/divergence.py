@@ -19,6 +19,7 @@ from mace.config import schema
 from mace.report.dump import capture_outputs
 from mace.runtime.engine import Engine
 from mace.validate.layers import LayerValidation, compare_layers, isolate, validate_layers
+from mace.runtime.gpu.deploy import engine_setup
 
 # Runtimes each subgraph `runtime` asks for; the CPU runtime is always the baseline.
 RUNTIMES = {"cpu": ["cpu"], "gpu": ["cpu", "gpu"], "cpu+gpu": ["cpu", "gpu"], "dsp": ["cpu", "dsp"],
@@ -64,7 +65,6 @@ def _runtime_engine(session, runtime: str):
         return Engine(engine.graph, device="cpu"), ""
     options = None
     if runtime == "gpu":
-        from mace.runtime.gpu.deploy import engine_setup
 
         device, options, notes = engine_setup(session.config, session.subgraph, session.build_dir)
         if device != "gpu":

@@ -31,6 +31,11 @@ from mace.ops.registry import Kernel
 from mace.runtime.engine import is_quantized
 from mace.report.dump import capture_outputs
 from mace.validate.metrics import cosine, sqnr_db
+from mace.frontends.tensorflow.loader import load_graph_def
+from mace.frontends.caffe import caffe_pb2
+from mace.validate.reference import reference_runner
+from mace.config.files import fetch_model_files
+from mace.ir.quant_params import dequantize
 
 
 @dataclass
@@ -100,7 +105,6 @@ def _onnx_tensors(model_path: Path, weight_path=None) -> list:
 
 
 def _tf_tensors(model_path: Path, weight_path=None) -> list:
-    from mace.frontends.tensorflow.loader import load_graph_def
 
     const, result = set(), []
     for n in load_graph_def(model_path).node:
@@ -118,7 +122,6 @@ def _tf_tensors(model_path: Path, weight_path=None) -> list:
 def _caffe_tensors(model_path: Path, weight_path=None) -> list:
     from google.protobuf import text_format
 
-    from mace.frontends.caffe import caffe_pb2
 
     net = text_format.Parse(Path(model_path).read_text(), caffe_pb2.NetParameter())
     # an in-place layer overwrites its blob: only the last writer's value can be compared
@@ -152,7 +155,6 @@ def framework_tensors(platform: str, model_path, weight_path=None) -> list:
 def run_framework(platform: str, model_path, fw_inputs: dict, names: list, num_threads: int = 0,
                   weight_path=None) -> dict:
     """The framework's values of `names` (its own layout) on `fw_inputs`."""
-    from mace.validate.reference import reference_runner
 
     runner = reference_runner(platform)
     extra = {"weight_path": weight_path} if weight_path and \
@@ -293,7 +295,6 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
 
     `all_layers=False` checks only the .yml's check_tensors. `engine` defaults to the
     session's (another runtime's engine may be given)."""
-    from mace.config.files import fetch_model_files
 
     config, model, sg = session.config, session.model, session.subgraph
     engine = engine or session.engine
@@ -334,7 +335,6 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
 
 def _dequantized(graph, tensors: dict) -> dict:
     """Quantized (uint8) intermediate tensors as the reals they stand for."""
-    from mace.ir.quant_params import dequantize
 
     out = {}
     for name, value in tensors.items():

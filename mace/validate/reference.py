@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from mace.errors import ModelError
+from mace.frontends.tensorflow.loader import import_tf, load_graph_def, tensor_name
+from mace.validate.caffe_reference import run_caffe as forward
 
 
 def run_onnxruntime(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0) -> dict:
@@ -34,7 +36,6 @@ def run_onnxruntime(model_path: Path, inputs: dict, output_names: list, num_thre
 def run_tensorflow(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0) -> dict:
     """The frozen graph (a Keras file or SavedModel is frozen the way the converter does it)
     in a TensorFlow session; names may be written with or without ':0'."""
-    from mace.frontends.tensorflow.loader import import_tf, load_graph_def, tensor_name
 
     tf = import_tf()
     graph_def = load_graph_def(model_path)  # outside the graph below: freezing Keras needs eager mode
@@ -59,7 +60,6 @@ REFERENCES = {"onnx": run_onnxruntime, "tensorflow": run_tensorflow}
 def run_caffe(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0,
               weight_path: Path | None = None) -> dict:
     """No Caffe runtime installs here: Caffe's forward pass written out in numpy."""
-    from mace.validate.caffe_reference import run_caffe as forward
 
     return forward(model_path, inputs, output_names, num_threads, weight_path)
 

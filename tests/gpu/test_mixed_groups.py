@@ -8,7 +8,7 @@ import pytest
 
 from mace.config import load_deployment
 from mace.proto import pb
-from mace.report.benchmark import benchmark_model
+from mace.report.benchmark_model import benchmark_model
 from mace.report.session import open_model
 from mace.run import run_model
 from mace.ops.gpu.support import gpu_reason

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mace.report.benchmark import benchmark_model
+from mace.report.benchmark_model import benchmark_model
 from mace.report.html import visualize_model
 from tests.cli_helpers import cli
 from tests.reports.helpers import BUILD, converted_digits

@@ -25,7 +25,8 @@ from mace.frontends.caffe.registry import load_mappers
 from mace.ir.args import set_arg
 from mace.ir.graph import Graph
 from mace.ops._common import normalize_axis
-from mace.transform.shape_inference import infer_op, infer_shapes, settle_new_ops
+from mace.transform.shape_inference import infer_op, infer_shapes
+from mace.transform.settle import settle_new_ops
 
 FRAMEWORK_FORMAT = "NCHW"
 INPUT_LAYERS = {"Input"}

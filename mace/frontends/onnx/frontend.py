@@ -16,7 +16,8 @@ from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.onnx.registry import load_mappers
 from mace.ir.args import set_arg
 from mace.ir.graph import Graph
-from mace.transform.shape_inference import infer_op, infer_shapes, settle_new_ops
+from mace.transform.shape_inference import infer_op, infer_shapes
+from mace.transform.settle import settle_new_ops
 
 FRAMEWORK_FORMAT = "NCHW"
 

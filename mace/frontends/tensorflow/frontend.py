@@ -22,7 +22,8 @@ from mace.frontends.tensorflow.registry import load_mappers
 from mace.ir.args import set_arg
 from mace.ir.graph import Graph
 from mace.ir.qat_ranges import record_ranges
-from mace.transform.shape_inference import infer_op, infer_shapes, settle_new_ops
+from mace.transform.shape_inference import infer_op, infer_shapes
+from mace.transform.settle import settle_new_ops
 
 FRAMEWORK_FORMAT = "NHWC"
 

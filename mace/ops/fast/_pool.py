@@ -27,6 +27,11 @@ import os
 from functools import partial
 
 import numpy as np
+from mace.ops.fast._jit import loops
+from mace.ops.fast._cblas import row_stride
+from mace.ops.fast._cblas import sgemm
+from mace.ops.fast._cblas import openblas, sgemm
+from mace.ops.fast._cblas import openblas
 
 # A row slice under this many rows makes each thread pack the whole B for little work:
 # such GEMMs split their columns instead (ResNet-50's 49-row GEMMs).
@@ -157,7 +162,6 @@ def gemm_width() -> int:
     are better left to OpenBLAS's own threads (no pool, OpenBLAS on several)."""
     p = pool()
     if p is None:
-        from mace.ops.fast._cblas import openblas
         lib = openblas()
         threads = _blas_threads(lib) if lib is not None else None
         return 1 if threads is not None and threads[0]() == 1 else 0
@@ -174,7 +178,6 @@ def loop(name: str, args: tuple, rows: int, work: int, parts: int | None = None)
     p = active()
     if p is not None and work >= MIN_PARALLEL_WORK and rows > 1 and parts != 1:
         return p.rows(name, args, rows, parts)
-    from mace.ops.fast._jit import loops
     return partial(getattr(loops(), name), *args, 0, rows)
 
 
@@ -218,7 +221,6 @@ def _table(work: list) -> np.ndarray:
 
 
 def _row(a, b, c, beta, trans_b) -> list:
-    from mace.ops.fast._cblas import row_stride
 
     m, k = a.shape
     n = b.shape[0] if trans_b else b.shape[1]
@@ -277,7 +279,6 @@ def _blas_threads(lib):
 def pool() -> Pool | None:
     """The process's compute pool, or None where it cannot be had (MACE_NO_POOL=1 is read
     at each call: kernels bound while it is set keep their serial paths)."""
-    from mace.ops.fast._cblas import sgemm
 
     if os.environ.get("MACE_NO_POOL", "") not in ("", "0") or _forked or sgemm() is None:
         return None
@@ -286,8 +287,6 @@ def pool() -> Pool | None:
 
 @functools.lru_cache(maxsize=None)
 def _make_pool() -> Pool | None:
-    from mace.ops.fast._cblas import openblas, sgemm
-    from mace.ops.fast._jit import loops
 
     gemm, lib = sgemm(), openblas()
     if gemm is None or lib is None or loops() is None or gemm.int_bits != 64:

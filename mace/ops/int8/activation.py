@@ -13,6 +13,7 @@ import numpy as np
 from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
 from mace.ops.registry import kernel
 from mace.ir import quant_params as qp
+from mace.ir.args import get_arg
 
 CLAMPS = ("RELU", "RELUX", "CLIP")
 
@@ -31,7 +32,6 @@ class ActivationInt8(Int8Kernel):
 
     @staticmethod
     def supports(op, graph):
-        from mace.ir.args import get_arg
         kind = get_arg(op, "activation", "")
         if kind not in CLAMPS:
             return f"activation {kind} has no quantized form (only {', '.join(CLAMPS)})"

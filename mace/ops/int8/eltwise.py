@@ -23,6 +23,7 @@ import numpy as np
 from mace.ops.int8._base import Int8Kernel, float_consts, rescale_table
 from mace.ops.registry import kernel
 from mace.ir import quant_params as qp
+from mace.ir.args import get_arg
 
 ADDITIVE = ("SUM", "SUB", "MEAN")
 SUPPORTED = ADDITIVE + ("PROD", "MIN", "MAX")
@@ -42,7 +43,6 @@ class EltwiseInt8(Int8Kernel):
 
     @staticmethod
     def supports(op, graph):
-        from mace.ir.args import get_arg
         kind = get_arg(op, "type", "")
         if kind not in SUPPORTED:
             return f"Eltwise {kind} has no quantized form (only {', '.join(SUPPORTED)})"

@@ -18,6 +18,7 @@ from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
 from mace.ops.pooling import PoolingCpu
 from mace.ops.registry import kernel
 from mace.ir import quant_params as qp
+from mace.ir.args import get_arg
 
 
 @kernel("Pooling", "int8")
@@ -26,7 +27,6 @@ class PoolingInt8(Int8Kernel, PoolingCpu):
 
     @staticmethod
     def supports(op, graph):
-        from mace.ir.args import get_arg
         kind = get_arg(op, "pooling_type", "")
         return None if kind in ("MAX", "AVG") else f"pooling_type {kind} has no quantized form"
 

@@ -13,6 +13,7 @@ from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
 from mace.ops.reduce import reduce_axes
 from mace.ops.registry import kernel
 from mace.ir import quant_params as qp
+from mace.ir.args import get_arg
 
 SUPPORTED = ("MEAN", "MAX", "MIN")
 
@@ -23,7 +24,6 @@ class ReduceInt8(Int8Kernel):
 
     @staticmethod
     def supports(op, graph):
-        from mace.ir.args import get_arg
         kind = get_arg(op, "reduce_type", "")
         if kind not in SUPPORTED:
             return f"Reduce {kind} has no quantized form (only {', '.join(SUPPORTED)})"

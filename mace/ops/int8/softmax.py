@@ -16,6 +16,7 @@ from mace.ops._common import normalize_axis
 from mace.ops.int8._base import UINT8_LEVELS, Int8Kernel
 from mace.ops.registry import kernel
 from mace.ir import quant_params as qp
+from mace.ir.args import get_arg
 
 EXP_BITS = 20
 PROB_BITS = 30
@@ -33,7 +34,6 @@ class SoftmaxInt8(Int8Kernel):
 
     @staticmethod
     def supports(op, graph):
-        from mace.ir.args import get_arg
         if get_arg(op, "use_log", 0):
             return "LogSoftmax has no quantized form (its output is unbounded)"
         rank = max(len(graph.shape(op.input[0])), 1)

@@ -8,8 +8,19 @@ Pieces: backend.py (the DspBackend interface, NodeCost), registry.py (backends b
 name: built-in, then the entry point group "pymace.dsp_backends"), simulator.py
 (the default "hexagon_sim": int8 kernels on the host + cost_model.py), engine.py
 (DspEngine, the Engine-like front `run` and `benchmark` use). See docs/dsp.md.
+
+The public names (`from mace.runtime.dsp import DspBackend, NodeCost, create_dsp_engine`, what
+backend plugins import) are looked up on first use (PEP 562), so the modules of this package
+import each other without a cycle through this file.
 """
-from mace.runtime.dsp.backend import DspBackend, NodeCost  # noqa: F401
-from mace.runtime.dsp.engine import DspEngine, backend_choice, create_dsp_engine  # noqa: F401
-from mace.runtime.dsp.registry import (DEFAULT_BACKEND, ENTRY_POINT_GROUP, backend_class,  # noqa: F401
-                                       backend_names)
+import importlib
+
+_EXPORTS = {"DspBackend": "backend", "NodeCost": "backend", "DspEngine": "engine",
+            "backend_choice": "engine", "create_dsp_engine": "engine", "DEFAULT_BACKEND": "registry",
+            "ENTRY_POINT_GROUP": "registry", "backend_class": "registry", "backend_names": "registry"}
+
+
+def __getattr__(name):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f"mace.runtime.dsp.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'mace.runtime.dsp' has no attribute {name!r}")

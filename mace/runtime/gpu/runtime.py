@@ -25,6 +25,8 @@ from mace.runtime.gpu.device import GpuDevice
 from mace.ops.gpu.images import GpuTensor, ImageLife, as_nhwc, channel_major_size, plan_images
 from mace.ops.gpu.kernel import GpuKernelContext
 from mace.runtime.gpu.transfer import Transfer
+from mace.ops.registry import select_kernel
+from mace.runtime.node import Node
 
 
 class GpuRuntime(GpuDevice):
@@ -51,8 +53,6 @@ class GpuRuntime(GpuDevice):
         return [t for t in lives if t.name not in made_on_gpu or t.name in keep]
 
     def build_node(self, index: int, op):
-        from mace.ops.registry import select_kernel
-        from mace.runtime.engine import Node
 
         g = self.graph
         ins = [g.consts[t] if t in g.consts else self.tensors[t] for t in op.input]

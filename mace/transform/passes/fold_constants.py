@@ -13,11 +13,11 @@ from mace.ir.graph import _copy_op
 from mace.ops._common import NCHW_TO_NHWC, NHWC_TO_NCHW
 from mace.ops.registry import InferContext, KernelContext, Layout, select_kernel, spec
 from mace.transform.shape_inference import infer_shapes
+from mace.ops.shape import _slice
 
 
 def _evaluate(graph, op) -> list:
     if op.type == "Shape":  # needs only the inferred shape of its input
-        from mace.ops.shape import _slice
         return [_slice(lambda n, d=None: get_arg(op, n, d), graph.shape(op.input[0]))]
     ins = [np.asarray(graph.consts[t]) for t in op.input]
     if _needs_nhwc(op, ins):

@@ -24,6 +24,7 @@ from mace.ir import quant_params as qp
 from mace.quantize.report import calibration_report
 from mace.transform.decided import Decided
 from mace.transform.shape_inference import infer_shapes
+from mace.ops.registry import spec
 
 INT8 = "int8"
 
@@ -33,7 +34,6 @@ def wants_quantize(options) -> bool:
 
 
 def int8_kernel(op_type: str):
-    from mace.ops.registry import spec
 
     return spec(op_type).kernels.get(INT8)
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 
 from mace.proto import pb
+from mace.util.text import si, table
 
 HOST = "cpu"
 NAMES = {pb.CPU: "cpu", pb.GPU: "gpu", pb.HEXAGON: "dsp"}
@@ -113,7 +114,6 @@ def describe(graph, limit: int = 12) -> list:
 
 def report_lines(graph, layers: list) -> list:
     """The offline report's Placement section (mixed placements only); `layers`: OpStatic per op."""
-    from mace.util.text import si, table
 
     if not is_mixed(graph):
         return []

@@ -15,6 +15,7 @@ from mace.ir.args import set_arg
 from mace.ops.gpu.support import GPU, place
 from mace.transform.decided import Decided
 from mace.transform.placement.plan import place_plan
+from mace.ops.gpu.conv2d import winograd_eligible
 
 # Winograd pays off only with enough channels to amortise its transforms (MACE: 8).
 WINOGRAD_MIN_CHANNELS = 8
@@ -41,7 +42,6 @@ def place_ops(graph, options) -> bool:
 
 
 def _winograd_suits(graph, op) -> bool:
-    from mace.ops.gpu.conv2d import winograd_eligible
     if op.type != "Conv2D" or op.input[1] not in graph.consts:
         return False
     o, i = graph.consts[op.input[1]].shape[:2]

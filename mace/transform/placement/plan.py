@@ -30,6 +30,10 @@ from mace.ir.layouts import record_perms, stored_perms
 from mace.ops.registry import spec
 from mace.proto import pb
 from mace.ops.gpu.support import gpu_reason
+from mace.config.deployment import default_preference
+from mace.transform.passes.cleanup import remove_dead_ops
+from mace.transform.passes.quantize import quantize_plan
+from mace.transform.placement.auto import auto_place
 
 DEVICE = {"cpu": pb.CPU, "gpu": pb.GPU, "dsp": pb.HEXAGON}
 RUNTIME_OF = {v: k for k, v in DEVICE.items()}
@@ -69,7 +73,6 @@ class PlacementPlan:
 # ---- from the deployment file ------------------------------------------------------
 def plan_for(config, model) -> PlacementPlan | None:
     """The plan of a model, or None when it is one subgraph without `placement` (runtime only)."""
-    from mace.config.deployment import default_preference
 
     parts = model.subgraphs
     if len(parts) == 1 and parts[0].placement is None:
@@ -127,7 +130,6 @@ def assign_parts(plan: PlacementPlan, graph) -> None:
 
 # ---- the place pass ---------------------------------------------------------------
 def drop_boundary_outputs(graph, plan: PlacementPlan) -> None:
-    from mace.transform.passes.cleanup import remove_dead_ops
 
     bounds = set(plan.boundaries)
     keep = [o for o in graph.net.output_info if o.name not in bounds]
@@ -188,7 +190,6 @@ def can_run(graph, op, runtime: str, quant_plan=None):
 
 
 def _quant_plan(graph) -> dict:
-    from mace.transform.passes.quantize import quantize_plan
     return quantize_plan(graph)
 
 
@@ -260,7 +261,6 @@ def resolve(graph, plan: PlacementPlan) -> tuple:
             _apply_rules(plan, part, ops, set(mine), runtime, strict, reasons)
     for index, part in enumerate(plan.parts):   # after the others: transfer costs see their placement
         if part.rules == "auto":
-            from mace.transform.placement.auto import auto_place
             mine = [i for i in range(len(ops)) if parts[i] == index]
             auto_place(graph, mine, part.preference, check, f"{plan.file}: {part.placement_key} (auto)",
                        runtime)
