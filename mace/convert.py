@@ -61,7 +61,6 @@ def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
 
 def quantize_options(config: DeploymentConfig, sg) -> dict:
     """The quantize pass's options: ranges from the range file, input_ranges, calibration."""
-
     if not (sg.quantize or sg.runtime == "dsp"):
         return {}
     options = {"quantize": True, "per_channel": True, "where": f"{config.path}: {sg.key_path}",

@@ -12,4 +12,8 @@ if ! dpkg -s pocl-opencl-icd >/dev/null 2>&1 && command -v apt-get >/dev/null &&
 fi
 python3 -m venv .venv
 .venv/bin/pip install -q -e ".[test,dev,tf,gpu]"
+# The layer contracts (docs/architecture.md; pyproject.toml [tool.importlinter]): a package that
+# imports upward or a cycle fails here, before the tests.
+echo "checking the import layers (lint-imports)"
+.venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
 exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"

@@ -1,4 +1,4 @@
-"""Shared by tests/test_cli.py and tests/test_cli_errors.py: run the CLI as a user would.
+"""Shared by tests/cli/ and the other CLI tests: run the CLI as a user would.
 
 Each test gets a temporary working directory holding a copy of examples/digits and
 deployment files whose paths point at it; the CLI runs as a subprocess there.

@@ -2,7 +2,7 @@
 """Regenerate mace/proto/mace_ir_pb2.py from mace/proto/mace_ir.proto, and
 mace/frontends/caffe/caffe_pb2.py from third_party/caffe/caffe.proto.
 
-Needs grpcio-tools (the `dev` extra). tests/test_proto_drift.py fails when
+Needs grpcio-tools (the `dev` extra). tests/project/test_proto_drift.py fails when
 the checked-in module no longer matches the .proto (tests/caffe/test_caffe_proto.py
 for the Caffe schema).
 """

@@ -7,7 +7,7 @@ raises ValueError with a message that the loader prefixes with the key path.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 ABIS = ("host", "armeabi-v7a", "arm64-v8a", "arm64", "armhf", "aarch64", "armv7l")
@@ -318,11 +318,3 @@ def _choice_int(v, choices):
 
 def key_table(keys) -> dict:
     return {k.name: k for k in keys}
-
-
-@dataclass
-class Resolved:
-    """A normalised mapping plus where each value came from."""
-
-    values: dict = field(default_factory=dict)
-    origin: dict = field(default_factory=dict)  # key -> "file" | "default" | "model" | ...

@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.deployment import DeploymentConfig
-from mace.config.files import model_paths
+from mace.config.files import converted_paths
 from mace.devices import process
 from mace.devices.base import DeviceError
 from mace.devices.build import RUNNER, built_for, file_entry
 from mace.devices.discovery import Target
 from mace.devices.locks import device_lock
-from mace.errors import ConfigError, MaceError, ModelError
+from mace.errors import MaceError, ModelError
 from mace.ir.args import get_arg
 from mace.ir.model_io import load_net
 from mace.report.benchmark import BenchmarkResult
@@ -185,10 +185,7 @@ def run_on_device(config: DeploymentConfig, target: Target, opts: RunOptions, no
 def _prepare(config, name: str, opts: RunOptions, tmp: Path) -> _Job:
     model = config.models[name]
     sg = model.graph
-    pb, data = model_paths(config, name, opts.build_dir)
-    if not pb.exists():
-        raise ConfigError(f"model '{name}' has not been converted ({pb} is missing): run "
-                          f"`python tools/converter.py build --config={config.path}` first")
+    pb, data = converted_paths(config, model, opts.build_dir, command="build")
     inputs, source = make_inputs(config, sg, opts.input_dir, opts.seed)
     files = []
     for i, spec in enumerate(sg.inputs):

@@ -1,14 +1,57 @@
-"""What a frontend is asked to convert, independent of the deployment-file format."""
+"""What every frontend shares: the graph it starts from, the model's inputs and outputs in the
+caller's layout, and how one framework node becomes IR ops (mapped, settled, errors named)."""
 from __future__ import annotations
 
-from mace.config.specs import TensorSpec, user_to_framework
+from mace.config.specs import ModelSpec, TensorSpec, user_to_framework
+from mace.errors import ModelError, UnsupportedOpError
+from mace.ir.args import set_arg
 from mace.ir.dtypes import BY_NAME, to_numpy
 from mace.ir.graph import Graph
 from mace.proto import pb
+from mace.transform.settle import settle_new_ops
 from mace.transform.shape_inference import infer_op
 
 
 FORMAT_ENUM = {"NHWC": pb.NHWC, "NCHW": pb.NCHW, "NONE": pb.DF_NONE}
+
+
+def new_graph(spec: ModelSpec, platform: str, framework_format: str) -> Graph:
+    """The empty Graph a frontend fills: named after the model, tagged with its framework."""
+    graph = Graph()
+    graph.net.name = spec.name
+    set_arg(graph.net, "framework_data_format", framework_format)
+    set_arg(graph.net, "platform", platform)
+    return graph
+
+
+def map_node(graph: Graph, mapper, ctx, node, keep: set, where, what) -> None:
+    """Run one node's mapper, then fold or shape the ops it added (`keep`: model outputs, which
+    stay produced by an op). Any failure but ours becomes one ModelError naming the model file
+    `where` and the node, `what()`."""
+    try:
+        first_new = len(graph.net.op)
+        mapper(ctx, node)
+        settle_new_ops(graph, first_new, keep)
+    except (ModelError, UnsupportedOpError):
+        raise
+    except Exception as e:
+        raise ModelError(f"{where}: cannot convert {what()}: {e}") from e
+
+
+def add_outputs(graph: Graph, outputs: list, source_of, framework_format: str, unique) -> None:
+    """Declare the model outputs; where the caller's layout differs from the framework's, the
+    framework's tensor `source_of(name)` is renamed (`unique`) and a Transpose makes the output."""
+    for t in outputs:
+        add_output_info(graph, t)
+        src = source_of(t.name)
+        perm = user_to_framework(graph.shape(src), framework_format, t.data_format) \
+            if t.data_format != "NONE" else None
+        if perm:
+            inner = unique(f"{t.name}_nchw")
+            for op in graph.net.op:
+                op.output[:] = [inner if o == src else o for o in op.output]
+                op.input[:] = [inner if i == src else i for i in op.input]
+            graph.add_op("Transpose", [inner], [t.name], name=f"{t.name}_to_nhwc", dims=list(perm))
 
 
 def add_input_info(graph: Graph, t: TensorSpec) -> None:

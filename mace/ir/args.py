@@ -69,7 +69,3 @@ def del_arg(op, name: str) -> None:
     if len(keep) != len(op.arg):
         del op.arg[:]
         op.arg.extend(keep)
-
-
-def args_dict(op) -> dict:
-    return {a.name: _value(a) for a in op.arg}

@@ -125,7 +125,6 @@ def _write_quant(t, p) -> None:
 
 
 def _read_quant(t):
-
     dtype = to_numpy(t.data_type)
     if t.HasField("quantized_dimension"):
         return QuantParams(np.asarray(t.scales, np.float32), np.asarray(t.zero_points, np.int32),

@@ -109,3 +109,15 @@ def normalize_axis(axis: int, rank: int) -> int:
 def permute_axis(axis: int, perm, rank: int) -> int:
     """Stored position of logical `axis` for a tensor stored as logical.transpose(perm)."""
     return list(perm).index(normalize_axis(axis, rank))
+
+
+def sequence(steps: list):
+    """One zero-argument callable running `steps` in order."""
+    if len(steps) == 1:
+        return steps[0]
+    steps = tuple(steps)
+
+    def run():
+        for step in steps:
+            step()
+    return run

@@ -11,7 +11,7 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops.fast._base import sequence
+from mace.ops._common import sequence
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 

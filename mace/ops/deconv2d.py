@@ -80,7 +80,7 @@ class Deconv2DCpu(Kernel):
         geo = deconv_geometry(ctx, ctx.input_shapes[0], w.shape)
         (n, h, wd, c), (kh, kw), self.strides, self.dil, pads, out_hw, self.c_out = geo
         self.in_shape, self.k = (n, h, wd, c), (kh, kw)
-        self.group = g = int(ctx.arg("group", 1))
+        self.group = int(ctx.arg("group", 1))
         self._pack_filter(w.astype(np.float32), n * h * wd)
         bias = ctx.consts[2] if len(ctx.consts) > 2 else None
         self.bias = None if bias is None else bias.astype(np.float32)

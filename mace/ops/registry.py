@@ -107,7 +107,6 @@ class Kernel:
 
     def setup(self, ctx: KernelContext) -> None:
         """Pre-compute everything that does not depend on input values."""
-
     def run(self, inputs: list, outputs: list) -> None:
         raise NotImplementedError
 

@@ -33,7 +33,6 @@ def _observer(stats: dict):
 
 def collect_stats(graph, samples, engine=None) -> list:
     """One {tensor: (min, max)} per sample (a dict input name -> array); inputs included."""
-
     engine = engine or Engine(graph, device="cpu")
     per_sample = []
     for inputs in samples:
@@ -97,7 +96,6 @@ def load_samples(directory, specs, where: str) -> list:
 
 
 def _fit(value, spec, path, where):
-
     if value.size != int(np.prod(spec.shape)):
         raise ConfigError(f"{where}: {path}: input '{spec.name}' has shape {list(value.shape)}, "
                           f"expected {list(spec.shape)}")

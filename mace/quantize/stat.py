@@ -160,7 +160,6 @@ def stat_config(config, force: bool = False):
 
 def stat_engine(config, model, build_dir=None):
     """The converted float model of `model` on the CPU, or a clear error saying how to get it."""
-
     pb_path, data_path = converted_paths(config, model, build_dir)
     flag = f" --build_dir={build_dir}" if build_dir and Path(build_dir) != Path("builds") else ""
     how = f"`python tools/converter.py convert --config={config.path}{flag} --quantize_stat`"

@@ -53,7 +53,6 @@ class DumpedTensor:
 
 def dump_tensors(engine, inputs: dict, directory) -> list:
     """Run once, writing every node output to `directory` (see the module docstring)."""
-
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     perms = stored_perms(engine.graph.net)

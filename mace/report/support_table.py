@@ -2,7 +2,7 @@
 
 Which framework ops produce an IR op is read from the mapping functions' source
 (`ctx.add("Conv2D", ...)` and the module helpers they call), so the table is
-generated from the code and cannot drift; tests/test_docs.py checks docs/ops.md.
+generated from the code and cannot drift; tests/project/test_docs.py checks docs/ops.md.
 """
 from __future__ import annotations
 
@@ -39,7 +39,6 @@ def _emitted(fn, depth: int = 2) -> set:
 
 def producers_by_ir_op() -> dict:
     """IR op -> {"ONNX": [...], "TF": [...], "Caffe": [...]} framework op names."""
-
     table = defaultdict(lambda: defaultdict(set))
     for framework, mappers in (("ONNX", onnx()), ("TF", tf()), ("Caffe", caffe())):
         for name, fn in mappers.items():
@@ -54,7 +53,6 @@ def _runtimes(spec) -> dict:
 
 
 def support_markdown() -> list:
-
     producers = producers_by_ir_op()
     lines = ["", "## Support table", "",
              "Each IR op, the framework ops that convert to it, and the runtimes with a kernel for it "

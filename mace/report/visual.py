@@ -110,7 +110,6 @@ def visual_data(graph, offline, benchmark: dict | None = None, library: str = ""
 
 def load_benchmark(path: Path, pb_path: Path) -> dict | None:
     """The JSON `benchmark` saved next to the model, if it was measured on this very .pb."""
-
     path = Path(path)
     if not path.exists():
         return None

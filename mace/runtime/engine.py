@@ -16,7 +16,6 @@ OpenBLAS held at one thread, numba's OpenMP threads splitting the work.
 """
 from __future__ import annotations
 
-import collections
 import contextlib
 import dataclasses
 import functools
@@ -28,14 +27,13 @@ from mace.errors import RuntimeInputError
 from mace.ir.args import get_arg
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
+from mace.ops.fast.binding import FAST_TAG, bind_step, in_place_concats, keeps_blas
 from mace.ops.registry import Kernel, KernelContext, select_kernel
 from mace.runtime.gpu.runtime import GpuRuntime
 from mace.runtime.node import Node
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
-from mace.ops.fast._pool import pool
 
-DEVICE_TAGS = {"cpu": ["cpu:fast", "cpu"], "dsp": ["int8"]}
-FAST_TAG = "cpu:fast"
+DEVICE_TAGS = {"cpu": [FAST_TAG, "cpu"], "dsp": ["int8"]}
 # Quantized kernels (mace/ops/int8); each accepts only nodes whose tensors are quantized,
 # so the float ops of a quantized model (e.g. a float head) fall through to "cpu".
 INT8_TAG = "int8"
@@ -75,10 +73,7 @@ class Engine:
                 node.inputs = [self._tensor(t) for t in node.op.input]
                 node.outputs = [self.buffers[t] for t in node.op.output]
         self.scratch = self._scratch_region()
-        # a reference kernel doing BLAS work (MatMul, Deconv2D, ...): the compute pool would
-        # leave it one OpenBLAS thread, so no kernel binds onto the pool
-        self.keeps_blas = any(getattr(n.kernel, "uses_blas", False) for n in self.nodes
-                              if n.tag != FAST_TAG)
+        self.keeps_blas = keeps_blas(self.nodes)
         self._steps = [self._bind(node) for node in self.nodes]
         if self.gpu:
             self.gpu.ready(self.nodes)
@@ -111,34 +106,10 @@ class Engine:
         return bufs
 
     def _in_place_concats(self) -> dict:
-        """Concat inputs their producers can write straight into the Concat's output (a
-        channel slice, NHWC): {tensor: (Concat output, first channel)}. The Concat then copies
-        only its other inputs (SqueezeNet's expand convs, Inception's branches: no copy).
-        Only for a fast channel Concat of float tensors, an input used by nothing else and
-        not a graph input or output, made by a kernel that says it writes such a slice
-        (`strided_output`: the packed-GEMM convs); CPU engines only."""
+        """{tensor: (Concat output, first channel)} a producer writes in place (ops/fast/binding.py)."""
         if self.gpu or self.quantized or self.device != "cpu":
             return {}
-        graph = self.graph
-        made_by = {t: node for node in self.nodes for t in node.op.output}
-        uses = collections.Counter(t for op in graph.net.op for t in op.input)
-        outside = set(graph.input_names) | set(graph.output_names) | set(graph.consts)
-        aliases = {}
-        for node in self.nodes:
-            if node.op.type != "Concat" or node.tag != FAST_TAG or len(node.op.output) != 1:
-                continue
-            out = node.op.output[0]
-            shape = graph.specs[out][0]
-            if out in outside or getattr(node.kernel, "axis", None) != len(shape) - 1:
-                continue
-            start = 0
-            for name in node.op.input:
-                producer = made_by.get(name)
-                if (producer is not None and name not in outside and uses[name] == 1
-                        and getattr(producer.kernel, "strided_output", False)):
-                    aliases[name] = (out, start)
-                start += graph.specs[name][0][-1]
-        return aliases
+        return in_place_concats(self.graph, self.nodes)
 
     def _tensor(self, name: str) -> np.ndarray:
         if name in self.graph.consts:
@@ -189,21 +160,9 @@ class Engine:
     def _bind(self, node):
         if not isinstance(node.kernel, Kernel):  # e.g. a GPU node's staged kernel
             return functools.partial(node.kernel.run, node.inputs, node.outputs)
-        need = node.kernel.scratch_nbytes
-        pool = _compute_pool() if node.tag == FAST_TAG else None
-        made = pool.made if pool else 0
-        keep_blas = pool is not None and self.keeps_blas
-        if keep_blas:
-            pool.suspended += 1
-        try:
-            step = node.kernel.bind(node.inputs, node.outputs, self.scratch[:need] if need else None)
-        finally:
-            if keep_blas:
-                pool.suspended -= 1
-        if pool and pool.made > made and self._session is None:
-            # a step on the fast kernels' compute pool: each run is a pool session
-            # (mace/ops/fast/_pool.py: OpenBLAS held at one thread meanwhile)
-            self._session = pool.session()
+        step, session = bind_step(node, self.scratch, self.keeps_blas)
+        if session is not None and self._session is None:
+            self._session = session   # each run is then a compute pool session
         return step
 
     @property
@@ -307,10 +266,6 @@ class Engine:
                 raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
             for obs in observers:
                 obs("after", node, self)
-
-
-def _compute_pool():
-    return pool()
 
 
 def is_quantized(graph: Graph) -> bool:

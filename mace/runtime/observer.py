@@ -283,7 +283,6 @@ def _activation_reader(engine, name: str) -> Callable:
 
 def _read_gpu_image(gpu, name: str) -> np.ndarray:
     """A tensor that only lives in an OpenCL image, copied back to the host (NHWC, float32)."""
-
     gpu.queue.finish()
     tensor = gpu.tensors[name]
     return download_image(gpu, tensor.image, "nhwc", tensor.shape)

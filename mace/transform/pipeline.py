@@ -23,7 +23,7 @@ from mace.transform.passes.fold_constants import fold_constants
 from mace.transform.passes.fold_channel_shuffle import fold_channel_shuffle
 from mace.transform.passes.fold_flatten_transpose import fold_flatten_transpose
 from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
-from mace.transform.passes.fold_scale_shift import fold_batchnorm
+from mace.transform.passes.fold_batchnorm import fold_batchnorm
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
 from mace.transform.placement.place_ops import place_ops, wants_placement

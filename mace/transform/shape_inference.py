@@ -11,7 +11,7 @@ from mace.errors import ModelError
 from mace.ir.dtypes import to_numpy
 from mace.ir.graph import Graph
 from mace.ops.registry import InferContext, spec
-from mace.transform.passes.sort import topo_order
+from mace.ir.order import topo_order
 
 
 def infer_shapes(graph: Graph) -> None:

@@ -105,7 +105,6 @@ def _onnx_tensors(model_path: Path, weight_path=None) -> list:
 
 
 def _tf_tensors(model_path: Path, weight_path=None) -> list:
-
     const, result = set(), []
     for n in load_graph_def(model_path).node:
         if n.op in ("Placeholder", "NoOp"):
@@ -335,7 +334,6 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
 
 def _dequantized(graph, tensors: dict) -> dict:
     """Quantized (uint8) intermediate tensors as the reals they stand for."""
-
     out = {}
     for name, value in tensors.items():
         p = graph.quant_params(name) if name in graph.specs or name in graph.consts else None

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from mace.frontends.caffe import caffe_pb2
-from tests.test_proto_drift import _descriptor_in, generate_in_child
+from tests.project.test_proto_drift import _descriptor_in, generate_in_child
 
 ROOT = Path(__file__).resolve().parents[2]
 

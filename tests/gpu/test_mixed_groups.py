@@ -1,7 +1,7 @@
 """Models placed on both CPU and GPU (docs/placement.md), run on the OpenCL device (PoCL here):
 `placement:` rules, named subgraphs and `placement: auto`, each validated against onnxruntime
 at the GPU threshold (cosine 0.995, the least precise runtime involved), plus the benchmark's
-per-group and per-transfer times. The model is tests/test_placement.py's."""
+per-group and per-transfer times. The model is tests/transform/test_placement.py's."""
 import json
 
 import pytest
@@ -13,7 +13,7 @@ from mace.report.session import open_model
 from mace.run import run_model
 from mace.ops.gpu.support import gpu_reason
 from tests.cli_helpers import cli
-from tests.test_placement import convert, dict_subgraphs, placement_of, write_config
+from tests.transform.test_placement import convert, dict_subgraphs, placement_of, write_config
 
 GPU_TIMEOUT = 600
 

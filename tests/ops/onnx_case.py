@@ -48,6 +48,7 @@ def check(op_type, inputs: dict, consts=None, attrs=None, n_outputs=1, opset=17,
     got = onnx_backend.run(model, inputs)
     for i, (g, e) in enumerate(zip(got, expected)):
         assert g.shape == e.shape, f"{op_type} output {i}: shape {g.shape} != {e.shape}"
+        assert g.dtype == e.dtype, f"{op_type} output {i}: dtype {g.dtype} != {e.dtype}"
         if e.dtype.kind in "fc":
             np.testing.assert_allclose(g, e, rtol=rtol, atol=atol, err_msg=f"{op_type} output {i}")
         else:

@@ -17,16 +17,14 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_framework_input, add_output_info
+from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.caffe.model_file import (SchemaGap, blob_array, blob_dims, inference_layers,
                                              is_legacy, net_inputs, read_caffemodel, read_prototxt)
 from mace.frontends.caffe.registry import load_mappers
-from mace.ir.args import set_arg
 from mace.ir.graph import Graph
 from mace.ops._common import normalize_axis
 from mace.transform.shape_inference import infer_op, infer_shapes
-from mace.transform.settle import settle_new_ops
 
 FRAMEWORK_FORMAT = "NCHW"
 INPUT_LAYERS = {"Input"}
@@ -182,22 +180,6 @@ def _add_inputs(ctx: CaffeContext, spec: ModelSpec) -> None:
         ctx.blobs[t.name] = add_framework_input(ctx.graph, t, FRAMEWORK_FORMAT, ctx.unique)
 
 
-def _add_outputs(ctx: CaffeContext, spec: ModelSpec) -> None:
-    graph = ctx.graph
-    for t in spec.outputs:
-        add_output_info(graph, t)
-        src = ctx.blobs[t.name]
-        shape = graph.shape(src)
-        perm = user_to_framework(shape, FRAMEWORK_FORMAT, t.data_format) if t.data_format != "NONE" \
-            else None
-        if perm:
-            inner = ctx.unique(f"{t.name}_nchw")
-            for op in graph.net.op:
-                op.output[:] = [inner if o == src else o for o in op.output]
-                op.input[:] = [inner if i == src else i for i in op.input]
-            graph.add_op("Transpose", [inner], [t.name], name=f"{t.name}_to_nhwc", dims=list(perm))
-
-
 def _top_tensors(ctx: CaffeContext, layer, index: int, last_writer: dict, inputs: set) -> list:
     """Tensor names for a layer's tops: the blob name for its last writer, else a fresh one."""
     return [top if last_writer[top] == index and top not in inputs
@@ -226,10 +208,7 @@ def convert(spec: ModelSpec) -> Graph:
     weight_path = Path(spec.weight_path) if spec.weight_path else None
     weights = read_caffemodel(weight_path) if weight_path else None
 
-    graph = Graph()
-    graph.net.name = spec.name
-    set_arg(graph.net, "framework_data_format", FRAMEWORK_FORMAT)
-    set_arg(graph.net, "platform", "caffe")
+    graph = new_graph(spec, "caffe", FRAMEWORK_FORMAT)
     reserved = set(declared) | {b for layer in layers for b in (*layer.top, *layer.bottom)}
     ctx = CaffeContext(graph, path, weight_path, weights, reserved)
     _add_inputs(ctx, spec)
@@ -241,16 +220,10 @@ def convert(spec: ModelSpec) -> Graph:
             continue  # its tops are the model inputs, added above
         _check_bottoms(ctx, layer, declared)
         ctx.outs = _top_tensors(ctx, layer, index, last_writer, set(declared))
-        try:
-            first_new = len(graph.net.op)
-            mappers[layer.type](ctx, layer)
-            settle_new_ops(graph, first_new, keep)
-        except (ModelError, UnsupportedOpError):
-            raise
-        except Exception as e:
-            raise ModelError(f"{path}: cannot convert layer '{layer.name}' ({layer.type}): {e}") from e
+        map_node(graph, mappers[layer.type], ctx, layer, keep, path,
+                 lambda: f"layer '{layer.name}' ({layer.type})")
         ctx.blobs.update(zip(layer.top, ctx.outs))
     infer_shapes(graph)
-    _add_outputs(ctx, spec)
+    add_outputs(graph, spec.outputs, ctx.blobs.__getitem__, FRAMEWORK_FORMAT, ctx.unique)
     infer_shapes(graph)
     return graph

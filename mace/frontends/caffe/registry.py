@@ -2,6 +2,5 @@
 from mace.frontends.mapper_registry import MapperRegistry
 
 _REGISTRY = MapperRegistry("mace.frontends.caffe", "Caffe layer type")
-MAPPERS = _REGISTRY.mappers
 caffe_layer = _REGISTRY.register
 load_mappers = _REGISTRY.load

@@ -11,13 +11,11 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_framework_input, add_output_info
+from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.onnx.registry import load_mappers
-from mace.ir.args import set_arg
 from mace.ir.graph import Graph
 from mace.transform.shape_inference import infer_op, infer_shapes
-from mace.transform.settle import settle_new_ops
 
 FRAMEWORK_FORMAT = "NCHW"
 
@@ -155,22 +153,6 @@ def _add_inputs(ctx: OnnxContext, spec: ModelSpec) -> None:
             ctx.rename[t.name] = inner
 
 
-def _add_outputs(ctx: OnnxContext, spec: ModelSpec) -> None:
-    graph = ctx.graph
-    for t in spec.outputs:
-        add_output_info(graph, t)
-        src = ctx.name(t.name)
-        shape = graph.shape(src)
-        perm = user_to_framework(shape, FRAMEWORK_FORMAT, t.data_format) if t.data_format != "NONE" \
-            else None
-        if perm:
-            inner = graph.unique_name(f"{t.name}_nchw")
-            for op in graph.net.op:
-                op.output[:] = [inner if o == src else o for o in op.output]
-                op.input[:] = [inner if i == src else i for i in op.input]
-            graph.add_op("Transpose", [inner], [t.name], name=f"{t.name}_to_nhwc", dims=list(perm))
-
-
 def convert(spec: ModelSpec) -> Graph:
     path = Path(spec.model_path)
     model = _load(path)
@@ -180,26 +162,16 @@ def convert(spec: ModelSpec) -> Graph:
     _check_outputs(spec, model, path)
     import onnx.numpy_helper as nh
 
-    graph = Graph()
-    graph.net.name = spec.name
-    set_arg(graph.net, "framework_data_format", FRAMEWORK_FORMAT)
-    set_arg(graph.net, "platform", "onnx")
+    graph = new_graph(spec, "onnx", FRAMEWORK_FORMAT)
     ctx = OnnxContext(graph, _opset(model))
     for init in model.graph.initializer:
         graph.consts[init.name] = nh.to_array(init)
     _add_inputs(ctx, spec)
     keep = {t.name for t in spec.outputs}
     for node in model.graph.node:
-        try:
-            first_new = len(graph.net.op)
-            mappers[node.op_type](ctx, node)
-            settle_new_ops(graph, first_new, keep)
-        except (ModelError, UnsupportedOpError):
-            raise
-        except Exception as e:
-            raise ModelError(f"{path}: cannot convert node '{ctx.op_name(node)}' ({node.op_type}): {e}") \
-                from e
+        map_node(graph, mappers[node.op_type], ctx, node, keep, path,
+                 lambda: f"node '{ctx.op_name(node)}' ({node.op_type})")
     infer_shapes(graph)
-    _add_outputs(ctx, spec)
+    add_outputs(graph, spec.outputs, ctx.name, FRAMEWORK_FORMAT, graph.unique_name)
     infer_shapes(graph)
     return graph

@@ -15,15 +15,13 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_input_info, add_output_info
+from mace.frontends.base import add_input_info, add_output_info, map_node, new_graph
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.tensorflow.loader import import_tf, load_graph_def, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
-from mace.ir.args import set_arg
 from mace.ir.graph import Graph
 from mace.ir.qat_ranges import record_ranges
 from mace.transform.shape_inference import infer_op, infer_shapes
-from mace.transform.settle import settle_new_ops
 
 FRAMEWORK_FORMAT = "NHWC"
 
@@ -262,6 +260,9 @@ def _rename_everywhere(ctx: TfContext, old: str, new: str) -> None:
 
 
 def _add_outputs(ctx: TfContext, spec: ModelSpec) -> None:
+    """TF's own output step (not base.add_outputs): a TF tensor name differs from the output's
+    ('x:0' vs 'x'), so outputs are renamed to the deployment file's names, and a constant or
+    input output gets an op of its own."""
     graph = ctx.graph
     for t in spec.outputs:
         add_output_info(graph, t)
@@ -301,10 +302,7 @@ def convert(spec: ModelSpec) -> Graph:
     graph_def = load_graph_def(path)
     nodes = {n.name: n for n in graph_def.node}
     mappers = load_mappers()
-    graph = Graph()
-    graph.net.name = spec.name
-    set_arg(graph.net, "framework_data_format", FRAMEWORK_FORMAT)
-    set_arg(graph.net, "platform", "tensorflow")
+    graph = new_graph(spec, "tensorflow", FRAMEWORK_FORMAT)
     outputs = [tensor_name(t.name) for t in spec.outputs]  # a list: the op order is reproducible
     keep = set(outputs)
     ctx = TfContext(graph, tf, keep)
@@ -321,14 +319,7 @@ def convert(spec: ModelSpec) -> Graph:
         used.setdefault(split_tensor(t)[0], set()).add(t)
     _add_inputs(ctx, spec)
     for node in order:
-        try:
-            first_new = len(graph.net.op)
-            mappers[node.op](ctx, node)
-            settle_new_ops(graph, first_new, keep)
-        except (ModelError, UnsupportedOpError):
-            raise
-        except Exception as e:
-            raise ModelError(f"{path}: cannot convert node '{node.name}' ({node.op}): {e}") from e
+        map_node(graph, mappers[node.op], ctx, node, keep, path, lambda: f"node '{node.name}' ({node.op})")
         _check_used_outputs(ctx, node, used.get(node.name, ()))
     infer_shapes(graph)
     _add_outputs(ctx, spec)

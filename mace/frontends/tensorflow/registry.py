@@ -2,6 +2,5 @@
 from mace.frontends.mapper_registry import MapperRegistry
 
 _REGISTRY = MapperRegistry("mace.frontends.tensorflow", "TensorFlow op")
-MAPPERS = _REGISTRY.mappers
 tf_op = _REGISTRY.register
 load_mappers = _REGISTRY.load

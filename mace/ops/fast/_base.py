@@ -71,15 +71,3 @@ def activation_fn(act: dict, dtype=np.float32):
         lo, hi = bounds
         return lambda x: np.clip(x, lo, hi, out=x)
     return lambda x: apply_activation(x, **act)
-
-
-def sequence(steps: list):
-    """One zero-argument callable running `steps` in order."""
-    if len(steps) == 1:
-        return steps[0]
-    steps = tuple(steps)
-
-    def run():
-        for step in steps:
-            step()
-    return run

@@ -27,11 +27,9 @@ import os
 from functools import partial
 
 import numpy as np
+
+from mace.ops.fast._cblas import openblas, row_stride, sgemm
 from mace.ops.fast._jit import loops
-from mace.ops.fast._cblas import row_stride
-from mace.ops.fast._cblas import sgemm
-from mace.ops.fast._cblas import openblas, sgemm
-from mace.ops.fast._cblas import openblas
 
 # A row slice under this many rows makes each thread pack the whole B for little work:
 # such GEMMs split their columns instead (ResNet-50's 49-row GEMMs).
@@ -221,7 +219,6 @@ def _table(work: list) -> np.ndarray:
 
 
 def _row(a, b, c, beta, trans_b) -> list:
-
     m, k = a.shape
     n = b.shape[0] if trans_b else b.shape[1]
     if c.shape != (m, n) or b.shape != ((n, k) if trans_b else (k, n)):
@@ -287,7 +284,6 @@ def pool() -> Pool | None:
 
 @functools.lru_cache(maxsize=None)
 def _make_pool() -> Pool | None:
-
     gemm, lib = sgemm(), openblas()
     if gemm is None or lib is None or loops() is None or gemm.int_bits != 64:
         return None

@@ -18,7 +18,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mace.ops._common import activation_args
-from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size, sequence
+from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size
+from mace.ops._common import sequence
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.fast._conv_gemm import pad_steps

@@ -6,12 +6,12 @@ whole shuffle stays on the GPU instead of a round trip to the CPU per shuffle.
 import numpy as np
 
 from mace.ops import channel_shuffle  # noqa: F401 (registers the op type first)
-from mace.ops.gpu.tensor_ops import _GatherGpu
+from mace.ops.gpu._tensor import GatherGpu
 from mace.ops.registry import kernel
 
 
 @kernel("ChannelShuffle", "gpu")
-class ChannelShuffleGpu(_GatherGpu):
+class ChannelShuffleGpu(GatherGpu):
     def prepare(self, ctx):
         shape = ctx.input_shapes[0]
         c, g = shape[-1], int(ctx.arg("group"))

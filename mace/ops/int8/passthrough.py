@@ -1,29 +1,23 @@
-"""Quantized pass-through ops: Reshape, Transpose, Identity, Split, Pad, DepthToSpace,
-SpaceToDepth. They move uint8 values without arithmetic.
+"""Quantized pass-through ops: Reshape, Transpose, Identity, Split, DepthToSpace,
+SpaceToDepth (each a two-line declaration here), and the PassThrough base that Pad
+(pad.py), ChannelShuffle and the resizes build on. They move uint8 values without arithmetic.
 
 Each reuses its float kernel (which only copies/gathers, so it works on uint8 as is)
 and declares output_range "input": an output without a range of its own inherits
 input 0's scale/zero point and is bit-for-bit the moved input (dequantized, exactly
 the float op on the dequantized input). When the quantize pass did give an output its
 own range, a 256-entry table requantizes every value (`rescale_table`, integer-only).
-Pad CONSTANT pads with the quantized constant (the zero point for 0.0).
-
 """
 from __future__ import annotations
 
-import numpy as np
-
 from mace.ops.depth_to_space import DepthToSpaceCpu
 from mace.ops.identity import IdentityCpu
-from mace.ops.pad import PadCpu
 from mace.ops.int8._base import Int8Kernel, rescale_table, apply_table
 from mace.ops.registry import kernel
 from mace.ops.reshape import ReshapeCpu
 from mace.ops.space_to_depth import SpaceToDepthCpu
 from mace.ops.split import SplitCpu
 from mace.ops.transpose import TransposeCpu
-from mace.ir import quant_params as qp
-
 
 
 class PassThrough(Int8Kernel):
@@ -70,24 +64,3 @@ class DepthToSpaceInt8(PassThrough, DepthToSpaceCpu):
 @kernel("SpaceToDepth", "int8")
 class SpaceToDepthInt8(PassThrough, SpaceToDepthCpu):
     pass
-
-
-@kernel("Pad", "int8")
-class PadInt8(PassThrough, PadCpu):
-    """CONSTANT pads with constant_value quantized to the output (0.0: the zero point).
-
-    The pad value is written after the rescale so that it is never requantized twice.
-    """
-
-    def setup(self, ctx):
-        super().setup(ctx)
-        out_p = ctx.output_quant[0]
-        self.value = int(qp.quantize(np.float64(ctx.arg("constant_value", 0.0)), out_p))
-
-    def run(self, inputs, outputs):
-        if self.mode != "constant":
-            super().run(inputs, outputs)
-            return
-        out = outputs[0]
-        out[...] = self.value
-        apply_table(self.tables[0], inputs[0][self.crop], out[self.inner])

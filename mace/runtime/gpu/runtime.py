@@ -53,7 +53,6 @@ class GpuRuntime(GpuDevice):
         return [t for t in lives if t.name not in made_on_gpu or t.name in keep]
 
     def build_node(self, index: int, op):
-
         g = self.graph
         ins = [g.consts[t] if t in g.consts else self.tensors[t] for t in op.input]
         outs = [self.tensors[t] for t in op.output]

@@ -34,7 +34,6 @@ def wants_quantize(options) -> bool:
 
 
 def int8_kernel(op_type: str):
-
     return spec(op_type).kernels.get(INT8)
 
 

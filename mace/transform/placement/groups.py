@@ -114,7 +114,6 @@ def describe(graph, limit: int = 12) -> list:
 
 def report_lines(graph, layers: list) -> list:
     """The offline report's Placement section (mixed placements only); `layers`: OpStatic per op."""
-
     if not is_mixed(graph):
         return []
     gs = groups(graph)

@@ -36,7 +36,6 @@ from mace.transform.passes.quantize import quantize_plan
 from mace.transform.placement.auto import auto_place
 
 DEVICE = {"cpu": pb.CPU, "gpu": pb.GPU, "dsp": pb.HEXAGON}
-RUNTIME_OF = {v: k for k, v in DEVICE.items()}
 # net arg: every op's device_type was chosen at convert (the GPU runtime keeps CPU ops there)
 PLACED_ARG = "op_placement"
 
@@ -73,7 +72,6 @@ class PlacementPlan:
 # ---- from the deployment file ------------------------------------------------------
 def plan_for(config, model) -> PlacementPlan | None:
     """The plan of a model, or None when it is one subgraph without `placement` (runtime only)."""
-
     parts = model.subgraphs
     if len(parts) == 1 and parts[0].placement is None:
         return None
@@ -130,7 +128,6 @@ def assign_parts(plan: PlacementPlan, graph) -> None:
 
 # ---- the place pass ---------------------------------------------------------------
 def drop_boundary_outputs(graph, plan: PlacementPlan) -> None:
-
     bounds = set(plan.boundaries)
     keep = [o for o in graph.net.output_info if o.name not in bounds]
     if len(keep) == len(graph.net.output_info):

@@ -45,7 +45,7 @@ inline float read_element(__read_only image2d_t img, int n, int h, int w, int c,
   return lane(READ(img, (c >> 2) * W + w, n * H + h), c & 3);
 }
 
-// Activation codes: the order of mace/runtime/gpu/kernel.py ACTIVATIONS.
+// Activation codes: the order of mace/ops/gpu/kernel.py ACTIVATIONS.
 #define ACT_NONE 0
 #define ACT_RELU 1
 #define ACT_RELUX 2

@@ -15,7 +15,7 @@ from mace.runtime import affinity
 from mace.runtime.engine import Engine
 from mace.testing.mobilenet_v2 import INPUT_NAME, mobilenet_v2
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ort_run(model, feed):

@@ -21,7 +21,7 @@ import yaml
 from mace.testing.onnx_models import (LIGHT_MODELS, data_input, light_path, randomized, reference_input,
                                       reference_output)
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DEGENERATE = {"squeezenet", "inception_v1"}
 
 

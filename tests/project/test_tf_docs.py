@@ -4,7 +4,7 @@ from pathlib import Path
 
 from mace.frontends.tensorflow.registry import load_mappers
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_mapped_op_is_documented():

@@ -3,7 +3,7 @@ from pathlib import Path
 
 from mace.report.catalog import ops_markdown
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_op_list_is_current():

@@ -9,7 +9,7 @@ from google.protobuf import descriptor_pb2
 
 from mace.proto import mace_ir_pb2
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _descriptor_in(generated: Path) -> descriptor_pb2.FileDescriptorProto:

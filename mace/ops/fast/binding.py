@@ -1,0 +1,69 @@
+"""What the engine asks of the fast CPU kernels at load, so it knows none of their details.
+
+    FAST_TAG                        the registry tag of these kernels ("cpu:fast")
+    keeps_blas(nodes)               a reference kernel does BLAS work: nothing binds onto the pool
+    bind_step(node, scratch, ...)   bind one node; says whether the step landed on the compute pool
+    in_place_concats(graph, nodes)  Concat inputs their producers can write straight into the
+                                    Concat's output (a channel slice): {tensor: (output, channel)}
+
+The compute pool itself (mace/ops/fast/_pool.py) stays private to this package.
+"""
+from __future__ import annotations
+
+import collections
+
+from mace.ops.fast._pool import pool
+
+FAST_TAG = "cpu:fast"
+
+
+def keeps_blas(nodes) -> bool:
+    """A reference kernel doing BLAS work (MatMul, Deconv2D, ...): the compute pool would leave it
+    one OpenBLAS thread, so no kernel binds onto the pool."""
+    return any(getattr(n.kernel, "uses_blas", False) for n in nodes if n.tag != FAST_TAG)
+
+
+def bind_step(node, scratch, blas_bound: bool):
+    """(the node's zero-argument step, the pool session its runs need or None)."""
+    need = node.kernel.scratch_nbytes
+    compute = pool() if node.tag == FAST_TAG else None
+    made = compute.made if compute else 0
+    suspend = compute is not None and blas_bound
+    if suspend:
+        compute.suspended += 1
+    try:
+        step = node.kernel.bind(node.inputs, node.outputs, scratch[:need] if need else None)
+    finally:
+        if suspend:
+            compute.suspended -= 1
+    # a step on the compute pool: each run is a pool session (OpenBLAS held at one thread meanwhile)
+    session = compute.session() if compute and compute.made > made else None
+    return step, session
+
+
+def in_place_concats(graph, nodes) -> dict:
+    """Concat inputs their producers can write straight into the Concat's output (a channel
+    slice, NHWC): {tensor: (Concat output, first channel)}. The Concat then copies only its
+    other inputs (SqueezeNet's expand convs, Inception's branches: no copy). Only for a fast
+    channel Concat of float tensors, an input used by nothing else and not a graph input or
+    output, made by a kernel that says it writes such a slice (`strided_output`: the
+    packed-GEMM convs). The caller decides where it applies (CPU engines of float models)."""
+    made_by = {t: node for node in nodes for t in node.op.output}
+    uses = collections.Counter(t for op in graph.net.op for t in op.input)
+    outside = set(graph.input_names) | set(graph.output_names) | set(graph.consts)
+    aliases = {}
+    for node in nodes:
+        if node.op.type != "Concat" or node.tag != FAST_TAG or len(node.op.output) != 1:
+            continue
+        out = node.op.output[0]
+        shape = graph.specs[out][0]
+        if out in outside or getattr(node.kernel, "axis", None) != len(shape) - 1:
+            continue
+        start = 0
+        for name in node.op.input:
+            producer = made_by.get(name)
+            if (producer is not None and name not in outside and uses[name] == 1
+                    and getattr(producer.kernel, "strided_output", False)):
+                aliases[name] = (out, start)
+            start += graph.specs[name][0][-1]
+    return aliases

@@ -1,0 +1,11 @@
+"""SpaceToDepth on the GPU."""
+from __future__ import annotations
+
+from mace.ops import space_to_depth  # noqa: F401 (registers the op type first)
+from mace.ops.gpu._tensor import SpaceDepthGpu
+from mace.ops.registry import kernel
+
+
+@kernel("SpaceToDepth", "gpu")
+class SpaceToDepthGpu(SpaceDepthGpu):
+    to_space = 0

@@ -1,0 +1,21 @@
+"""Transpose on the GPU: a gather from the input image through permuted strides."""
+from __future__ import annotations
+
+from mace.ops import transpose  # noqa: F401 (registers the op type first)
+from mace.ops.gpu._tensor import GatherGpu, strides
+from mace.ops.registry import kernel
+
+
+@kernel("Transpose", "gpu")
+class TransposeGpu(GatherGpu):
+    @classmethod
+    def unsupported(cls, op, shapes, dtypes, consts):
+        reason = super().unsupported(op, shapes, dtypes, consts)
+        if reason:
+            return reason
+        return None if len(shapes[0]) >= 1 else "a scalar transpose"
+
+    def prepare(self, ctx):
+        perm = list(ctx.arg("dims", []) or range(len(ctx.input_shapes[0]))[::-1])  # out i = in dims[i]
+        in_strides = strides(ctx.input_shapes[0])
+        self.bind(ctx, ctx.output_shapes[0], [in_strides[p] for p in perm])
