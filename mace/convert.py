@@ -17,17 +17,16 @@ from mace.codegen.outputs import finish_library, model_extras
 from mace.config.deployment import DeploymentConfig, ModelConfig, placed_runtimes
 from mace.config.fetch import local_path, sha256_of
 from mace.config.files import fetch_model_files, library_dir, models_of
-from mace.errors import ConfigError, ModelError
 from mace.config.specs import ModelSpec
+from mace.errors import ConfigError, ModelError
 from mace.ir.args import set_arg
 from mace.ir.model_io import net_to_text, save_model
-from mace.quantize.report import write_report as write_quantize_report
-from mace.report.offline import report_path, write_report
-from mace.transform.placement import plan as placement
-from mace.transform.pipeline import transform
 from mace.quantize.calibrate import calibration_source
 from mace.quantize.ranges import read_range_file
-from mace.transform.pipeline import pass_names
+from mace.quantize.report import write_report as write_quantize_report
+from mace.report.offline import report_path, write_report
+from mace.transform.pipeline import pass_names, transform
+from mace.transform.placement import plan as placement
 
 SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu", "dsp")
 QUANTIZED_RUNTIMES = ("cpu", "dsp")   # quantize: 1 runs on these (dsp always quantizes)

@@ -10,8 +10,8 @@ import tempfile
 
 import numpy as np
 
-from mace.frontends import convert
 from mace.config.specs import ModelSpec, TensorSpec
+from mace.frontends import convert
 from mace.ir.dtypes import BY_NAME
 from mace.runtime.engine import Engine
 from mace.transform.pipeline import transform

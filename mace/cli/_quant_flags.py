@@ -19,18 +19,15 @@ from rich.markup import escape
 from rich.table import Table
 
 from mace.cli.quantize_stat_cmd import default_log
+from mace.config.files import MAP_SUFFIX, models_of
 from mace.errors import ConfigError
 from mace.quantize.calibrate import collect_stats, load_samples
-from mace.quantize.stat import log_lines, stat_engine
+from mace.quantize.stat import log_lines, stat_config, stat_engine
+from mace.report.dump import capture_outputs
 from mace.report.session import open_model
 from mace.runtime.affinity import thread_limit
-from mace.config.files import models_of
-from mace.config.files import MAP_SUFFIX
+from mace.runtime.engine import create_engine, is_quantized
 from mace.validate.trace import to_obfuscated, trace_model
-from mace.runtime.engine import is_quantized
-from mace.quantize.stat import stat_config
-from mace.report.dump import capture_outputs
-from mace.runtime.engine import create_engine
 
 SAMPLES_HELP = "one sub-folder per sample holding <input>.npy, *.npz files keyed by input name, or " \
                "*.npy files for a one-input model"

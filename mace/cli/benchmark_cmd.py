@@ -9,12 +9,12 @@ from mace.cli import _devices, _dsp_flags
 from mace.cli._console import console as make_console
 from mace.cli._tables import grouped, mace_table, ms, shape
 from mace.config import load_deployment
+from mace.config.files import models_of
 from mace.devices.target_run import BenchmarkRun
 from mace.report.benchmark_model import benchmark_model
-from mace.util.jsonutil import dumps
-from mace.transform.placement.timing import placement_lines
-from mace.config.files import models_of
 from mace.runtime.affinity import pin_threads
+from mace.transform.placement.timing import placement_lines
+from mace.util.jsonutil import dumps
 
 HELP = "benchmark converted models: per-op statistics (run order, slowest ops, by op type, MACs)"
 

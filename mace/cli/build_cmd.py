@@ -6,9 +6,9 @@ import sys
 from rich.markup import escape
 from rich.table import Table
 
+from mace.build import build_library
 from mace.cli._console import console as make_console
 from mace.config import load_deployment
-from mace.build import build_library
 
 HELP = "convert, then lay out what a device needs: models, OpenCL files, the runner mace_run.pyz"
 

@@ -6,11 +6,11 @@ import sys
 from mace.cli._console import console as make_console
 from mace.cli._layers_view import describe, print_findings, print_layers
 from mace.config import load_deployment
+from mace.config.files import models_of
 from mace.errors import ValidationFailed
-from mace.util.jsonutil import dumps
 from mace.report.session import open_model
 from mace.runtime.affinity import thread_limit
-from mace.config.files import models_of
+from mace.util.jsonutil import dumps
 from mace.validate.divergence import locate_divergence
 
 HELP = "find the first node where a runtime diverges from the original framework (no bisection)"

@@ -15,11 +15,10 @@ import sys
 from pathlib import Path
 
 from mace.config import load_deployment
-from mace.config.files import library_dir
+from mace.config.files import library_dir, models_of
 from mace.errors import ConfigError, MaceError
 from mace.quantize.ranges import format_ranges
 from mace.quantize.stat import DEFAULT_ENHANCE_RATIO, parse_log, reduce_stats
-from mace.config.files import models_of
 
 HELP = "reduce `run --quantize_stat` logs to quantize range files (percentile, --enhance)"
 STAT_DIR = "quantize_stat"

@@ -4,10 +4,10 @@ from __future__ import annotations
 import sys
 
 from mace.config import load_deployment
+from mace.config.files import converted_paths, models_of
 from mace.ir.model_io import load_model
 from mace.report.html import visualize_model
 from mace.report.offline import offline_report, render_text, source_model
-from mace.config.files import converted_paths, models_of
 
 HELP = "print the offline report of converted models; --html writes the visual report"
 

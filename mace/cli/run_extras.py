@@ -11,13 +11,13 @@ from rich.markup import escape
 from mace.cli._layers_view import print_layers
 from mace.cli.benchmark_cmd import benchmark_lines
 from mace.cli.debug_cmd import locate, report_findings
+from mace.config.files import models_of
 from mace.report.benchmark_model import benchmark_model
 from mace.report.dump import dump_tensors
-from mace.util.jsonutil import plain
 from mace.report.online import online_report, render_text
 from mace.report.session import open_model
 from mace.runtime.affinity import thread_limit
-from mace.config.files import models_of
+from mace.util.jsonutil import plain
 from mace.validate.layers import validate_layers
 
 FLAGS = ("benchmark", "report", "validate_all_layers", "dump_tensors", "locate_divergence")

@@ -7,8 +7,8 @@ from mace.cli._console import console as make_console
 from rich.markup import escape
 
 from mace.config import load_deployment
-from mace.report.html import visualize_model
 from mace.config.files import models_of
+from mace.report.html import visualize_model
 
 HELP = "write an HTML report per model: graph, latency per layer, memory timeline, offline report"
 

@@ -11,9 +11,8 @@ import os
 from pathlib import Path
 
 from mace.codegen.generate import write_init, write_model_code
-from mace.config.files import code_dir, package_name
 from mace.codegen.obfuscate import write_map
-from mace.config.files import MAP_SUFFIX
+from mace.config.files import MAP_SUFFIX, code_dir, package_name
 
 
 def model_extras(config, model: str, scratch: Path, pb_path: Path, data_path: Path, mapping) -> list:

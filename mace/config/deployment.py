@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mace.config import schema
+from mace.config.specs import TensorSpec
 from mace.config.yaml_io import load_yaml
 from mace.errors import ConfigError
-from mace.config.specs import TensorSpec
 
 
 class _Level:

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.deployment import DeploymentConfig
-from mace.config.files import converted_paths
+from mace.config.files import converted_paths, file_names, make_inputs
 from mace.devices import process
 from mace.devices.base import DeviceError
 from mace.devices.build import RUNNER, built_for, file_entry
@@ -34,10 +34,9 @@ from mace.errors import MaceError, ModelError
 from mace.ir.args import get_arg
 from mace.ir.model_io import load_net
 from mace.report.benchmark import BenchmarkResult
-from mace.validate.outputs import validate_outputs
-from mace.runtime.results import ModelRunResult, Timing
-from mace.config.files import file_names, make_inputs
 from mace.runtime.profiler import OpStat
+from mace.runtime.results import ModelRunResult, Timing
+from mace.validate.outputs import validate_outputs
 
 MIN_PYTHON = (3, 10)
 # What uname says -> the ABIs such a CPU runs (for a note when the devices .yml says otherwise)

@@ -14,8 +14,8 @@ import numpy as np
 
 from mace.ir.args import set_arg
 from mace.ir.dtypes import from_numpy
-from mace.proto import pb
 from mace.ir.quant_params import params_from_info
+from mace.proto import pb
 
 
 @dataclass

@@ -18,8 +18,8 @@ from mace import __version__
 from mace.errors import ModelError
 from mace.ir.dtypes import from_numpy, to_numpy
 from mace.ir.graph import Graph
-from mace.proto import pb
 from mace.ir.quant_params import QuantParams
+from mace.proto import pb
 
 ALIGN = 64
 

@@ -7,9 +7,9 @@ rank falls back to the framework's layout.
 """
 import numpy as np
 
+from mace.ir.args import get_arg, set_arg
 from mace.ops._common import broadcast_shape
 from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
-from mace.ir.args import get_arg, set_arg
 
 
 @register_op("Expand", layout=Layout.AXIS)

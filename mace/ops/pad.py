@@ -9,8 +9,8 @@ between NHWC convs stays NHWC.
 """
 import numpy as np
 
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 from mace.ir.args import get_arg, set_arg
+from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 NUMPY_MODES = {"CONSTANT": "constant", "REFLECT": "reflect", "EDGE": "edge", "WRAP": "wrap",
                "SYMMETRIC": "symmetric"}

@@ -8,8 +8,8 @@ meet; both run on CPU and on the DSP (tag "int8"), so a DSP graph is closed.
 """
 import numpy as np
 
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 from mace.ir.quant_params import UINT8_MAX, UINT8_MIN
+from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("Quantize", layout=Layout.ELEMENTWISE)

@@ -3,9 +3,9 @@ over arg `axis` (a list; empty = all axes, unless noop_with_empty_axes), keeping
 dims when `keepdims`."""
 import numpy as np
 
+from mace.ir.args import get_arg, set_arg
 from mace.ops._common import normalize_axis
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
-from mace.ir.args import get_arg, set_arg
 
 FUNCS = {
     "MEAN": lambda x, a, k: np.mean(x, axis=a, keepdims=k),

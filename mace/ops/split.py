@@ -5,9 +5,9 @@ moves `axis`.
 """
 import numpy as np
 
+from mace.ir.args import get_arg, set_arg
 from mace.ops._common import normalize_axis, permute_axis
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
-from mace.ir.args import get_arg, set_arg
 
 
 @register_op("Split", layout=Layout.AXIS)

@@ -9,9 +9,9 @@ Layout AXIS: remap_axes permutes `axes`.
 """
 import numpy as np
 
+from mace.ir.args import get_arg, set_arg
 from mace.ops._common import normalize_axis
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
-from mace.ir.args import get_arg, set_arg
 
 
 def _clamp(v, lo, hi):

@@ -4,8 +4,8 @@ Layout AXIS: remap_axes permutes `repeats` with the input's stored order.
 """
 import numpy as np
 
-from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
 from mace.ir.args import get_arg, set_arg
+from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
 
 
 @register_op("Tile", layout=Layout.AXIS)

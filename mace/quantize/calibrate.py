@@ -13,11 +13,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from mace.runtime.engine import Engine
-from mace.errors import ConfigError
+
 from mace.config.fetch import local_path
-from mace.config.files import load_npy, file_names
-from mace.config.files import make_inputs
+from mace.config.files import file_names, load_npy, make_inputs
+from mace.errors import ConfigError
+from mace.runtime.engine import Engine
 
 
 def _observer(stats: dict):

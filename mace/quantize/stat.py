@@ -28,11 +28,10 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from mace.config.files import MAP_SUFFIX, converted_paths
 from mace.errors import ConfigError
 from mace.quantize.ranges import SEP, parse_range
 from mace.runtime.engine import create_engine
-from mace.config.files import MAP_SUFFIX
-from mace.config.files import converted_paths
 
 MARKER = "Tensor range @@"
 DEFAULT_ENHANCE_RATIO = 10.0

@@ -19,9 +19,8 @@ from mace.proto import pb
 from mace.runtime.dsp.backend import NodeCost
 from mace.runtime.dsp.cost_model import CostModel
 from mace.runtime.observer import Event, register, unregister
-from mace.transform.placement.timing import GroupTiming, TransferTiming, placement_timing
-from mace.transform.placement.timing import record as record_transfers
-from mace.transform.placement.timing import stop as stop_transfers
+from mace.transform.placement.timing import (GroupTiming, TransferTiming, placement_timing,
+                                             record as record_transfers, stop as stop_transfers)
 
 
 @dataclass

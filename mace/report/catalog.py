@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import sys
 
-from mace.report.support_table import support_markdown
+from mace.frontends.caffe.registry import load_mappers as caffe_mappers
 from mace.frontends.onnx.registry import load_mappers
 from mace.ops.registry import all_ops
-from mace.frontends.caffe.registry import load_mappers as caffe_mappers
+from mace.report.support_table import support_markdown
 
 
 def _first_line(obj) -> str:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.config.files import safe_name
 from mace.ir.layouts import stored_perms
 from mace.runtime.observer import Event, register, unregister
-from mace.config.files import safe_name
 
 
 def capture_outputs(engine, inputs: dict, names=None) -> tuple:

@@ -11,13 +11,12 @@ import html
 from dataclasses import dataclass
 from pathlib import Path
 
-from mace.report.html_assets import CSS, JS
-from mace.util.jsonutil import dumps
-from mace.report.visual import layout, visual_data
-from mace.ir.model_io import load_model
-from mace.report.offline import offline_report, source_model
-from mace.report.visual import load_benchmark
 from mace.config.files import converted_paths
+from mace.ir.model_io import load_model
+from mace.report.html_assets import CSS, JS
+from mace.report.offline import offline_report, source_model
+from mace.report.visual import layout, load_benchmark, visual_data
+from mace.util.jsonutil import dumps
 
 PAGE = """<!DOCTYPE html>
 <html lang="en">

@@ -16,13 +16,13 @@ from pathlib import Path
 import numpy as np
 
 from mace import __version__
+from mace.config.files import fetch_model_files
+from mace.errors import MaceError
+from mace.ir.opstats import graph_stats
 from mace.proto import pb
 from mace.report.memory import memory_timeline
-from mace.ir.opstats import graph_stats
-from mace.util.text import banner, kib, si, table
 from mace.transform.placement.groups import report_lines as placement_lines
-from mace.errors import MaceError
-from mace.config.files import fetch_model_files
+from mace.util.text import banner, kib, si, table
 
 
 @dataclass

@@ -14,11 +14,11 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+from mace.ir.opstats import graph_stats
 from mace.report.benchmark import profile_runs
 from mace.report.offline import LAYER_HEADERS, layer_rows, totals_lines, used_consts
-from mace.ir.opstats import graph_stats
-from mace.util.text import banner, spaced, table
 from mace.runtime.observer import kernel_buffers
+from mace.util.text import banner, spaced, table
 
 
 @dataclass

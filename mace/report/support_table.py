@@ -10,6 +10,7 @@ import inspect
 import re
 import sys
 from collections import defaultdict
+
 from mace.frontends.caffe.registry import load_mappers as caffe
 from mace.frontends.onnx.registry import load_mappers as onnx
 from mace.frontends.tensorflow.registry import load_mappers as tf

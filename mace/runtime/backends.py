@@ -19,8 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
-from mace.runtime.engine import create_engine
+
 from mace.runtime.dsp import create_dsp_engine
+from mace.runtime.engine import create_engine
 from mace.runtime.from_code import create_engine_from_package
 
 
@@ -57,8 +58,7 @@ def _dsp(pb_path, data_path, req: Request):
     return create_dsp_engine(pb_path, data_path, req.dsp_backend, options=req.options, where=req.where)
 
 
-# runtime name -> factory. The imports inside the factories keep `import mace.runtime` from
-# loading the OpenCL and DSP stacks when a CPU model is all that runs (start-up time).
+# runtime name -> factory
 BACKENDS: dict[str, Callable] = {"cpu": _engine, "gpu": _engine, "cpu+gpu": _engine, "dsp": _dsp}
 
 

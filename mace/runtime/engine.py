@@ -30,8 +30,8 @@ from mace.ir.model_io import load_model
 from mace.ops.fast.binding import FAST_TAG, bind_step, in_place_concats, keeps_blas
 from mace.ops.registry import Kernel, KernelContext, select_kernel
 from mace.runtime.gpu.runtime import GpuRuntime
-from mace.runtime.node import Node
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
+from mace.runtime.node import Node
 
 DEVICE_TAGS = {"cpu": [FAST_TAG, "cpu"], "dsp": ["int8"]}
 # Quantized kernels (mace/ops/int8); each accepts only nodes whose tensors are quantized,

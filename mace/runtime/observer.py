@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
 from mace.runtime.gpu.transfer import download_image
 
 

@@ -27,21 +27,19 @@ class Opened:
     notes: list = field(default_factory=list)
 
 
-def open_engine(config, model, build_dir=None, *, runtime: str | None = None, tuning: bool = False,
-                gpu_perf_hint: int = 0, gpu_priority_hint: int = 0, options: dict | None = None,
-                command: str = "convert") -> Opened:
-    """Load `model` of `config` as built under build_dir; `runtime` overrides the subgraph's
-    (e.g. "cpu" for statistics on a float build); `options` are extra engine options."""
+def open_engine(config, model, build_dir=None, *, tuning: bool = False, gpu_perf_hint: int = 0,
+                gpu_priority_hint: int = 0, options: dict | None = None, command: str = "convert") -> Opened:
+    """Load `model` of `config` as built under build_dir on its subgraph's runtime; `options` are
+    extra engine options; `command` is the one a missing build asks for (convert, or build)."""
     sg = model.graph
     pb_path, data_path = converted_paths(config, model, build_dir, command)
-    runtime = runtime or sg.runtime
+    runtime = sg.runtime
     req = backends.Request(model_name=model.name)
     if runtime == "dsp":   # a DspBackend (mace/runtime/dsp): the Hexagon simulator by default
         req.dsp_backend, req.where = backend_choice(config, sg)
         req.options = options
     else:
-        setup_sg = sg if runtime == sg.runtime else _with_runtime(sg, runtime)
-        req.device, gpu_options, req.notes = engine_setup(config, setup_sg, build_dir, tuning,
+        req.device, gpu_options, req.notes = engine_setup(config, sg, build_dir, tuning,
                                                           gpu_perf_hint, gpu_priority_hint)
         req.options = {**(gpu_options or {}), **(options or {})} or None
         if config.model_graph_format == "code":
@@ -53,12 +51,3 @@ def open_engine(config, model, build_dir=None, *, runtime: str | None = None, tu
     notes += [engine.describe()] if runtime == "dsp" else engine_notes(engine)
     return Opened(engine, pb_path, data_path, init_ms, notes)
 
-
-class _with_runtime:
-    """A subgraph seen with another runtime (for engine_setup), the rest unchanged."""
-
-    def __init__(self, sg, runtime):
-        self._sg, self.runtime = sg, runtime
-
-    def __getattr__(self, name):
-        return getattr(self._sg, name)

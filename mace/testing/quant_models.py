@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+
 from mace.frontends.tensorflow.loader import import_tf
 
 

@@ -19,18 +19,18 @@ from mace.ir.model_io import net_to_text
 from mace.transform.decided import Decided
 from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
 from mace.transform.passes.flatten_atrous_conv import flatten_atrous_conv
-from mace.transform.passes.fold_constants import fold_constants
+from mace.transform.passes.fold_batchnorm import fold_batchnorm
 from mace.transform.passes.fold_channel_shuffle import fold_channel_shuffle
+from mace.transform.passes.fold_constants import fold_constants
 from mace.transform.passes.fold_flatten_transpose import fold_flatten_transpose
 from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
-from mace.transform.passes.fold_batchnorm import fold_batchnorm
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
-from mace.transform.placement.place_ops import place_ops, wants_placement
 from mace.transform.passes.quantize import quantize_graph, wants_quantize
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.to_nhwc import to_nhwc
 from mace.transform.passes.winograd import mark_winograd
+from mace.transform.placement.place_ops import place_ops, wants_placement
 from mace.transform.shape_inference import infer_shapes
 
 

@@ -10,8 +10,8 @@ import numpy as np
 from mace.errors import ModelError
 from mace.ir.dtypes import to_numpy
 from mace.ir.graph import Graph
-from mace.ops.registry import InferContext, spec
 from mace.ir.order import topo_order
+from mace.ops.registry import InferContext, spec
 
 
 def infer_shapes(graph: Graph) -> None:

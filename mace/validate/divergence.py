@@ -18,8 +18,8 @@ import numpy as np
 from mace.config import schema
 from mace.report.dump import capture_outputs
 from mace.runtime.engine import Engine
-from mace.validate.layers import LayerValidation, compare_layers, isolate, validate_layers
 from mace.runtime.gpu.deploy import engine_setup
+from mace.validate.layers import LayerValidation, compare_layers, isolate, validate_layers
 
 # Runtimes each subgraph `runtime` asks for; the CPU runtime is always the baseline.
 RUNTIMES = {"cpu": ["cpu"], "gpu": ["cpu", "gpu"], "cpu+gpu": ["cpu", "gpu"], "dsp": ["cpu", "dsp"],

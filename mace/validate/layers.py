@@ -23,19 +23,19 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.config.files import fetch_model_files
+from mace.config.specs import user_to_framework
 from mace.errors import ConfigError, ModelError
 from mace.frontends import FRAMEWORK_FORMATS
-from mace.config.specs import user_to_framework
-from mace.ir.layouts import stored_perms
-from mace.ops.registry import Kernel
-from mace.runtime.engine import is_quantized
-from mace.report.dump import capture_outputs
-from mace.validate.metrics import cosine, sqnr_db
-from mace.frontends.tensorflow.loader import load_graph_def
 from mace.frontends.caffe import caffe_pb2
-from mace.validate.reference import reference_runner
-from mace.config.files import fetch_model_files
+from mace.frontends.tensorflow.loader import load_graph_def
+from mace.ir.layouts import stored_perms
 from mace.ir.quant_params import dequantize
+from mace.ops.registry import Kernel
+from mace.report.dump import capture_outputs
+from mace.runtime.engine import is_quantized
+from mace.validate.metrics import cosine, sqnr_db
+from mace.validate.reference import reference_runner
 
 
 @dataclass

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph
-from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.caffe.model_file import (SchemaGap, blob_array, blob_dims, inference_layers,
                                              is_legacy, net_inputs, read_caffemodel, read_prototxt)
 from mace.frontends.caffe.registry import load_mappers

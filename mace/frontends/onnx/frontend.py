@@ -10,9 +10,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph
-from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.onnx.registry import load_mappers
 from mace.ir.graph import Graph
 from mace.transform.shape_inference import infer_op, infer_shapes

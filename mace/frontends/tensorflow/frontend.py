@@ -14,9 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_input_info, add_output_info, map_node, new_graph
-from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.tensorflow.loader import import_tf, load_graph_def, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
 from mace.ir.graph import Graph

@@ -9,9 +9,8 @@ from functools import partial
 import numpy as np
 
 from mace.ops import concat as _reference  # noqa: F401 - registers the op type first
-from mace.ops._common import normalize_axis
+from mace.ops._common import normalize_axis, sequence
 from mace.ops.fast._base import FastKernel
-from mace.ops._common import sequence
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel

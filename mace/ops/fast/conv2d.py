@@ -24,9 +24,9 @@ from mace.ops._common import activation_args, sequence
 from mace.ops.conv2d import conv_geometry
 from mace.ops.fast import _conv_dense, _conv_direct, _conv_shifted, _winograd
 from mace.ops.fast._base import F32, FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size
+from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter, packed_width
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
-from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter, packed_width
 from mace.ops.registry import kernel
 
 

@@ -17,15 +17,14 @@ from functools import partial
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from mace.ops._common import activation_args
+from mace.ops import depthwise_conv2d as _reference  # noqa: F401 - registers the op type first
+from mace.ops._common import activation_args, sequence
 from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size
-from mace.ops._common import sequence
+from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
-from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast.conv2d import const_bias, epilogue, float_conv, geometry
 from mace.ops.registry import kernel
-from mace.ops import depthwise_conv2d as _reference  # noqa: F401 - registers the op type first
 
 EINSUM_MIN_CHANNELS = 64
 

@@ -15,9 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops import fully_connected as _reference  # noqa: F401 - registers the op type first
-from mace.ops._common import activation_args
+from mace.ops._common import activation_args, sequence
 from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds, loop_bias
-from mace.ops._common import sequence
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import active, loop, matmul
 from mace.ops.fast.conv2d import epilogue

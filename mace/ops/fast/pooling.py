@@ -16,8 +16,8 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops.fast._base import F32, FastKernel, carve, scratch_size
 from mace.ops._common import sequence
+from mace.ops.fast._base import F32, FastKernel, carve, scratch_size
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop

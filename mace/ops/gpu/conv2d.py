@@ -10,9 +10,9 @@ import numpy as np
 from mace.ops import conv2d  # noqa: F401 (registers the op types first)
 from mace.ir.args import get_arg
 from mace.ops.conv2d import conv_geometry
-from mace.ops.registry import kernel
 from mace.ops.gpu.images import cdiv, conv_filter_size, height_major_size
 from mace.ops.gpu.kernel import GpuKernel, act_args, fusable, i32, image_fits
+from mace.ops.registry import kernel
 
 G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
      4: np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],

@@ -6,9 +6,9 @@ from mace.ops import deconv2d  # noqa: F401 (registers the op types first)
 from mace.ir.args import get_arg
 from mace.ops.deconv2d import deconv_geometry
 from mace.ops.gpu.conv2d import bias_image, conv_unsupported
-from mace.ops.registry import kernel
 from mace.ops.gpu.images import cdiv, conv_filter_size
 from mace.ops.gpu.kernel import GpuKernel, act_args, i32, image_fits
+from mace.ops.registry import kernel
 
 
 @kernel("Deconv2D", "gpu")

@@ -5,9 +5,9 @@ import numpy as np
 
 from mace.ops import activation, batch_norm, eltwise  # noqa: F401 (registers the op types first)
 from mace.ir.args import get_arg
-from mace.ops.registry import kernel
 from mace.ops.gpu.images import as_nhwc, cdiv
 from mace.ops.gpu.kernel import ACTIVATIONS, GpuKernel, act_args, fusable, i32
+from mace.ops.registry import kernel
 
 BINARY = {"SUM": 0, "SUB": 1, "PROD": 2, "DIV": 3, "MIN": 4, "MAX": 5, "SQR_DIFF": 6, "POW": 7,
           "MEAN": 8}

@@ -5,9 +5,9 @@ import numpy as np
 
 from mace.ops import fully_connected, matmul  # noqa: F401 (registers the op types first)
 from mace.ops.gpu.conv2d import bias_image
-from mace.ops.registry import kernel
 from mace.ops.gpu.images import as_nhwc, cdiv, channel_major_size, conv_filter_size
 from mace.ops.gpu.kernel import GpuKernel, act_args, fusable, i32, image_fits
+from mace.ops.registry import kernel
 
 
 @kernel("FullyConnected", "gpu")

@@ -2,11 +2,11 @@
 
 from mace.ops import pooling, reduce  # noqa: F401 (registers the op types first)
 from mace.ir.args import get_arg
+from mace.ops.gpu.images import cdiv
+from mace.ops.gpu.kernel import GpuKernel, i32
 from mace.ops.pooling import pool_geometry
 from mace.ops.reduce import reduce_axes
 from mace.ops.registry import kernel
-from mace.ops.gpu.images import cdiv
-from mace.ops.gpu.kernel import GpuKernel, i32
 
 
 @kernel("Pooling", "gpu")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops.registry import Kernel
 from mace.ir import quant_params as qp
+from mace.ops.registry import Kernel
 
 UINT8_LEVELS = 256
 

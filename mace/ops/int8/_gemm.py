@@ -16,8 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ir.args import get_arg
-from mace.ops.int8._base import Int8Kernel
 from mace.ir.quant_params import activation_clamp, quantize_multiplier, requantize
+from mace.ops.int8._base import Int8Kernel
 
 FUSABLE = ("", "NOOP", "RELU", "RELUX")
 

@@ -10,10 +10,10 @@ float: supports() says why.
 """
 import numpy as np
 
-from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
-from mace.ops.registry import kernel
 from mace.ir import quant_params as qp
 from mace.ir.args import get_arg
+from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
+from mace.ops.registry import kernel
 
 CLAMPS = ("RELU", "RELUX", "CLIP")
 

@@ -20,10 +20,10 @@ import math
 
 import numpy as np
 
-from mace.ops.int8._base import Int8Kernel, float_consts, rescale_table
-from mace.ops.registry import kernel
 from mace.ir import quant_params as qp
 from mace.ir.args import get_arg
+from mace.ops.int8._base import Int8Kernel, float_consts, rescale_table
+from mace.ops.registry import kernel
 
 ADDITIVE = ("SUM", "SUB", "MEAN")
 SUPPORTED = ADDITIVE + ("PROD", "MIN", "MAX")

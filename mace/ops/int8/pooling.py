@@ -13,12 +13,12 @@ average of the dequantized input.
 """
 import numpy as np
 
+from mace.ir import quant_params as qp
+from mace.ir.args import get_arg
 from mace.ops.conv2d import window
 from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
 from mace.ops.pooling import PoolingCpu
 from mace.ops.registry import kernel
-from mace.ir import quant_params as qp
-from mace.ir.args import get_arg
 
 
 @kernel("Pooling", "int8")

@@ -9,11 +9,11 @@ reductions stay float.
 """
 import numpy as np
 
+from mace.ir import quant_params as qp
+from mace.ir.args import get_arg
 from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
 from mace.ops.reduce import reduce_axes
 from mace.ops.registry import kernel
-from mace.ir import quant_params as qp
-from mace.ir.args import get_arg
 
 SUPPORTED = ("MEAN", "MAX", "MIN")
 

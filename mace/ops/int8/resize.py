@@ -13,13 +13,13 @@ when the output keeps the input's scale.
 """
 import numpy as np
 
+from mace.ir import quant_params as qp
 from mace.ops._resize import axis_params
 from mace.ops.int8._base import Int8Kernel
 from mace.ops.int8.passthrough import PassThrough
 from mace.ops.registry import kernel
 from mace.ops.resize_bilinear import ResizeBilinearCpu, linear_table
 from mace.ops.resize_nearest import ResizeNearestNeighborCpu
-from mace.ir import quant_params as qp
 
 WEIGHT_BITS = 10
 

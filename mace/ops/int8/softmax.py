@@ -12,11 +12,11 @@ LogSoftmax (use_log) and other axes stay float.
 """
 import numpy as np
 
+from mace.ir import quant_params as qp
+from mace.ir.args import get_arg
 from mace.ops._common import normalize_axis
 from mace.ops.int8._base import UINT8_LEVELS, Int8Kernel
 from mace.ops.registry import kernel
-from mace.ir import quant_params as qp
-from mace.ir.args import get_arg
 
 EXP_BITS = 20
 PROB_BITS = 30

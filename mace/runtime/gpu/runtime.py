@@ -21,11 +21,11 @@ import numpy as np
 
 from mace.ir.args import get_arg
 from mace.ops.gpu import support as placement
-from mace.runtime.gpu.device import GpuDevice
 from mace.ops.gpu.images import GpuTensor, ImageLife, as_nhwc, channel_major_size, plan_images
 from mace.ops.gpu.kernel import GpuKernelContext
-from mace.runtime.gpu.transfer import Transfer
 from mace.ops.registry import select_kernel
+from mace.runtime.gpu.device import GpuDevice
+from mace.runtime.gpu.transfer import Transfer
 from mace.runtime.node import Node
 
 

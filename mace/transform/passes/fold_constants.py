@@ -12,8 +12,8 @@ from mace.ir.args import get_arg, set_arg
 from mace.ir.graph import _copy_op
 from mace.ops._common import NCHW_TO_NHWC, NHWC_TO_NCHW
 from mace.ops.registry import InferContext, KernelContext, Layout, select_kernel, spec
-from mace.transform.shape_inference import infer_shapes
 from mace.ops.shape import _slice
+from mace.transform.shape_inference import infer_shapes
 
 
 def _evaluate(graph, op) -> list:

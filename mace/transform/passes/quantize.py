@@ -17,14 +17,14 @@ from __future__ import annotations
 import numpy as np
 
 from mace.errors import ModelError
-from mace.ir.qat_ranges import qat_ranges
-from mace.ir.args import set_arg
-from mace.proto import pb
 from mace.ir import quant_params as qp
+from mace.ir.args import set_arg
+from mace.ir.qat_ranges import qat_ranges
+from mace.ops.registry import spec
+from mace.proto import pb
 from mace.quantize.report import calibration_report
 from mace.transform.decided import Decided
 from mace.transform.shape_inference import infer_shapes
-from mace.ops.registry import spec
 
 INT8 = "int8"
 

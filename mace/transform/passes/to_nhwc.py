@@ -23,9 +23,9 @@ import numpy as np
 from mace.ir.args import get_arg, set_arg
 from mace.ir.graph import _copy_op
 from mace.ir.layouts import record_perms
+from mace.ir.qat_ranges import carry_range
 from mace.ops._common import NCHW_TO_NHWC
 from mace.ops.registry import Layout, spec
-from mace.ir.qat_ranges import carry_range
 from mace.transform.shape_inference import infer_shapes
 
 

@@ -12,10 +12,10 @@ It runs before `quantize`, which then rewrites only ops placed on the DSP.
 from __future__ import annotations
 
 from mace.ir.args import set_arg
+from mace.ops.gpu.conv2d import winograd_eligible
 from mace.ops.gpu.support import GPU, place
 from mace.transform.decided import Decided
 from mace.transform.placement.plan import place_plan
-from mace.ops.gpu.conv2d import winograd_eligible
 
 # Winograd pays off only with enough channels to amortise its transforms (MACE: 8).
 WINOGRAD_MIN_CHANNELS = 8

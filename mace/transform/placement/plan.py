@@ -23,14 +23,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mace.errors import ModelError
+from mace.config.deployment import default_preference
 from mace.config.specs import TensorSpec
+from mace.errors import ModelError
 from mace.ir.args import set_arg
 from mace.ir.layouts import record_perms, stored_perms
+from mace.ops.gpu.support import gpu_reason
 from mace.ops.registry import spec
 from mace.proto import pb
-from mace.ops.gpu.support import gpu_reason
-from mace.config.deployment import default_preference
 from mace.transform.passes.cleanup import remove_dead_ops
 from mace.transform.passes.quantize import quantize_plan
 from mace.transform.placement.auto import auto_place
