@@ -19,6 +19,7 @@ import numpy as np
 from mace.codegen.generate import code_dir
 from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
 from mace.config.fetch import local_path
+from mace.config.regular_file import NotRegularFile, open_regular
 from mace.convert import fetch_model_files, model_paths
 from mace.errors import ConfigError, ModelError, RuntimeInputError
 from mace.frontends import FRAMEWORK_FORMATS
@@ -82,11 +83,19 @@ def file_names(tensors, what: str) -> dict:
     return names
 
 
+def _load_npy(path: Path) -> np.ndarray:
+    """np.load of a regular file only (a FIFO would block forever); OSError says what it is."""
+    with open_regular(path) as f:
+        return np.load(f, allow_pickle=False)
+
+
 def _npy(path: Path, spec, where: str) -> np.ndarray:
     try:
-        value = np.load(path, allow_pickle=False)
+        value = _load_npy(path)
     except FileNotFoundError:
         raise RuntimeInputError(f"{where}: input file {path} not found") from None
+    except NotRegularFile as e:
+        raise RuntimeInputError(f"{where}: input file {path} is {e.strerror}") from None
     except (ValueError, OSError) as e:
         raise RuntimeInputError(f"{where}: {path} is not a readable .npy file ({e})") from None
     if tuple(value.shape) != tuple(spec.shape):
@@ -142,9 +151,11 @@ def _reference_files(config, sg: SubgraphConfig) -> dict:
     for s, f in zip(sg.outputs, sg.validation_outputs_data):
         path = local_path(f, config.base_dir)
         try:
-            ref[s.name] = np.load(path, allow_pickle=False)
+            ref[s.name] = _load_npy(path)
         except FileNotFoundError:
             raise RuntimeInputError(f"{where}: output file {path} not found") from None
+        except NotRegularFile as e:
+            raise RuntimeInputError(f"{where}: output file {path} is {e.strerror}") from None
         except (ValueError, OSError) as e:
             raise RuntimeInputError(f"{where}: {path} is not a readable .npy file ({e})") from None
     return ref

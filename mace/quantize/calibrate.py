@@ -67,6 +67,7 @@ def load_samples(directory, specs, where: str) -> list:
       * for a one-input model, any `*.npy` files: one sample each.
     """
     from mace.errors import ConfigError
+    from mace.config.regular_file import open_regular
     from mace.run import _npy, file_names
 
     d = Path(directory)
@@ -79,7 +80,7 @@ def load_samples(directory, specs, where: str) -> list:
         samples = [{s.name: _npy(sub / files[s.name], s, where) for s in specs} for sub in subdirs]
     elif sorted(d.glob("*.npz")):
         for path in sorted(d.glob("*.npz")):
-            with np.load(path, allow_pickle=False) as z:
+            with open_regular(path) as f, np.load(f, allow_pickle=False) as z:  # a FIFO would block
                 missing = [s.name for s in specs if s.name not in z.files]
                 if missing:
                     raise ConfigError(f"{where}: {path} lacks input(s) {missing} (has {z.files})")
