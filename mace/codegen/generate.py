@@ -27,10 +27,38 @@ LINE = 100          # a message longer than this is written one field per line
 B64_LINE = 76       # base64 characters per line of a weights module
 
 
+class Code(str):
+    """Python source made here (a repr, a rendered message): the only text a template may hold."""
+
+
+def _py(value) -> Code:
+    """The `py` filter: a value as a Python literal (names, whatever they hold, stay data)."""
+    if isinstance(value, jinja2.Undefined):  # repr() would print it: a template typo fails instead
+        raise jinja2.UndefinedError(f"{value._undefined_name!r} is undefined")
+    return Code(repr(value))
+
+
+def _identifier(name: str) -> Code:
+    """A Python identifier for source text (a package name), checked: never anything else."""
+    if not (name.isascii() and name.isidentifier()):
+        raise ValueError(f"{name!r} is not a Python identifier")
+    return Code(name)
+
+
+def _finalize(value):
+    """Every `{{ ... }}` goes through here: source made here and numbers pass, any other text
+    (a name from a deployment file or a model) is refused, so nothing is ever pasted into code."""
+    if isinstance(value, Code) or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    raise TypeError(f"refusing to paste {type(value).__name__} {value!r} into generated code: "
+                    f"use the `py` filter")
+
+
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("mace.codegen", "templates"),
-                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined)
-    env.filters["py"] = repr
+                             keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
+                             finalize=_finalize, autoescape=False)
+    env.filters["py"] = _py
     return env
 
 
@@ -65,9 +93,9 @@ def render_message(msg, indent: int = 0) -> str:
     head = f"pb.{type(msg).__name__}("
     one = head + ", ".join(parts) + ")"
     if len(one) + indent <= LINE and "\n" not in one:
-        return one
+        return Code(one)
     pad = " " * (indent + 4)
-    return head + "\n" + "".join(f"{pad}{p},\n" for p in parts) + " " * indent + ")"
+    return Code(head + "\n" + "".join(f"{pad}{p},\n" for p in parts) + " " * indent + ")")
 
 
 # ---- modules ---------------------------------------------------------------------
@@ -76,10 +104,8 @@ def render_graph(net: pb.NetDef, library: str, model: str, weights: str) -> str:
     head.CopyFrom(net)
     for name in ("op", "tensors", "input_info", "output_info"):
         head.ClearField(name)
-    doc = ("embedded, _weights/%s.py" % model) if weights == "code" else \
-        f"{model}.data, memory-mapped (beside this package or in ../../model/)"
     text = _env().get_template("graph.py.jinja2").render(
-        library=library, model=model, weights=weights, weights_doc=doc,
+        library=library, model=model, weights=weights, embedded=weights == "code",
         data_file=f"{model}.data", data_size=net.data_size,
         net_head=render_message(head),
         inputs=[render_message(i, 4) for i in net.input_info],
@@ -103,12 +129,12 @@ def render_weights(data: bytes, library: str, model: str) -> str:
     b64 = base64.b64encode(data).decode("ascii")
     return _env().get_template("weights.py.jinja2").render(
         library=library, model=model, size=len(data), sha256=hashlib.sha256(data).hexdigest(),
-        lines=[b64[i:i + B64_LINE] for i in range(0, len(b64), B64_LINE)])
+        lines=[Code(b64[i:i + B64_LINE]) for i in range(0, len(b64), B64_LINE)])  # base64: [A-Za-z0-9+/=]
 
 
 def render_init(library: str, models) -> str:
     return _env().get_template("package_init.py.jinja2").render(
-        library=library, package=package_name(library), models=sorted(models))
+        library=library, package=_identifier(package_name(library)), models=sorted(models))
 
 
 def write_model_code(pb_path: Path, data_path: Path, out_dir: Path, library: str, model: str,

@@ -3,20 +3,31 @@
 Relative local paths are looked up in the current directory (as MACE does),
 then next to the deployment file. URLs are downloaded once into
 builds/downloads/<md5 of URL><suffix>, only kept if the checksum matches.
+
+A download is bounded: at most MACE_MAX_DOWNLOAD_BYTES (default 4 GiB; a larger Content-Length
+is refused before reading), within MACE_DOWNLOAD_DEADLINE_S seconds in all (default 1800) and
+DOWNLOAD_TIMEOUT_S without a byte. It goes to builds/downloads/.download.<pid>.*, removed on
+every error; one a killed process left is removed by the next download into the folder.
 """
 from __future__ import annotations
 
 import hashlib
 import http.client
+import math
 import os
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
+from mace.config.regular_file import byte_limit
 from mace.errors import ChecksumError, ConfigError
 
-DOWNLOAD_TIMEOUT_S = 60
+DOWNLOAD_TIMEOUT_S = 60               # without a byte from the server
+DOWNLOAD_LIMIT_ENV, DOWNLOAD_LIMIT = "MACE_MAX_DOWNLOAD_BYTES", 4 << 30
+DEADLINE_ENV, DEADLINE_S = "MACE_DOWNLOAD_DEADLINE_S", 1800.0
+PARTIAL = ".download."
 
 
 def sha256_of(path: Path) -> str:
@@ -68,7 +79,8 @@ def fetch(value: str, sha256: str | None, key_path: str, yml: Path, download_dir
     else:
         path = local_path(value, yml.parent)
         if not (path.is_file() or (allow_dir and path.is_dir())):
-            raise ConfigError(f"{yml}: {key_path}: file not found: {value}")
+            what = "not a regular file" if path.exists() else "file not found"  # a FIFO would block
+            raise ConfigError(f"{yml}: {key_path}: {what}: {value}")
     verify(path, sha256, key_path, yml)
     return path
 
@@ -85,15 +97,77 @@ def verify(path: Path, sha256: str | None, key_path: str, yml: Path) -> None:
 
 
 def _download(url: str, path: Path, yml: Path, key_path: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".download.", dir=path.parent)
+    where = f"{yml}: {key_path}: cannot download {url}"
     try:
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=DOWNLOAD_TIMEOUT_S) as r:
-            for chunk in iter(lambda: r.read(1 << 20), b""):
-                out.write(chunk)
+        limit = byte_limit(DOWNLOAD_LIMIT_ENV, DOWNLOAD_LIMIT)
+        deadline = _deadline()
+    except ValueError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_orphans(path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f"{PARTIAL}{os.getpid()}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            _copy(url, out, limit, deadline)
         os.replace(tmp, path)
     except (OSError, ValueError, http.client.HTTPException) as e:  # ValueError: e.g. a bad port
-        raise ConfigError(f"{yml}: {key_path}: cannot download {url}: {e}") from None
-    finally:
+        raise ConfigError(f"{where}: {e}") from None
+    finally:  # every way out, Ctrl-C included (SIGKILL: _remove_orphans, next time)
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+class DownloadLimit(OSError):
+    """The download broke its size limit or its deadline; str() says which and how to allow more."""
+
+    def __str__(self):
+        return self.args[0]
+
+
+def _deadline() -> float:
+    raw = os.environ.get(DEADLINE_ENV, "").strip()
+    try:
+        seconds = float(raw) if raw else DEADLINE_S
+    except ValueError:
+        seconds = -1.0
+    if not (math.isfinite(seconds) and seconds > 0):
+        raise ValueError(f"{DEADLINE_ENV}={raw!r}: expected a positive number of seconds")
+    return seconds
+
+
+def _copy(url: str, out, limit: int, seconds: float) -> None:
+    """Stream the body into `out`: read1() returns what has arrived, so a server trickling bytes
+    meets the overall deadline, not only the per-read timeout (a plain read(n) waits for n)."""
+    end = time.monotonic() + seconds
+    with urllib.request.urlopen(url, timeout=min(DOWNLOAD_TIMEOUT_S, seconds)) as r:
+        size = r.headers.get("Content-Length", "")
+        if size.isdigit() and int(size) > limit:
+            raise DownloadLimit(f"the server announces {int(size)} bytes, more than the limit of {limit} "
+                                f"(set {DOWNLOAD_LIMIT_ENV} to allow more)")
+        done = 0
+        while chunk := r.read1(1 << 20):
+            done += len(chunk)
+            if done > limit:
+                raise DownloadLimit(f"more than {limit} bytes (set {DOWNLOAD_LIMIT_ENV} to allow more)")
+            out.write(chunk)
+            if time.monotonic() > end:
+                raise DownloadLimit(f"not finished after {seconds:g} s ({done} bytes so far; set "
+                                    f"{DEADLINE_ENV} to allow more time)")
+
+
+def _remove_orphans(folder: Path) -> None:
+    """Partial downloads of processes that are gone (killed mid-download); live ones are kept."""
+    for leftover in folder.glob(f"{PARTIAL}*"):
+        pid = leftover.name[len(PARTIAL):].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, OverflowError):  # gone, or a number no pid can be
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True

@@ -17,6 +17,7 @@ import numpy as np
 
 from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
 from mace.config.fetch import fetch, local_path
+from mace.config.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
 
 MAP_SUFFIX = "_obfuscation_map.json"   # <model>_obfuscation_map.json beside an obfuscated model
@@ -96,12 +97,20 @@ def file_names(tensors, what: str) -> dict:
     return names
 
 
+def read_npy(path: Path) -> np.ndarray:
+    """np.load of a regular file only (a FIFO would block forever); OSError says what it is."""
+    with open_regular(path) as f:
+        return np.load(f, allow_pickle=False)
+
+
 def load_npy(path: Path, spec, where: str) -> np.ndarray:
     """An input file for `spec`, reshaped only where that keeps the element order."""
     try:
-        value = np.load(path, allow_pickle=False)
+        value = read_npy(path)
     except FileNotFoundError:
         raise RuntimeInputError(f"{where}: input file {path} not found") from None
+    except NotRegularFile as e:
+        raise RuntimeInputError(f"{where}: input file {path} is {e.strerror}") from None
     except (ValueError, OSError) as e:
         raise RuntimeInputError(f"{where}: {path} is not a readable .npy file ({e})") from None
     if tuple(value.shape) != tuple(spec.shape):

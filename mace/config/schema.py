@@ -156,17 +156,24 @@ def any_value(v):
     return v
 
 
+C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def library_name(v) -> str:
+    # It names builds/<library_name>/, the generated package <library_name>_models and, on a
+    # board, a folder in a remote shell's command line: a C identifier is safe in all three.
     s = as_str(v)
-    if not s or s in (".", "..") or re.search(r"[/\\\s]", s):
-        raise ValueError(f"library name '{s}' must be a plain name (it names builds/<library_name>/)")
+    if not C_IDENTIFIER.fullmatch(s) or s in CPP_KEYWORDS:
+        raise ValueError(f"library name {s!r} must be a C identifier (letters, digits, '_'; not starting "
+                         f"with a digit) and not a C++ keyword (it names builds/<library_name>/ and "
+                         f"generated code)")
     return s
 
 
 def model_name(v) -> str:
     s = as_str(v)
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", s) or s in CPP_KEYWORDS:
-        raise ValueError(f"model name '{s}' must be a C identifier and not a C++ keyword "
+    if not C_IDENTIFIER.fullmatch(s) or s in CPP_KEYWORDS:
+        raise ValueError(f"model name {s!r} must be a C identifier and not a C++ keyword "
                          f"(it names generated code)")
     return s
 

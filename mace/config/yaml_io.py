@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from mace.config.regular_file import CONFIG_LIMIT, CONFIG_LIMIT_ENV, byte_limit, read_limited
 from mace.errors import ConfigError
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -78,7 +79,11 @@ def load_yaml(path: Path) -> tuple:
     """Parse `path`; returns (data, env vars used). Errors name the file and line."""
     path = Path(path)
     try:
-        text = path.read_text()
+        limit = byte_limit(CONFIG_LIMIT_ENV, CONFIG_LIMIT)
+    except ValueError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    try:  # a regular file of bounded size: a FIFO would block, /dev/zero never end
+        text = read_limited(path, limit, CONFIG_LIMIT_ENV).decode()
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
     except OSError as e:

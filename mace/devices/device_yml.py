@@ -47,10 +47,19 @@ def _port(v) -> int:
     return n
 
 
+# The work folder reaches the device's shell (ssh and adb hand their command lines to it) and
+# scp's legacy protocol: only characters no shell or glob gives a meaning to are let through.
+WORK_DIR_CHARS = re.compile(r"[A-Za-z0-9_./+@%,=-]+")
+
+
 def _abs_dir(v) -> str:
     s = schema.as_str(v)
-    if not posixpath.isabs(s) or "\n" in s:
+    if not posixpath.isabs(s):
         raise ValueError(f"expected an absolute path on the device, got {v!r}")
+    if not WORK_DIR_CHARS.fullmatch(s):
+        bad = "".join(sorted(set(re.sub(r"[A-Za-z0-9_./+@%,=-]", "", s))))
+        raise ValueError(f"{s!r} holds characters a shell would interpret ({bad!r}); a work_dir may "
+                         f"hold letters, digits and _ . / + @ % , = -")
     return posixpath.normpath(s)
 
 

@@ -6,11 +6,21 @@ argument). BatchMode makes a missing key fail at once instead of asking for a pa
 StrictHostKeyChecking=accept-new trusts a board the first time and refuses it if its key
 changes later; new keys go to <build_dir>/known_hosts, so running here never edits
 ~/.ssh/known_hosts (which is still read: keys you trust already are checked).
+
+Files move with scp. Its two protocols treat a remote path differently: over sftp (OpenSSH 9's
+default) no shell sees it, but the sftp side expands glob characters, so those are escaped with
+a backslash; the legacy protocol (`scp -O`, for boards without an sftp server: dropbear,
+busybox, sshd without a `Subsystem sftp` line) hands it to the remote shell, so it is quoted
+with shlex and the client's own file-name check, which does not understand the quoting, is
+turned off (`-T`; target_run checks each pulled file's sha256 instead). Which protocol a board
+speaks is found on the first transfer that fails the sftp way (a probe of the sftp subsystem
+tells "no sftp server" from a dropped link) and remembered for the device.
 """
 from __future__ import annotations
 
+import re
 import shlex
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from mace.devices import process
@@ -31,6 +41,11 @@ HINTS = (
                                      "was reinstalled, remove its line from {known_hosts}"),
 )
 
+# What scp says when the sftp subsystem is missing: OpenSSH's sshd closes the channel
+# ("scp: Connection closed"); others refuse the request ("subsystem request failed")
+NO_SFTP = ("subsystem request failed", "Connection closed")
+SFTP_GLOB = re.compile(r"[\\*?\[\]{}]")   # what sftp's remote glob would expand
+
 
 @dataclass
 class SshDevice(Device):
@@ -39,6 +54,8 @@ class SshDevice(Device):
     port: int = 22
     identity_file: str | None = None
     known_hosts: Path | None = None     # set by the caller: <build_dir>/known_hosts
+    # None: not known yet; True: the board has no sftp server, scp speaks the legacy protocol
+    legacy_scp: bool | None = field(default=None, compare=False)
 
     def lock_id(self) -> str:
         return f"ssh-{self.username}@{self.address}-{self.port}"
@@ -59,32 +76,60 @@ class SshDevice(Device):
             opts += ["-i", self.identity_file, "-o", "IdentitiesOnly=yes"]
         return opts
 
-    def _remote(self, path: str) -> str:
+    def _remote(self, path: str, legacy: bool) -> str:
+        """user@host:path as scp wants it for the protocol in use (see the module's docstring)."""
         host = f"[{self.address}]" if ":" in self.address else self.address
-        return f"{self.username}@{host}:{path}"
+        quoted = shlex.quote(path) if legacy else SFTP_GLOB.sub(r"\\\g<0>", path)
+        return f"{self.username}@{host}:{quoted}"
+
+    def _login(self) -> list:
+        return ["-p", str(self.port), "--", f"{self.username}@{self.address}"]
 
     def shell(self, argv: list, timeout: float, step: str):
-        cmd = ["ssh", *self._options(timeout), "-p", str(self.port), "--",
-               f"{self.username}@{self.address}", shlex.join(argv)]
+        cmd = ["ssh", *self._options(timeout), *self._login(), shlex.join(argv)]
         done = process.run(cmd, timeout, self.name, step)
         if done.returncode == 255:
             raise self._failure(done, step)
         return done
 
     def push(self, files: list, remote_dir: str, timeout: float, step: str) -> None:
-        self._scp([str(f) for f in files], self._remote(remote_dir.rstrip("/") + "/"), timeout, step)
+        self._scp(lambda legacy: [*map(str, files), self._remote(remote_dir.rstrip("/") + "/", legacy)],
+                  timeout, step)
 
     def pull(self, remote_files: list, local_dir, timeout: float, step: str) -> None:
-        self._scp([self._remote(f) for f in remote_files], str(local_dir), timeout, step)
+        self._scp(lambda legacy: [*(self._remote(f, legacy) for f in remote_files), str(local_dir)],
+                  timeout, step)
 
-    def _scp(self, sources: list, dest: str, timeout: float, step: str) -> None:
-        base = ["scp", "-q", *self._options(timeout), "-P", str(self.port)]
-        done = process.run([*base, "--", *sources, dest], timeout, self.name, step)
-        if done.returncode != 0 and "subsystem request failed" in done.stderr:
-            # boards without sftp-server (dropbear, busybox): the legacy scp protocol
-            done = process.run([*base, "-O", "--", *sources, dest], timeout, self.name, step)
+    def _scp(self, paths, timeout: float, step: str) -> None:
+        """scp with `paths(legacy)` (sources then destination), in the protocol the board speaks."""
+        if not self.legacy_scp:
+            done = process.run(self._scp_argv(paths, False, timeout), timeout, self.name, step)
+            if done.returncode == 0:
+                self.legacy_scp = False
+                return
+            if self.legacy_scp is not None or not any(n in done.stderr for n in NO_SFTP) or \
+                    self._has_sftp(timeout, step):
+                raise self._failure(done, step)
+            self.legacy_scp = True
+        done = process.run(self._scp_argv(paths, True, timeout), timeout, self.name, step)
         if done.returncode != 0:
             raise self._failure(done, step)
+
+    def _scp_argv(self, paths, legacy: bool, timeout: float) -> list:
+        # -T in legacy mode: scp's check of the names the board sends back compares them with the
+        # quoted request and would refuse every quoted path (the sha256 check stands in for it)
+        protocol = ["-O", "-T"] if legacy else []
+        return ["scp", "-q", *self._options(timeout), *protocol, "-P", str(self.port), "--", *paths(legacy)]
+
+    def _has_sftp(self, timeout: float, step: str) -> bool:
+        """Whether the board's sshd serves the sftp subsystem; a dropped link raises its failure."""
+        cmd = ["ssh", *self._options(timeout), "-s", *self._login(), "sftp"]
+        done = process.run(cmd, timeout, self.name, step)  # stdin is empty: sftp-server ends at once
+        if done.returncode == 0:
+            return True
+        if "subsystem request failed" in done.stderr:
+            return False
+        raise self._failure(done, step)
 
     def _failure(self, done, step: str) -> DeviceError:
         text = done.stderr

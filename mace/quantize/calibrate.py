@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.fetch import local_path
+from mace.config.regular_file import open_regular
 from mace.config.files import file_names, load_npy, make_inputs
 from mace.errors import ConfigError
 from mace.runtime.engine import Engine
@@ -80,7 +81,7 @@ def load_samples(directory, specs, where: str) -> list:
         samples = [{s.name: load_npy(sub / files[s.name], s, where) for s in specs} for sub in subdirs]
     elif sorted(d.glob("*.npz")):
         for path in sorted(d.glob("*.npz")):
-            with np.load(path, allow_pickle=False) as z:
+            with open_regular(path) as f, np.load(f, allow_pickle=False) as z:  # a FIFO would block
                 missing = [s.name for s in specs if s.name not in z.files]
                 if missing:
                     raise ConfigError(f"{where}: {path} lacks input(s) {missing} (has {z.files})")

@@ -2,11 +2,10 @@
 deployment file's validation_outputs_data (`run --validate`)."""
 from __future__ import annotations
 
-import numpy as np
-
 from mace.config.deployment import ModelConfig, SubgraphConfig
 from mace.config.fetch import local_path
-from mace.config.files import fetch_model_files
+from mace.config.files import fetch_model_files, read_npy
+from mace.config.regular_file import NotRegularFile
 from mace.config.specs import user_to_framework
 from mace.errors import ModelError, RuntimeInputError
 from mace.frontends import FRAMEWORK_FORMATS
@@ -21,9 +20,11 @@ def _reference_files(config, sg: SubgraphConfig) -> dict:
     for s, f in zip(sg.outputs, sg.validation_outputs_data):
         path = local_path(f, config.base_dir)
         try:
-            ref[s.name] = np.load(path, allow_pickle=False)
+            ref[s.name] = read_npy(path)
         except FileNotFoundError:
             raise RuntimeInputError(f"{where}: output file {path} not found") from None
+        except NotRegularFile as e:
+            raise RuntimeInputError(f"{where}: output file {path} is {e.strerror}") from None
         except (ValueError, OSError) as e:
             raise RuntimeInputError(f"{where}: {path} is not a readable .npy file ({e})") from None
     return ref

@@ -55,8 +55,9 @@ def test_generated_graph_is_readable_code(tmp_path):
 
 
 def test_unknown_model_and_package_name(tmp_path):
-    config, lib = convert(tmp_path, "my-lib.v2", digits_models(), graph="code", data="file")
+    config, lib = convert(tmp_path, "my_lib_v2", digits_models(), graph="code", data="file")
     pkg = load_package(code_dir(lib, config.library_name))
-    assert package_name("my-lib.v2") == "my_lib_v2_models" and pkg.MODELS == ["digits_cnn"]
+    assert package_name("my_lib_v2") == "my_lib_v2_models" and pkg.MODELS == ["digits_cnn"]
+    assert pkg.LIBRARY == "my_lib_v2"
     with pytest.raises(ValueError, match="no model named 'nope'"):
         pkg.create_engine_from_code("nope")

@@ -560,9 +560,18 @@ def test_formats_default_to_file(load):
     assert config.origin["model_graph_format"] == "default"
 
 
-def test_library_name_must_not_be_a_path(load):
-    msg = error_of(load, deployment().replace("library_name: mobile", "library_name: ../escape"))
-    assert "library_name" in msg
+@pytest.mark.parametrize("name", ["../escape", "my-lib", "lib.v2", "1lib", "class", "a b",
+                                  """'x\"\"\"+str(open("pwned","w"))+\"\"\"'""", "'L$(touch$IFS''x'')'"])
+def test_library_name_must_be_a_c_identifier(load, name):
+    # it names a folder, a generated Python package and a folder in a device's shell command line
+    msg = error_of(load, deployment().replace("library_name: mobile", f"library_name: {name}"))
+    assert "deploy.yml: library_name: " in msg
+    assert "C identifier" in msg
+
+
+@pytest.mark.parametrize("name", ["mobile", "_lib", "Lib2"])
+def test_valid_library_names(load, name):
+    assert load(deployment().replace("library_name: mobile", f"library_name: {name}")).library_name == name
 
 
 @pytest.mark.parametrize("models, fragment", [

@@ -145,7 +145,7 @@ def test_missing_local_file_names_key_and_value(tmp_path, yml, monkeypatch):
 
 def test_directory_is_not_a_model_file(tmp_path, yml):
     (tmp_path / "d.onnx").mkdir()
-    with pytest.raises(ConfigError, match="file not found"):
+    with pytest.raises(ConfigError, match="not a regular file"):
         fetch(str(tmp_path / "d.onnx"), PAYLOAD_SHA, KEY, yml, tmp_path / "downloads")
 
 

@@ -27,15 +27,25 @@ def bare_python(tmp_path_factory) -> Path:
     return make_venv(tmp_path_factory.mktemp("bare"), with_numpy=False)
 
 
-@pytest.fixture(scope="session")
-def sshd(tmp_path_factory):
+def _sshd(tmp_path_factory, sftp: bool):
     reason = ensure_sshd()
     if reason:
         print(f"\nskipping the ssh device tests: {reason}", file=sys.stderr)
         pytest.skip(reason)
-    with ssh_server(tmp_path_factory.mktemp("sshd")) as server:
+    with ssh_server(tmp_path_factory.mktemp("sshd"), sftp=sftp) as server:
         yield server
     _remove_locks(f"mace-device-ssh-*-{server.port}.lock")
+
+
+@pytest.fixture(scope="session")
+def sshd(tmp_path_factory):
+    yield from _sshd(tmp_path_factory, sftp=True)
+
+
+@pytest.fixture(scope="session")
+def sshd_no_sftp(tmp_path_factory):
+    """An sshd without the sftp subsystem: a board where scp must use its legacy protocol."""
+    yield from _sshd(tmp_path_factory, sftp=False)
 
 
 def _remove_locks(pattern: str) -> None:

@@ -79,19 +79,21 @@ PermitRootLogin prohibit-password
 StrictModes no
 UsePAM no
 UseDNS no
-Subsystem sftp internal-sftp
-LogLevel ERROR
+{sftp}LogLevel ERROR
 """
 
 
 @contextlib.contextmanager
-def ssh_server(folder: Path):
-    """Start sshd for the current user; yields an SshServer, stops sshd at the end."""
+def ssh_server(folder: Path, sftp: bool = True):
+    """Start sshd for the current user; yields an SshServer, stops sshd at the end.
+    `sftp=False`: no `Subsystem sftp` line, as on a board without an sftp server (scp then
+    needs its legacy protocol)."""
     folder.mkdir(parents=True, exist_ok=True)
     host_key, key, wrong = keygen(folder / "host_key"), keygen(folder / "id_user"), keygen(folder / "id_wrong")
     (folder / "authorized_keys").write_text(key.with_suffix(".pub").read_text())
     port = free_port()
-    (folder / "sshd_config").write_text(CONFIG.format(port=port, host_key=host_key, folder=folder))
+    (folder / "sshd_config").write_text(CONFIG.format(
+        port=port, host_key=host_key, folder=folder, sftp="Subsystem sftp internal-sftp\n" if sftp else ""))
     if os.geteuid() == 0:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege separation folder
     log = folder / "sshd.log"
