@@ -54,7 +54,7 @@ def fetch_model_files(config: DeploymentConfig, model: ModelConfig, build_dir: P
     downloads = Path(build_dir or "builds") / "downloads"
     path = fetch(model.model_file_path, model.model_sha256_checksum,
                  f"{model.key_path}.model_file_path", config.path, downloads,
-                 allow_dir=model.platform == "tensorflow")  # a SavedModel is a directory
+                 allow_dir=model.platform in ("tensorflow", "keras"))  # a SavedModel is a directory
     weights = None
     if model.weight_file_path:
         weights = fetch(model.weight_file_path, model.weight_sha256_checksum,

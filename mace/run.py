@@ -19,6 +19,7 @@ import numpy as np
 from mace.codegen.generate import code_dir
 from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
 from mace.config.fetch import local_path
+from mace.config.raw_files import INPUT_PREFIX, OUTPUT_PREFIX, raw_names, read_raw, write_raw
 from mace.convert import fetch_model_files, model_paths
 from mace.errors import ConfigError, ModelError, RuntimeInputError
 from mace.frontends import FRAMEWORK_FORMATS
@@ -32,7 +33,7 @@ from mace.runtime.gpu.deploy import engine_notes, engine_setup
 from mace.runtime.profiler import OpProfiler
 from mace.transform.placement_groups import describe as describe_placement
 from mace.validate.metrics import compare
-from mace.validate.reference import reference_runner
+from mace.validate.reference import backend_note, reference_runner
 
 
 @dataclass
@@ -101,12 +102,36 @@ def _npy(path: Path, spec, where: str) -> np.ndarray:
     return value.astype(spec.dtype)
 
 
+def _input_file(directory: Path, spec, npy_name: str, raw_name: str) -> np.ndarray:
+    """DIR/<name>.npy (ours) or DIR/model_input_<name> (MACE's raw bytes): the name says which."""
+    if (directory / npy_name).is_file() or not (directory / raw_name).is_file():
+        if not (directory / npy_name).is_file():
+            raise RuntimeInputError(f"--input_dir: no file for input '{spec.name}' in {directory}: "
+                                    f"expected {npy_name} or MACE's raw {raw_name}")
+        return _npy(directory / npy_name, spec, "--input_dir")
+    return read_raw(directory / raw_name, spec, "--input_dir")
+
+
+def write_outputs(output_dir, outputs: dict, output_format: str = "npy") -> None:
+    """DIR/<name>.npy, or MACE's raw DIR/model_out_<name> (`--output_format raw`)."""
+    out = Path(output_dir)
+    raw = output_format == "raw"
+    files = raw_names(OUTPUT_PREFIX, outputs, "output") if raw else file_names(outputs, "output")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, value in outputs.items():
+        if raw:
+            write_raw(out / files[name], value)
+        else:
+            np.save(out / files[name], value)
+
+
 def make_inputs(config: DeploymentConfig, sg: SubgraphConfig, input_dir: Path | None, seed: int = 0):
     """(inputs in the caller's layout, a word saying where they came from)."""
     specs = sg.inputs
     if input_dir:
         files = file_names([s.name for s in specs], "input")
-        return {s.name: _npy(Path(input_dir) / files[s.name], s, "--input_dir")
+        raw = raw_names(INPUT_PREFIX, [s.name for s in specs], "input")
+        return {s.name: _input_file(Path(input_dir), s, files[s.name], raw[s.name])
                 for s in specs}, f"files in {input_dir}"
     if sg.validation_inputs_data:
         return {s.name: _npy(local_path(f, config.base_dir), s, f"{sg.key_path}.validation_inputs_data")
@@ -187,7 +212,8 @@ def _compare(config, model, name, ref, out, threshold):
 def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, rounds: int = 1,
               validate: bool = False, input_dir=None, output_dir=None, num_threads: int = 0,
               seed: int = 0, profile: bool = False, tuning: bool = False, gpu_perf_hint: int = 0,
-              gpu_priority_hint: int = 0, cpu_affinity_policy: int = 0) -> ModelRunResult:
+              gpu_priority_hint: int = 0, cpu_affinity_policy: int = 0, auto_tuning: bool = True,
+              restart_round: int = 1, output_format: str = "npy") -> ModelRunResult:
     sg = model.graph
     pb_path, data_path = model_paths(config, model.name, build_dir)
     if not pb_path.exists():
@@ -198,46 +224,63 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
     with _thread_limit(num_threads):
         if cpu_affinity_policy and not pin_threads(cpu_affinity_policy, num_threads):
             notes.append(f"cpu_affinity_policy {cpu_affinity_policy}: this OS does not let us pin threads")
-        device, options, gpu_notes = engine_setup(config, sg, build_dir, tuning, gpu_perf_hint,
-                                                  gpu_priority_hint)  # runtime gpu / cpu+gpu
-        if sg.runtime == "dsp":  # a DspBackend (mace/runtime/dsp): the Hexagon simulator by default
-            backend, where = backend_choice(config, sg)
-            engine, init_ms = _timed(lambda: create_dsp_engine(pb_path, data_path, backend, where=where))
-            notes.append(engine.describe())
-        elif config.model_graph_format == "code":  # load it as a deployment would: the generated package
-            package = code_dir(pb_path.parent.parent, config.library_name)
-            engine, init_ms = _timed(lambda: create_engine_from_package(package, model.name, data_path,
-                                                                        device=device, options=options))
-        else:
-            engine, init_ms = _timed(lambda: create_engine(pb_path, data_path, device=device, options=options))
-        notes += gpu_notes + engine_notes(engine)
-        notes += describe_placement(engine.graph) if hasattr(engine, "graph") else []  # mixed runtimes
-        # the deployment file's checksum names the model file: no need to read (or download) it
-        src = get_arg(engine.graph.net, "source_sha256", "")
-        if src and src != model.model_sha256_checksum:
-            notes.append(f"{model.model_file_path} changed since it was converted: run convert again")
-        inputs, source = make_inputs(config, sg, input_dir, seed)
-        outputs, warmup_ms = _timed(lambda: engine.run(inputs))
-        timing = Timing(init_ms, warmup_ms)
-        profiler = OpProfiler() if profile else None
-        if profiler:
-            engine.observers.append(profiler)
-        if rounds > 0:
-            times = [_timed(lambda: engine.run(inputs))[1] for _ in range(rounds)]
-            timing = Timing(init_ms, warmup_ms, rounds, statistics.fmean(times), statistics.median(times),
-                            min(times), max(times), statistics.pstdev(times))
+        restarts = max(int(restart_round), 1)
+        inits = []
+        for restart in range(restarts):  # MACE's --restart_round: a fresh engine each time
+            engine, init_ms, setup_notes = _load_engine(config, model, pb_path, data_path, build_dir, tuning,
+                                                        gpu_perf_hint, gpu_priority_hint, auto_tuning)
+            inits.append(init_ms)
+            if restart == 0:
+                notes += setup_notes
+                inputs, source = make_inputs(config, sg, input_dir, seed)
+            outputs, warmup_ms = _timed(lambda: engine.run(inputs))
+            timing = Timing(init_ms, warmup_ms)
+            profiler = OpProfiler() if profile and restart == restarts - 1 else None
+            if profiler:
+                engine.observers.append(profiler)
+            if rounds > 0:
+                times = [_timed(lambda: engine.run(inputs))[1] for _ in range(rounds)]
+                timing = Timing(init_ms, warmup_ms, rounds, statistics.fmean(times), statistics.median(times),
+                                min(times), max(times), statistics.pstdev(times))
+        if restarts > 1:
+            notes.append(f"restart_round {restarts}: engine created {restarts} times, init(ms) "
+                         + ", ".join(f"{t:.3f}" for t in inits) + "; the table shows the last")
     result = ModelRunResult(model.name, sg.runtime, source, timing, outputs, notes=notes,
                             op_stats=profiler.stats() if profiler else [])
     if output_dir:
-        out = Path(output_dir)
-        files = file_names(outputs, "output")
-        out.mkdir(parents=True, exist_ok=True)
-        for name, value in outputs.items():
-            np.save(out / files[name], value)
+        write_outputs(output_dir, outputs, output_format)
     if validate:
+        note = backend_note(model.platform, sg.backend)
+        if note and not (source == "validation_inputs_data" and sg.validation_outputs_data):
+            result.notes.append(note)   # the framework is the reference: say which one, as asked
         result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads, build_dir,
                                           use_files=source == "validation_inputs_data")
     return result
+
+
+def _load_engine(config, model, pb_path, data_path, build_dir, tuning, perf_hint, priority_hint,
+                 auto_tuning) -> tuple:
+    """(engine, init ms, notes) on the subgraph's runtime, as a deployment would load it."""
+    sg = model.graph
+    device, options, notes = engine_setup(config, sg, build_dir, tuning, perf_hint, priority_hint,
+                                          auto_tuning=auto_tuning)  # runtime gpu / cpu+gpu
+    if sg.runtime == "dsp":  # a DspBackend (mace/runtime/dsp): the Hexagon simulator by default
+        backend, where = backend_choice(config, sg)
+        engine, init_ms = _timed(lambda: create_dsp_engine(pb_path, data_path, backend, where=where))
+        notes = notes + [engine.describe()]
+    elif config.model_graph_format == "code":  # load it as a deployment would: the generated package
+        package = code_dir(pb_path.parent.parent, config.library_name)
+        engine, init_ms = _timed(lambda: create_engine_from_package(package, model.name, data_path,
+                                                                    device=device, options=options))
+    else:
+        engine, init_ms = _timed(lambda: create_engine(pb_path, data_path, device=device, options=options))
+    notes = notes + engine_notes(engine)
+    notes += describe_placement(engine.graph) if hasattr(engine, "graph") else []  # mixed runtimes
+    # the deployment file's checksum names the model file: no need to read (or download) it
+    src = get_arg(engine.graph.net, "source_sha256", "")
+    if src and src != model.model_sha256_checksum:
+        notes.append(f"{model.model_file_path} changed since it was converted: run convert again")
+    return engine, init_ms, notes
 
 
 def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:

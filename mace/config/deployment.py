@@ -164,6 +164,12 @@ def _check_subgraph(reader, sg, model):
             reader.fail(f"{sg.key_path}.input_data_formats",
                         f"{fmt} needs a 4-D shape but '{name}' has {shape} (use NONE)")
     runtime = sg.runtime
+    if runtime in schema.ABSENT_RUNTIMES and sg.origin["runtime"] in ("file", "model"):
+        where = model.key_path if sg.origin["runtime"] == "model" else sg.key_path
+        warning = (f"{where}.runtime: this release has no {runtime.upper()} runtime (convert refuses it); "
+                   f"the nearest is {schema.ABSENT_RUNTIMES[runtime]}")
+        if warning not in reader.warnings:
+            reader.warnings.append(warning)
     if sg.data_type is None or sg.origin["data_type"].startswith("default"):
         # a default follows the subgraph's own runtime, not the one its model defaulted for
         sg.values["data_type"] = schema.DEFAULT_DATA_TYPE[runtime]

@@ -13,6 +13,7 @@ from mace.errors import ConfigError
 FRONTENDS = {
     "onnx": "mace.frontends.onnx.frontend",
     "tensorflow": "mace.frontends.tensorflow.frontend",
+    "keras": "mace.frontends.tensorflow.frontend",   # MACE's platform name for Keras files (.h5, .keras)
     "caffe": "mace.frontends.caffe.frontend",
 }
 
