@@ -106,8 +106,8 @@ def _input_file(directory: Path, spec, npy_name: str, raw_name: str) -> np.ndarr
     """DIR/<name>.npy (ours) or DIR/model_input_<name> (MACE's raw bytes): the name says which."""
     if (directory / npy_name).is_file() or not (directory / raw_name).is_file():
         if not (directory / npy_name).is_file():
-            raise RuntimeInputError(f"--input_dir: no file for input '{spec.name}' in {directory}: "
-                                    f"expected {npy_name} or MACE's raw {raw_name}")
+            raise RuntimeInputError(f"--input_dir: input file {directory / npy_name} not found (nor MACE's "
+                                    f"raw {directory / raw_name}) for input '{spec.name}'")
         return _npy(directory / npy_name, spec, "--input_dir")
     return read_raw(directory / raw_name, spec, "--input_dir")
 

@@ -320,12 +320,28 @@ def _model(reader, name, raw):
     return model
 
 
+def _old_format_keys(values: dict, origin: dict) -> None:
+    """MACE 0.8's build_type (and embed_model_data) stand for the format keys when those are absent."""
+    formats = {"proto": "file", "code": "code"}
+    if values.get("build_type") and origin["model_graph_format"] == "default":
+        values["model_graph_format"] = formats[values["build_type"]]
+        origin["model_graph_format"] = "build_type"
+    if origin["model_data_format"] == "default":
+        if values.get("embed_model_data") is not None and values["model_graph_format"] == "code":
+            values["model_data_format"] = "code" if values["embed_model_data"] else "file"
+            origin["model_data_format"] = "embed_model_data"
+        elif values.get("build_type"):
+            values["model_data_format"] = formats[values["build_type"]]
+            origin["model_data_format"] = "build_type"
+
+
 def load_deployment(path) -> DeploymentConfig:
     """Parse, normalise and validate a deployment file (no model file is read here)."""
     path = Path(path)
     data, env_used = load_yaml(path)
     reader = _Reader(path)
     values, origin = reader.resolve(data, schema.TOP_KEYS, "")
+    _old_format_keys(values, origin)
     if values["model_graph_format"] == "file" and values["model_data_format"] == "code":
         reader.fail("model_data_format", "'code' needs model_graph_format: code too")
     models_raw = values["models"]

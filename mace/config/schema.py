@@ -208,6 +208,11 @@ TOP_KEYS = [
     Key("model_data_format", one_of(("file", "code")), "file", doc="weights as .data file or code"),
     Key("models", any_value, required=True, doc="name -> model"),
     Key("apu_version_with_no_device", as_str, "-1", later="APU"),
+    # MACE 0.8's keys, before model_graph_format / model_data_format
+    Key("build_type", one_of(("proto", "code")), None,
+        doc="MACE 0.8: proto = graph and data as files, code = both as code (when the new keys are absent)"),
+    Key("embed_model_data", as_flag, None, doc="MACE 0.8: 1 = weights in code; read as model_data_format code"),
+    Key("linkshared", as_flag, None, later="a shared C++ library (the runtime here is Python)"),
 ]
 
 # Keys a subgraph may override (MACE: net_conf.update(subgraph)).
