@@ -12,9 +12,10 @@ Each row says how the flag is honoured here:
   behaviour  MACE's meaning mapped onto what this release has (`meaning` says how)
   note       accepted, and `note: --flag has no effect here: <meaning>` is printed when given
 
-Versions (MACE's converter.py generations, by the subcommands it had):
+Versions (MACE's converter.py generations, by the subcommands it had; the flags were read from
+several revisions of XiaoMi/mace's tools/converter.py):
   0.8     build / run / benchmark, models described by --build_type proto|code
-  0.9-0.x convert / run / benchmark, --model_graph_format / --model_data_format
+  0.9+    convert / run / benchmark, --model_graph_format / --model_data_format
   latest  convert / run (benchmark folded into `run --benchmark`, commit c3f3df53)
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ KINDS = ("same", "alias", "behaviour", "note")
 class MaceFlag:
     flag: str                 # "--layers"
     commands: tuple           # MACE subcommands that accepted it
-    versions: str             # "0.8", "0.9-0.x", "latest", or a range of them
+    versions: str             # V08, UNVERIFIED, LATEST, or a range of them
     kind: str                 # one of KINDS
     meaning: str              # one line: what it does here, or why it has no effect
     value: str = ""           # metavar of its value; "" for a switch
@@ -40,19 +41,23 @@ class MaceFlag:
         assert self.kind in KINDS and self.flag.startswith("--") and set(self.commands) <= set(COMMANDS)
 
 
-ALL_ERAS = "0.8-latest"
+V08, MID, LATEST = "0.8", "0.9+", "latest"
+ALL_ERAS = "0.8, 0.9+, latest"
+OLD_MID = "0.8, 0.9+"
+MID_LATEST = "0.9+, latest"
+UNVERIFIED = "? (named in issue 23, not found in the MACE sources read)"
 CRB = ("convert", "run", "benchmark", "build")
 RB = ("run", "benchmark")
 
 FLAGS = (
     # ---- every subcommand -------------------------------------------------------------------
     MaceFlag("--config", CRB, ALL_ERAS, "same", "the deployment .yml", "PATH"),
-    MaceFlag("--build_type", ("build", "run", "benchmark"), "0.8", "behaviour",
+    MaceFlag("--build_type", ("build", "run", "benchmark"), V08, "behaviour",
              "proto -> model_graph_format and model_data_format file; code -> both code", "proto|code"),
-    MaceFlag("--model_graph_format", ("convert", "run", "benchmark"), "0.9-latest", "behaviour",
+    MaceFlag("--model_graph_format", ("convert", "run", "benchmark"), MID_LATEST, "behaviour",
              "overrides the .yml's model_graph_format (file: .pb; code: a generated Python package)",
              "file|code"),
-    MaceFlag("--model_data_format", ("convert", "run", "benchmark"), "0.9-latest", "behaviour",
+    MaceFlag("--model_data_format", ("convert", "run", "benchmark"), MID_LATEST, "behaviour",
              "overrides the .yml's model_data_format (code needs model_graph_format code too)", "file|code"),
     MaceFlag("--target_abis", CRB, ALL_ERAS, "behaviour",
              "overrides the .yml's target_abis (comma-separated); run/benchmark use devices of those ABIs",
@@ -62,26 +67,26 @@ FLAGS = (
              "SOCS"),
     MaceFlag("--target_socs", RB, ALL_ERAS, "same",
              "only devices with one of these SoCs; all or random as in MACE", "SOCS"),
-    MaceFlag("--debug_mode", ("convert", "run", "benchmark"), "0.10-latest", "note",
+    MaceFlag("--debug_mode", ("convert", "run", "benchmark"), MID_LATEST, "note",
              "no native library is compiled, so there are no debug symbols to keep; --verbose shows tracebacks"),
     MaceFlag("--address_sanitizer", ("convert", "run", "benchmark", "build"), ALL_ERAS, "note",
              "no C++ code is compiled here; the runtime is Python and numpy, checked by Python itself"),
-    MaceFlag("--devices_to_run", ("convert",), "latest", "note",
+    MaceFlag("--devices_to_run", ("convert",), LATEST, "note",
              "convert runs on this machine only; devices are chosen by run and benchmark"),
-    MaceFlag("--devices_to_run", RB, "latest", "alias",
+    MaceFlag("--devices_to_run", RB, LATEST, "alias",
              "run only on these devices: a name from the devices .yml, its address, its `models` name "
              "without spaces, an adb serial, or host (comma-separated)", "NAMES", "--device"),
-    MaceFlag("--quantize_stat", ("convert", "run"), "0.10-latest", "same",
+    MaceFlag("--quantize_stat", ("convert", "run"), MID_LATEST, "same",
              "convert: float model for statistics; run: log tensor ranges over --input_dir"),
     # ---- convert ----------------------------------------------------------------------------
-    MaceFlag("--cl_mem_type", ("convert",), "0.10-0.x", "note",
+    MaceFlag("--cl_mem_type", ("convert",), MID, "note",
              "the GPU runtime here keeps activations in OpenCL images only (cl_mem_type buffer is not "
              "implemented), so the choice changes nothing", "image|buffer"),
-    MaceFlag("--enable_micro", ("convert",), "latest", "note",
+    MaceFlag("--enable_micro", ("convert",), LATEST, "note",
              "there is no MACE-Micro (MCU) backend in this release; the model is converted for the host runtimes"),
     # ---- run and benchmark: threads, affinity, GPU hints -----------------------------------
-    MaceFlag("--omp_num_threads", RB, "0.8-0.x", "same", "CPU threads (BLAS, compute pool)", "N"),
-    MaceFlag("--num_threads", ("run",), "latest", "alias", "CPU threads (BLAS, compute pool)", "N",
+    MaceFlag("--omp_num_threads", RB, OLD_MID, "same", "CPU threads (BLAS, compute pool)", "N"),
+    MaceFlag("--num_threads", ("run",), LATEST, "alias", "CPU threads (BLAS, compute pool)", "N",
              "--omp_num_threads"),
     MaceFlag("--cpu_affinity_policy", RB, ALL_ERAS, "same",
              "pin threads: 0 none, 1 big cores, 2 little cores (default 0 here, MACE 1: "
@@ -90,23 +95,23 @@ FLAGS = (
              "OpenCL performance hint where the device has cl_khr_throttle_hints (default 0 here, MACE 3)", "N"),
     MaceFlag("--gpu_priority_hint", ("run",), ALL_ERAS, "same",
              "OpenCL queue priority where the device has cl_khr_priority_hints (default 0 here, MACE 3)", "N"),
-    MaceFlag("--gpu_perf_hint", ("benchmark",), "0.8-0.x", "note",
+    MaceFlag("--gpu_perf_hint", ("benchmark",), OLD_MID, "note",
              "benchmark sets the GPU up with the driver's default hints; `run` applies them", "N"),
-    MaceFlag("--gpu_priority_hint", ("benchmark",), "0.8-0.x", "note",
+    MaceFlag("--gpu_priority_hint", ("benchmark",), OLD_MID, "note",
              "benchmark sets the GPU up with the driver's default hints; `run` applies them", "N"),
-    MaceFlag("--mace_lib_type", RB, "0.9-latest", "note",
+    MaceFlag("--mace_lib_type", RB, MID_LATEST, "note",
              "no C++ library is linked: every run uses the Python engine (mace_run.pyz on devices)",
              "static|dynamic"),
-    MaceFlag("--disable_openmp", RB, "0.8-0.x", "note",
+    MaceFlag("--disable_openmp", RB, MID, "note",
              "OpenMP is not a build option here; set the thread count with --omp_num_threads 1"),
-    MaceFlag("--enable_openmp", RB, "0.10-0.x", "note",
+    MaceFlag("--enable_openmp", RB, MID, "note",
              "OpenMP is not a build option here; the compute pool uses it where numba has it"),
-    MaceFlag("--device_yml", RB, "0.10-latest", "same", "the devices .yml (default ./devices.yml)", "PATH"),
+    MaceFlag("--device_yml", RB, MID_LATEST, "same", "the devices .yml (default ./devices.yml)", "PATH"),
     # ---- run ---------------------------------------------------------------------------------
     MaceFlag("--round", ("run",), ALL_ERAS, "same", "timed runs after the warm-up", "N"),
     MaceFlag("--validate", ("run",), ALL_ERAS, "same",
              "compare the outputs with the framework (cosine, SQNR, pixel accuracy)"),
-    MaceFlag("--layers", ("run",), "0.11-latest", "behaviour",
+    MaceFlag("--layers", ("run",), MID_LATEST, "behaviour",
              "layer-by-layer validation of the mapped layers start:end (python slice, or one index); "
              "CSV in builds/<library>/model/<model>_layers.csv", "START:END"),
     MaceFlag("--caffe_env", ("run",), ALL_ERAS, "note",
@@ -117,7 +122,7 @@ FLAGS = (
     MaceFlag("--gpu_out_of_range_check", ("run",), ALL_ERAS, "behaviour",
              "after the run, check every node output for NaN/Inf and, with fp16 storage, for values "
              "beyond half's range (+-65504); fails the run when one is found"),
-    MaceFlag("--check_gpu_out_of_memory", ("run",), "0.9-0.x", "note",
+    MaceFlag("--check_gpu_out_of_memory", ("run",), UNVERIFIED, "note",
              "GPU memory is allocated through pyopencl, which raises a clear error when it runs out; "
              "nothing to switch on"),
     MaceFlag("--restart_round", ("run",), ALL_ERAS, "behaviour",
@@ -132,44 +137,44 @@ FLAGS = (
              "MACE used it to inject mock runtime failures into its fallback path; nothing here fails on "
              "purpose", "RATIO"),
     MaceFlag("--example", ("run",), ALL_ERAS, "same", "run as an application would, print top-5 per output"),
-    MaceFlag("--input_dir", ("run",), "0.10-latest", "same",
+    MaceFlag("--input_dir", ("run",), MID_LATEST, "same",
              "inputs from DIR: <name>.npy, or MACE's raw model_input_<name> files", "DIR"),
-    MaceFlag("--output_dir", ("run",), "0.11-latest", "same",
+    MaceFlag("--output_dir", ("run",), MID_LATEST, "same",
              "outputs to DIR as .npy, or MACE's raw model_out_<name> files with --output_format raw", "DIR"),
-    MaceFlag("--cl_binary_to_code", ("run",), "0.11-latest", "note",
+    MaceFlag("--cl_binary_to_code", ("run",), MID_LATEST, "note",
              "there is no C++ library to embed OpenCL binaries in; they stay files under "
              "builds/<library>/opencl/ that run loads"),
-    MaceFlag("--benchmark", ("run",), "latest", "same", "MACE's per-op benchmark tables"),
-    MaceFlag("--fake_warmup", ("run",), "latest", "note",
+    MaceFlag("--benchmark", ("run",), LATEST, "same", "MACE's per-op benchmark tables"),
+    MaceFlag("--fake_warmup", ("run",), LATEST, "note",
              "the warm-up run here is a real run on the real inputs, timed and reported apart"),
-    MaceFlag("--disable_tuning", ("run",), "0.9-latest", "behaviour",
+    MaceFlag("--disable_tuning", ("run",), MID_LATEST, "behaviour",
              "no OpenCL work-group tuning, even where target_socs would start it (no tuned file yet)"),
-    MaceFlag("--opencl_cache_reuse_policy", ("run",), "latest", "note",
+    MaceFlag("--opencl_cache_reuse_policy", ("run",), LATEST, "note",
              "compiled OpenCL programs are cached per device name here and reused only on that device",
              "N"),
-    MaceFlag("--accelerator_cache_policy", ("run",), "latest", "note",
+    MaceFlag("--accelerator_cache_policy", ("run",), LATEST, "note",
              "there is no APU/HTP runtime in this release to cache for", "N"),
-    MaceFlag("--accelerator_binary_file", ("run",), "latest", "note",
+    MaceFlag("--accelerator_binary_file", ("run",), LATEST, "note",
              "there is no APU/HTP runtime in this release to load a cache for", "FILE"),
-    MaceFlag("--accelerator_storage_file", ("run",), "latest", "note",
+    MaceFlag("--accelerator_storage_file", ("run",), LATEST, "note",
              "there is no APU/HTP runtime in this release to store a cache for", "FILE"),
-    MaceFlag("--apu_boost_hint", ("run",), "latest", "note", "there is no APU runtime in this release", "N"),
-    MaceFlag("--apu_preference_hint", ("run",), "latest", "note", "there is no APU runtime in this release",
+    MaceFlag("--apu_boost_hint", ("run",), LATEST, "note", "there is no APU runtime in this release", "N"),
+    MaceFlag("--apu_preference_hint", ("run",), LATEST, "note", "there is no APU runtime in this release",
              "N"),
-    MaceFlag("--use_system_libhexagon_nn", ("run",), "latest", "note",
+    MaceFlag("--use_system_libhexagon_nn", ("run",), LATEST, "note",
              "runtime dsp runs through a DspBackend (default the Hexagon simulator), not libhexagon_nn"),
     # ---- benchmark ---------------------------------------------------------------------------
-    MaceFlag("--max_num_runs", ("benchmark",), "0.10-0.x", "behaviour",
+    MaceFlag("--max_num_runs", ("benchmark",), MID, "behaviour",
              "the number of runs without and with statistics (as --round)", "N", "--round"),
-    MaceFlag("--max_seconds", ("benchmark",), "0.10-0.x", "behaviour",
+    MaceFlag("--max_seconds", ("benchmark",), MID, "behaviour",
              "stop each timed phase once it has run this long (at least one run)", "S"),
     # ---- build (0.8) ---------------------------------------------------------------------------
-    MaceFlag("--tuning", ("build",), "0.8", "note",
+    MaceFlag("--tuning", ("build",), "0.8? (named in issue 23; the 0.8 parser read has --disable_tuning)", "note",
              "build does not run models here; GPU tuning happens at `run --tuning` (or `run` with "
              "target_socs), whose file build then ships"),
-    MaceFlag("--disable_tuning", ("build",), "0.8", "note",
+    MaceFlag("--disable_tuning", ("build",), V08, "note",
              "build never tunes here, so there is nothing to switch off"),
-    MaceFlag("--disable_openmp", ("build",), "0.8", "note",
+    MaceFlag("--disable_openmp", ("build",), V08, "note",
              "the runner is Python, not compiled with or without OpenMP"),
 )
 
