@@ -7,12 +7,9 @@ validation_inputs_data, else seeded uniform random values in input_ranges
 from __future__ import annotations
 
 import statistics
-from pathlib import Path
-
-import numpy as np
 
 from mace.config.deployment import DeploymentConfig, ModelConfig
-from mace.config.files import file_names, make_inputs, models_of
+from mace.config.files import make_inputs, models_of, write_outputs
 from mace.ir.args import get_arg
 from mace.runtime.affinity import pin_threads, thread_limit
 from mace.runtime.open import open_engine
@@ -20,47 +17,60 @@ from mace.runtime.profiler import OpProfiler
 from mace.runtime.results import ModelRunResult, Timing, timed
 from mace.transform.placement.groups import describe as describe_placement
 from mace.validate.outputs import validate_outputs
+from mace.validate.reference import backend_note
 
 
 def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, rounds: int = 1,
               validate: bool = False, input_dir=None, output_dir=None, num_threads: int = 0,
               seed: int = 0, profile: bool = False, tuning: bool = False, gpu_perf_hint: int = 0,
-              gpu_priority_hint: int = 0, cpu_affinity_policy: int = 0) -> ModelRunResult:
+              gpu_priority_hint: int = 0, cpu_affinity_policy: int = 0, auto_tuning: bool = True,
+              restart_round: int = 1, output_format: str = "npy") -> ModelRunResult:
     sg = model.graph
     notes = []
     with thread_limit(num_threads):
         if cpu_affinity_policy and not pin_threads(cpu_affinity_policy, num_threads):
             notes.append(f"cpu_affinity_policy {cpu_affinity_policy}: this OS does not let us pin threads")
-        opened = open_engine(config, model, build_dir, tuning=tuning, gpu_perf_hint=gpu_perf_hint,
-                             gpu_priority_hint=gpu_priority_hint)
-        engine = opened.engine
-        notes += opened.notes + describe_placement(engine.graph)   # mixed runtimes
-        # the deployment file's checksum names the model file: no need to read (or download) it
-        src = get_arg(engine.graph.net, "source_sha256", "")
-        if src and src != model.model_sha256_checksum:
-            notes.append(f"{model.model_file_path} changed since it was converted: run convert again")
-        inputs, source = make_inputs(config, sg, input_dir, seed)
-        outputs, warmup_ms = timed(lambda: engine.run(inputs))
-        timing = Timing(opened.init_ms, warmup_ms)
-        profiler = OpProfiler() if profile else None
-        if profiler:
-            engine.observers.append(profiler)
-        if rounds > 0:
-            times = [timed(lambda: engine.run(inputs))[1] for _ in range(rounds)]
-            timing = Timing(opened.init_ms, warmup_ms, rounds, statistics.fmean(times),
-                            statistics.median(times), min(times), max(times), statistics.pstdev(times))
+        restarts = max(int(restart_round), 1)
+        inits = []
+        for restart in range(restarts):  # MACE's --restart_round: a fresh engine each time
+            opened = open_engine(config, model, build_dir, tuning=tuning, gpu_perf_hint=gpu_perf_hint,
+                                 gpu_priority_hint=gpu_priority_hint, auto_tuning=auto_tuning)
+            engine = opened.engine
+            inits.append(opened.init_ms)
+            if restart == 0:
+                notes += opened.notes + describe_placement(engine.graph) + _source_notes(model, engine)
+                inputs, source = make_inputs(config, sg, input_dir, seed)
+            outputs, warmup_ms = timed(lambda: engine.run(inputs))
+            timing = Timing(opened.init_ms, warmup_ms)
+            profiler = OpProfiler() if profile and restart == restarts - 1 else None
+            if profiler:
+                engine.observers.append(profiler)
+            if rounds > 0:
+                times = [timed(lambda: engine.run(inputs))[1] for _ in range(rounds)]
+                timing = Timing(opened.init_ms, warmup_ms, rounds, statistics.fmean(times),
+                                statistics.median(times), min(times), max(times), statistics.pstdev(times))
+        if restarts > 1:
+            notes.append(f"restart_round {restarts}: engine created {restarts} times, init(ms) "
+                         + ", ".join(f"{t:.3f}" for t in inits) + "; the table shows the last")
     result = ModelRunResult(model.name, sg.runtime, source, timing, outputs, notes=notes,
                             op_stats=profiler.stats() if profiler else [])
     if output_dir:
-        out = Path(output_dir)
-        files = file_names(outputs, "output")
-        out.mkdir(parents=True, exist_ok=True)
-        for name, value in outputs.items():
-            np.save(out / files[name], value)
+        write_outputs(output_dir, outputs, output_format)
     if validate:
+        note = backend_note(model.platform, sg.backend)
+        if note and not (source == "validation_inputs_data" and sg.validation_outputs_data):
+            result.notes.append(note)   # the framework is the reference: say which one, as asked
         result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads, build_dir,
                                           use_files=source == "validation_inputs_data")
     return result
+
+
+def _source_notes(model: ModelConfig, engine) -> list:
+    """The deployment file's checksum names the model file: no need to read (or download) it."""
+    src = get_arg(engine.graph.net, "source_sha256", "")
+    if src and src != model.model_sha256_checksum:
+        return [f"{model.model_file_path} changed since it was converted: run convert again"]
+    return []
 
 
 def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:

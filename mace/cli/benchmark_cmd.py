@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import sys
 
-from mace.cli import _devices, _dsp_flags
+from mace.cli import _overrides, _devices, _dsp_flags
 from mace.cli._console import console as make_console
 from mace.cli._tables import grouped, mace_table, ms, shape
 from mace.config import load_deployment
 from mace.config.files import models_of
 from mace.devices.target_run import BenchmarkRun
+from mace.errors import ConfigError
 from mace.report.benchmark_model import benchmark_model
 from mace.runtime.affinity import pin_threads
 from mace.transform.placement.timing import placement_lines
@@ -26,6 +27,11 @@ OP_HEADERS = ["Op Type", "Start", "First", "Avg(ms)", "%", "cdf%", "GMACPS", "St
 def add_arguments(p) -> None:
     p.add_argument("--round", type=int, default=10, help="runs without and with statistics (each)")
     p.add_argument("--warmup", type=int, default=1, help="warm-up runs before timing")
+    p.add_argument("--max_num_runs", type=int, default=None, metavar="N",
+                   help="MACE's spelling of --round (when both are given, this one counts)")
+    p.add_argument("--max_seconds", type=float, default=None, metavar="S",
+                   help="MACE's flag: stop each timed phase once it has run S seconds (at least one run; "
+                        "host runs)")
     p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
                    help="pin the CPU threads (MACE's CPUAffinityPolicy): 0 none, 1 big cores, "
                         "2 little cores, 3 high performance, 4 power save; on a device too")
@@ -103,7 +109,7 @@ def _host_runs(config, args) -> list:
     runs = []
     for model in models_of(config, args.models):
         r = benchmark_model(config, model, args.build_dir, args.round, args.input_dir, args.seed,
-                            args.num_threads, warmup=args.warmup)
+                            args.num_threads, warmup=args.warmup, max_seconds=args.max_seconds)
         runs.append(BenchmarkRun(model.name, r, notes=list(notes)))
     return runs
 
@@ -124,7 +130,12 @@ def _json(run: BenchmarkRun) -> dict:
 
 def main(args) -> int:
     config = load_deployment(args.config)
+    _overrides.apply(config, args)  # MACE's --target_abis, --model_graph_format, ...
     _dsp_flags.apply(config, args)
+    if args.max_num_runs is not None:
+        args.round = args.max_num_runs
+    if args.max_seconds is not None and args.max_seconds <= 0:
+        raise ConfigError(f"--max_seconds {args.max_seconds}: must be above 0")
     for w in config.warnings:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
     runs, device_errors = _devices.run(config, args, lambda _output_dir: _host_runs(config, args),

@@ -7,6 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mace.build import build_library
+from mace.cli import _overrides
 from mace.cli._console import console as make_console
 from mace.config import load_deployment
 
@@ -19,6 +20,7 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     config = load_deployment(args.config)
+    _overrides.apply(config, args)  # MACE's --target_abis, --model_graph_format, ...
     console = make_console()
     for w in config.warnings:
         print(f"warning: {config.path}: {w}", file=sys.stderr)

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment, schema
+from mace.validate.reference import backend_note
 
 HELP = "show the resolved deployment configuration (defaults filled, unknown keys warned)"
 
@@ -50,6 +51,10 @@ def main(args) -> int:
         console.print(escape(f"environment: ${{{var}}} = {value}"))
     for w in config.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(f'{config.path}: {w}')}")
+    for name, model in config.models.items():
+        note = backend_note(model.platform, model.graph.backend)
+        if note:
+            console.print(f"[yellow]note:[/yellow] {escape(f'models.{name}: {note}')}")
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump(resolved_dict(config), f, indent=2)

@@ -10,8 +10,8 @@ import logging
 import sys
 
 from mace import __version__
-from mace.cli import (benchmark_cmd, build_cmd, config_cmd, convert_cmd, debug_cmd, quantize_stat_cmd,
-                      report_cmd, run_cmd, visualize_cmd)
+from mace.cli import (_overrides, benchmark_cmd, build_cmd, config_cmd, convert_cmd, debug_cmd, mace_flags,
+                      quantize_stat_cmd, report_cmd, run_cmd, visualize_cmd)
 from mace.errors import MaceError
 
 COMMANDS = {"convert": convert_cmd, "build": build_cmd, "run": run_cmd, "config": config_cmd,
@@ -56,6 +56,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[parent], help=module.HELP, description=module.HELP,
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         module.add_arguments(p)
+        if name in mace_flags.COMMANDS:  # MACE's flags: mapped, or accepted with a note
+            _overrides.add_arguments(p, name)
+            mace_flags.install(p, name)
         p.set_defaults(handler=module.main)
     return parser
 
@@ -64,6 +67,8 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.vlog_level else logging.WARNING,
                         format="%(message)s")
+    for note in mace_flags.notes_given(args, args.command):
+        print(f"note: {note}", file=sys.stderr)
     try:
         return args.handler(args) or 0
     except MaceError as e:

@@ -6,13 +6,15 @@ import math
 import sys
 
 import numpy as np
-from mace.cli import _devices, _dsp_flags, _gpu_flags, _quant_flags, run_extras
+from mace.cli import _accuracy, _overrides, _devices, _dsp_flags, _gpu_flags, _quant_flags, run_extras
 from mace.cli._console import console as make_console
 from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment
-from mace.errors import ValidationFailed
+from mace.config.files import library_dir
+from mace.errors import ConfigError, ValidationFailed
+from mace.report.run_csv import write_report_csv
 from mace.run import run_deployment
 
 HELP = "run converted models; --validate compares with the original framework"
@@ -26,9 +28,17 @@ def add_arguments(p) -> None:
                    help="run as an application would: load the model with the Python API and print "
                         "each output's shape and top-5 classes")
     p.add_argument("--input_dir", default=None, metavar="DIR",
-                   help="read each input from DIR/<input name>.npy ('/', ':' in names become '_')")
+                   help="read each input from DIR/<input name>.npy ('/', ':' in names become '_') or from "
+                        "MACE's raw DIR/model_input_<name> (every non-alphanumeric character as '_')")
     p.add_argument("--output_dir", default=None, metavar="DIR",
-                   help="write each output to DIR/<output name>.npy ('/', ':' in names become '_')")
+                   help="write each output to DIR/<output name>.npy ('/', ':' in names become '_'), or "
+                        "as MACE's raw DIR/model_out_<name> with --output_format raw")
+    p.add_argument("--output_format", default="npy", choices=("npy", "raw"),
+                   help="--output_dir files: .npy, or raw little-endian bytes named as MACE names them")
+    p.add_argument("--restart_round", type=int, default=1, metavar="N",
+                   help="MACE's flag: create the engine and run --round times, N times over (host runs)")
+    p.add_argument("--report_dir", default=None, metavar="DIR",
+                   help="where --report writes MACE's report.csv (default builds/<library>/)")
     p.add_argument("--omp_num_threads", "--num_threads", dest="num_threads", type=int, default=-1,
                    help="CPU threads for BLAS (and onnxruntime when validating); -1: library default")
     p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
@@ -97,17 +107,21 @@ def to_json(r) -> dict:
 
 def main(args) -> int:
     config = load_deployment(args.config)
+    _overrides.apply(config, args)  # MACE's --target_abis, --model_graph_format, ...
     _dsp_flags.apply(config, args)
     console = make_console()
     for w in config.warnings:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
+    if args.restart_round < 1:
+        raise ConfigError(f"--restart_round {args.restart_round}: must be at least 1")
     if args.quantize_stat:  # MACE's statistics run over --input_dir: no timing, no validation
         return _quant_flags.run_stat(args, config, console)
     results, device_errors = _devices.run(config, args, lambda output_dir: run_deployment(
         config, args.models, build_dir=args.build_dir, rounds=args.round,
         validate=args.validate, input_dir=args.input_dir,
         output_dir=output_dir, num_threads=args.num_threads, seed=args.seed,
-        cpu_affinity_policy=args.cpu_affinity_policy,
+        cpu_affinity_policy=args.cpu_affinity_policy, restart_round=args.restart_round,
+        output_format=args.output_format,
         profile=args.vlog_level >= 2, **_gpu_flags.run_kwargs(args)), console,
         profile=args.vlog_level >= 2)
     for r in results:
@@ -122,18 +136,24 @@ def main(args) -> int:
         if r.metrics:
             _print_metrics(console, r)
     if args.output_dir:
-        console.print(f"outputs written to {escape(args.output_dir)}/")
+        console.print(f"outputs written to {escape(args.output_dir)}/"
+                      + (" (MACE's raw format)" if args.output_format == "raw" else ""))
+    if args.report and results:  # MACE's report.csv, where its --report_dir puts it
+        path = write_report_csv(args.report_dir or library_dir(config, args.build_dir), results)
+        console.print(f"report CSV: {escape(str(path))}")
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump({"library": config.library_name, "models": [to_json(r) for r in results]}, f, indent=2)
     _devices.raise_errors(device_errors)
     layer_failures = run_extras.main(args, config, console)
+    _accuracy.main(args, config, console)
     _quant_flags.trace(args, config, console)
     failed = [m.name for r in results for m in r.metrics if not m.passed]
     if failed:
         raise ValidationFailed(f"similarity below threshold for output(s): {', '.join(failed)}")
     if layer_failures:
-        raise ValidationFailed(f"layer-by-layer check failed: {'; '.join(layer_failures)}")
+        what = "layer-by-layer" if any(not f.startswith(run_extras.RANGE) for f in layer_failures) else "range"
+        raise ValidationFailed(f"{what} check failed: {'; '.join(layer_failures)}")
     if args.validate:
         console.print("[green]Similarity test passed[/green]")
     return 0

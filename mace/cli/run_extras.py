@@ -1,5 +1,6 @@
 """The report flags of `run`: --benchmark, --report, --validate_all_layers (and check_tensors with
---validate), --dump_tensors, --locate_divergence. They run on the host engine after the normal run.
+--validate), MACE's --layers and --gpu_out_of_range_check, --dump_tensors, --locate_divergence.
+They run on the host engine after the normal run.
 """
 from __future__ import annotations
 
@@ -13,14 +14,17 @@ from mace.cli.benchmark_cmd import benchmark_lines
 from mace.cli.debug_cmd import locate, report_findings
 from mace.config.files import models_of
 from mace.report.benchmark_model import benchmark_model
+from mace.errors import ConfigError
 from mace.report.dump import dump_tensors
 from mace.report.online import online_report, render_text
 from mace.report.session import open_model
 from mace.runtime.affinity import thread_limit
 from mace.util.jsonutil import plain
 from mace.validate.layers import validate_layers
+from mace.validate.range_check import check_ranges
 
-FLAGS = ("benchmark", "report", "validate_all_layers", "dump_tensors", "locate_divergence")
+FLAGS = ("benchmark", "report", "validate_all_layers", "dump_tensors", "locate_divergence", "layers",
+         "gpu_out_of_range_check")
 
 
 def add_arguments(p) -> None:
@@ -35,11 +39,38 @@ def add_arguments(p) -> None:
                    help="write every node's outputs to DIR/<model>/NNNN_<tensor>.npy (+ tensors.csv)")
     p.add_argument("--locate_divergence", action="store_true",
                    help="name the first node where each runtime diverges (as the `debug` command)")
+    p.add_argument("--layers", default=None, metavar="START:END",
+                   help="MACE's layer-by-layer validation of the mapped layers START:END (a python "
+                        "slice, or one index; MACE's -1 means off); as --validate_all_layers otherwise")
+    p.add_argument("--gpu_out_of_range_check", action="store_true",
+                   help="check every node output for NaN/Inf and, with fp16 storage (data_type fp16_*), "
+                        "for values beyond half's range; fails the run when one is found")
+
+
+RANGE = "out of range:"   # marks the range check's failures among the layer checks
+
+
+def layer_slice(text: str | None) -> slice | None:
+    """MACE's --layers: 'start:end' (python slice) or 'i' (that layer only); '-1' (MACE's default)
+    or nothing: not asked for."""
+    if text is None or text.strip() == "-1":
+        return None
+    parts = text.split(":")
+    try:
+        if len(parts) == 1:
+            i = int(parts[0])
+            return slice(i, i + 1)
+        if len(parts) == 2:
+            return slice(*(int(x) if x.strip() else None for x in parts))
+    except ValueError:
+        pass
+    raise ConfigError(f"--layers {text!r}: expected start:end (python slice) or one layer index")
 
 
 def _wanted(args, model) -> bool:
     checks = args.validate and bool(model.graph.values.get("check_tensors"))
-    return checks or any(getattr(args, f, None) for f in FLAGS)
+    return checks or layer_slice(args.layers) is not None or \
+        any(getattr(args, f, None) for f in FLAGS if f != "layers")
 
 
 def main(args, config, console) -> list:
@@ -72,9 +103,13 @@ def _one_model(args, config, model, console, data: dict) -> list:
             out = Path(args.dump_tensors) / model.name
             dumped = dump_tensors(session.engine, session.inputs, out)
             console.print(f"{len(dumped)} tensors of {model.name} written to {escape(str(out))}/ (tensors.csv)")
-        if args.validate_all_layers or (args.validate and session.subgraph.values.get("check_tensors")):
-            v = validate_layers(session, max(threads, 0), all_layers=args.validate_all_layers,
-                                csv_path=session.artifact("_layers.csv"))
+        select = layer_slice(args.layers)
+        if args.gpu_out_of_range_check:
+            failures += _range_check(console, session, data)
+        if args.validate_all_layers or select is not None or \
+                (args.validate and session.subgraph.values.get("check_tensors")):
+            v = validate_layers(session, max(threads, 0), all_layers=args.validate_all_layers or select is not None,
+                                csv_path=session.artifact("_layers.csv"), select=select)
             print_layers(console, v)
             data["layers"] = plain(v)
             if v.first_failure is not None:
@@ -84,6 +119,20 @@ def _one_model(args, config, model, console, data: dict) -> list:
         data["divergence"] = plain(rep)
         failures += report_findings(console, rep)
     return failures
+
+
+def _range_check(console, session, data: dict) -> list:
+    """--gpu_out_of_range_check: print what was found; a failure message per bad tensor."""
+    r = check_ranges(session.engine, session.inputs, session.model.name, session.subgraph.data_type)
+    data["range_check"] = plain(r)
+    what = "NaN/Inf" + (" and fp16 range" if r.half_storage else "")
+    if not r.findings:
+        console.print(f"Range check of {r.model}: {r.checked} float tensors, no {what} problem")
+        return []
+    for f in r.findings:
+        console.print(f"[red]out of range:[/red] {r.model}: node {f.index} {escape(f.op)} ({f.type}), "
+                      f"tensor {escape(f.tensor)}: {f.problem}")
+    return [f"{RANGE} tensor '{f.tensor}' of {r.model}: {f.problem}" for f in r.findings]
 
 
 def _merge_json(path: Path, extra: dict) -> None:

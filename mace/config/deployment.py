@@ -164,6 +164,12 @@ def _check_subgraph(reader, sg, model):
             reader.fail(f"{sg.key_path}.input_data_formats",
                         f"{fmt} needs a 4-D shape but '{name}' has {shape} (use NONE)")
     runtime = sg.runtime
+    if runtime in schema.ABSENT_RUNTIMES and sg.origin["runtime"] in ("file", "model"):
+        where = model.key_path if sg.origin["runtime"] == "model" else sg.key_path
+        warning = (f"{where}.runtime: this release has no {runtime.upper()} runtime (convert refuses it); "
+                   f"the nearest is {schema.ABSENT_RUNTIMES[runtime]}")
+        if warning not in reader.warnings:
+            reader.warnings.append(warning)
     if sg.data_type is None or sg.origin["data_type"].startswith("default"):
         # a default follows the subgraph's own runtime, not the one its model defaulted for
         sg.values["data_type"] = schema.DEFAULT_DATA_TYPE[runtime]
@@ -314,12 +320,28 @@ def _model(reader, name, raw):
     return model
 
 
+def _old_format_keys(values: dict, origin: dict) -> None:
+    """MACE 0.8's build_type (and embed_model_data) stand for the format keys when those are absent."""
+    formats = {"proto": "file", "code": "code"}
+    if values.get("build_type") and origin["model_graph_format"] == "default":
+        values["model_graph_format"] = formats[values["build_type"]]
+        origin["model_graph_format"] = "build_type"
+    if origin["model_data_format"] == "default":
+        if values.get("embed_model_data") is not None and values["model_graph_format"] == "code":
+            values["model_data_format"] = "code" if values["embed_model_data"] else "file"
+            origin["model_data_format"] = "embed_model_data"
+        elif values.get("build_type"):
+            values["model_data_format"] = formats[values["build_type"]]
+            origin["model_data_format"] = "build_type"
+
+
 def load_deployment(path) -> DeploymentConfig:
     """Parse, normalise and validate a deployment file (no model file is read here)."""
     path = Path(path)
     data, env_used = load_yaml(path)
     reader = _Reader(path)
     values, origin = reader.resolve(data, schema.TOP_KEYS, "")
+    _old_format_keys(values, origin)
     if values["model_graph_format"] == "file" and values["model_data_format"] == "code":
         reader.fail("model_data_format", "'code' needs model_graph_format: code too")
     models_raw = values["models"]

@@ -17,6 +17,7 @@ import numpy as np
 
 from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
 from mace.config.fetch import fetch, local_path
+from mace.config.raw_files import INPUT_PREFIX, OUTPUT_PREFIX, raw_names, read_raw, write_raw
 from mace.config.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
 
@@ -72,7 +73,7 @@ def fetch_model_files(config: DeploymentConfig, model: ModelConfig, build_dir: P
     downloads = Path(build_dir or "builds") / "downloads"
     path = fetch(model.model_file_path, model.model_sha256_checksum,
                  f"{model.key_path}.model_file_path", config.path, downloads,
-                 allow_dir=model.platform == "tensorflow")  # a SavedModel is a directory
+                 allow_dir=model.platform in ("tensorflow", "keras"))  # a SavedModel is a directory
     weights = None
     if model.weight_file_path:
         weights = fetch(model.weight_file_path, model.weight_sha256_checksum,
@@ -125,15 +126,39 @@ def load_npy(path: Path, spec, where: str) -> np.ndarray:
     return value.astype(spec.dtype)
 
 
+def _input_file(directory: Path, spec, npy_name: str, raw_name: str) -> np.ndarray:
+    """DIR/<name>.npy (ours) or DIR/model_input_<name> (MACE's raw bytes): the name says which."""
+    if (directory / npy_name).is_file() or not (directory / raw_name).is_file():
+        if not (directory / npy_name).is_file():
+            raise RuntimeInputError(f"--input_dir: input file {directory / npy_name} not found (nor MACE's "
+                                    f"raw {directory / raw_name}) for input '{spec.name}'")
+        return load_npy(directory / npy_name, spec, "--input_dir")
+    return read_raw(directory / raw_name, spec, "--input_dir")
+
+
+def write_outputs(output_dir, outputs: dict, output_format: str = "npy") -> None:
+    """DIR/<name>.npy, or MACE's raw DIR/model_out_<name> (`--output_format raw`)."""
+    out = Path(output_dir)
+    raw = output_format == "raw"
+    files = raw_names(OUTPUT_PREFIX, outputs, "output") if raw else file_names(outputs, "output")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, value in outputs.items():
+        if raw:
+            write_raw(out / files[name], value)
+        else:
+            np.save(out / files[name], value)
+
+
 def make_inputs(config: DeploymentConfig, sg: SubgraphConfig, input_dir: Path | None, seed: int = 0):
     """(inputs in the caller's layout, a word saying where they came from).
 
-    From `--input_dir DIR/<name>.npy`, else the subgraph's validation_inputs_data,
+    From `--input_dir` (DIR/<name>.npy, or MACE's raw DIR/model_input_<name>), else the subgraph's validation_inputs_data,
     else seeded uniform random values in input_ranges."""
     specs = sg.inputs
     if input_dir:
         files = file_names([s.name for s in specs], "input")
-        return {s.name: load_npy(Path(input_dir) / files[s.name], s, "--input_dir")
+        raw = raw_names(INPUT_PREFIX, [s.name for s in specs], "input")
+        return {s.name: _input_file(Path(input_dir), s, files[s.name], raw[s.name])
                 for s in specs}, f"files in {input_dir}"
     if sg.validation_inputs_data:
         return {s.name: load_npy(local_path(f, config.base_dir), s, f"{sg.key_path}.validation_inputs_data")

@@ -14,6 +14,12 @@ ABIS = ("host", "armeabi-v7a", "arm64-v8a", "arm64", "armhf", "aarch64", "armv7l
 PLATFORMS = ("tensorflow", "caffe", "onnx", "megengine", "keras", "pytorch")
 RUNTIMES = ("cpu", "gpu", "dsp", "hta", "apu", "htp", "cpu+gpu")
 RUNTIME_ALIASES = {"cpu_gpu": "cpu+gpu", "hexagon": "dsp"}
+# MACE's runtimes this release has no engine for, and what comes nearest here (config says so).
+ABSENT_RUNTIMES = {
+    "hta": "dsp (quantized uint8 through a DSP backend, as HTA runs quantized models)",
+    "htp": "dsp (quantized uint8 through a DSP backend; HTP's 16-bit schemas are not available)",
+    "apu": "dsp for uint8 models (a DSP backend), cpu or gpu for fp16/fp32 ones",
+}
 DATA_TYPES = {
     "cpu": ("fp32_fp32", "fp16_fp32", "bf16_fp32", "fp16_fp16"),
     "gpu": ("fp16_fp32", "fp32_fp32", "fp16_fp16"),
@@ -152,6 +158,18 @@ def parse_thresholds(v) -> dict:
     return out
 
 
+def one_script(v) -> str:
+    """A path, or a one-item list of it (MACE unwraps it and allows only one script)."""
+    if isinstance(v, list):
+        if len(v) != 1:
+            raise ValueError(f"expected one script (MACE runs only one), got {len(v)}")
+        v = v[0]
+    s = as_str(v)
+    if not s:
+        raise ValueError("empty script path")
+    return s
+
+
 def any_value(v):
     return v
 
@@ -197,6 +215,11 @@ TOP_KEYS = [
     Key("model_data_format", one_of(("file", "code")), "file", doc="weights as .data file or code"),
     Key("models", any_value, required=True, doc="name -> model"),
     Key("apu_version_with_no_device", as_str, "-1", later="APU"),
+    # MACE 0.8's keys, before model_graph_format / model_data_format
+    Key("build_type", one_of(("proto", "code")), None,
+        doc="MACE 0.8: proto = graph and data as files, code = both as code (when the new keys are absent)"),
+    Key("embed_model_data", as_flag, None, doc="MACE 0.8: 1 = weights in code; read as model_data_format code"),
+    Key("linkshared", as_flag, None, later="a shared C++ library (the runtime here is Python)"),
 ]
 
 # Keys a subgraph may override (MACE: net_conf.update(subgraph)).
@@ -222,8 +245,11 @@ INHERITED_KEYS = [
     Key("cl_mem_type", one_of(("image", "buffer")), "image", later="OpenCL buffers (images only now)"),
     Key("graph_optimize_options", list_of(as_str), [], doc="replace the pass list (names)"),
     Key("validation_threshold", parse_thresholds, {}, doc="{CPU: 0.999, GPU: 0.995, DSP: 0.98}"),
-    Key("backend", as_str, "onnxruntime", doc="reference framework for ONNX validation"),
-    Key("accuracy_validation_script", as_str, None, later="accuracy validation"),
+    Key("backend", as_str, "onnxruntime",
+        doc="validation reference of ONNX models (MACE: tensorflow, caffe2, pytorch; here onnxruntime runs "
+            "the ONNX file, and run notes which backend was asked for)"),
+    Key("accuracy_validation_script", lambda v: one_script(v), None,
+        doc="MACE's AccuracyValidator plugin: `run` evaluates it over its data set (one file)"),
     Key("validation_inputs_data", list_of(as_str), [], doc=".npy files, one per input"),
     Key("validation_outputs_data", list_of(as_str), [], doc=".npy files, one per output"),
     Key("check_tensors", list_of(as_str), [], doc="tensors `run --validate` compares layer by layer"),

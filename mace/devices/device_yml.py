@@ -80,6 +80,10 @@ DEVICE_KEYS = [
     schema.Key("python", schema.as_str, "python3", doc="python3 with numpy on the device"),
     schema.Key("work_dir", _abs_dir, None, doc="where files go on the device"),
     schema.Key("password", _ignored, None, doc="ignored: password-less login is required"),
+    # MACE's DeviceManager fills these itself (system: android | arm_linux; device_name: the
+    # `models` value without spaces); files that carry them are read without a warning.
+    schema.Key("system", _ignored, None, doc="MACE's: android or arm_linux (ours follows from serial/address)"),
+    schema.Key("device_name", schema.as_str, None, doc="MACE's device name; --devices_to_run matches it too"),
 ]
 
 
@@ -110,7 +114,8 @@ def _device(reader, name: str, raw, known_hosts):
     if origin.get("password") == "file":
         reader.warnings.append(f"{prefix}password: ignored; log in with a key (see docs/devices.md)")
     common = dict(name=name, target_abis=values["target_abis"], target_socs=values["target_socs"],
-                  model=values["models"], python=values["python"], source=str(reader.path))
+                  model=values["models"] or values["device_name"] or "", python=values["python"],
+                  source=str(reader.path))
     if values["serial"]:
         return AdbDevice(kind="adb", serial=values["serial"],
                          work_dir=values["work_dir"] or ANDROID_WORK_DIR, **common)

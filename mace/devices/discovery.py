@@ -102,10 +102,19 @@ def _unique_names(devices: list) -> list:
             for d in devices]
 
 
+def aliases(d: Device) -> set:
+    """Every name --device / MACE's --devices_to_run picks `d` by: its name, an adb serial, an ssh
+    address (MACE matched devices by address), and MACE's device name: `models` without spaces."""
+    names = {d.name, getattr(d, "serial", None), getattr(d, "address", None)}
+    if d.model:
+        names.add(d.model.replace(" ", ""))
+    return {n for n in names if n}
+
+
 def _by_name(devices: list, names: list) -> list:
     chosen = []
     for name in names:
-        match = [d for d in devices if name in (d.name, getattr(d, "serial", None))]
+        match = [d for d in devices if name in aliases(d)]
         if not match:
             raise ConfigError(f"--device {name}: no such device; found: "
                               f"{', '.join(_label(d) for d in devices)}")

@@ -14,6 +14,7 @@ from mace.ir.graph import Graph
 FRONTENDS = {
     "onnx": "mace.frontends.onnx.frontend",
     "tensorflow": "mace.frontends.tensorflow.frontend",
+    "keras": "mace.frontends.tensorflow.frontend",   # MACE's platform name for Keras files (.h5, .keras)
     "caffe": "mace.frontends.caffe.frontend",
 }
 

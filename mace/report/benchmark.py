@@ -160,21 +160,25 @@ class OpTimer:
         return [sum(t[r] for t in per_node) for r in range(rounds)]
 
 
-def _timed_runs(engine, inputs, rounds: int) -> list:
-    times = []
+def _timed_runs(engine, inputs, rounds: int, max_seconds: float | None = None) -> list:
+    """Times of `rounds` runs; with `max_seconds` (MACE's benchmark flag) stop once the phase has
+    run that long, after at least one run."""
+    times, start = [], time.perf_counter()
     for _ in range(rounds):
         t = time.perf_counter()
         engine.run(inputs)
         times.append((time.perf_counter() - t) * 1000.0)
+        if max_seconds is not None and time.perf_counter() - start >= max_seconds:
+            break
     return times
 
 
-def profile_runs(engine, inputs, rounds: int) -> tuple:
+def profile_runs(engine, inputs, rounds: int, max_seconds: float | None = None) -> tuple:
     """(OpTimer, whole-run times) of `rounds` runs with the timer registered."""
     timer = OpTimer()
     handle = register(engine, timer, Event.BEFORE | Event.AFTER)
     try:
-        runs = _timed_runs(engine, inputs, rounds)
+        runs = _timed_runs(engine, inputs, rounds, max_seconds)
     finally:
         unregister(engine, handle)
     return timer, runs
@@ -224,17 +228,19 @@ def mac_stats(total_macs: int, round_ms: list) -> MacStat:
 
 
 def benchmark_engine(engine, inputs: dict, rounds: int = 10, warmup: int = 1, model: str = "",
-                     runtime: str = "cpu", static: list | None = None) -> BenchmarkResult:
-    """Run the three timing phases and build every table from the runs with statistics."""
+                     runtime: str = "cpu", static: list | None = None,
+                     max_seconds: float | None = None) -> BenchmarkResult:
+    """Run the three timing phases and build every table from the runs with statistics;
+    `max_seconds` cuts each timed phase short (at least one run each)."""
     rounds = max(int(rounds), 1)
     static = static if static is not None else graph_stats(engine.graph)
     collecting = gc.isenabled()
     gc.disable()  # a collection inside a timed op shows up as a slow op that is not
     try:
         warm = _timed_runs(engine, inputs, max(int(warmup), 1))
-        plain = _timed_runs(engine, inputs, rounds)
+        plain = _timed_runs(engine, inputs, rounds, max_seconds)
         moves = record_transfers(engine)   # GPU uploads/downloads timed apart (mixed placements)
-        timer, with_stats = profile_runs(engine, inputs, rounds)
+        timer, with_stats = profile_runs(engine, inputs, rounds, max_seconds)
     finally:
         stop_transfers(engine)
         if collecting:

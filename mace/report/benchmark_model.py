@@ -10,13 +10,14 @@ from mace.util.jsonutil import dumps
 
 
 def benchmark_model(config, model, build_dir=None, rounds: int = 10, input_dir=None, seed: int = 0,
-                    num_threads: int = -1, save: bool = True, warmup: int = 1) -> BenchmarkResult:
+                    num_threads: int = -1, save: bool = True, warmup: int = 1,
+                    max_seconds: float | None = None) -> BenchmarkResult:
     """Benchmark one converted model of a deployment file; with `save`, also write
     builds/<library>/model/<model>_benchmark.json (visualize draws its charts from it)."""
     with thread_limit(num_threads):
         session = open_model(config, model, build_dir, input_dir, seed)
         result = benchmark_engine(session.engine, session.inputs, rounds, warmup, model=model.name,
-                                  runtime=session.subgraph.runtime)
+                                  runtime=session.subgraph.runtime, max_seconds=max_seconds)
     if save:  # the .pb's MD5 lets visualize ignore numbers measured on an older conversion
         data = {**result.to_dict(), "pb_md5": md5_of(session.pb_path)}
         session.artifact("_benchmark.json").write_text(dumps(data))

@@ -28,9 +28,11 @@ class Opened:
 
 
 def open_engine(config, model, build_dir=None, *, tuning: bool = False, gpu_perf_hint: int = 0,
-                gpu_priority_hint: int = 0, options: dict | None = None, command: str = "convert") -> Opened:
+                gpu_priority_hint: int = 0, auto_tuning: bool = True, options: dict | None = None,
+                command: str = "convert") -> Opened:
     """Load `model` of `config` as built under build_dir on its subgraph's runtime; `options` are
-    extra engine options; `command` is the one a missing build asks for (convert, or build)."""
+    extra engine options; `command` is the one a missing build asks for (convert, or build);
+    `auto_tuning=False` is MACE's --disable_tuning (gpu/deploy.py)."""
     sg = model.graph
     pb_path, data_path = converted_paths(config, model, build_dir, command)
     runtime = sg.runtime
@@ -39,8 +41,8 @@ def open_engine(config, model, build_dir=None, *, tuning: bool = False, gpu_perf
         req.dsp_backend, req.where = backend_choice(config, sg)
         req.options = options
     else:
-        req.device, gpu_options, req.notes = engine_setup(config, sg, build_dir, tuning,
-                                                          gpu_perf_hint, gpu_priority_hint)
+        req.device, gpu_options, req.notes = engine_setup(config, sg, build_dir, tuning, gpu_perf_hint,
+                                                          gpu_priority_hint, auto_tuning=auto_tuning)
         req.options = {**(gpu_options or {}), **(options or {})} or None
         if config.model_graph_format == "code":
             req.code_package = code_dir(library_dir(config, build_dir), config.library_name)

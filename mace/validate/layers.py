@@ -132,11 +132,12 @@ def _caffe_tensors(model_path: Path, weight_path=None) -> list:
     return [(t, False) for t in writers]
 
 
-FRAMEWORK_TENSORS = {"onnx": _onnx_tensors, "tensorflow": _tf_tensors, "caffe": _caffe_tensors}
+FRAMEWORK_TENSORS = {"onnx": _onnx_tensors, "tensorflow": _tf_tensors, "keras": _tf_tensors,
+                     "caffe": _caffe_tensors}
 
 
 def _canonical(platform: str, name: str) -> str:
-    if platform == "tensorflow":
+    if platform in ("tensorflow", "keras"):
         node, sep, index = name.rpartition(":")
         return name if sep and index.isdigit() else f"{name}:0"
     return name
@@ -289,11 +290,13 @@ def _check_shapes(sg, checks: list) -> None:
 
 
 def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_path=None,
-                    engine=None, runtime: str | None = None, threshold: float | None = None) -> LayerValidation:
+                    engine=None, runtime: str | None = None, threshold: float | None = None,
+                    select: slice | None = None) -> LayerValidation:
     """Compare the mapped intermediate tensors of `session`'s model with its framework.
 
     `all_layers=False` checks only the .yml's check_tensors. `engine` defaults to the
-    session's (another runtime's engine may be given)."""
+    session's (another runtime's engine may be given). `select` keeps a slice of the mapped
+    tensors in execution order (MACE's `run --layers start:end`)."""
 
     config, model, sg = session.config, session.model, session.subgraph
     engine = engine or session.engine
@@ -306,6 +309,8 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
     produced = [t for op in engine.graph.net.op for t in op.output]
     mapped = [t for t in produced if _canonical(model.platform, t) in fw_set and t not in graph_inputs]
     names, skipped = _selected(sg, mapped) if not all_layers else (mapped, [])
+    if select is not None:
+        names = names[select]
     if not all_layers and not sg.values.get("check_tensors"):
         raise ConfigError(f"{config.path}: {sg.key_path}: no check_tensors to validate; "
                           f"use `run --validate_all_layers` to check every layer")

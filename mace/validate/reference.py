@@ -54,7 +54,7 @@ def run_tensorflow(model_path: Path, inputs: dict, output_names: list, num_threa
     return dict(zip(output_names, values))
 
 
-REFERENCES = {"onnx": run_onnxruntime, "tensorflow": run_tensorflow}
+REFERENCES = {"onnx": run_onnxruntime, "tensorflow": run_tensorflow, "keras": run_tensorflow}
 
 
 def run_caffe(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0,
@@ -72,3 +72,25 @@ def reference_runner(platform: str):
         return REFERENCES[platform]
     except KeyError:
         raise ModelError(f"no validation reference for platform '{platform}' yet") from None
+
+
+# What validates each platform here (named in notes about the .yml's `backend`).
+REFERENCE_NAMES = {"onnx": "onnxruntime", "tensorflow": "TensorFlow", "keras": "TensorFlow",
+                   "caffe": "Caffe's forward pass in numpy"}
+ONNX_BACKENDS = {"tensorflow": "onnx-tf", "caffe2": "Caffe2", "pytorch": "PyTorch"}
+
+
+def backend_note(platform: str, backend: str) -> str | None:
+    """MACE's `backend` key picked the framework that ran an ONNX model for validation. Here
+    onnxruntime runs every ONNX file, so any other choice is reported, never silently dropped."""
+    b = (backend or "").strip().lower()
+    own = REFERENCE_NAMES.get(platform, platform)
+    if b in ("", "onnxruntime", "onnx") or (platform != "onnx" and b in (platform, own.lower())) or \
+            (platform == "keras" and b == "tensorflow"):
+        return None
+    if platform == "onnx" and b in ONNX_BACKENDS:
+        return (f"backend: {b}: MACE ran the ONNX file through {ONNX_BACKENDS[b]}; here onnxruntime runs the "
+                f"same ONNX file (the reference is the ONNX graph either way)")
+    if platform == "onnx":
+        return f"backend: {b}: no {b} reference in this release; onnxruntime runs the ONNX file"
+    return f"backend: {b}: MACE uses `backend` for ONNX models only; this {platform} model is validated with {own}"

@@ -22,8 +22,9 @@ def opencl_dir(config, build_dir=None) -> Path:
 
 
 def engine_setup(config, sg, build_dir=None, tuning: bool = False, perf_hint: int = 0,
-                 priority_hint: int = 0) -> tuple:
-    """(device, engine options, notes) for a subgraph."""
+                 priority_hint: int = 0, auto_tuning: bool = True) -> tuple:
+    """(device, engine options, notes) for a subgraph. `auto_tuning=False` (MACE's
+    --disable_tuning) keeps target_socs from starting a tuning run."""
     if sg.runtime not in GPU_RUNTIMES:
         return "cpu", None, []
     reason = unavailable_reason()
@@ -35,7 +36,7 @@ def engine_setup(config, sg, build_dir=None, tuning: bool = False, perf_hint: in
     tuned = cache_path(directory, config.library_name, TUNING, gpu_context().name)
     options = {"data_type": sg.data_type, "library": config.library_name,
                "opencl_cache_dir": str(directory),
-               "opencl_tuning": bool(tuning or (config.target_socs and not tuned.exists())),
+               "opencl_tuning": bool(tuning or (auto_tuning and config.target_socs and not tuned.exists())),
                "limit_opencl_kernel_time": sg.limit_opencl_kernel_time,
                "gpu_perf_hint": perf_hint, "gpu_priority_hint": priority_hint}
     return "gpu", options, []

@@ -1,0 +1,68 @@
+"""`run --gpu_out_of_range_check`: every node output checked for values the run cannot trust.
+
+MACE's flag made its OpenCL kernels check their reads. Here the same question is asked of the
+values: a NaN or Inf anywhere, and with fp16 storage (data_type fp16_*: GPU images in half)
+any magnitude beyond half's largest finite value, which the image store clamps or turns to Inf.
+It runs once more with an observer (mace/runtime/observer.py) and reads each float output.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mace.runtime.observer import Event, register, unregister
+
+HALF_MAX = float(np.finfo(np.float16).max)   # 65504
+
+
+@dataclass
+class RangeFinding:
+    index: int
+    op: str
+    type: str
+    tensor: str
+    problem: str              # "NaN", "Inf" or "beyond fp16 (max |x| 7.1e+04)"
+
+
+@dataclass
+class RangeCheck:
+    model: str
+    data_type: str
+    half_storage: bool
+    checked: int = 0          # float tensors looked at
+    findings: list = field(default_factory=list)
+
+
+def _problem(value: np.ndarray, half: bool) -> str | None:
+    if np.isnan(value).any():
+        return "NaN"
+    if np.isinf(value).any():
+        return "Inf"
+    if half and value.size:
+        peak = float(np.abs(value).max())
+        if peak > HALF_MAX:
+            return f"beyond fp16 (max |x| {peak:.3g} > {HALF_MAX:g})"
+    return None
+
+
+def check_ranges(engine, inputs: dict, model: str, data_type: str) -> RangeCheck:
+    """Run `engine` on `inputs` once and look at every float node output."""
+    half = data_type.startswith("fp16")
+    result = RangeCheck(model, data_type, half)
+
+    def after(flags, node) -> None:
+        for t in node.outputs:
+            if np.dtype(t.dtype).kind != "f":
+                continue   # quantized and integer tensors cannot overflow this way
+            result.checked += 1
+            problem = _problem(np.asarray(t.data, dtype=np.float64), half)
+            if problem:
+                result.findings.append(RangeFinding(node.index, node.name, node.type, t.name, problem))
+
+    handle = register(engine, after, Event.AFTER)
+    try:
+        engine.run(inputs)
+    finally:
+        unregister(engine, handle)
+    return result
