@@ -14,10 +14,11 @@ FRONTENDS = {
     "onnx": "mace.frontends.onnx.frontend",
     "tensorflow": "mace.frontends.tensorflow.frontend",
     "caffe": "mace.frontends.caffe.frontend",
+    "tflite": "mace.frontends.tflite.frontend",
 }
 
 # The layout each framework's 4-D tensors use (validation moves data between it and the caller's).
-FRAMEWORK_FORMATS = {"onnx": "NCHW", "caffe": "NCHW", "tensorflow": "NHWC", "keras": "NHWC",
+FRAMEWORK_FORMATS = {"onnx": "NCHW", "caffe": "NCHW", "tensorflow": "NHWC", "tflite": "NHWC", "keras": "NHWC",
                      "pytorch": "NCHW", "megengine": "NCHW"}
 
 

@@ -130,7 +130,23 @@ def _caffe_tensors(model_path: Path, weight_path=None) -> list:
     return [(t, False) for t in writers]
 
 
-FRAMEWORK_TENSORS = {"onnx": _onnx_tensors, "tensorflow": _tf_tensors, "caffe": _caffe_tensors}
+def _tflite_tensors(model_path: Path, weight_path=None) -> list:
+    from mace.frontends.tflite.model_file import read_model
+
+    model = read_model(model_path)
+    const = {t.index for t in model.tensors if t.data is not None}
+    result = []
+    for op in model.ops:
+        is_const = all(i in const for i in op.inputs if i >= 0)
+        for o in op.outputs:
+            result.append((model.tensors[o].name, is_const))
+            if is_const:
+                const.add(o)
+    return result
+
+
+FRAMEWORK_TENSORS = {"onnx": _onnx_tensors, "tensorflow": _tf_tensors, "caffe": _caffe_tensors,
+                     "tflite": _tflite_tensors}
 
 
 def _canonical(platform: str, name: str) -> str:
