@@ -11,5 +11,5 @@ if ! dpkg -s pocl-opencl-icd >/dev/null 2>&1 && command -v apt-get >/dev/null &&
     || echo "warning: pocl-opencl-icd not installed" >&2
 fi
 python3 -m venv .venv
-.venv/bin/pip install -q -e ".[test,dev,tf,gpu]"
+.venv/bin/pip install -q -e ".[test,dev,tf,tflite,gpu]"
 exec .venv/bin/python -m pytest -n 2 --dist loadfile "$@"

@@ -51,6 +51,7 @@ class TflTensor:
     scale: np.ndarray | None = None
     zero_point: np.ndarray | None = None
     quantized_dimension: int = 0
+    sparse: bool = False            # a sparse constant (its data is not read)
 
     @property
     def dtype(self):
@@ -97,6 +98,7 @@ class TflOp:
     outputs: list
     options: object = None          # the op's *Options table (tflite class), or None
     custom_code: str = ""
+    name: str = ""                  # its first output's name (TFLite ops have no names)
 
     @property
     def label(self) -> str:
@@ -119,7 +121,7 @@ class TflModel:
 
     def op_name(self, op: TflOp) -> str:
         """TFLite ops have no names: an op is named after its first output tensor."""
-        return self.tensors[op.outputs[0]].name if op.outputs else f"{op.type}_{op.index}"
+        return op.name
 
 
 def read_model(path) -> TflModel:
@@ -144,6 +146,8 @@ def read_model(path) -> TflModel:
         raise
     except Exception as e:  # a truncated or corrupt buffer fails inside the generated reader
         raise ModelError(f"{path}: cannot read the TFLite FlatBuffer ({type(e).__name__}: {e})") from None
+    for op in ops:
+        op.name = tensors[op.outputs[0]].name if op.outputs else f"{op.type}_{op.index}"
     m = TflModel(path, model.Version(), tensors, ops, inputs, outputs, model.SubgraphsLength())
     m.by_name = {t.name: t for t in tensors}
     return m
@@ -157,7 +161,9 @@ def _tensors(tflite, model, sg, buf: bytes, path: Path) -> list:
         name = _unique((t.Name() or b"").decode("utf-8", "replace") or f"tensor_{i}", seen)
         shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
         type_name = type_names.get(t.Type(), str(t.Type()))
-        tensor = TflTensor(i, name, shape, type_name, _data(model, t.Buffer(), buf, shape, type_name, path))
+        # a sparse constant's buffer holds only its blocks: DENSIFY expands it (not supported)
+        data = None if t.Sparsity() is not None else _data(model, t.Buffer(), buf, shape, type_name, path)
+        tensor = TflTensor(i, name, shape, type_name, data, sparse=t.Sparsity() is not None)
         q = t.Quantization()
         if q is not None and q.ScaleLength():
             tensor.scale = q.ScaleAsNumpy().astype(np.float32)

@@ -12,6 +12,7 @@ first tensor's range), become the tensor itself.
 import numpy as np
 
 from mace.frontends.tflite.registry import tfl_op
+from mace.quantize.qat_ranges import record_ranges
 
 
 @tfl_op("DEQUANTIZE")
@@ -32,5 +33,8 @@ def quantize(ctx, op):
     if source.quantized or bounds is None:
         ctx.alias(op, 0, ctx.inp(op, 0))
         return
-    ctx.add("Activation", op, [ctx.inp(op, 0)], activation="CLIP",
+    x = ctx.inp(op, 0)
+    ctx.add("Activation", op, [x], activation="CLIP",
             activation_coefficient=float(bounds[0]), max_limit=float(bounds[1]))
+    # the float input is quantized with the same parameters (the CLIP changes nothing there)
+    record_ranges(ctx.graph.net, [(x, bounds[0], bounds[1], bounds[2], 0)])
