@@ -143,7 +143,7 @@ def _check_ops(order: list, model: TflModel, mappers: dict) -> None:
     bad = {}
     for op in order:
         if op.type not in mappers:
-            label = f"custom op {op.custom_code}" if op.type == "CUSTOM" else op.type
+            label = f"custom op {op.custom_code or '(unnamed)'}" if op.type == "CUSTOM" else op.type
             bad.setdefault(label, []).append(model.op_name(op))
     if bad:
         listing = "; ".join(f"{t} (op {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"

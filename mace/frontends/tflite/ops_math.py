@@ -1,5 +1,5 @@
 """Element-wise math (-> Eltwise; numpy broadcasting is TFLite's), reductions (-> Reduce),
-ARG_MAX/ARG_MIN, CAST.
+ARG_MAX/ARG_MIN, CAST, SELECT/SELECT_V2.
 
 ADD, SUB, MUL and DIV carry a fused activation, which becomes the Eltwise's own.
 """
@@ -86,3 +86,13 @@ def cast(ctx, op):
     if dtype is None or dtype.kind not in "biuf":
         raise ctx.fail(op, f"cannot cast to {ctx.model.tensors[op.outputs[0]].type_name}")
     ctx.add("Cast", op, [ctx.inp(op, 0)], to=dtype.name)
+
+
+@tfl_op("SELECT", "SELECT_V2")
+def select(ctx, op):
+    cond, x = ctx.inp(op, 0), ctx.inp(op, 1)
+    # SELECT (v1) picks whole rows with a vector condition; only the element-wise form maps.
+    if op.type == "SELECT" and ctx.shape(cond) != ctx.shape(x):
+        raise ctx.fail(op, f"condition shape {list(ctx.shape(cond))} differs from {list(ctx.shape(x))}; "
+                           f"only the element-wise form is supported (SELECT_V2 broadcasts)")
+    ctx.add("Select", op, ctx.inputs(op))
