@@ -89,6 +89,22 @@ def test_fp16_weights_fold_to_float32(models, name):
     compare(path, rtol=1e-3, atol=1e-4)
 
 
+def pruned(*shape, seed):
+    w = rand(*shape, seed=seed)
+    w[np.random.default_rng(seed).uniform(size=shape) < 0.8] = 0.0   # what pruning leaves
+    return tf.constant(w)
+
+
+SPARSE_W = {"fc": pruned(64, 32, seed=21), "conv": pruned(3, 3, 8, 16, seed=22)}
+
+
+def test_sparse_weights_are_densified(tmp_path):
+    path = to_tflite(lambda x, y: (tf.matmul(x, SPARSE_W["fc"]), tf.nn.conv2d(y, SPARSE_W["conv"], 1, "SAME")),
+                     [(2, 64), (1, 6, 6, 8)], tmp_path / "sparse.tflite", "sparse")
+    assert "DENSIFY" in op_types(path)
+    compare(path)
+
+
 @pytest.mark.parametrize("name", INT8)
 def test_int8_model_on_int8_kernels(models, name):
     path = models(name, "int8")

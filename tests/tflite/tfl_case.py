@@ -1,7 +1,8 @@
 """Make small .tflite models with TensorFlow's converter and compare our engine with LiteRT on them.
 
 `to_tflite(fn, shapes, mode)` traces `fn` on float32 inputs named x0, x1, ... and
-converts it: mode "float", "fp16" (fp16 weights behind DEQUANTIZE) or "int8"
+converts it: mode "float", "sparse" (mostly-zero weights stored sparse behind
+DENSIFY), "fp16" (fp16 weights behind DEQUANTIZE) or "int8"
 (full integer ops, float input/output, calibrated on seeded uniform [-1, 1]
 samples). `ours(path, inputs, quantize)` converts the file with our frontend and
 pass list and runs the CPU engine; `litert(path, inputs)` is the reference.
@@ -39,7 +40,9 @@ def to_tflite(fn, shapes: list, path, mode: str = "float"):
     specs = [tf.TensorSpec(s, tf.float32, name=f"x{i}") for i, s in enumerate(shapes)]
     concrete = tf.function(fn, autograph=False).get_concrete_function(*specs)
     conv = tf.lite.TFLiteConverter.from_concrete_functions([concrete])
-    if mode == "fp16":
+    if mode == "sparse":   # weights stored sparse, expanded by DENSIFY ops
+        conv.optimizations = [tf.lite.Optimize.EXPERIMENTAL_SPARSITY]
+    elif mode == "fp16":
         conv.optimizations = [tf.lite.Optimize.DEFAULT]
         conv.target_spec.supported_types = [tf.float16]
     elif mode == "int8":

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import ModelError
+from mace.frontends.tflite.sparsity import densify, read_levels
 
 FILE_IDENTIFIER = b"TFL3"
 
@@ -51,7 +52,7 @@ class TflTensor:
     scale: np.ndarray | None = None
     zero_point: np.ndarray | None = None
     quantized_dimension: int = 0
-    sparse: bool = False            # a sparse constant (its data is not read)
+    sparse: bool = False            # stored sparse in the file (`data` is expanded)
 
     @property
     def dtype(self):
@@ -161,9 +162,13 @@ def _tensors(tflite, model, sg, buf: bytes, path: Path) -> list:
         name = _unique((t.Name() or b"").decode("utf-8", "replace") or f"tensor_{i}", seen)
         shape = tuple(int(d) for d in t.ShapeAsNumpy()) if t.ShapeLength() else ()
         type_name = type_names.get(t.Type(), str(t.Type()))
-        # a sparse constant's buffer holds only its blocks: DENSIFY expands it (not supported)
-        data = None if t.Sparsity() is not None else _data(model, t.Buffer(), buf, shape, type_name, path)
-        tensor = TflTensor(i, name, shape, type_name, data, sparse=t.Sparsity() is not None)
+        sparsity = t.Sparsity()
+        if sparsity is None:
+            data = _data(model, t.Buffer(), buf, shape, type_name, path)
+        else:   # the buffer holds only the stored values: expanded here, DENSIFY then folds
+            stored = _data(model, t.Buffer(), buf, (-1,), type_name, path)
+            data = None if stored is None else densify(stored, shape, *read_levels(tflite, sparsity))
+        tensor = TflTensor(i, name, shape, type_name, data, sparse=sparsity is not None)
         q = t.Quantization()
         if q is not None and q.ScaleLength():
             tensor.scale = q.ScaleAsNumpy().astype(np.float32)

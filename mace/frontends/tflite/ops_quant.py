@@ -1,4 +1,4 @@
-"""QUANTIZE and DEQUANTIZE.
+"""QUANTIZE, DEQUANTIZE and DENSIFY.
 
 Constants were read as float32 already (model_file.TflTensor.real()), so a
 DEQUANTIZE of a constant (fp16 weights, int8 weights of a hybrid model) folds to a
@@ -13,6 +13,15 @@ import numpy as np
 
 from mace.frontends.tflite.registry import tfl_op
 from mace.quantize.qat_ranges import record_ranges
+
+
+@tfl_op("DENSIFY")
+def densify(ctx, op):
+    value = ctx.const(ctx.inp(op, 0))   # model_file expanded the sparse constant already
+    if value is None:
+        raise ctx.fail(op, "the input must be a sparse constant")
+    src = ctx.add_const(ctx.temp(op, "value"), value)
+    ctx.add("Identity", op, [src])
 
 
 @tfl_op("DEQUANTIZE")
