@@ -23,7 +23,7 @@ import numpy as np
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
 from mace.frontends.tflite.model_file import TflModel, TflOp, read_model
-from mace.frontends.tflite.registry import load_mappers
+from mace.frontends.tflite.registry import CUSTOM_OPS, load_mappers
 from mace.ir.args import set_arg
 from mace.ir.graph import Graph
 from mace.quantize.qat_ranges import carry_range, record_ranges
@@ -142,14 +142,15 @@ def needed_ops(model: TflModel, outputs: list, fed: set) -> list:
 def _check_ops(order: list, model: TflModel, mappers: dict) -> None:
     bad = {}
     for op in order:
-        if op.type not in mappers:
+        if op.key not in mappers or (op.type == "CUSTOM") != (op.key in CUSTOM_OPS):
             label = f"custom op {op.custom_code or '(unnamed)'}" if op.type == "CUSTOM" else op.type
             bad.setdefault(label, []).append(model.op_name(op))
     if bad:
         listing = "; ".join(f"{t} (op {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"
                             for t, n in sorted(bad.items()))
         raise UnsupportedOpError(f"{model.path}: unsupported TFLite op(s): {listing}. "
-                                 f"Supported: {', '.join(sorted(mappers))}")
+                                 f"Supported: {', '.join(sorted(set(mappers) - CUSTOM_OPS))} (custom ops: "
+                                 f"{', '.join(sorted(CUSTOM_OPS)) or 'none'})")
 
 
 def _model_io(model: TflModel, indices) -> list:
@@ -268,7 +269,7 @@ def convert(spec: ModelSpec) -> Graph:
     for op in order:
         try:
             first_new = len(graph.net.op)
-            mappers[op.type](ctx, op)
+            mappers[op.key](ctx, op)
             settle_new_ops(graph, first_new, ctx.keep)
         except (ModelError, UnsupportedOpError):
             raise

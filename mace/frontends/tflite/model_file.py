@@ -99,10 +99,12 @@ class TflOp:
     outputs: list
     options: object = None          # the op's *Options table (tflite class), or None
     custom_code: str = ""
+    custom_options: bytes = b""     # a custom op's options, as the op's author laid them out
     name: str = ""                  # its first output's name (TFLite ops have no names)
 
     @property
-    def label(self) -> str:
+    def key(self) -> str:
+        """What mappers are registered under: the builtin's name, or the custom op's code."""
         return self.custom_code if self.type == "CUSTOM" else self.type
 
 
@@ -219,7 +221,8 @@ def _ops(tflite, model, sg) -> list:
         result.append(TflOp(i, type_name,
                             [int(x) for x in op.InputsAsNumpy()] if op.InputsLength() else [],
                             [int(x) for x in op.OutputsAsNumpy()] if op.OutputsLength() else [],
-                            _options(tflite, op, option_names), custom))
+                            _options(tflite, op, option_names), custom,
+                            op.CustomOptionsAsNumpy().tobytes() if op.CustomOptionsLength() else b""))
     return result
 
 

@@ -1,5 +1,5 @@
 """Convolutions, fully connected and pooling: CONV_2D, DEPTHWISE_CONV_2D, TRANSPOSE_CONV,
-FULLY_CONNECTED, AVERAGE_POOL_2D, MAX_POOL_2D.
+FULLY_CONNECTED, AVERAGE_POOL_2D, MAX_POOL_2D, and MediaPipe's custom Convolution2DTransposeBias.
 
 Filters are converted to the IR's conventions once, here: CONV_2D (O, kh, kw, I) ->
 OIHW, DEPTHWISE_CONV_2D (1, kh, kw, C*M) -> (C*M, 1, kh, kw), TRANSPOSE_CONV
@@ -130,3 +130,26 @@ def average_pool(ctx, op):
 @tfl_op("MAX_POOL_2D")
 def max_pool(ctx, op):
     _pool(ctx, op, "MAX")
+
+
+@tfl_op("Convolution2DTransposeBias")
+def mediapipe_transpose_conv(ctx, op):
+    """MediaPipe's custom transposed conv with bias (its selfie segmentation models): inputs
+    (x, filter (O, kh, kw, I), bias); the options are TFLite's C struct TfLiteTransposeConvParams
+    (int32 padding: 1 SAME, 2 VALID; stride_width; stride_height)."""
+    raw = op.custom_options
+    if len(raw) < 12:
+        raise ctx.fail(op, f"custom options of {len(raw)} bytes; expected padding and two strides")
+    pad_code, stride_w, stride_h = (int(v) for v in np.frombuffer(raw[:12], "<i4"))
+    if pad_code not in (1, 2):
+        raise ctx.fail(op, f"padding {pad_code} is not supported (1 SAME, 2 VALID)")
+    w, x = filter_of(ctx, op), ctx.inp(op, 0)            # w: (O, kh, kw, I)
+    sizes = list(ctx.model.tensors[op.outputs[0]].shape)
+    if len(sizes) != 4 or ctx.shape(x)[3] != w.shape[3] or sizes[3] != w.shape[0]:
+        raise ctx.fail(op, f"output {sizes} and filter {list(w.shape)} do not fit the input "
+                           f"{list(ctx.shape(x))}")
+    strides = [stride_h, stride_w]
+    pads, extra = _crop(ctx.shape(x), w.shape[1:3], strides, sizes, "SAME_UPPER" if pad_code == 1 else "VALID")
+    weight = ctx.add_const(ctx.temp(op, "filter"), np.ascontiguousarray(w.transpose(3, 0, 1, 2)))
+    ctx.add("Deconv2D", op, _with_bias(ctx, op, 2, [x, weight]), strides=strides, dilations=[1, 1],
+            pads=pads, output_padding=extra, group=1, data_format="NHWC")
