@@ -87,15 +87,22 @@ def cli(*args, cwd: Path):
                           cwd=cwd, capture_output=True, text=True, timeout=1800)
 
 
+def _last_line(r) -> str:
+    """The error line a failed command printed, without the supported-op list."""
+    lines = [ln for ln in (r.stderr + r.stdout).strip().splitlines() if ln.strip()]
+    line = next((ln for ln in reversed(lines) if ln.startswith("error")), lines[-1] if lines else "")
+    return line.split(" Supported: ")[0][:400]
+
+
 def check(path: Path, runtime: str, work: Path) -> dict:
     yml = deployment(path, runtime, work)
     r = cli("convert", "--config", yml, cwd=work)
     if r.returncode:
-        return {"status": "refused", "detail": (r.stderr or r.stdout).strip().splitlines()[-1][:300]}
+        return {"status": "refused", "detail": _last_line(r)}
     report = work / f"{path.stem}_{runtime}.json"
     r = cli("run", "--config", yml, "--validate", "--json", report, cwd=work)
     if not report.exists():
-        return {"status": "error", "detail": (r.stderr or r.stdout).strip().splitlines()[-1][:300]}
+        return {"status": "error", "detail": _last_line(r)}
     rows = json.loads(report.read_text())["models"][0].get("validation", [])
     worst = min(v["cosine"] for v in rows)
     return {"status": "pass" if worst >= THRESHOLDS[runtime] else "FAIL", "cosine": worst,
@@ -109,7 +116,7 @@ def main(argv=None) -> int:
     p.add_argument("--runtimes", default="cpu", help="comma-separated: cpu, gpu")
     p.add_argument("--models", default="", help="comma-separated name parts (default: all)")
     args = p.parse_args(argv)
-    console = Console()
+    console = Console(width=max(Console().width, 160))
     wheel = args.wheel or fetch_wheel(args.cache)
     runtimes = [r for r in args.runtimes.split(",") if r]
     results = []

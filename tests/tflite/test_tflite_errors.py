@@ -95,3 +95,22 @@ def test_cli_reports_unsupported_ops_without_traceback(cumsum_model, tmp_path):
     assert r.returncode != 0
     assert "CUMSUM" in r.stderr + r.stdout and "Traceback" not in r.stderr
     assert not (tmp_path / "builds" / "tfl" / "model" / "m.pb").exists()
+
+
+def test_integer_inputs_are_refused(tmp_path):
+    import numpy as np
+
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([tf.function(lambda x: tf.nn.relu(x) * 2.0)
+                                                           .get_concrete_function(
+                                                               tf.TensorSpec((1, 4, 4, 2), tf.float32, name="x0"))])
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = conv.inference_output_type = tf.int8
+    conv.representative_dataset = lambda: ([np.full((1, 4, 4, 2), v, np.float32)] for v in (-1.0, 1.0))
+    path = tmp_path / "int8_io.tflite"
+    path.write_bytes(conv.convert())
+    model = read_model(path)
+    name = model.tensors[model.inputs[0]].name
+    with pytest.raises(ModelError, match=rf"input tensor '{name}' is quantized INT8 .*float inputs"):
+        convert("tflite", ModelSpec(path, [TensorSpec(name, (1, 4, 4, 2), "NHWC", dtype="int8")],
+                                    [TensorSpec(model.tensors[model.outputs[0]].name, None, "NONE")]))

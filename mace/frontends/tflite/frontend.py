@@ -174,6 +174,7 @@ def _check_inputs(spec: ModelSpec, model: TflModel) -> None:
             raise ModelError(f"{path}: input tensor '{t.name}': shape {list(t.shape)} ({t.data_format}) "
                              f"is {logical} in the model's NHWC layout, but the model declares "
                              f"{declared}{hint}")
+        _refuse_integer_edge(tensor, "input", path)
         if tensor.dtype is not None and tensor.dtype != np.dtype(t.dtype):
             raise ModelError(f"{path}: input tensor '{t.name}' is {tensor.dtype} in the model, the "
                              f"deployment file says {t.dtype} (set input_data_types)")
@@ -185,6 +186,18 @@ def _check_outputs(spec: ModelSpec, model: TflModel) -> None:
         if tensor is None or tensor.data is not None:
             raise ModelError(f"{model.path}: output tensor '{t.name}' is not computed by the model; "
                              f"its outputs are {_model_io(model, model.outputs)}")
+        _refuse_integer_edge(tensor, "output", model.path)
+
+
+def _refuse_integer_edge(tensor, what: str, path) -> None:
+    """The converted graph is float inside (integer tensors become the reals they stand for), so
+    a quantized tensor cannot be one of its inputs or outputs."""
+    if tensor.real_range() is not None:
+        raise ModelError(f"{path}: {what} tensor '{tensor.name}' is quantized {tensor.type_name} "
+                         f"(scale {float(tensor.scale.reshape(-1)[0]):.6g}); pymace takes and gives the "
+                         f"float values: export with float {what}s (the TFLite converter's default "
+                         f"inference_{what}_type=tf.float32), or name the float tensor beside the "
+                         f"QUANTIZE/DEQUANTIZE at the edge")
 
 
 def _add_consts(ctx: TflContext) -> None:
