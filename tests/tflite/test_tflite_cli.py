@@ -65,3 +65,17 @@ def test_int8_model_runs_quantized_and_validates(models, tmp_path, extra):
     assert "Similarity test passed" in out
     out = run_ok("debug", "--config", yml, cwd=tmp_path)
     assert "no divergence" in out
+
+
+def test_float_model_on_gpu_validates(models, tmp_path):
+    from tests.gpu.gpu_case import require_gpu
+
+    require_gpu()   # skips, saying why, without an OpenCL device
+    yml = deployment(tmp_path, models["float"], runtime="gpu")
+    run_ok("convert", "--config", yml, cwd=tmp_path)
+    out = run_ok("run", "--config", yml, "--validate", "--json", tmp_path / "r.json", cwd=tmp_path)
+    assert "Similarity test passed" in out
+    import json
+
+    rows = json.loads((tmp_path / "r.json").read_text())["models"][0]["validation"]
+    assert rows and all(r["cosine"] >= 0.995 for r in rows)

@@ -16,8 +16,6 @@ pre-quantized model runs on our int8 kernels with its own parameters
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError

@@ -149,7 +149,8 @@ def mediapipe_transpose_conv(ctx, op):
         raise ctx.fail(op, f"output {sizes} and filter {list(w.shape)} do not fit the input "
                            f"{list(ctx.shape(x))}")
     strides = [stride_h, stride_w]
-    pads, extra = _crop(ctx.shape(x), w.shape[1:3], strides, sizes, "SAME_UPPER" if pad_code == 1 else "VALID")
+    pad = "SAME_UPPER" if pad_code == 1 else "VALID"
+    pads, extra = _crop(ctx.shape(x), w.shape[1:3], strides, sizes, pad)
     weight = ctx.add_const(ctx.temp(op, "filter"), np.ascontiguousarray(w.transpose(3, 0, 1, 2)))
     ctx.add("Deconv2D", op, _with_bias(ctx, op, 2, [x, weight]), strides=strides, dilations=[1, 1],
             pads=pads, output_padding=extra, group=1, data_format="NHWC")

@@ -7,7 +7,6 @@ so the TensorFlow frontend's index helpers do the work here too.
 import numpy as np
 
 from mace.frontends.tensorflow.ops_shape import _bound, _dense, _slice_or_alias
-from mace.frontends.tflite.ops_math import axis_list
 from mace.frontends.tflite.registry import tfl_op
 from mace.ops._common import normalize_axis
 from mace.ops.reshape import resolve_shape
@@ -209,5 +208,3 @@ def shape_(ctx, op):
     value = ctx.add_const(ctx.temp(op, "value"), np.array(ctx.shape(ctx.inp(op, 0)), dtype))
     ctx.add("Identity", op, [value])   # folds at once unless the shape is a model output
 
-
-__all__ = ["axis_list"]
