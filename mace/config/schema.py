@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 ABIS = ("host", "armeabi-v7a", "arm64-v8a", "arm64", "armhf", "aarch64", "armv7l")
-PLATFORMS = ("tensorflow", "caffe", "onnx", "megengine", "keras", "pytorch")
+PLATFORMS = ("tensorflow", "caffe", "onnx", "tflite", "megengine", "keras", "pytorch")
 RUNTIMES = ("cpu", "gpu", "dsp", "hta", "apu", "htp", "cpu+gpu")
 RUNTIME_ALIASES = {"cpu_gpu": "cpu+gpu", "hexagon": "dsp"}
 # MACE's runtimes this release has no engine for, and what comes nearest here (config says so).
@@ -268,7 +268,7 @@ INHERITED_KEYS = [
 ]
 
 MODEL_KEYS = [
-    Key("platform", one_of(PLATFORMS), required=True, doc="tensorflow, caffe or onnx"),
+    Key("platform", one_of(PLATFORMS), required=True, doc="tensorflow, caffe, onnx or tflite"),
     Key("model_file_path", as_str, required=True, doc="local path or http(s) URL"),
     Key("model_sha256_checksum", lambda v: as_str(v).lower(), required=True),
     Key("weight_file_path", as_str, None, doc="Caffe .caffemodel"),

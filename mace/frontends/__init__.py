@@ -16,10 +16,11 @@ FRONTENDS = {
     "tensorflow": "mace.frontends.tensorflow.frontend",
     "keras": "mace.frontends.tensorflow.frontend",   # MACE's platform name for Keras files (.h5, .keras)
     "caffe": "mace.frontends.caffe.frontend",
+    "tflite": "mace.frontends.tflite.frontend",
 }
 
 # The layout each framework's 4-D tensors use (validation moves data between it and the caller's).
-FRAMEWORK_FORMATS = {"onnx": "NCHW", "caffe": "NCHW", "tensorflow": "NHWC", "keras": "NHWC",
+FRAMEWORK_FORMATS = {"onnx": "NCHW", "caffe": "NCHW", "tensorflow": "NHWC", "tflite": "NHWC", "keras": "NHWC",
                      "pytorch": "NCHW", "megengine": "NCHW"}
 
 

@@ -1,4 +1,4 @@
-"""One table: IR op x which ONNX/TF/Caffe ops produce it x which runtimes have a kernel.
+"""One table: IR op x which ONNX/TF/Caffe/TFLite ops produce it x which runtimes have a kernel.
 
 Which framework ops produce an IR op is read from the mapping functions' source
 (`ctx.add("Conv2D", ...)` and the module helpers they call), so the table is
@@ -14,6 +14,7 @@ from collections import defaultdict
 from mace.frontends.caffe.registry import load_mappers as caffe
 from mace.frontends.onnx.registry import load_mappers as onnx
 from mace.frontends.tensorflow.registry import load_mappers as tf
+from mace.frontends.tflite.registry import load_mappers as tflite
 from mace.ops.registry import all_ops
 
 _ADD = re.compile(r"""\.add\(\s*["']([A-Za-z0-9_]+)["']""")
@@ -39,9 +40,9 @@ def _emitted(fn, depth: int = 2) -> set:
 
 
 def producers_by_ir_op() -> dict:
-    """IR op -> {"ONNX": [...], "TF": [...], "Caffe": [...]} framework op names."""
+    """IR op -> {"ONNX": [...], "TF": [...], "Caffe": [...], "TFLite": [...]} framework op names."""
     table = defaultdict(lambda: defaultdict(set))
-    for framework, mappers in (("ONNX", onnx()), ("TF", tf()), ("Caffe", caffe())):
+    for framework, mappers in (("ONNX", onnx()), ("TF", tf()), ("Caffe", caffe()), ("TFLite", tflite())):
         for name, fn in mappers.items():
             for ir_op in _emitted(fn):
                 table[ir_op][framework].add(name)
@@ -60,11 +61,12 @@ def support_markdown() -> list:
              "(an op without a GPU kernel runs on the CPU under `cpu+gpu`; the DSP column lists the "
              "quantized kernels, which also run a `quantize: 1` model on the CPU). Framework ops that only fold away (Shape, Constant, ...) or "
              "disappear (Identity, Dropout) are not listed.", "",
-             "| IR op | ONNX | TensorFlow | Caffe | CPU | GPU | DSP |", "|---|---|---|---|---|---|---|"]
+             "| IR op | ONNX | TensorFlow | Caffe | TFLite | CPU | GPU | DSP |",
+             "|---|---|---|---|---|---|---|---|"]
     for name, spec in sorted(all_ops().items()):
         p = producers.get(name, {})
-        cols = [", ".join(sorted(p.get(f, ()))) for f in ("ONNX", "TF", "Caffe")]
+        cols = [", ".join(sorted(p.get(f, ()))) for f in ("ONNX", "TF", "Caffe", "TFLite")]
         rt = _runtimes(spec)
-        lines.append(f"| {name} | {cols[0]} | {cols[1]} | {cols[2]} | {rt['CPU']} | {rt['GPU']} | "
-                     f"{rt['DSP']} |")
+        lines.append(f"| {name} | {cols[0]} | {cols[1]} | {cols[2]} | {cols[3]} | {rt['CPU']} | "
+                     f"{rt['GPU']} | {rt['DSP']} |")
     return lines

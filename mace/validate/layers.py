@@ -29,6 +29,7 @@ from mace.errors import ConfigError, ModelError
 from mace.frontends import FRAMEWORK_FORMATS
 from mace.frontends.caffe import caffe_pb2
 from mace.frontends.tensorflow.loader import load_graph_def
+from mace.frontends.tflite.model_file import read_model
 from mace.ir.layouts import stored_perms
 from mace.ir.quant_params import dequantize
 from mace.ops.registry import Kernel
@@ -132,8 +133,22 @@ def _caffe_tensors(model_path: Path, weight_path=None) -> list:
     return [(t, False) for t in writers]
 
 
+def _tflite_tensors(model_path: Path, weight_path=None) -> list:
+
+    model = read_model(model_path)
+    const = {t.index for t in model.tensors if t.data is not None}
+    result = []
+    for op in model.ops:
+        is_const = all(i in const for i in op.inputs if i >= 0)
+        for o in op.outputs:
+            result.append((model.tensors[o].name, is_const))
+            if is_const:
+                const.add(o)
+    return result
+
+
 FRAMEWORK_TENSORS = {"onnx": _onnx_tensors, "tensorflow": _tf_tensors, "keras": _tf_tensors,
-                     "caffe": _caffe_tensors}
+                     "caffe": _caffe_tensors, "tflite": _tflite_tensors}
 
 
 def _canonical(platform: str, name: str) -> str:

@@ -10,6 +10,7 @@ from pathlib import Path
 from mace.errors import ModelError
 from mace.frontends.tensorflow.loader import import_tf, load_graph_def, tensor_name
 from mace.validate.caffe_reference import run_caffe as forward
+from mace.frontends.tflite.model_file import read_model
 
 
 def run_onnxruntime(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0) -> dict:
@@ -54,7 +55,78 @@ def run_tensorflow(model_path: Path, inputs: dict, output_names: list, num_threa
     return dict(zip(output_names, values))
 
 
-REFERENCES = {"onnx": run_onnxruntime, "tensorflow": run_tensorflow, "keras": run_tensorflow}
+def run_litert(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0) -> dict:
+    """The .tflite file in LiteRT's interpreter (ai-edge-litert). Any tensor may be asked for
+    (all are kept); quantized ones come back as the reals they stand for, and a float input
+    fed to a quantized input tensor is quantized with that tensor's scale and zero point."""
+    import warnings
+
+    import numpy as np
+
+
+    try:
+        from ai_edge_litert.interpreter import Interpreter
+    except ImportError:
+        raise ModelError("validating a TFLite model needs LiteRT: pip install 'pymace[tflite]'") from None
+    model = read_model(model_path)
+    with warnings.catch_warnings():   # keeping every tensor is what layer validation is for
+        warnings.simplefilter("ignore")
+        interp = Interpreter(model_path=str(model_path), num_threads=num_threads or None,
+                             experimental_preserve_all_tensors=True)
+    try:
+        for name, value in inputs.items():
+            t = _litert_tensor(model, name, model_path)
+            if tuple(np.shape(value)) != tuple(t.shape):
+                interp.resize_tensor_input(t.index, list(np.shape(value)))
+        interp.allocate_tensors()
+        for name, value in inputs.items():
+            t = _litert_tensor(model, name, model_path)
+            interp.set_tensor(t.index, _to_stored(t, np.asarray(value)))
+        interp.invoke()
+        result = {}
+        for name in output_names:
+            t = _litert_tensor(model, name, model_path)
+            value = interp.get_tensor(t.index)
+            result[name] = _real(t, value)
+    except ModelError:
+        raise
+    except Exception as e:
+        raise ModelError(f"{model_path}: LiteRT could not run the reference model: "
+                         f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    return result
+
+
+def _litert_tensor(model, name: str, model_path):
+    t = model.tensor(name)
+    if t is None:
+        raise ModelError(f"{model_path}: tensor '{name}' is not in the TFLite model")
+    return t
+
+
+def _to_stored(t, value):
+    import numpy as np
+
+    if t.real_range() is not None and value.dtype.kind == "f":   # a float fed to a quantized input
+        info = np.iinfo(t.dtype)
+        s, z = float(t.scale.reshape(-1)[0]), _zero_point(t)
+        return np.clip(np.rint(value / s) + z, info.min, info.max).astype(t.dtype)
+    return value.astype(t.dtype) if t.dtype is not None else value
+
+
+def _zero_point(t) -> int:
+    return int(t.zero_point.reshape(-1)[0]) if t.zero_point is not None and t.zero_point.size else 0
+
+
+def _real(t, value):
+    import numpy as np
+
+    if t.real_range() is None:
+        return value
+    return ((value.astype(np.int64) - _zero_point(t)) * float(t.scale.reshape(-1)[0])).astype(np.float32)
+
+
+REFERENCES = {"onnx": run_onnxruntime, "tensorflow": run_tensorflow, "keras": run_tensorflow,
+              "tflite": run_litert}
 
 
 def run_caffe(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0,

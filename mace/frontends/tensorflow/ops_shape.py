@@ -8,17 +8,10 @@ file), so Shape/Size/Rank are constants at once and the Shape -> StridedSlice
 """
 import numpy as np
 
+from mace.frontends.slicing import axis_bounds, dense_index, reshape_to, slice_or_alias
 from mace.frontends.tensorflow.registry import tf_op
 from mace.ops._common import normalize_axis
 from mace.ops.reshape import resolve_shape
-from mace.ops.strided_slice import axis_slice
-
-
-def reshape_to(ctx, node, x, dims, out=None):
-    """Reshape `x` to `dims` (TensorFlow's meaning: 0 is a real zero, -1 is inferred)."""
-    ctx.add("Reshape", node, [x], None if out is None else [out],
-            name=None if out is None else out, dims=[int(d) for d in dims],
-            allowzero=1 if 0 in dims else None)
 
 
 def axis_of(ctx, node, axis, rank):
@@ -137,26 +130,6 @@ def unpack(ctx, node):
         reshape_to(ctx, node, p, shape[:axis] + shape[axis + 1:], ctx.out(node, i))
 
 
-def _slice_or_alias(ctx, node, x, bounds, final_shape):
-    """StridedSlice `x` by per-axis (start, end, step) bounds, then reshape to `final_shape`."""
-    shape = ctx.shape(x)
-    cut = [i for i, (s, e, st) in enumerate(bounds) if (s, e, st) != (0, shape[i], 1)]
-    src = x
-    if cut:
-        sliced = tuple(axis_slice(*b, d)[1] for b, d in zip(bounds, shape))
-        direct = sliced == tuple(final_shape)  # no reshape needed after the slice
-        src = ctx.out(node) if direct else ctx.temp(node, "slice")
-        ctx.add("StridedSlice", node, [x], [src], name=node.name if direct else src,
-                starts=[bounds[i][0] for i in cut], ends=[bounds[i][1] for i in cut], axes=cut,
-                steps=[bounds[i][2] for i in cut])
-        if direct:
-            return
-    if tuple(ctx.shape(src)) != tuple(final_shape):
-        reshape_to(ctx, node, src, final_shape)
-    else:
-        ctx.alias(node, 0, src)
-
-
 @tf_op("Slice")
 def slice_(ctx, node):
     x = ctx.inp(node, 0)
@@ -170,7 +143,7 @@ def slice_(ctx, node):
         if not 0 <= b <= end <= d:
             raise ctx.fail(node, f"begin {begin} and size {size} leave the input shape {list(shape)}")
         bounds.append((b, end, 1))
-    _slice_or_alias(ctx, node, x, bounds, [e - b for b, e, _ in bounds])
+    slice_or_alias(ctx, node, x, bounds, [e - b for b, e, _ in bounds])
 
 
 def strided_index(ctx, node, rank):
@@ -198,40 +171,15 @@ def strided_index(ctx, node, rank):
     return index
 
 
-def _dense(ctx, node, index, shape):
-    """Per input axis: the slice or integer of `index` that applies to it."""
-    consumed = sum(1 for e in index if e is not None and e is not Ellipsis)
-    if consumed > len(shape):
-        raise ctx.fail(node, f"indexes {consumed} axes of a rank-{len(shape)} input")
-    dense = []
-    for e in index:
-        if e is Ellipsis:
-            dense += [slice(None)] * (len(shape) - consumed)
-        elif e is not None:
-            dense.append(e)
-    return dense + [slice(None)] * (len(shape) - len(dense))
-
-
-def _bound(ctx, node, e, dim):
-    if isinstance(e, int):
-        if not -dim <= e < dim:
-            raise ctx.fail(node, f"index {e} is out of range for an axis of size {dim}")
-        return e % dim, e % dim + 1, 1
-    start, stop, step = e.indices(dim)
-    if not len(range(start, stop, step)):
-        return 0, 0, 1
-    return start, (-dim - 1 if stop < 0 else stop), step  # -dim-1: past index 0 (negative step)
-
-
 @tf_op("StridedSlice")
 def strided_slice(ctx, node):
     x = ctx.inp(node, 0)
     shape = ctx.shape(x)
     index = strided_index(ctx, node, len(shape))
-    bounds = [_bound(ctx, node, e, d) for e, d in zip(_dense(ctx, node, index, shape), shape)]
+    bounds = [axis_bounds(ctx, node, e, d) for e, d in zip(dense_index(ctx, node, index, shape), shape)]
     # numpy indexing has TensorFlow's semantics; a zero-stride view gives the result's shape.
     final = np.broadcast_to(np.empty((), np.int8), shape)[tuple(index)].shape
-    _slice_or_alias(ctx, node, x, bounds, final)
+    slice_or_alias(ctx, node, x, bounds, final)
 
 
 @tf_op("Tile")

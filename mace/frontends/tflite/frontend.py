@@ -1,0 +1,294 @@
+"""TFLite FlatBuffer -> Graph (TFLite's NHWC layout, which is also ours: no layout round trip).
+
+Only the ops the requested outputs depend on are converted, stopping at the
+requested inputs (a model may be cut at inner tensors). Before converting a single
+op, everything a user can get wrong is checked: the input/output names, the input
+shapes and types against the model, and the op types (all unsupported builtins and
+custom ops are listed at once). IR tensors keep TFLite's tensor names; an op is
+named after its first output (TFLite ops have no names).
+
+Constants are read as float32 where TFLite stores them quantized (int8 weights,
+int32 bias: (q - zero_point) * scale, per axis where the file says so). Quantized
+activations become float tensors whose range (scale, zero point) is recorded for
+the quantize pass, as QAT ranges are (mace/quantize/qat_ranges.py), so a
+pre-quantized model runs on our int8 kernels with its own parameters
+(docs/tflite.md).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.errors import ModelError, UnsupportedOpError
+from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
+from mace.frontends.tflite.model_file import TflModel, TflOp, read_model
+from mace.frontends.tflite.registry import CUSTOM_OPS, load_mappers
+from mace.ir.args import set_arg
+from mace.ir.graph import Graph
+from mace.quantize.qat_ranges import carry_range, record_ranges
+from mace.transform.shape_inference import infer_op, infer_shapes, settle_new_ops
+
+FRAMEWORK_FORMAT = "NHWC"
+
+# TFLite's ActivationFunctionType -> the IR's fused activation args
+FUSED = {0: {}, 1: {"activation": "RELU"}, 2: {"activation": "CLIP", "activation_coefficient": -1.0,
+                                                "max_limit": 1.0},
+         3: {"activation": "RELUX", "max_limit": 6.0}, 4: {"activation": "TANH"}}
+
+
+class TflContext:
+    """What a mapping function sees: the graph being built and helpers over TFLite ops."""
+
+    def __init__(self, graph: Graph, model: TflModel, keep: set):
+        self.graph = graph
+        self.model = model
+        self.keep = keep      # tensors that must stay produced by an op (model outputs)
+        self.rename = {}      # TFLite tensor name -> IR tensor name (inputs, aliases)
+
+    def name(self, t: str) -> str:
+        return self.rename.get(t, t)
+
+    def tensor(self, op: TflOp, i: int):
+        """The TflTensor of input i (None when left out)."""
+        if i >= len(op.inputs) or op.inputs[i] < 0:
+            return None
+        return self.model.tensors[op.inputs[i]]
+
+    def inp(self, op: TflOp, i: int):
+        t = self.tensor(op, i)
+        return None if t is None else self.name(t.name)
+
+    def inputs(self, op: TflOp) -> list:
+        return [self.name(self.model.tensors[i].name) for i in op.inputs if i >= 0]
+
+    def out(self, op: TflOp, i: int = 0) -> str:
+        return self.model.tensors[op.outputs[i]].name
+
+    def op_name(self, op: TflOp) -> str:
+        return self.model.op_name(op)
+
+    def const(self, name):
+        return None if name is None else self.graph.consts.get(name)
+
+    def shape(self, name) -> tuple:
+        return self.graph.shape(name)
+
+    def dtype(self, name) -> np.dtype:
+        return self.graph.dtype(name)
+
+    def fail(self, op: TflOp, message: str) -> ModelError:
+        return ModelError(f"{op.type} '{self.op_name(op)}': {message}")
+
+    def options(self, op: TflOp):
+        if op.options is None:
+            raise self.fail(op, "the op has no options table")
+        return op.options
+
+    def static(self, op: TflOp, i: int, what: str) -> np.ndarray:
+        v = self.const(self.inp(op, i))
+        if v is None:
+            raise self.fail(op, f"{what} must be constant")
+        return np.asarray(v)
+
+    def static_ints(self, op: TflOp, i: int, what: str) -> list:
+        return [int(d) for d in self.static(op, i, what).reshape(-1)]
+
+    def fused(self, op: TflOp) -> dict:
+        """The fused activation of `op`'s options as IR args."""
+        kind = int(op.options.FusedActivationFunction()) if op.options is not None else 0
+        if kind not in FUSED:
+            raise self.fail(op, f"fused activation {kind} (SIGN_BIT) is not supported")
+        return dict(FUSED[kind])
+
+    def add(self, op_type: str, op: TflOp, inputs, outputs=None, name=None, **args):
+        """Add an IR op for TFLite `op`; outputs default to the op's first output."""
+        outputs = [self.out(op)] if outputs is None else outputs
+        ir = self.graph.add_op(op_type, inputs, outputs, name=name or self.op_name(op),
+                               framework_op=[self.op_name(op)], **args)
+        infer_op(self.graph, ir)  # later IR ops of the same TFLite op may ask for its shape
+        return ir
+
+    def temp(self, op: TflOp, suffix: str) -> str:
+        return self.graph.unique_name(f"{self.op_name(op)}_{suffix}")
+
+    def add_const(self, name: str, value) -> str:
+        return self.graph.add_const(name, np.asarray(value))
+
+    def alias(self, op: TflOp, i: int, source: str) -> None:
+        """Output i of `op` is `source` (no op needed), unless it is a model output."""
+        out = self.out(op, i)
+        if out in self.keep:
+            self.add("Identity", op, [source], [out], name=self.temp(op, f"out{i}"))
+        else:
+            self.rename[out] = source
+
+
+# ---- which ops to convert ---------------------------------------------------------
+def needed_ops(model: TflModel, outputs: list, fed: set) -> list:
+    """Ops the output tensors depend on (stopping at fed tensors), in the file's order."""
+    producer = {t: op for op in model.ops for t in op.outputs}
+    wanted, stack = set(), [model.by_name[n].index for n in outputs]
+    while stack:
+        t = stack.pop()
+        op = producer.get(t)
+        if op is None or model.tensors[t].name in fed or op.index in wanted:
+            continue
+        wanted.add(op.index)
+        stack.extend(i for i in op.inputs if i >= 0)
+    return [op for op in model.ops if op.index in wanted]
+
+
+def _check_ops(order: list, model: TflModel, mappers: dict) -> None:
+    bad = {}
+    for op in order:
+        if op.key not in mappers or (op.type == "CUSTOM") != (op.key in CUSTOM_OPS):
+            label = f"custom op {op.custom_code or '(unnamed)'}" if op.type == "CUSTOM" else op.type
+            bad.setdefault(label, []).append(model.op_name(op))
+    if bad:
+        listing = "; ".join(f"{t} (op {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"
+                            for t, n in sorted(bad.items()))
+        raise UnsupportedOpError(f"{model.path}: unsupported TFLite op(s): {listing}. "
+                                 f"Supported: {', '.join(sorted(set(mappers) - CUSTOM_OPS))} (custom ops: "
+                                 f"{', '.join(sorted(CUSTOM_OPS)) or 'none'})")
+
+
+def _model_io(model: TflModel, indices) -> list:
+    return [model.tensors[i].name for i in indices]
+
+
+def _check_inputs(spec: ModelSpec, model: TflModel) -> None:
+    path = model.path
+    for t in spec.inputs:
+        tensor = model.tensor(t.name)
+        if tensor is None or tensor.data is not None:
+            raise ModelError(f"{path}: input tensor '{t.name}' is not in the model; its inputs are "
+                             f"{_model_io(model, model.inputs)}")
+        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
+        logical = [t.shape[p] for p in perm] if perm else list(t.shape)
+        declared = list(tensor.shape)
+        if declared and (len(declared) != len(logical) or any(
+                m > 0 and m != d for i, (m, d) in enumerate(zip(declared, logical)) if i or m != 1)):
+            hint = " (TFLite models are NHWC; input_data_formats NCHW transposes the input)" \
+                if perm and t.data_format == "NCHW" else ""
+            raise ModelError(f"{path}: input tensor '{t.name}': shape {list(t.shape)} ({t.data_format}) "
+                             f"is {logical} in the model's NHWC layout, but the model declares "
+                             f"{declared}{hint}")
+        _refuse_integer_edge(tensor, "input", path)
+        if tensor.dtype is not None and tensor.dtype != np.dtype(t.dtype):
+            raise ModelError(f"{path}: input tensor '{t.name}' is {tensor.dtype} in the model, the "
+                             f"deployment file says {t.dtype} (set input_data_types)")
+
+
+def _check_outputs(spec: ModelSpec, model: TflModel) -> None:
+    for t in spec.outputs:
+        tensor = model.tensor(t.name)
+        if tensor is None or tensor.data is not None:
+            raise ModelError(f"{model.path}: output tensor '{t.name}' is not computed by the model; "
+                             f"its outputs are {_model_io(model, model.outputs)}")
+        _refuse_integer_edge(tensor, "output", model.path)
+
+
+def _refuse_integer_edge(tensor, what: str, path) -> None:
+    """The converted graph is float inside (integer tensors become the reals they stand for), so
+    a quantized tensor cannot be one of its inputs or outputs."""
+    if tensor.real_range() is not None:
+        raise ModelError(f"{path}: {what} tensor '{tensor.name}' is quantized {tensor.type_name} "
+                         f"(scale {float(tensor.scale.reshape(-1)[0]):.6g}); pymace takes and gives the "
+                         f"float values: export with float {what}s (the TFLite converter's default "
+                         f"inference_{what}_type=tf.float32), or name the float tensor beside the "
+                         f"QUANTIZE/DEQUANTIZE at the edge")
+
+
+def _add_consts(ctx: TflContext) -> None:
+    for t in ctx.model.tensors:
+        if t.data is not None:
+            value = t.real()
+            if value.dtype == np.float64:
+                value = value.astype(np.float32)   # the IR keeps no float64 tensors
+            ctx.graph.consts[t.name] = value
+
+
+def _add_inputs(ctx: TflContext, spec: ModelSpec) -> None:
+    for t in spec.inputs:
+        add_input_info(ctx.graph, t)
+        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
+        if perm:
+            inner = ctx.graph.unique_name(f"{t.name}_nhwc")
+            op = ctx.graph.add_op("Transpose", [t.name], [inner], name=f"{t.name}_to_nhwc",
+                                  dims=list(perm))
+            infer_op(ctx.graph, op)
+            ctx.rename[t.name] = inner
+
+
+def _rename_everywhere(graph: Graph, old: str, new: str) -> None:
+    carry_range(graph.net, old, new)   # a recorded quantization range follows the tensor
+    for op in graph.net.op:
+        op.output[:] = [new if o == old else o for o in op.output]
+        op.input[:] = [new if i == old else i for i in op.input]
+    graph.specs[new] = graph.specs.pop(old)
+
+
+def _add_outputs(ctx: TflContext, spec: ModelSpec) -> None:
+    graph = ctx.graph
+    for t in spec.outputs:
+        add_output_info(graph, t)
+        src = ctx.name(t.name)
+        perm = user_to_framework(graph.shape(src), FRAMEWORK_FORMAT, t.data_format) \
+            if t.data_format != "NONE" else None
+        if perm and src == t.name:  # the transposed tensor takes the name; the model keeps NHWC
+            src = graph.unique_name(f"{t.name}_nhwc")
+            _rename_everywhere(graph, t.name, src)
+        if perm or src in graph.consts or src in graph.input_names:
+            op = graph.add_op("Transpose" if perm else "Identity", [src], [t.name],
+                              name=graph.unique_name(f"{t.name}_out"), dims=list(perm) if perm else None)
+            infer_op(graph, op)
+        elif src != t.name:
+            _rename_everywhere(graph, src, t.name)
+
+
+def _record_quant_ranges(ctx: TflContext, order: list) -> None:
+    """Each quantized activation's range, in op order (a tensor's first range wins)."""
+    rows, seen = [], set()
+    for op in order:
+        for i in [*op.inputs, *op.outputs]:
+            t = ctx.model.tensors[i] if i >= 0 else None
+            if t is None or t.data is not None or i in seen:
+                continue
+            seen.add(i)
+            r = t.real_range()
+            name = ctx.name(t.name)
+            if r is not None and (name in ctx.graph.specs or name in ctx.graph.input_names):
+                rows.append((name, r[0], r[1], r[2], 0))
+    if rows:
+        record_ranges(ctx.graph.net, rows)
+
+
+def convert(spec: ModelSpec) -> Graph:
+    model = read_model(spec.model_path)
+    mappers = load_mappers()
+    _check_inputs(spec, model)
+    _check_outputs(spec, model)
+    outputs = [t.name for t in spec.outputs]
+    order = needed_ops(model, outputs, {t.name for t in spec.inputs})
+    _check_ops(order, model, mappers)
+    graph = Graph()
+    graph.net.name = spec.name
+    set_arg(graph.net, "framework_data_format", FRAMEWORK_FORMAT)
+    set_arg(graph.net, "platform", "tflite")
+    ctx = TflContext(graph, model, set(outputs))
+    _add_consts(ctx)
+    _add_inputs(ctx, spec)
+    for op in order:
+        try:
+            first_new = len(graph.net.op)
+            mappers[op.key](ctx, op)
+            settle_new_ops(graph, first_new, ctx.keep)
+        except (ModelError, UnsupportedOpError):
+            raise
+        except Exception as e:
+            raise ModelError(f"{model.path}: cannot convert op '{model.op_name(op)}' ({op.type}): "
+                             f"{e}") from e
+    infer_shapes(graph)
+    _record_quant_ranges(ctx, order)
+    _add_outputs(ctx, spec)
+    infer_shapes(graph)
+    return graph

@@ -1,0 +1,116 @@
+"""What the TFLite frontend refuses, each refusal naming the file, op or tensor at fault."""
+import pytest
+
+from mace.errors import ModelError, UnsupportedOpError
+from mace.frontends import convert
+from mace.frontends.base import ModelSpec, TensorSpec
+from mace.frontends.tflite.model_file import read_model
+from tests.cli_helpers import cli, sha256, write_deployment
+from tests.tflite.tfl_case import tf, to_tflite
+
+
+def spec(path, inputs=(("x0", (1, 4, 4, 2)),), outputs=None):
+    outputs = outputs or [read_model(path).tensors[i].name for i in read_model(path).outputs]
+    return ModelSpec(path, [TensorSpec(n, s, "NHWC") for n, s in inputs],
+                     [TensorSpec(o, None, "NONE") for o in outputs])
+
+
+@pytest.fixture(scope="module")
+def cumsum_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tfl_err") / "cumsum.tflite"
+    return to_tflite(lambda x: tf.math.cumsum(tf.nn.relu(x), axis=1) + tf.math.cumsum(x, axis=2),
+                     [(1, 4, 4, 2)], path)
+
+
+def as_custom_op(src, dst):
+    """`src` with its CUMSUM op code turned into an (unnamed) custom op, patched in place."""
+    import tflite
+
+    buf = bytearray(src.read_bytes())
+    model = tflite.Model.GetRootAsModel(buf, 0)
+    for i in range(model.OperatorCodesLength()):
+        code = model.OperatorCodes(i)
+        if code.BuiltinCode() == tflite.BuiltinOperator.CUMSUM:
+            for field, size in ((4, 1), (10, 4)):   # deprecated_builtin_code (int8), builtin_code (int32)
+                o = code._tab.Offset(field)
+                if o:
+                    buf[code._tab.Pos + o:code._tab.Pos + o + size] = \
+                        int(tflite.BuiltinOperator.CUSTOM).to_bytes(size, "little")
+    dst.write_bytes(bytes(buf))
+    return dst
+
+
+def test_unsupported_builtins_are_listed_with_the_supported_ones(cumsum_model):
+    with pytest.raises(UnsupportedOpError) as e:
+        convert("tflite", spec(cumsum_model))
+    msg = str(e.value)
+    assert str(cumsum_model) in msg and "unsupported TFLite op(s): CUMSUM (op " in msg
+    assert "Supported: " in msg and "CONV_2D" in msg and "RELU" in msg
+
+
+def test_custom_op_is_named(cumsum_model, tmp_path):
+    path = as_custom_op(cumsum_model, tmp_path / "custom.tflite")
+    assert "CUSTOM" in {op.type for op in read_model(path).ops}
+    with pytest.raises(UnsupportedOpError, match=r"custom op \(unnamed\) \(op .*Supported: "):
+        convert("tflite", spec(path))
+
+
+def test_not_a_flatbuffer(tmp_path):
+    path = tmp_path / "model.tflite"
+    path.write_bytes(b"\x00" * 64)
+    with pytest.raises(ModelError, match=r"model.tflite: not a TFLite FlatBuffer"):
+        read_model(path)
+
+
+def test_truncated_flatbuffer(cumsum_model, tmp_path):
+    path = tmp_path / "cut.tflite"
+    path.write_bytes(cumsum_model.read_bytes()[:200])
+    with pytest.raises(ModelError, match=r"cut.tflite: cannot read the TFLite FlatBuffer"):
+        read_model(path)
+
+
+def test_wrong_input_name_lists_the_inputs(cumsum_model):
+    with pytest.raises(ModelError, match=r"input tensor 'image' is not in the model; its inputs are \['x0'\]"):
+        convert("tflite", spec(cumsum_model, inputs=(("image", (1, 4, 4, 2)),)))
+
+
+def test_wrong_input_shape(cumsum_model):
+    with pytest.raises(ModelError, match=r"input tensor 'x0': shape \[1, 4, 4, 3\].*declares \[1, 4, 4, 2\]"):
+        convert("tflite", spec(cumsum_model, inputs=(("x0", (1, 4, 4, 3)),)))
+
+
+def test_wrong_output_name(cumsum_model):
+    with pytest.raises(ModelError, match=r"output tensor 'prob' is not computed by the model"):
+        convert("tflite", spec(cumsum_model, outputs=["prob"]))
+
+
+def test_cli_reports_unsupported_ops_without_traceback(cumsum_model, tmp_path):
+    out = [read_model(cumsum_model).tensors[i].name for i in read_model(cumsum_model).outputs][0]
+    model = {"platform": "tflite", "model_file_path": str(cumsum_model),
+             "model_sha256_checksum": sha256(cumsum_model), "runtime": "cpu",
+             "subgraphs": [{"input_tensors": "x0", "input_shapes": "1,4,4,2", "output_tensors": out,
+                            "output_data_formats": "NONE"}]}
+    yml = write_deployment(tmp_path / "deploy.yml", {"m": model}, library="tfl")
+    r = cli("convert", "--config", yml, cwd=tmp_path)
+    assert r.returncode != 0
+    assert "CUMSUM" in r.stderr + r.stdout and "Traceback" not in r.stderr
+    assert not (tmp_path / "builds" / "tfl" / "model" / "m.pb").exists()
+
+
+def test_integer_inputs_are_refused(tmp_path):
+    import numpy as np
+
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([tf.function(lambda x: tf.nn.relu(x) * 2.0)
+                                                           .get_concrete_function(
+                                                               tf.TensorSpec((1, 4, 4, 2), tf.float32, name="x0"))])
+    conv.optimizations = [tf.lite.Optimize.DEFAULT]
+    conv.target_spec.supported_ops = [tf.lite.OpsSet.TFLITE_BUILTINS_INT8]
+    conv.inference_input_type = conv.inference_output_type = tf.int8
+    conv.representative_dataset = lambda: ([np.full((1, 4, 4, 2), v, np.float32)] for v in (-1.0, 1.0))
+    path = tmp_path / "int8_io.tflite"
+    path.write_bytes(conv.convert())
+    model = read_model(path)
+    name = model.tensors[model.inputs[0]].name
+    with pytest.raises(ModelError, match=rf"input tensor '{name}' is quantized INT8 .*float inputs"):
+        convert("tflite", ModelSpec(path, [TensorSpec(name, (1, 4, 4, 2), "NHWC", dtype="int8")],
+                                    [TensorSpec(model.tensors[model.outputs[0]].name, None, "NONE")]))
