@@ -43,6 +43,28 @@ class OnnxContext:
     def const(self, name):
         return None if name is None else self.graph.consts.get(name)
 
+    def scalar(self, node, i: int, what: str, default=None):
+        """Input i of `node` as a Python number where ONNX means a scalar.
+
+        Exporters give scalars as 0-d tensors or as 1-element tensors of any rank
+        (Paddle2ONNX's Clip min/max are shape [1]); both are accepted. Absent or empty
+        (or 0-element) inputs give `default`; a non-constant or many-element input is an error.
+        """
+        name = self.inp(node, i)
+        if name is None:
+            return default
+        value = self.const(name)
+        if value is None:
+            raise ModelError(f"{node.op_type} '{self.op_name(node)}': {what} (input '{name}') must be "
+                             f"static (computable from constants and input shapes)")
+        value = np.asarray(value)
+        if value.size == 0:  # an empty tensor is an omitted input to some exporters
+            return default
+        if value.size != 1:
+            raise ModelError(f"{node.op_type} '{self.op_name(node)}': {what} (input '{name}') must be "
+                             f"a scalar or a 1-element tensor, got shape {list(value.shape)}")
+        return value.reshape(-1)[0].item()
+
     def shape(self, name) -> tuple:
         """Static shape of a tensor converted so far (constants fold as nodes arrive)."""
         return self.graph.shape(name)
@@ -198,6 +220,48 @@ def convert(spec: ModelSpec) -> Graph:
             raise ModelError(f"{path}: cannot convert node '{ctx.op_name(node)}' ({node.op_type}): {e}") \
                 from e
     infer_shapes(graph)
+    _check_float64(graph, path, keep)
     _add_outputs(ctx, spec)
     infer_shapes(graph)
     return graph
+
+
+def _check_float64(graph: Graph, path: Path, keep) -> None:
+    """Refuse float64 (ONNX DOUBLE) math left for run time rather than run it in float32.
+
+    The runtimes compute in float32 at most and the IR has no float64 type, so a Cast to
+    DOUBLE (or a double initializer) is fine only where it folds while converting, or
+    where it is a round trip that changes no value (float32 -> DOUBLE -> float32).
+    """
+    _drop_float64_round_trips(graph, keep)
+    for op in graph.net.op:
+        for t in list(op.input) + list(op.output):
+            if graph.dtype(t) == np.float64:
+                raise ModelError(
+                    f"{path}: node '{op.name}' ({op.type}) computes with tensor '{t}' in float64 "
+                    f"(ONNX DOUBLE) at run time; pymace runs float32 at most and does not silently "
+                    f"narrow it. Export the model without double-precision casts")
+
+
+# Types whose every value float64 holds exactly: a Cast from them to DOUBLE and on to
+# another type gives what the direct Cast gives (int64 could round twice; not listed).
+_EXACT_IN_DOUBLE = {np.dtype(t) for t in (np.float32, np.float16, np.int8, np.int16, np.int32,
+                                          np.uint8, np.uint16, np.uint32, np.bool_)}
+
+
+def _drop_float64_round_trips(graph: Graph, keep) -> None:
+    """Cast(x -> DOUBLE) read only by Casts: those Casts read x instead (torch's .double().float())."""
+    consumers = graph.consumers()
+    drop = []
+    for i, op in enumerate(graph.net.op):
+        if op.type != "Cast" or graph.dtype(op.output[0]) != np.float64 \
+                or graph.dtype(op.input[0]) not in _EXACT_IN_DOUBLE:
+            continue
+        users = consumers.get(op.output[0], [])
+        if not users or any(u.type != "Cast" for u in users) or op.output[0] in keep:
+            continue
+        for u in users:
+            u.input[0] = op.input[0]
+        drop.append(i)
+    if drop:
+        graph.set_ops([op for i, op in enumerate(graph.net.op) if i not in drop])
