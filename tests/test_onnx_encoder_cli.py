@@ -96,3 +96,21 @@ def test_paddle2onnx_style_clip_through_the_cli(tmp_path):
     (want,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(["y"], {"x": x})
     assert want.max() == 6.0 and want.min() == 0.0  # the clip bites on both sides
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_token_ids_left_at_the_float32_default_are_an_error(tmp_path):
+    """Forgetting input_data_types: int64 stops convert with the fix, not a later crash."""
+    work = tmp_path
+    model, outputs = bert_encoder(opset=14, layers=1)
+    path = work / "encoder.onnx"
+    onnx.save(model, str(path))
+    entry = {"platform": "onnx", "model_file_path": path.name, "model_sha256_checksum": sha256(path),
+             "subgraphs": [{"input_tensors": ["input_ids", "attention_mask"], "input_shapes": ["1,8", "1,8"],
+                            "input_data_formats": "NONE", "output_tensors": outputs[:1],
+                            "output_data_formats": "NONE"}]}
+    write_deployment(work / "enc.yml", {"enc": entry}, library="enc")
+    r = cli("convert", "--config=enc.yml", "--build_dir=out", cwd=work)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    assert "input tensor 'input_ids' is int64 in the model, but input_data_types gives float32" in r.stderr
+    assert "set input_data_types: int64" in r.stderr
+    assert not (work / "out" / "enc" / "model").exists()  # nothing half-written

@@ -159,6 +159,26 @@ def _check_inputs(spec: ModelSpec, declared: dict, path: Path) -> None:
                 f"{[d if d else '?' for d in model_dims]}{hint}")
 
 
+def _check_input_types(spec: ModelSpec, model, path: Path) -> None:
+    """The model's declared element type against input_data_types (default float32): token
+    ids fed as float32 would otherwise convert and fail only when run or validated."""
+    import onnx
+
+    declared = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}
+    for t in spec.inputs:
+        elem = declared.get(t.name, 0)
+        if not elem:  # no type given: nothing to check against
+            continue
+        try:
+            want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if want.name != t.dtype:
+            raise ModelError(f"{path}: input tensor '{t.name}' is {want.name} in the model, but "
+                             f"input_data_types gives {t.dtype} (the default is float32); "
+                             f"set input_data_types: {want.name}")
+
+
 def _check_outputs(spec: ModelSpec, model, path: Path) -> None:
     produced = {o for n in model.graph.node for o in n.output}
     graph_outs = [o.name for o in model.graph.output]
@@ -197,6 +217,7 @@ def convert(spec: ModelSpec) -> Graph:
     mappers = load_mappers()
     _check_ops(model, path, mappers)
     _check_inputs(spec, _model_inputs(model), path)
+    _check_input_types(spec, model, path)
     _check_outputs(spec, model, path)
     import onnx.numpy_helper as nh
 
