@@ -71,7 +71,9 @@ class Graph:
         return self.net.op[-1]
 
     def add_const(self, name: str, value) -> str:
-        self.consts[name] = np.ascontiguousarray(value)
+        # not np.ascontiguousarray: it turns a 0-d scalar into shape (1,), which changes the
+        # rank of everything computed from it (ONNX Shape->Gather(scalar)->Unsqueeze chains)
+        self.consts[name] = np.asarray(value, order="C")
         return name
 
     def set_ops(self, ops) -> None:

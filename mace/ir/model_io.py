@@ -32,7 +32,7 @@ def save_model(graph: Graph, pb_path: Path, data_path: Path) -> None:
     net.version = __version__
     blobs, offset = [], 0
     for name, value in graph.consts.items():
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value, order="C")  # keeps 0-d scalars 0-d (no dims in the .pb)
         t = net.tensors.add(name=name, data_type=from_numpy(value.dtype),
                             offset=offset, data_size=value.nbytes)
         t.dims.extend(value.shape)

@@ -30,9 +30,11 @@ class SoftmaxCpu(Kernel):
 
     def run(self, inputs, outputs):
         x, out = inputs[0], outputs[0]
-        np.subtract(x, x.max(axis=self.axis, keepdims=True), out=out)
-        if self.log:
-            out -= np.log(np.exp(out).sum(axis=self.axis, keepdims=True))
-        else:
-            np.exp(out, out=out)
-            out /= out.sum(axis=self.axis, keepdims=True)
+        # A fully masked row (all -inf) gives NaN, as in onnxruntime: -inf - -inf is NaN.
+        with np.errstate(invalid="ignore", divide="ignore"):
+            np.subtract(x, x.max(axis=self.axis, keepdims=True), out=out)
+            if self.log:
+                out -= np.log(np.exp(out).sum(axis=self.axis, keepdims=True))
+            else:
+                np.exp(out, out=out)
+                out /= out.sum(axis=self.axis, keepdims=True)

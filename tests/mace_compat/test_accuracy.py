@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from mace.frontends.base import TensorSpec
+from mace.config.specs import TensorSpec
 from mace.validate.accuracy import batches, evaluate, feed
 from tests.cli_helpers import DIGITS, cli, digits_model, workdir, write_deployment
 

@@ -32,5 +32,7 @@ def test_every_supported_op_passes_some_case(results):
         by_op[r.op_type][r.outcome] += 1
     never = sorted(op for op, c in by_op.items() if c["pass"] == 0)
     # Ops whose every onnx case uses a feature we refuse (dtype, dynamic shape) are listed here.
-    allowed = {"CastLike"}
+    # Einsum: onnx's cases feed float64 / bfloat16 only (float32 is checked against
+    # onnxruntime in tests/ops/test_onnx_transformer_ops.py).
+    allowed = {"CastLike", "Einsum"}
     assert set(never) <= allowed, f"op types with no passing onnx case: {never}"

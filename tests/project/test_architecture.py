@@ -48,3 +48,25 @@ def test_function_level_imports_only_where_they_buy_something():
         if lines and rel not in LAZY_OK:
             offenders[rel] = lines
     assert not offenders, f"mace imports inside functions (move them to the top, or the helper down a layer): {offenders}"
+
+
+def test_every_module_imports():
+    """import-linter ignores an import of a module that does not exist (a path a move left
+    behind); importing every module catches it."""
+    import importlib
+    import pkgutil
+
+    import mace
+
+    optional = ("tensorflow", "pyopencl", "tflite", "ai_edge_litert", "numba")
+    failed = {}
+    for info in pkgutil.walk_packages(mace.__path__, "mace."):
+        try:
+            importlib.import_module(info.name)
+        except ModuleNotFoundError as e:
+            if not (e.name or "").startswith("mace") and (e.name or "").split(".")[0] in optional:
+                continue   # an optional extra this install lacks
+            failed[info.name] = repr(e)
+        except Exception as e:   # noqa: BLE001 - any import-time error is the finding
+            failed[info.name] = repr(e)
+    assert not failed, failed

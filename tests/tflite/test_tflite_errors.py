@@ -3,7 +3,7 @@ import pytest
 
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends import convert
-from mace.frontends.base import ModelSpec, TensorSpec
+from mace.config.specs import ModelSpec, TensorSpec
 from mace.frontends.tflite.model_file import read_model
 from tests.cli_helpers import cli, sha256, write_deployment
 from tests.tflite.tfl_case import tf, to_tflite

@@ -21,7 +21,7 @@ for _module, _why in (("tensorflow", "tensorflow-cpu (the [tf] extra) makes the 
         pytest.skip(f"the TFLite tests need {_why}", allow_module_level=True)
 
 from mace.frontends import convert  # noqa: E402
-from mace.frontends.base import ModelSpec, TensorSpec  # noqa: E402
+from mace.config.specs import ModelSpec, TensorSpec  # noqa: E402
 from mace.frontends.tensorflow.loader import import_tf  # noqa: E402
 from mace.frontends.tflite.model_file import read_model  # noqa: E402
 from mace.runtime.engine import Engine  # noqa: E402

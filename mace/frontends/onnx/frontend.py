@@ -43,6 +43,28 @@ class OnnxContext:
     def const(self, name):
         return None if name is None else self.graph.consts.get(name)
 
+    def scalar(self, node, i: int, what: str, default=None):
+        """Input i of `node` as a Python number where ONNX means a scalar.
+
+        Exporters give scalars as 0-d tensors or as 1-element tensors of any rank
+        (Paddle2ONNX's Clip min/max are shape [1]); both are accepted. Absent or empty
+        (or 0-element) inputs give `default`; a non-constant or many-element input is an error.
+        """
+        name = self.inp(node, i)
+        if name is None:
+            return default
+        value = self.const(name)
+        if value is None:
+            raise ModelError(f"{node.op_type} '{self.op_name(node)}': {what} (input '{name}') must be "
+                             f"static (computable from constants and input shapes)")
+        value = np.asarray(value)
+        if value.size == 0:  # an empty tensor is an omitted input to some exporters
+            return default
+        if value.size != 1:
+            raise ModelError(f"{node.op_type} '{self.op_name(node)}': {what} (input '{name}') must be "
+                             f"a scalar or a 1-element tensor, got shape {list(value.shape)}")
+        return value.reshape(-1)[0].item()
+
     def shape(self, name) -> tuple:
         """Static shape of a tensor converted so far (constants fold as nodes arrive)."""
         return self.graph.shape(name)
@@ -137,6 +159,26 @@ def _check_inputs(spec: ModelSpec, declared: dict, path: Path) -> None:
                 f"{[d if d else '?' for d in model_dims]}{hint}")
 
 
+def _check_input_types(spec: ModelSpec, model, path: Path) -> None:
+    """The model's declared element type against input_data_types (default float32): token
+    ids fed as float32 would otherwise convert and fail only when run or validated."""
+    import onnx
+
+    declared = {vi.name: vi.type.tensor_type.elem_type for vi in model.graph.input}
+    for t in spec.inputs:
+        elem = declared.get(t.name, 0)
+        if not elem:  # no type given: nothing to check against
+            continue
+        try:
+            want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+        except (KeyError, TypeError, ValueError):
+            continue
+        if want.name != t.dtype:
+            raise ModelError(f"{path}: input tensor '{t.name}' is {want.name} in the model, but "
+                             f"input_data_types gives {t.dtype} (the default is float32); "
+                             f"set input_data_types: {want.name}")
+
+
 def _check_outputs(spec: ModelSpec, model, path: Path) -> None:
     produced = {o for n in model.graph.node for o in n.output}
     graph_outs = [o.name for o in model.graph.output]
@@ -159,6 +201,7 @@ def convert(spec: ModelSpec) -> Graph:
     mappers = load_mappers()
     _check_ops(model, path, mappers)
     _check_inputs(spec, _model_inputs(model), path)
+    _check_input_types(spec, model, path)
     _check_outputs(spec, model, path)
     import onnx.numpy_helper as nh
 
@@ -172,6 +215,48 @@ def convert(spec: ModelSpec) -> Graph:
         map_node(graph, mappers[node.op_type], ctx, node, keep, path,
                  lambda: f"node '{ctx.op_name(node)}' ({node.op_type})")
     infer_shapes(graph)
+    _check_float64(graph, path, keep)
     add_outputs(graph, spec.outputs, ctx.name, FRAMEWORK_FORMAT, graph.unique_name)
     infer_shapes(graph)
     return graph
+
+
+def _check_float64(graph: Graph, path: Path, keep) -> None:
+    """Refuse float64 (ONNX DOUBLE) math left for run time rather than run it in float32.
+
+    The runtimes compute in float32 at most and the IR has no float64 type, so a Cast to
+    DOUBLE (or a double initializer) is fine only where it folds while converting, or
+    where it is a round trip that changes no value (float32 -> DOUBLE -> float32).
+    """
+    _drop_float64_round_trips(graph, keep)
+    for op in graph.net.op:
+        for t in list(op.input) + list(op.output):
+            if graph.dtype(t) == np.float64:
+                raise ModelError(
+                    f"{path}: node '{op.name}' ({op.type}) computes with tensor '{t}' in float64 "
+                    f"(ONNX DOUBLE) at run time; pymace runs float32 at most and does not silently "
+                    f"narrow it. Export the model without double-precision casts")
+
+
+# Types whose every value float64 holds exactly: a Cast from them to DOUBLE and on to
+# another type gives what the direct Cast gives (int64 could round twice; not listed).
+_EXACT_IN_DOUBLE = {np.dtype(t) for t in (np.float32, np.float16, np.int8, np.int16, np.int32,
+                                          np.uint8, np.uint16, np.uint32, np.bool_)}
+
+
+def _drop_float64_round_trips(graph: Graph, keep) -> None:
+    """Cast(x -> DOUBLE) read only by Casts: those Casts read x instead (torch's .double().float())."""
+    consumers = graph.consumers()
+    drop = []
+    for i, op in enumerate(graph.net.op):
+        if op.type != "Cast" or graph.dtype(op.output[0]) != np.float64 \
+                or graph.dtype(op.input[0]) not in _EXACT_IN_DOUBLE:
+            continue
+        users = consumers.get(op.output[0], [])
+        if not users or any(u.type != "Cast" for u in users) or op.output[0] in keep:
+            continue
+        for u in users:
+            u.input[0] = op.input[0]
+        drop.append(i)
+    if drop:
+        graph.set_ops([op for i, op in enumerate(graph.net.op) if i not in drop])

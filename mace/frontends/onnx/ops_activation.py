@@ -1,7 +1,6 @@
 """ONNX activations -> Activation (fuse_activation later folds most into their producer)."""
 import numpy as np
 
-from mace.errors import ModelError
 from mace.frontends.onnx.registry import onnx_op
 
 SIMPLE = {"Relu": "RELU", "Sigmoid": "SIGMOID", "Tanh": "TANH", "HardSwish": "HARDSWISH",
@@ -62,11 +61,8 @@ def clip(ctx, node):
     if ctx.opset < 11:
         lo, hi = ctx.attr(node, "min", -np.inf), ctx.attr(node, "max", np.inf)
     else:
-        lo_t, hi_t = ctx.inp(node, 1), ctx.inp(node, 2)
-        if (lo_t and ctx.const(lo_t) is None) or (hi_t and ctx.const(hi_t) is None):
-            raise ModelError(f"Clip '{ctx.op_name(node)}': min/max must be constants")
-        lo = float(ctx.const(lo_t)) if lo_t else -np.inf
-        hi = float(ctx.const(hi_t)) if hi_t else np.inf
+        lo = float(ctx.scalar(node, 1, "min", -np.inf))
+        hi = float(ctx.scalar(node, 2, "max", np.inf))
     x = ctx.inp(node, 0)
     if lo == 0 and np.isfinite(hi):
         ctx.add("Activation", node, [x], activation="RELUX", max_limit=float(hi))

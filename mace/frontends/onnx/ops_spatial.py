@@ -234,8 +234,7 @@ def pad(ctx, node):
     if ctx.opset < 11:
         value = float(ctx.attr(node, "value", 0.0))
     else:
-        given = _static_input(ctx, node, 2, "constant_value")
-        value = 0.0 if given is None else float(given.reshape(-1)[0])
+        value = float(ctx.scalar(node, 2, "constant_value", 0.0))
     ctx.add("Pad", node, [x], paddings=_pad_amounts(ctx, node, rank), pad_type=PAD_MODES[mode],
             constant_value=value)
 

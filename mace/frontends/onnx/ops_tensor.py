@@ -1,4 +1,4 @@
-"""ONNX MatMul, Gather, Slice, Split, Expand, Tile, Where, Cast, CastLike, Range.
+"""ONNX MatMul, Einsum, Gather, Slice, Split, Expand, Tile, Where, Cast, CastLike, Range.
 
 Shape-like operands (Slice starts/ends, Split sizes, Expand shape, Tile
 repeats) must be static: constants, or sub-graphs of constants and input
@@ -11,6 +11,7 @@ import numpy as np
 from mace.errors import ModelError
 from mace.frontends.onnx.registry import onnx_op
 from mace.ops._common import broadcast_shape, normalize_axis
+from mace.ops.einsum import einsum_shape
 
 
 def static_ints(ctx, node, i, what):
@@ -41,6 +42,19 @@ def matmul(ctx, node):
         ctx.add("FullyConnected", node, [a, weight])
         return
     ctx.add("MatMul", node, [a, b])
+
+
+@onnx_op("Einsum")
+def einsum(ctx, node):
+
+    equation = ctx.attr(node, "equation", b"")
+    equation = equation.decode() if isinstance(equation, bytes) else str(equation)
+    inputs = ctx.inputs(node)
+    try:  # a malformed equation is the model's fault: say so at convert, naming the node
+        einsum_shape(equation, [ctx.shape(t) for t in inputs])
+    except ValueError as e:
+        raise ModelError(f"Einsum '{ctx.op_name(node)}': {e}") from None
+    ctx.add("Einsum", node, inputs, equation=equation.replace(" ", ""))
 
 
 @onnx_op("Gather")
@@ -143,9 +157,9 @@ def where(ctx, node):
 
 
 def _ir_dtype_name(dtype):
-    dtype = np.dtype(dtype)
-    # Converted models keep no float64 tensors (the IR stores them as float32).
-    return "float32" if dtype == np.float64 else dtype.name
+    # float64 stays float64 here, so casts on constants and shapes fold exactly; a float64
+    # tensor left for run time is refused when the conversion ends (frontend._check_float64).
+    return np.dtype(dtype).name
 
 
 @onnx_op("Cast", "CastLike")

@@ -19,13 +19,13 @@ from __future__ import annotations
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import ModelSpec, add_input_info, add_output_info, user_to_framework
+from mace.frontends.base import add_input_info, add_output_info, map_node, new_graph
+from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.tflite.model_file import TflModel, TflOp, read_model
 from mace.frontends.tflite.registry import CUSTOM_OPS, load_mappers
-from mace.ir.args import set_arg
 from mace.ir.graph import Graph
-from mace.quantize.qat_ranges import carry_range, record_ranges
-from mace.transform.shape_inference import infer_op, infer_shapes, settle_new_ops
+from mace.ir.qat_ranges import carry_range, record_ranges
+from mace.transform.shape_inference import infer_op, infer_shapes
 
 FRAMEWORK_FORMAT = "NHWC"
 
@@ -270,23 +270,13 @@ def convert(spec: ModelSpec) -> Graph:
     outputs = [t.name for t in spec.outputs]
     order = needed_ops(model, outputs, {t.name for t in spec.inputs})
     _check_ops(order, model, mappers)
-    graph = Graph()
-    graph.net.name = spec.name
-    set_arg(graph.net, "framework_data_format", FRAMEWORK_FORMAT)
-    set_arg(graph.net, "platform", "tflite")
+    graph = new_graph(spec, "tflite", FRAMEWORK_FORMAT)
     ctx = TflContext(graph, model, set(outputs))
     _add_consts(ctx)
     _add_inputs(ctx, spec)
     for op in order:
-        try:
-            first_new = len(graph.net.op)
-            mappers[op.key](ctx, op)
-            settle_new_ops(graph, first_new, ctx.keep)
-        except (ModelError, UnsupportedOpError):
-            raise
-        except Exception as e:
-            raise ModelError(f"{model.path}: cannot convert op '{model.op_name(op)}' ({op.type}): "
-                             f"{e}") from e
+        map_node(graph, mappers[op.key], ctx, op, ctx.keep, model.path,
+                 lambda: f"op '{model.op_name(op)}' ({op.type})")
     infer_shapes(graph)
     _record_quant_ranges(ctx, order)
     _add_outputs(ctx, spec)

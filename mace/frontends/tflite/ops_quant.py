@@ -12,7 +12,7 @@ first tensor's range), become the tensor itself.
 import numpy as np
 
 from mace.frontends.tflite.registry import tfl_op
-from mace.quantize.qat_ranges import record_ranges
+from mace.ir.qat_ranges import record_ranges
 
 
 @tfl_op("DENSIFY")

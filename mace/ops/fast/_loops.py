@@ -225,7 +225,15 @@ def pool(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scal
                     o[ch] *= f
 
 
-@njit(**OPTS)
+# Softmax sees -inf on purpose (attention masks): fastmath's nnan/ninf would let LLVM assume
+# finite values (and reassoc could regroup (x - m) - lse), and python's error model raises
+# on 1/0 for a fully masked row. IEEE
+# semantics give what onnxruntime gives: NaN for an all -inf row, 0 for masked entries.
+IEEE_OPTS = dict(cache=True, fastmath={"contract", "arcp", "nsz"}, nogil=True,
+                 error_model="numpy")
+
+
+@njit(**IEEE_OPTS)
 def softmax_rows(x, log, out):
     """Softmax (or log-softmax) of each row of x (rows, k) into out, max-shifted."""
     rows, k = x.shape
@@ -238,10 +246,10 @@ def softmax_rows(x, log, out):
             e = np.exp(x[r, i] - m)
             out[r, i] = e
             total += e
-        if log:
-            shift = m + np.log(total)
+        if log:  # (x - m) - log(total): m + log(total) would round away for huge |m|
+            lse = np.log(total)
             for i in range(k):
-                out[r, i] = x[r, i] - shift
+                out[r, i] = (x[r, i] - m) - lse
         else:
             inv = 1.0 / total
             for i in range(k):
