@@ -442,12 +442,151 @@ def argmax(layer, bottoms, blobs):
     return [np.stack(rows, axis=1).reshape([x.shape[0], len(rows)] + tail)]
 
 
+# ---- SSD (the SSD fork's prior_box, normalize and detection_output layers) -------------
+def prior_box(layer, bottoms, blobs):
+    """PriorBoxLayer::Forward_cpu: cell by cell, box by box."""
+    p = layer.prior_box_param
+    (_, _, layer_h, layer_w), (_, _, image_h, image_w) = bottoms[0].shape, bottoms[1].shape
+    ratios = [1.0]
+    for r in p.aspect_ratio:
+        if all(abs(r - seen) >= 1e-6 for seen in ratios):
+            ratios += [r, 1.0 / r] if p.flip else [r]
+    if p.HasField("img_size"):
+        image_h = image_w = p.img_size
+    elif p.HasField("img_h"):
+        image_h, image_w = p.img_h, p.img_w
+    if p.HasField("step"):
+        step_h = step_w = p.step
+    elif p.HasField("step_h"):
+        step_h, step_w = p.step_h, p.step_w
+    else:
+        step_h, step_w = image_h / layer_h, image_w / layer_w
+    boxes = []
+    for h in range(layer_h):
+        for w in range(layer_w):
+            cx, cy = (w + p.offset) * step_w, (h + p.offset) * step_h
+            for s, min_size in enumerate(p.min_size):
+                sides = [(min_size, min_size)]
+                if len(p.max_size):
+                    sides.append((math.sqrt(min_size * p.max_size[s]),) * 2)
+                sides += [(min_size * math.sqrt(r), min_size / math.sqrt(r)) for r in ratios
+                          if abs(r - 1.0) >= 1e-6]
+                for bw, bh in sides:
+                    boxes += [(cx - bw / 2) / image_w, (cy - bh / 2) / image_h,
+                              (cx + bw / 2) / image_w, (cy + bh / 2) / image_h]
+    if p.clip:
+        boxes = [min(max(v, 0.0), 1.0) for v in boxes]
+    variance = list(p.variance) or [0.1]
+    variances = variance * (len(boxes) // len(variance))
+    return [np.array([boxes, variances], np.float64)[None]]
+
+
+def normalize(layer, bottoms, blobs):
+    """NormalizeLayer::Forward_cpu, sample by sample."""
+    p = layer.norm_param
+    x = bottoms[0]
+    scale = blobs[0].reshape(-1)
+    y = np.empty_like(x)
+    for n in range(x.shape[0]):
+        sample = x[n].reshape(x.shape[1], -1)   # (channels, spatial)
+        if p.across_spatial:
+            norm = math.sqrt(float((sample ** 2).sum()) + p.eps)
+        else:
+            norm = np.sqrt((sample ** 2).sum(axis=0, keepdims=True) + p.eps)
+        scaled = sample / norm
+        scaled *= scale[0] if p.channel_shared else scale.reshape(-1, 1)
+        y[n] = scaled.reshape(x.shape[1:])
+    return [y]
+
+
+def _decode_box(prior, var, loc, code_type, encoded):
+    """bbox_util's DecodeBBox for one box (the variances already in the target when encoded)."""
+    v = (1.0, 1.0, 1.0, 1.0) if encoded else var
+    pw, ph = prior[2] - prior[0], prior[3] - prior[1]
+    if code_type == caffe_pb2.PriorBoxParameter.CORNER:
+        return [prior[k] + v[k] * loc[k] for k in range(4)]
+    if code_type == caffe_pb2.PriorBoxParameter.CORNER_SIZE:
+        size = (pw, ph, pw, ph)
+        return [prior[k] + v[k] * loc[k] * size[k] for k in range(4)]
+    cx = v[0] * loc[0] * pw + (prior[0] + prior[2]) / 2
+    cy = v[1] * loc[1] * ph + (prior[1] + prior[3]) / 2
+    w, h = math.exp(v[2] * loc[2]) * pw, math.exp(v[3] * loc[3]) * ph
+    return [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]
+
+
+def _box_size(b):
+    return 0.0 if b[2] < b[0] or b[3] < b[1] else (b[2] - b[0]) * (b[3] - b[1])
+
+
+def _jaccard(a, b):
+    if b[0] > a[2] or b[2] < a[0] or b[1] > a[3] or b[3] < a[1]:
+        return 0.0
+    inter = _box_size([max(a[0], b[0]), max(a[1], b[1]), min(a[2], b[2]), min(a[3], b[3])])
+    union = _box_size(a) + _box_size(b) - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _nms_fast(boxes, scores, threshold, nms_threshold, eta, top_k):
+    """ApplyNMSFast: scores above threshold, stable by score, top_k, greedy suppression."""
+    order = sorted((i for i in range(len(scores)) if scores[i] > threshold), key=lambda i: -scores[i])
+    if top_k > -1:
+        order = order[:top_k]
+    kept, adaptive = [], nms_threshold
+    for i in order:
+        keep = all(_jaccard(boxes[i], boxes[k]) <= adaptive for k in kept)
+        if keep:
+            kept.append(i)
+            if eta < 1 and adaptive > 0.5:
+                adaptive *= eta
+    return kept
+
+
+def detection_output(layer, bottoms, blobs):
+    """DetectionOutputLayer::Forward_cpu: rows (image, label, score, xmin, ymin, xmax, ymax)."""
+    p = layer.detection_output_param
+    loc, conf, prior = bottoms
+    num, classes = loc.shape[0], p.num_classes
+    loc_classes = 1 if p.share_location else classes
+    prior = prior.reshape(2, -1, 4)
+    priors = prior.shape[1]
+    loc, conf = loc.reshape(num, priors, loc_classes, 4), conf.reshape(num, priors, classes)
+    threshold = p.confidence_threshold if p.HasField("confidence_threshold") else -FLT_MAX
+    top_k = p.nms_param.top_k if p.nms_param.HasField("top_k") else -1
+    rows = []
+    for i in range(num):
+        kept = {}   # label -> prior indices, best first
+        boxes_of = {}
+        for c in range(classes):
+            if c == p.background_label_id:
+                continue
+            lc = 0 if p.share_location else c
+            if lc not in boxes_of:
+                boxes_of[lc] = [_decode_box(prior[0, k], prior[1, k], loc[i, k, lc], p.code_type,
+                                            p.variance_encoded_in_target) for k in range(priors)]
+            kept[c] = _nms_fast(boxes_of[lc], conf[i, :, c], threshold, p.nms_param.nms_threshold,
+                                p.nms_param.eta, top_k)
+        total = sum(len(v) for v in kept.values())
+        if -1 < p.keep_top_k < total:
+            ranked = sorted(((conf[i, k, c], c, k) for c, ks in kept.items() for k in ks),
+                            key=lambda t: -t[0])[:p.keep_top_k]
+            kept = {}
+            for _, c, k in ranked:
+                kept.setdefault(c, []).append(k)
+        for c in sorted(kept):
+            box_label = 0 if p.share_location else c
+            rows += [[i, c, conf[i, k, c], *boxes_of[box_label][k]] for k in kept[c]]
+    if not rows:   # Caffe's "no detections": one row per image, the rest -1
+        rows = [[i] + [-1.0] * 6 for i in range(num)]
+    return [np.array(rows, np.float64).reshape(1, 1, len(rows), 7)]
+
+
 FORWARD = {
     "Convolution": convolution, "Deconvolution": deconvolution, "InnerProduct": inner_product,
     "Pooling": pooling, "LRN": lrn, "BatchNorm": batch_norm, "Scale": scale, "Bias": bias,
     "PReLU": prelu, "Eltwise": eltwise, "Concat": concat, "Slice": slice_layer, "Split": split,
     "Softmax": softmax, "Flatten": flatten, "Reshape": reshape, "Crop": crop, "Permute": permute,
-    "ArgMax": argmax,
+    "ArgMax": argmax, "PriorBox": prior_box, "Normalize": normalize,
+    "DetectionOutput": detection_output,
     **{name: _neuron(fn) for name, fn in NEURONS.items()},
 }
 

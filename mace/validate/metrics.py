@@ -3,6 +3,12 @@
 SQNR is reported in dB (10*log10 of signal power over noise power); MACE
 prints the linear ratio, which is hard to read at a glance. Pixel accuracy is
 the fraction of rows (last axis = classes) whose argmax agrees.
+
+Detection outputs (Caffe's DetectionOutput layout, (1, 1, N, 7) rows of image_id, label,
+score, xmin, ymin, xmax, ymax) are compared as sets, as a user reads them: the rows
+with a label are matched by image, label and the best box overlap, whatever their
+order or the padding rows (-1) after them, and the metrics are computed on the matched
+pairs (a detection only one side has is paired with zeros).
 """
 from __future__ import annotations
 
@@ -53,10 +59,48 @@ def pixel_accuracy(ref: np.ndarray, out: np.ndarray) -> float:
     return float(np.mean(np.argmax(a, axis=1) == np.argmax(b, axis=1)))
 
 
+def is_detections(a: np.ndarray) -> bool:
+    return a.ndim == 4 and a.shape[:2] == (1, 1) and a.shape[3] == 7
+
+
+def _box_iou(a, b) -> float:
+    w = min(a[2], b[2]) - max(a[0], b[0])
+    h = min(a[3], b[3]) - max(a[1], b[1])
+    inter = max(w, 0.0) * max(h, 0.0)
+    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
+    return inter / union if union > 0 else float(np.allclose(a, b))
+
+
+def match_detections(ref, out) -> tuple:
+    """(ref rows, our rows) paired up: same image and label, best box overlap first."""
+    rows = [a.reshape(-1, 7).astype(np.float64) for a in (ref, out)]
+    ref_rows, out_rows = (r[r[:, 1] >= 0] for r in rows)
+    if not len(ref_rows) and not len(out_rows):   # no detections on either side
+        return rows[0][:1], rows[1][:1]
+    free = list(range(len(out_rows)))
+    pairs_ref, pairs_out = [], []
+    for r in ref_rows[np.argsort(-ref_rows[:, 2], kind="stable")]:
+        same = [k for k in free if out_rows[k, 0] == r[0] and out_rows[k, 1] == r[1]]
+        best = max(same, key=lambda k: _box_iou(r[3:], out_rows[k, 3:]), default=None)
+        if best is not None and _box_iou(r[3:], out_rows[best, 3:]) > 0.5:
+            free.remove(best)
+            pairs_ref.append(r)
+            pairs_out.append(out_rows[best])
+        else:
+            pairs_ref.append(r)
+            pairs_out.append(np.zeros(7))
+    for k in free:
+        pairs_ref.append(np.zeros(7))
+        pairs_out.append(out_rows[k])
+    return np.array(pairs_ref), np.array(pairs_out)
+
+
 def compare(name: str, ref, out, threshold: float) -> OutputMetrics:
     ref, out = np.asarray(ref), np.asarray(out)
     if ref.size == 0 or out.size == 0:
         raise ValueError(f"output '{name}' is empty")
+    if is_detections(ref) and is_detections(out):
+        ref, out = match_detections(ref, out)
     if ref.shape != out.shape:
         if ref.size != out.size:
             raise ValueError(f"output '{name}': shape {list(out.shape)} does not match the "

@@ -168,6 +168,8 @@ def _layer_weights(layer, shapes, rng) -> list:
         assert layer.scale_param.axis == 1 and layer.scale_param.num_axes == 1, "per-channel only"
         return [rng.uniform(0.5, 1.5, c)] + ([rng.standard_normal(c) * 0.1]
                                              if layer.scale_param.bias_term else [])
+    if layer.type == "Normalize":   # SSD initialises the scale at 20
+        return [rng.uniform(10.0, 30.0, 1 if layer.norm_param.channel_shared else c)]
     if layer.type == "PReLU":
         return [rng.uniform(0.05, 0.3, 1 if layer.prelu_param.channel_shared else c)]
     return []

@@ -157,3 +157,47 @@ def ssd_head(size=64, classes=5) -> str:
              'layer { name: "mbox_conf_flatten" type: "Flatten" bottom: "mbox_conf_softmax" '
              'top: "mbox_conf_flatten" flatten_param { axis: 1 } }\n')
     return text
+
+
+def _prior_box(source, min_size, max_size, ratios, step=None):
+    ars = " ".join(f"aspect_ratio: {r}" for r in ratios)
+    step_text = f" step: {step}" if step else ""
+    return (f'layer {{ name: "{source}_mbox_priorbox" type: "PriorBox" bottom: "{source}" '
+            f'bottom: "data" top: "{source}_mbox_priorbox"\n'
+            f'  prior_box_param {{ min_size: {min_size} max_size: {max_size} {ars} flip: true '
+            f'clip: false variance: 0.1 variance: 0.1 variance: 0.2 variance: 0.2{step_text} '
+            f'offset: 0.5 }} }}\n')
+
+
+def ssd(size=64, classes=4, keep_top_k=50, threshold=0.05) -> str:
+    """A small complete SSD as the SSD fork writes deploy files: a Normalize'd first source
+    (conv4_3_norm's role), two heads of loc / conf convs with Permute + Flatten, PriorBox
+    per source, Concat, the conf Reshape / Softmax / Flatten, and DetectionOutput."""
+    text = (f'name: "SSD"\ninput: "data"\ninput_shape {{ dim: 1 dim: 3 dim: {size} dim: {size} }}\n')
+    text += _conv("conv1", "data", 16, 3, stride=2, pad=1) + _relu("relu1", "conv1")
+    text += _conv("conv2", "conv1", 32, 3, stride=2, pad=1) + _relu("relu2", "conv2")
+    text += ('layer { name: "conv2_norm" type: "Normalize" bottom: "conv2" top: "conv2_norm"\n'
+             '  norm_param { across_spatial: false scale_filler { type: "constant" value: 20 } '
+             'channel_shared: false } }\n')
+    text += _conv("conv3", "conv2", 32, 3, stride=2, pad=1) + _relu("relu3", "conv3")
+    sources = [("conv2_norm", 4, (size // 8, size // 4, [2])), ("conv3", 6, (size // 4, size // 2, [2, 3]))]
+    for source, priors, (lo, hi, ratios) in sources:
+        text += _head(source, priors, classes) + _prior_box(source, lo, hi, ratios)
+    for kind, axis in (("loc", 1), ("conf", 1), ("priorbox", 2)):
+        suffix = "" if kind == "priorbox" else "_flat"
+        bottoms = " ".join(f'bottom: "{s}_mbox_{kind}{suffix}"' for s, _, _ in sources)
+        text += (f'layer {{ name: "mbox_{kind}" type: "Concat" {bottoms} top: "mbox_{kind}" '
+                 f'concat_param {{ axis: {axis} }} }}\n')
+    text += (f'layer {{ name: "mbox_conf_reshape" type: "Reshape" bottom: "mbox_conf" '
+             f'top: "mbox_conf_reshape" reshape_param {{ shape {{ dim: 0 dim: -1 dim: {classes} }} }} }}\n'
+             'layer { name: "mbox_conf_softmax" type: "Softmax" bottom: "mbox_conf_reshape" '
+             'top: "mbox_conf_softmax" softmax_param { axis: 2 } }\n'
+             'layer { name: "mbox_conf_flatten" type: "Flatten" bottom: "mbox_conf_softmax" '
+             'top: "mbox_conf_flatten" flatten_param { axis: 1 } }\n')
+    text += ('layer { name: "detection_out" type: "DetectionOutput" bottom: "mbox_loc" '
+             'bottom: "mbox_conf_flatten" bottom: "mbox_priorbox" top: "detection_out"\n'
+             f'  include {{ phase: TEST }}\n  detection_output_param {{ num_classes: {classes} '
+             'share_location: true background_label_id: 0\n'
+             '    nms_param { nms_threshold: 0.45 top_k: 100 }\n'
+             f'    code_type: CENTER_SIZE keep_top_k: {keep_top_k} confidence_threshold: {threshold} }} }}\n')
+    return text

@@ -19,7 +19,7 @@ def test_generated_module_matches_proto(tmp_path):
     assert actual == expected, "caffe_pb2.py is stale: run python tools/gen_proto.py"
 
 
-# (message, field, number) as BVLC Caffe 1.0 (and SSD for Permute) number them.
+# (message, field, number) as BVLC Caffe 1.0 (and the SSD fork for its layers) number them.
 WIRE = [
     ("NetParameter", "input", 3), ("NetParameter", "input_dim", 4), ("NetParameter", "input_shape", 8),
     ("NetParameter", "layer", 100), ("NetParameter", "layers", 2),
@@ -33,6 +33,13 @@ WIRE = [
     ("ConvolutionParameter", "dilation", 18), ("ConvolutionParameter", "group", 5),
     ("PoolingParameter", "pad", 4), ("PoolingParameter", "round_mode", 13),
     ("EltwiseParameter", "coeff", 2), ("InnerProductParameter", "transpose", 6),
+    # SSD fork
+    ("LayerParameter", "prior_box_param", 203), ("LayerParameter", "detection_output_param", 204),
+    ("LayerParameter", "norm_param", 206), ("PriorBoxParameter", "offset", 13),
+    ("PriorBoxParameter", "step", 10), ("DetectionOutputParameter", "keep_top_k", 7),
+    ("DetectionOutputParameter", "variance_encoded_in_target", 8),
+    ("DetectionOutputParameter", "confidence_threshold", 9),
+    ("NonMaximumSuppressionParameter", "eta", 3), ("NormalizeParameter", "channel_shared", 3),
 ]
 
 
