@@ -77,11 +77,20 @@ def test_unsupported_layers_are_listed_together(tmp_path):
 
 
 def test_unknown_field_in_an_unsupported_layer_names_the_layer(tmp_path):
+    path = tmp_path / "rcnn.prototxt"
+    path.write_text('input: "data" input_shape { dim: 1 dim: 3 dim: 8 dim: 8 }\n'
+                    'layer { name: "roi" type: "ROIPooling" bottom: "data" top: "y"\n'
+                    '  roi_pooling_param { pooled_h: 7 pooled_w: 7 spatial_scale: 0.0625 } }\n')
+    with pytest.raises(UnsupportedOpError, match="ROIPooling"):
+        convert("caffe", spec(path))
+
+
+def test_detection_output_with_one_bottom_names_the_layer(tmp_path):
     path = tmp_path / "ssd.prototxt"
     path.write_text('input: "data" input_shape { dim: 1 dim: 3 dim: 8 dim: 8 }\n'
                     'layer { name: "det" type: "DetectionOutput" bottom: "data" top: "y"\n'
                     '  detection_output_param { num_classes: 21 nms_param { nms_threshold: 0.45 } } }\n')
-    with pytest.raises(UnsupportedOpError, match="DetectionOutput"):
+    with pytest.raises(ModelError, match="layer 'det' \\(DetectionOutput\\): has 1 bottoms"):
         convert("caffe", spec(path))
 
 
