@@ -21,7 +21,7 @@ from mace.config.specs import ModelSpec
 from mace.errors import ConfigError, ModelError
 from mace.ir.args import set_arg
 from mace.ir.model_io import net_to_text, save_model
-from mace.quantize.calibrate import calibration_source
+from mace.quantize.calibrate import calibration_samples, calibration_source
 from mace.quantize.ranges import read_range_file
 from mace.quantize.report import write_report as write_quantize_report
 from mace.report.offline import report_path, write_report
@@ -68,6 +68,9 @@ def quantize_options(config: DeploymentConfig, sg) -> dict:
         path = local_path(sg.quantize_range_file, config.path.parent)
         options["quantize_ranges"] = read_range_file(path)
     options["calibrate"] = calibration_source(config, sg)
+    if sg.quantize_target_cosine:   # mixed precision: measured on the calibration samples
+        options["target_cosine"] = sg.quantize_target_cosine
+        options["samples"] = calibration_samples(config, sg)
     return options
 
 

@@ -158,6 +158,16 @@ def parse_thresholds(v) -> dict:
     return out
 
 
+def _unit_float(v) -> float:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise ValueError(f"expected a number, got {v!r}") from None
+    if isinstance(v, bool) or not 0.0 < f <= 1.0:
+        raise ValueError(f"expected a value in (0, 1], got {v!r}")
+    return f
+
+
 def one_script(v) -> str:
     """A path, or a one-item list of it (MACE unwraps it and allows only one script)."""
     if isinstance(v, list):
@@ -239,6 +249,9 @@ INHERITED_KEYS = [
     Key("quantize_range_file", as_str, None, doc="`<tensor>@@<min>,<max>` lines (tools/quantize_stat.py)"),
     Key("quantize_calibration_data", as_str, None,
         doc="folder of sample inputs: convert calibrates ranges from them (one step)"),
+    Key("quantize_target_cosine", lambda v: _unit_float(v), None,
+        doc="mixed precision: keep the fewest layers float until the quantized outputs' cosine "
+            "on the calibration samples reaches this (docs/quantization.md)"),
     Key("quantize_schema", as_str, "", later="quantization"),
     Key("quantize_stat", as_flag, 0, doc="1: convert float for `run --quantize_stat` (as convert --quantize_stat)"),
     Key("change_concat_ranges", as_flag, 0, later="quantization"),

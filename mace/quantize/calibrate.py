@@ -103,8 +103,8 @@ def _fit(value, spec, path, where):
     return value.reshape(spec.shape).astype(spec.dtype)
 
 
-def calibration_source(config, sg):
-    """A `graph -> ranges` callable for the quantize pass, or None when there are no samples.
+def calibration_samples(config, sg):
+    """A callable returning the calibration samples, or None when there are none.
 
     Samples come from the subgraph's `quantize_calibration_data` folder, else from its
     validation_inputs_data (one sample) when no quantize_range_file is given.
@@ -113,7 +113,13 @@ def calibration_source(config, sg):
     if sg.quantize_calibration_data:
         where = f"{config.path}: {sg.key_path}.quantize_calibration_data"
         folder = local_path(sg.quantize_calibration_data, config.path.parent)
-        return lambda graph: collect_ranges(graph, load_samples(folder, sg.inputs, where))
+        return lambda: load_samples(folder, sg.inputs, where)
     if sg.validation_inputs_data and not sg.quantize_range_file:
-        return lambda graph: collect_ranges(graph, [make_inputs(config, sg, None)[0]])
+        return lambda: [make_inputs(config, sg, None)[0]]
     return None
+
+
+def calibration_source(config, sg):
+    """A `graph -> ranges` callable for the quantize pass, or None when there are no samples."""
+    samples = calibration_samples(config, sg)
+    return (lambda graph: collect_ranges(graph, samples())) if samples else None

@@ -52,11 +52,22 @@ class ConstRow:
 
 
 @dataclass
+class MixedPrecision:
+    """What quantize_target_cosine decided: the ops kept float, in the order they were chosen."""
+    target: float
+    samples: int
+    float_ops: list = field(default_factory=list)   # (op, SQNR drop dB, outputs' cosine before)
+    steps: list = field(default_factory=list)       # outputs' cosine after each step (first: all int8)
+    reached: bool = False
+
+
+@dataclass
 class CalibrationReport:
     activations: list = field(default_factory=list)      # ActivationRow, execution order
     constants: list = field(default_factory=list)        # ConstRow
     float_ops: list = field(default_factory=list)        # (op, type, reason)
     unmatched_ranges: list = field(default_factory=list)  # range-file tensors the model lacks
+    mixed_precision: MixedPrecision | None = None         # quantize_target_cosine's search
 
     def renamed(self, tensors: dict, ops: dict) -> "CalibrationReport":
         """The report with names mapped (obfuscate: 1 writes opaque names everywhere)."""
@@ -64,8 +75,12 @@ class CalibrationReport:
         acts = [ActivationRow(**{**vars(r), "tensor": t(r.tensor), "stored_as": t(r.stored_as),
                                  "op": o(r.op)}) for r in self.activations]
         consts = [ConstRow(**{**vars(r), "tensor": t(r.tensor)}) for r in self.constants]
+        mixed = self.mixed_precision
+        if mixed is not None:
+            mixed = MixedPrecision(mixed.target, mixed.samples, [(o(n), d, c) for n, d, c in mixed.float_ops],
+                                   list(mixed.steps), mixed.reached)
         return CalibrationReport(acts, consts, [(o(n), ty, why) for n, ty, why in self.float_ops],
-                                 [t(n) for n in self.unmatched_ranges])
+                                 [t(n) for n in self.unmatched_ranges], mixed)
 
 
 def calibration_report(graph, plan: dict, ranges: dict, sources: dict, domain: dict,
@@ -139,11 +154,23 @@ def render_text(report: CalibrationReport, model: str) -> str:
     if report.float_ops:
         lines += ["", "Ops left float (Quantize/Dequantize at their edges):"]
         lines += [f"  {name} ({op_type}): {why}" for name, op_type, why in report.float_ops]
+    if report.mixed_precision is not None:
+        lines += _mixed_lines(report.mixed_precision)
     if report.unmatched_ranges:
         shown = ", ".join(report.unmatched_ranges[:10])
         lines += ["", f"{len(report.unmatched_ranges)} range-file tensor(s) are not in this model "
                       f"(another convert's names?): {shown}"]
     return "\n".join(lines) + "\n"
+
+
+def _mixed_lines(m: MixedPrecision) -> list:
+    lines = ["", f"Mixed precision (quantize_target_cosine {m.target:g}, {m.samples} calibration "
+                 f"sample(s)): all-int8 outputs' cosine {m.steps[0]:.6f}; "
+                 f"{len(m.float_ops)} op(s) kept float; final cosine {m.steps[-1]:.6f} "
+                 f"({'target met' if m.reached else 'TARGET NOT MET: every quantizable op tried'})."]
+    for (name, drop, before), after in zip(m.float_ops, m.steps[1:]):
+        lines.append(f"  {name}: SQNR drop {drop:.1f} dB in int8; cosine {before:.6f} -> {after:.6f}")
+    return lines
 
 
 def _g(v) -> str:

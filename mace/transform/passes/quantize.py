@@ -11,6 +11,13 @@ An op is quantized when its type has an "int8" kernel (mace/ops/int8) whose
 `supports(op, graph)` finds nothing against it; the others stay float and get
 Dequantize/Quantize ops at the boundary. On the DSP every op must be quantized:
 the pass lists those that cannot be, as MACE does at convert time.
+
+Mixed precision (options["target_cosine"], the .yml's quantize_target_cosine): the pass
+quantizes a copy, runs it and the float graph over the calibration samples
+(options["samples"]), and while the worst output's cosine is below the target keeps the
+quantizable op with the largest SQNR drop float (mace/quantize/mixed_precision.py), one
+op at a time; the calibration report lists each with its drop and the cosine before and
+after. On runtime dsp those ops are placed on the CPU (a cpu group, docs/placement.md).
 """
 from __future__ import annotations
 
@@ -22,7 +29,9 @@ from mace.ir.args import set_arg
 from mace.ir.qat_ranges import qat_ranges
 from mace.ops.registry import spec
 from mace.proto import pb
-from mace.quantize.report import calibration_report
+from mace.ir.graph import Graph
+from mace.quantize.mixed_precision import layer_damage, output_cosine, tensor_values
+from mace.quantize.report import MixedPrecision, calibration_report
 from mace.transform.decided import Decided
 from mace.transform.shape_inference import infer_shapes
 
@@ -82,10 +91,71 @@ def quantize_graph(graph, options) -> bool:
                              f"{len(refused)} op(s) (no quantized form):\n  "
                              + "\n  ".join(refused))
     sources = {}
-    q = _Rewriter(graph, plan, merged_ranges(graph, options, sources), options.get("per_channel", True))
+    ranges = merged_ranges(graph, options, sources)
+    mixed = None
+    if options.get("target_cosine"):
+        mixed = _mixed_precision(graph, plan, ranges, options)
+    q = _Rewriter(graph, plan, ranges, options.get("per_channel", True))
     q.run()
     # convert writes it as <model>_quantize_report.txt/.json (mace/quantize/report.py)
-    return Decided(calibration_report(graph, plan, q.ranges, sources, q.domain, q.params))
+    report = calibration_report(graph, plan, q.ranges, sources, q.domain, q.params)
+    report.mixed_precision = mixed
+    return Decided(report)
+
+
+def _copy(graph) -> Graph:
+    net = pb.NetDef()
+    net.CopyFrom(graph.net)
+    return Graph(net, dict(graph.consts), dict(graph.specs), dict(graph.quant))
+
+
+def _float_producers(graph, plan, name) -> None:
+    """The ops feeding a kept-float op stay float too: what the op loses is mostly its
+    inputs' rounding (a small difference of large terms), which a uint8 tensor between a
+    quantized producer and the float op would keep."""
+    producers = graph.producers()
+    op = next(o for o in graph.net.op if o.name == name)
+    for t in op.input:
+        src = producers.get(t)
+        if src is not None and plan.get(src.name) is None:
+            plan[src.name] = (f"kept float for quantize_target_cosine: feeds {name}, whose "
+                              f"inputs need more than 8 bits")
+
+
+def _mixed_precision(graph, plan, ranges, options) -> MixedPrecision:
+    """Keep float, one at a time, the quantizable op that loses the most SQNR, until the
+    outputs' cosine over the calibration samples reaches the target. Updates `plan`."""
+    target, where = float(options["target_cosine"]), options.get("where", "")
+    samples = options.get("samples")
+    samples = samples() if samples else None
+    if not samples:
+        raise ModelError(f"{where}: quantize_target_cosine needs calibration samples "
+                         f"(quantize_calibration_data, or validation_inputs_data)")
+    reference = tensor_values(graph, samples)
+    result = MixedPrecision(target, len(samples))
+    while True:
+        trial = _copy(graph)
+        q = _Rewriter(trial, plan, ranges, options.get("per_channel", True))
+        q.run()
+        measured = tensor_values(trial, samples, dequantize_outputs=True)
+        cos = output_cosine(reference, measured, graph.output_names)
+        result.steps.append(cos)
+        if cos >= target:
+            break
+        damage = layer_damage(graph, q.domain, reference, measured)
+        candidates = [(d[0], name) for name, d in damage.items() if plan.get(name) is None]
+        if not candidates:
+            break
+        drop, name = max(candidates)
+        plan[name] = (f"kept float for quantize_target_cosine {target:g}: it loses {drop:.1f} dB "
+                      f"SQNR in int8 (outputs' cosine {cos:.4f} with it quantized)")
+        result.float_ops.append((name, drop, cos))
+        _float_producers(graph, plan, name)
+    result.reached = result.steps[-1] >= target
+    if options.get("runtime") == "dsp":   # the float ops run in a cpu group
+        for op in graph.net.op:
+            op.device_type = pb.CPU if plan.get(op.name) else pb.HEXAGON
+    return result
 
 
 class _Rewriter:

@@ -1,0 +1,100 @@
+"""Automatic mixed precision (`quantize_target_cosine`): a model whose plain int8 cosine is
+below the target reaches it with the fewest layers kept float, and the calibration report
+names them and why.
+
+The model: a 3x3 conv (ordinary), then a 1x1 conv making two channels c0 = a and
+c1 = a + 0.01 * b, then a 1x1 conv computing 100 * (c1 - c0) = b: a small difference of
+large terms, which 8-bit activations (and an 8-bit 0.01 weight) cannot carry. onnxruntime
+gives the float reference."""
+import json
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.cli_helpers import cli, save_onnx, sha256
+
+pytest.importorskip("onnx", reason="the test model is written as ONNX")
+
+
+def _model(path):
+    from onnx import helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w0 = rng.uniform(-0.5, 0.5, (2, 2, 3, 3)).astype(np.float32)
+    w1 = np.array([[1, 0], [1, 0.01]], np.float32).reshape(2, 2, 1, 1)
+    w2 = np.array([[-100, 100]], np.float32).reshape(1, 2, 1, 1)
+    inits = [numpy_helper.from_array(w, n) for w, n in ((w0, "w0"), (w1, "w1"), (w2, "w2"))]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["a"], name="stage_conv", pads=[1, 1, 1, 1],
+                              kernel_shape=[3, 3]),
+             helper.make_node("Conv", ["a", "w1"], ["terms"], name="terms_conv", kernel_shape=[1, 1]),
+             helper.make_node("Conv", ["terms", "w2"], ["y"], name="difference_conv", kernel_shape=[1, 1])]
+    return save_onnx(path, nodes, [("x", [1, 2, 8, 8])], [("y", [1, 1, 8, 8])], inits)
+
+
+def _deployment(work, **extra):
+    checksum = _model(work / "amp.onnx")
+    rng = np.random.default_rng(0)
+    (work / "calib").mkdir(exist_ok=True)
+    for i in range(8):
+        np.save(work / "calib" / f"s{i}.npy", rng.uniform(-1, 1, (1, 8, 8, 2)).astype(np.float32))
+    np.save(work / "val.npy", rng.uniform(-1, 1, (1, 8, 8, 2)).astype(np.float32))
+    model = {"platform": "onnx", "model_file_path": "amp.onnx", "model_sha256_checksum": checksum,
+             "subgraphs": [{"input_tensors": "x", "input_shapes": "1,8,8,2", "output_tensors": "y",
+                            "output_shapes": "1,8,8,1", "validation_inputs_data": ["val.npy"]}],
+             "runtime": "cpu", "quantize": 1, "quantize_calibration_data": "calib", **extra}
+    cfg = work / "amp.yml"
+    cfg.write_text(yaml.safe_dump({"library_name": "amp", "target_abis": ["host"],
+                                   "models": {"amp": model}}, sort_keys=False))
+    return cfg
+
+
+def _convert_and_validate(work, cfg):
+    r = cli("convert", f"--config={cfg}", cwd=work, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = work / "run.json"
+    r = cli("run", f"--config={cfg}", "--validate", f"--json={report}",
+            cwd=work, timeout=300)
+    validation = json.loads(report.read_text())["models"][0]["validation"][0]
+    quant = json.loads((work / "builds" / "amp" / "model" / "amp_quantize_report.json").read_text())
+    text = (work / "builds" / "amp" / "model" / "amp_quantize_report.txt").read_text()
+    return validation, quant, text
+
+
+def test_plain_int8_misses_the_target_and_mixed_precision_reaches_it(tmp_path):
+    plain, _, _ = _convert_and_validate(tmp_path, _deployment(tmp_path))
+    assert plain["cosine"] < 0.99, plain   # the case is only a test if int8 alone fails
+
+    amp_dir = tmp_path / "amp"
+    amp_dir.mkdir()
+    validation, quant, text = _convert_and_validate(amp_dir, _deployment(amp_dir, quantize_target_cosine=0.99))
+    assert validation["cosine"] >= 0.99, validation          # on an input calibration never saw
+    mixed = quant["mixed_precision"]
+    assert mixed["reached"] and mixed["steps"][0] < 0.99 <= mixed["steps"][-1]
+    chosen = [name for name, _, _ in mixed["float_ops"]]
+    assert chosen == ["difference_conv"], chosen
+    assert mixed["float_ops"][0][1] > 20                     # dB lost by the difference
+    reasons = {name: why for name, _, why in quant["float_ops"]}
+    assert set(reasons) == {"difference_conv", "terms_conv"}, reasons   # the stage conv stays int8
+    assert "quantize_target_cosine" in reasons["difference_conv"]
+    assert "feeds difference_conv" in reasons["terms_conv"]
+    assert "Mixed precision" in text and "difference_conv" in text and "target met" in text
+
+
+def test_target_without_samples_is_a_clear_error(tmp_path):
+    cfg = _deployment(tmp_path, quantize_target_cosine=0.99)
+    data = yaml.safe_load(cfg.read_text())
+    del data["models"]["amp"]["quantize_calibration_data"]
+    data["models"]["amp"]["subgraphs"][0]["validation_inputs_data"] = []
+    data["models"]["amp"]["input_ranges"] = "-1,1"
+    cfg.write_text(yaml.safe_dump(data))
+    r = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
+    assert r.returncode != 0 and "quantize_target_cosine needs calibration samples" in r.stderr + r.stdout
+    assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("value", [0, 1.5, "high"])
+def test_target_must_be_in_0_1(tmp_path, value):
+    cfg = _deployment(tmp_path, quantize_target_cosine=value)
+    r = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
+    assert r.returncode != 0 and "quantize_target_cosine" in r.stderr + r.stdout
