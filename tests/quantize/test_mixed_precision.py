@@ -98,3 +98,12 @@ def test_target_must_be_in_0_1(tmp_path, value):
     cfg = _deployment(tmp_path, quantize_target_cosine=value)
     r = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
     assert r.returncode != 0 and "quantize_target_cosine" in r.stderr + r.stdout
+
+
+def test_dsp_names_the_ops_the_target_needs_float(tmp_path):
+    cfg = _deployment(tmp_path, quantize_target_cosine=0.99, runtime="dsp")
+    r = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
+    out = r.stderr + r.stdout
+    assert r.returncode != 0 and "Traceback" not in out
+    assert "terms_conv, difference_conv" in out and "placement" in out
+    assert not (tmp_path / "builds" / "amp" / "model" / "amp.pb").exists()

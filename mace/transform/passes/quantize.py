@@ -17,7 +17,8 @@ quantizes a copy, runs it and the float graph over the calibration samples
 (options["samples"]), and while the worst output's cosine is below the target keeps the
 quantizable op with the largest SQNR drop float (mace/quantize/mixed_precision.py), one
 op at a time; the calibration report lists each with its drop and the cosine before and
-after. On runtime dsp those ops are placed on the CPU (a cpu group, docs/placement.md).
+after. On runtime dsp convert stops and names those ops, to be placed on the cpu
+(docs/placement.md).
 """
 from __future__ import annotations
 
@@ -152,9 +153,12 @@ def _mixed_precision(graph, plan, ranges, options) -> MixedPrecision:
         result.float_ops.append((name, drop, cos))
         _float_producers(graph, plan, name)
     result.reached = result.steps[-1] >= target
-    if options.get("runtime") == "dsp":   # the float ops run in a cpu group
-        for op in graph.net.op:
-            op.device_type = pb.CPU if plan.get(op.name) else pb.HEXAGON
+    kept = [name for name, why in plan.items() if why and "quantize_target_cosine" in why]
+    if options.get("runtime") == "dsp" and kept:
+        # The DSP runtime runs float ops only in cpu groups declared by `placement`.
+        raise ModelError(f"{where}: quantize_target_cosine {target:g} needs {len(kept)} op(s) float, "
+                         f"which runtime dsp cannot run: {', '.join(kept)}; place them on the cpu "
+                         f"(placement: [{{ops: [...], runtime: cpu}}], docs/placement.md)")
     return result
 
 
