@@ -102,3 +102,27 @@ def _dispatch(job, shards, workers: int, on_result, notify) -> None:
         on_result(shard, result)
         if pending:
             submit(slot)
+
+
+@ray.remote
+def _call(task):
+    return task()
+
+
+def run_tasks(tasks: list, resource_of, progress=None) -> list:
+    """Each task as a Ray task holding one unit of its resource (a device); results in order.
+    Host jobs take a CPU, board jobs none (they wait on the board)."""
+    refs = [_call.options(num_cpus=1 if resource_of(t).endswith(":host") else 0,
+                          resources={resource_of(t): 1}).remote(t) for t in tasks]
+    index = {ref: i for i, ref in enumerate(refs)}
+    results, waiting = [None] * len(refs), list(refs)
+    while waiting:
+        ready, waiting = ray.wait(waiting, num_returns=1)
+        try:
+            results[index[ready[0]]] = ray.get(ready[0])
+        except RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            raise cause if isinstance(cause, MaceError) else ModelError(f"sweep job failed on Ray: {cause or e}")
+        if progress:
+            progress(len(refs) - len(waiting))
+    return results

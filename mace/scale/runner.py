@@ -73,6 +73,20 @@ def run_shards(job, shards: list, cluster: Cluster, on_result, notify=None) -> N
         on_result(shard, job.run(state, shard))
 
 
+def run_tasks(tasks: list, cluster: Cluster, resource_of, progress=None) -> list:
+    """Call each task (a picklable callable); on Ray each holds one unit of the custom resource
+    `resource_of(task)` (a device), so tasks on one device run one at a time. Results in order."""
+    if cluster.kind == "ray":
+        from mace.scale import ray_pool   # start-up time: Ray loads only for --cluster ray
+        return ray_pool.run_tasks(tasks, resource_of, progress)
+    results = []
+    for task in tasks:
+        results.append(task())
+        if progress:
+            progress(len(results))
+    return results
+
+
 @contextlib.contextmanager
 def session(cluster: Cluster, resources: dict | None = None):
     """Start Ray once for several loops (each variant, each sweep job); local: nothing to do.

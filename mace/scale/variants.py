@@ -54,10 +54,13 @@ def retargeted(config, model_name: str, name: str):
     return config
 
 
-def prepare(config, model, name: str, build_dir=None, package: bool = False) -> Variant:
-    """The variant ready to open: as built, or converted (`package`: built for devices too)."""
+def prepare(config, model, name: str, build_dir=None, package: bool = False, fresh: bool = False) -> Variant:
+    """The variant ready to open: as built, or converted (`package`: built for devices too;
+    `fresh`: the model as the .yml says is converted again too, as `sweep` does)."""
     if label(model.graph) == name:
-        return Variant(name, config, Path(build_dir) if build_dir else None, False)
+        if fresh:
+            (build_library if package else convert_deployment)(config, build_dir, [model.name])
+        return Variant(name, config, Path(build_dir) if build_dir else None, fresh)
     variant_dir = library_dir(config, build_dir) / "variants" / name
     variant = retargeted(config, model.name, name)
     if package:
