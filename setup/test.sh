@@ -11,7 +11,7 @@ if ! dpkg -s pocl-opencl-icd >/dev/null 2>&1 && command -v apt-get >/dev/null &&
     || echo "warning: pocl-opencl-icd not installed" >&2
 fi
 python3 -m venv .venv
-.venv/bin/pip install -q -e ".[test,dev,tf,tflite,gpu]"
+.venv/bin/pip install -q -e ".[test,dev,tf,tflite,gpu,ray]"
 # The layer contracts (docs/architecture.md; pyproject.toml [tool.importlinter]): a package that
 # imports upward or a cycle fails here, before the tests.
 echo "checking the import layers (lint-imports)"

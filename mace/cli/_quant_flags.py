@@ -18,15 +18,19 @@ import numpy as np
 from rich.markup import escape
 from rich.table import Table
 
+from mace.cli._cluster import cluster_of
+from mace.cli._progress import sample_bar
 from mace.cli.quantize_stat_cmd import default_log
 from mace.config.files import MAP_SUFFIX, models_of
 from mace.errors import ConfigError
-from mace.quantize.calibrate import collect_stats, load_samples
+from mace.quantize.calibrate import load_samples
 from mace.quantize.stat import log_lines, stat_config, stat_engine
 from mace.report.dump import capture_outputs
 from mace.report.session import open_model
 from mace.runtime.affinity import thread_limit
 from mace.runtime.engine import create_engine, is_quantized
+from mace.scale import stat as sharded_stat
+from mace.scale.runner import session
 from mace.validate.trace import to_obfuscated, trace_model
 
 SAMPLES_HELP = "one sub-folder per sample holding <input>.npy, *.npz files keyed by input name, or " \
@@ -61,22 +65,32 @@ def run_stat(args, config, console) -> int:
     if not args.input_dir:
         raise ConfigError(f"--quantize_stat needs --input_dir DIR with sample inputs ({SAMPLES_HELP})")
     models = models_of(config, args.models)
-    for model in models:
-        engine = stat_engine(config, model, args.build_dir)
-        samples = load_samples(args.input_dir, model.graph.inputs, "--input_dir")
-        with thread_limit(args.num_threads):
-            per_sample = collect_stats(engine.graph, samples, engine)
-        lines = log_lines(per_sample)
-        path = _log_path(args, config, model.name, len(models) > 1)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(f"{line}\n" for line in lines))
-        sys.stdout.write("".join(f"{line}\n" for line in lines))
-        sys.stdout.flush()
-        console.print(f"{model.name}: ranges of {len(per_sample[0])} tensors over {len(samples)} sample(s) "
-                      f"written to {escape(str(path))}")
-        console.print(f"next: python tools/converter.py quantize_stat --config={escape(str(config.path))}"
-                      f" --model_name={model.name} --log_file={escape(str(path))}")
+    cluster = cluster_of(args)   # --cluster ray: the samples sharded over Ray workers
+    for note in cluster.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    with session(cluster):
+        for model in models:
+            _stat_model(args, config, console, model, cluster, len(models) > 1)
     return 0
+
+
+def _stat_model(args, config, console, model, cluster, several: bool) -> None:
+    stat_engine(config, model, args.build_dir)   # a clear error before any worker starts
+    samples = load_samples(args.input_dir, model.graph.inputs, "--input_dir")
+    with sample_bar(console, f"ranges of {model.name} ({cluster.describe})") as bar:
+        task = bar.add_task("samples", total=len(samples))
+        per_sample = sharded_stat.collect(config, model, args.build_dir, samples, cluster, args.num_threads,
+                                          progress=lambda n, total: bar.update(task, completed=n))
+    lines = log_lines(per_sample)
+    path = _log_path(args, config, model.name, several)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(f"{line}\n" for line in lines))
+    sys.stdout.write("".join(f"{line}\n" for line in lines))
+    sys.stdout.flush()
+    console.print(f"{model.name}: ranges of {len(per_sample[0])} tensors over {len(samples)} sample(s) "
+                  f"written to {escape(str(path))}")
+    console.print(f"next: python tools/converter.py quantize_stat --config={escape(str(config.path))}"
+                  f" --model_name={model.name} --log_file={escape(str(path))}")
 
 
 def trace(args, config, console) -> None:

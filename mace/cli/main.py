@@ -11,12 +11,12 @@ import sys
 
 from mace import __version__
 from mace.cli import (_overrides, benchmark_cmd, build_cmd, config_cmd, convert_cmd, debug_cmd, mace_flags,
-                      quantize_stat_cmd, report_cmd, run_cmd, visualize_cmd)
+                      quantize_stat_cmd, report_cmd, run_cmd, sweep_cmd, visualize_cmd)
 from mace.errors import MaceError
 
 COMMANDS = {"convert": convert_cmd, "build": build_cmd, "run": run_cmd, "config": config_cmd,
             "benchmark": benchmark_cmd, "report": report_cmd, "visualize": visualize_cmd, "debug": debug_cmd,
-            "quantize_stat": quantize_stat_cmd}
+            "quantize_stat": quantize_stat_cmd, "sweep": sweep_cmd}
 
 EPILOG = """examples:
   python tools/converter.py convert --config=examples/digits/digits.yml
@@ -26,14 +26,18 @@ EPILOG = """examples:
   python tools/converter.py benchmark --config=examples/digits/digits.yml --round=100
   python tools/converter.py visualize --config=examples/digits/digits.yml
   python tools/converter.py debug --config=examples/digits/digits.yml
+  python tools/converter.py sweep --config=a.yml --config=b.yml --runtimes=cpu,quantized --devices=all
   python tools/converter.py build --config=deploy.yml && \
     python tools/converter.py run --config=deploy.yml --device_yml=devices.yml --validate
 """
 
 
-def common_flags() -> argparse.ArgumentParser:
+def common_flags(several_configs: bool = False) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
-    p.add_argument("--config", required=True, help="deployment .yml (MACE schema)")
+    if several_configs:   # sweep: one or more deployment files
+        p.add_argument("--config", required=True, action="append", help="deployment .yml (repeatable)")
+    else:
+        p.add_argument("--config", required=True, help="deployment .yml (MACE schema)")
     p.add_argument("--build_dir", default="builds",
                    help="where builds/<library_name>/ goes (default: ./builds)")
     p.add_argument("--model_name", "--models", dest="models", action="append", default=None,
@@ -51,8 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    parent = common_flags()
+    parents = {False: common_flags(), True: common_flags(several_configs=True)}
     for name, module in COMMANDS.items():
+        parent = parents[getattr(module, "MULTI_CONFIG", False)]
         p = sub.add_parser(name, parents=[parent], help=module.HELP, description=module.HELP,
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         module.add_arguments(p)

@@ -6,7 +6,7 @@ import math
 import sys
 
 import numpy as np
-from mace.cli import _accuracy, _overrides, _devices, _dsp_flags, _gpu_flags, _quant_flags, run_extras
+from mace.cli import _accuracy, _cluster, _overrides, _devices, _dsp_flags, _gpu_flags, _quant_flags, run_extras
 from mace.cli._console import console as make_console
 from rich.markup import escape
 from rich.table import Table
@@ -51,6 +51,8 @@ def add_arguments(p) -> None:
     _gpu_flags.add_arguments(p)
     _dsp_flags.add_arguments(p)
     _quant_flags.add_arguments(p)
+    _accuracy.add_arguments(p)
+    _cluster.add_arguments(p)
     run_extras.add_arguments(p)
 
 

@@ -13,8 +13,8 @@ The script is a Python file defining MACE's plugin class:
 The loop is cut into pieces a scheduler can hand out: `load_validator`, `batches` (the
 [start, end) ranges), `feed` (preprocess -> engine inputs), `run_batch` (one range through
 a run function and into postprocess) and `evaluate` (all ranges in order, with a progress
-callback). A sharded runner (issue 21: Ray) runs `run_batch` for its ranges on each worker,
-each with its own validator, and merges the workers' validators as the metric allows.
+callback). The sharded runner (mace/scale, `--cluster ray`) runs `infer` for its ranges on
+each worker, each with its own validator, and calls postprocess on the driver in sample order.
 """
 from __future__ import annotations
 
@@ -118,14 +118,19 @@ def feed(validator, specs, start: int, end: int) -> tuple:
     return inputs, pad
 
 
-def run_batch(validator, run, specs, start: int, end: int) -> int:
-    """Preprocess [start, end), run it (`run(inputs) -> outputs`), postprocess; returns the padding."""
+def infer(validator, run, specs, start: int, end: int) -> tuple:
+    """(outputs of [start, end) with the padding dropped, zero samples padded): preprocess and
+    run (`run(inputs) -> outputs`), the half of a batch a worker does (mace/scale)."""
     inputs, pad = feed(validator, specs, start, end)
     outputs = run(inputs)
-    if pad:
-        keep = end - start
-        outputs = {k: np.asarray(v)[:keep] for k, v in outputs.items()}
-    validator.postprocess(start, end, {k: np.asarray(v) for k, v in outputs.items()})
+    keep = end - start
+    return {k: (np.asarray(v)[:keep] if pad else np.asarray(v)) for k, v in outputs.items()}, pad
+
+
+def run_batch(validator, run, specs, start: int, end: int) -> int:
+    """Preprocess [start, end), run it, postprocess; returns the padding."""
+    outputs, pad = infer(validator, run, specs, start, end)
+    validator.postprocess(start, end, outputs)
     return pad
 
 

@@ -15,6 +15,7 @@ LAZY_OK = {
     "mace/devices/runner.py": "runs on boards: numpy loads after the thread flags are read",
     "mace/ops/fast/_jit.py": "numba is optional and slow to load: the compiled loops load on first use",
     "mace/cli/_quant_flags.py": "the converter (frontends) loads only for --trace_dir",
+    "mace/scale/runner.py": "Ray (seconds to import, an optional extra) loads only for --cluster ray",
 }
 
 

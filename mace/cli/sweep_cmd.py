@@ -1,0 +1,90 @@
+"""`sweep`: validate + benchmark (+ accuracy script) for every model x runtime x device of
+several deployment files; a table, sweep.json / sweep.csv and sweep.html (docs/scale.md)."""
+from __future__ import annotations
+
+import sys
+
+from rich.markup import escape
+from rich.table import Table
+
+from mace.cli import _cluster
+from mace.cli._console import console as make_console
+from mace.cli._progress import sample_bar
+from mace.config import load_deployment
+from mace.devices.device_yml import load_device_yml
+from mace.errors import MaceError
+from mace.scale import variants as variant_lib
+from mace.scale.runner import session
+from mace.scale.sweep import run_sweep, write_outputs
+from mace.scale.sweep_page import write_page
+
+HELP = "validate + benchmark (+ accuracy script) every model x runtime x device, with an HTML summary"
+MULTI_CONFIG = True   # main.py: --config may repeat
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--runtimes", default="cpu", metavar="LIST",
+                   help=f"variants to convert and run ({', '.join(variant_lib.VARIANTS)}; comma-separated)")
+    p.add_argument("--devices", action="append", default=None, metavar="NAMES",
+                   help="devices to run on: 'all' (every device of the devices .yml that the deployment "
+                        "file's target_abis fit, and the host) or names (repeatable, comma-separated)")
+    p.add_argument("--device_yml", default=None, metavar="PATH", help="devices .yml in MACE's schema")
+    p.add_argument("--round", type=int, default=10, help="timed runs per model, runtime and device")
+    p.add_argument("--device_timeout", type=float, default=300.0, metavar="S",
+                   help="seconds each step on a device may take")
+    p.add_argument("--output_dir", default=None, metavar="DIR",
+                   help="where sweep.json, sweep.csv and sweep.html go (default: <build_dir>/sweep)")
+    _cluster.add_arguments(p)
+
+
+def _say(message: str) -> None:
+    print(f"note: {message}", file=sys.stderr, flush=True)
+
+
+def main(args) -> int:
+    configs = [load_deployment(path) for path in args.config]
+    runtimes = variant_lib.parse(args.runtimes)
+    names = [] if not args.devices or args.devices == ["all"] else args.devices
+    cluster = _cluster.cluster_of(args)
+    console = make_console()
+    for note in cluster.notes:
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    resources = {f"mace_device:{d}": 1 for d in ["host", *_device_names(args)]}
+    with session(cluster, resources), sample_bar(console, f"sweep ({cluster.describe})") as bar:
+        task = bar.add_task("jobs", total=None)
+        rows = run_sweep(configs, runtimes, names, args.device_yml, args.build_dir, cluster, args.round,
+                         args.device_timeout, progress=lambda n, total: bar.update(task, completed=n, total=total),
+                         notify=_say)
+    _print(console, rows)
+    out = args.output_dir or f"{args.build_dir}/sweep"
+    json_path, csv_path = write_outputs(rows, out)
+    page = write_page(rows, f"{out}/sweep.html")
+    console.print(f"sweep of {len(rows)} runs: {escape(str(json_path))}, {escape(str(csv_path))}, "
+                  f"{escape(str(page))}")
+    failed = [r for r in rows if r.error]
+    if failed:
+        raise MaceError(f"{len(failed)} of {len(rows)} sweep runs failed: "
+                        + "; ".join(f"{r.model} ({r.runtime}) on {r.device}: {r.error}" for r in failed))
+    return 0
+
+
+def _device_names(args) -> list:
+    """Every device the devices .yml lists (a Ray resource each); unknown names fail later, clearly."""
+    if not args.device_yml:
+        return []
+    return [d.name for d in load_device_yml(args.device_yml, None)[0]]
+
+
+def _f(v, fmt: str) -> str:
+    return "-" if v is None else fmt.format(v)
+
+
+def _print(console, rows: list) -> None:
+    table = Table(title="Sweep")
+    for col in ("model", "runtime", "device", "latency(ms)", "cosine", "validation", "accuracy", "error"):
+        table.add_column(col)
+    for r in rows:
+        check = "-" if r.passed is None else ("[green]PASS[/green]" if r.passed else "[red]FAIL[/red]")
+        table.add_row(escape(r.model), r.runtime, escape(r.device), _f(r.latency_ms, "{:.3f}"), _f(r.cosine, "{:.5f}"),
+                      check, _f(r.accuracy, "{:.4f}"), escape(r.error[:80]))
+    console.print(table)

@@ -1,0 +1,128 @@
+"""Shards on Ray actors: one actor per worker opens the job once, then takes shard after shard.
+
+Fault model (docs/scale.md): a worker process that dies (killed, out of memory, its node lost)
+surfaces as RayActorError on the shard it held; that shard goes back to the front of the
+queue and a fresh actor takes the dead one's place, up to MAX_ATTEMPTS tries per shard. An
+exception raised by the job itself (the user's script, a bad input) is not retried: the run
+stops with it, and the shards that finished stay on disk for a resumed run. The only module
+that imports ray.
+"""
+from __future__ import annotations
+
+import os
+from collections import deque
+from pathlib import Path
+
+import ray
+from ray.exceptions import RayActorError, RayTaskError
+
+import mace
+from mace.errors import MaceError, ModelError
+
+MAX_ATTEMPTS = 3
+
+
+class _Worker:
+    def __init__(self, job):
+        self.job = job
+        self.state = job.open()
+
+    def run(self, shard):
+        return self.job.run(self.state, shard)
+
+
+_RemoteWorker = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_Worker)
+
+
+def start(cluster, resources: dict | None = None) -> bool:
+    """ray.init for the cluster; returns whether this call started it (and so shuts it down)."""
+    if ray.is_initialized():
+        return False
+    source_root = str(Path(mace.__file__).resolve().parent.parent)
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (source_root, os.environ.get("PYTHONPATH")) if p)}
+    if cluster.address:   # an existing cluster: mace is installed on its nodes (docs/scale.md)
+        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+    else:
+        ray.init(num_cpus=cluster.workers, resources=resources or None, include_dashboard=False,
+                 logging_level="ERROR", log_to_driver=False, runtime_env={"env_vars": env})
+    return True
+
+
+def stop() -> None:
+    ray.shutdown()
+
+
+def _error(shard, e: RayTaskError) -> MaceError:
+    cause = getattr(e, "cause", None)
+    if isinstance(cause, MaceError):
+        return cause
+    what = f"{type(cause).__name__}: {cause}" if cause is not None else str(e).splitlines()[0]
+    return ModelError(f"shard {shard.index} (samples {shard.ranges[0][0]}..{shard.ranges[-1][1]}) "
+                      f"failed on a Ray worker: {what}")
+
+
+def run_shards(job, shards: list, cluster, on_result, notify) -> None:
+    started = start(cluster)
+    try:
+        _dispatch(job, shards, cluster.workers, on_result, notify)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _dispatch(job, shards, workers: int, on_result, notify) -> None:
+    actors = [_RemoteWorker.remote(job) for _ in range(min(workers, len(shards)))]
+    pending, inflight, attempts = deque(shards), {}, {}
+
+    def submit(slot: int) -> None:
+        shard = pending.popleft()
+        attempts[shard.index] = attempts.get(shard.index, 0) + 1
+        inflight[actors[slot].run.remote(shard)] = (slot, shard)
+
+    for slot in range(len(actors)):
+        submit(slot)
+    while inflight:
+        ready, _ = ray.wait(list(inflight), num_returns=1)
+        slot, shard = inflight.pop(ready[0])
+        try:
+            result = ray.get(ready[0])
+        except RayActorError as e:   # the worker process died: re-run its shard on a new one
+            if attempts[shard.index] >= MAX_ATTEMPTS:
+                raise ModelError(f"shard {shard.index}: its worker died {MAX_ATTEMPTS} times "
+                                 f"(last: {str(e).splitlines()[0]})") from None
+            notify(f"worker {slot} died running shard {shard.index}; re-running it on a new worker")
+            actors[slot] = _RemoteWorker.remote(job)
+            pending.appendleft(shard)
+            submit(slot)
+            continue
+        except RayTaskError as e:
+            for ref in inflight:
+                ray.cancel(ref, force=True)
+            raise _error(shard, e) from None
+        on_result(shard, result)
+        if pending:
+            submit(slot)
+
+
+@ray.remote
+def _call(task):
+    return task()
+
+
+def run_tasks(tasks: list, resource_of, progress=None) -> list:
+    """Each task as a Ray task holding one unit of its resource (a device); results in order.
+    Host jobs take a CPU, board jobs none (they wait on the board)."""
+    refs = [_call.options(num_cpus=1 if resource_of(t).endswith(":host") else 0,
+                          resources={resource_of(t): 1}).remote(t) for t in tasks]
+    index = {ref: i for i, ref in enumerate(refs)}
+    results, waiting = [None] * len(refs), list(refs)
+    while waiting:
+        ready, waiting = ray.wait(waiting, num_returns=1)
+        try:
+            results[index[ready[0]]] = ray.get(ready[0])
+        except RayTaskError as e:
+            cause = getattr(e, "cause", None)
+            raise cause if isinstance(cause, MaceError) else ModelError(f"sweep job failed on Ray: {cause or e}")
+        if progress:
+            progress(len(refs) - len(waiting))
+    return results
