@@ -13,7 +13,6 @@ import numpy as np
 
 from mace.config.deployment import DeploymentConfig, ModelConfig
 from mace.config.files import file_names, make_inputs, models_of
-from mace.ir.args import get_arg
 from mace.runtime.affinity import pin_threads, thread_limit
 from mace.runtime.open import open_engine
 from mace.runtime.profiler import OpProfiler
@@ -35,10 +34,6 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
                              gpu_priority_hint=gpu_priority_hint)
         engine = opened.engine
         notes += opened.notes + describe_placement(engine.graph)   # mixed runtimes
-        # the deployment file's checksum names the model file: no need to read (or download) it
-        src = get_arg(engine.graph.net, "source_sha256", "")
-        if src and src != model.model_sha256_checksum:
-            notes.append(f"{model.model_file_path} changed since it was converted: run convert again")
         inputs, source = make_inputs(config, sg, input_dir, seed)
         outputs, warmup_ms = timed(lambda: engine.run(inputs))
         timing = Timing(opened.init_ms, warmup_ms)

@@ -225,9 +225,11 @@ def pool(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scal
                     o[ch] *= f
 
 
-@njit(**OPTS)
+@njit(cache=True, nogil=True, error_model="numpy")   # no fastmath: logits may be inf/NaN
 def softmax_rows(x, log, out):
-    """Softmax (or log-softmax) of each row of x (rows, k) into out, max-shifted."""
+    """Softmax (or log-softmax) of each row of x (rows, k) into out, max-shifted; a row with
+    inf or NaN gives NaN as the numpy reference does (fastmath would assume them away and a
+    sum of 0 would raise ZeroDivisionError)."""
     rows, k = x.shape
     for r in range(rows):
         m = x[r, 0]
