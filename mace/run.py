@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.deployment import DeploymentConfig, ModelConfig
+from mace.errors import ConfigError
 from mace.config.files import file_names, make_inputs, models_of
 from mace.runtime.affinity import pin_threads, thread_limit
 from mace.runtime.open import open_engine
@@ -59,4 +60,7 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
 
 
 def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:
+    out = kwargs.get("output_dir")
+    if out and Path(out).exists() and not Path(out).is_dir():   # before minutes of running
+        raise ConfigError(f"--output_dir {out}: not a folder (a file of that name exists)")
     return [run_model(config, m, **kwargs) for m in models_of(config, models)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import zlib
+from tokenize import TokenError
 from pathlib import Path
 
 import numpy as np
@@ -96,14 +97,32 @@ def file_names(tensors, what: str) -> dict:
     return names
 
 
+MAX_NPY_HEADER = 10_000         # numpy's own default limit, stated: a huge header is refused
+NUMERIC_KINDS = "biuf"          # bool, ints, floats: what casts to an input's dtype meaningfully
+
+
+def _kind_name(dtype: np.dtype) -> str:
+    if dtype.fields:
+        return "structured (record)"
+    return {"U": "string", "S": "bytes", "M": "datetime", "m": "timedelta", "c": "complex",
+            "O": "object", "V": "raw (void)"}.get(dtype.kind, str(dtype))
+
+
 def load_npy(path: Path, spec, where: str) -> np.ndarray:
     """An input file for `spec`, reshaped only where that keeps the element order."""
     try:
-        value = np.load(path, allow_pickle=False)
+        value = np.load(path, allow_pickle=False, max_header_size=MAX_NPY_HEADER)
     except FileNotFoundError:
         raise RuntimeInputError(f"{where}: input file {path} not found") from None
-    except (ValueError, OSError) as e:
-        raise RuntimeInputError(f"{where}: {path} is not a readable .npy file ({e})") from None
+    except (ValueError, OSError, EOFError, SyntaxError, TokenError) as e:  # header parse errors too
+        raise RuntimeInputError(f"{where}: {path} is not a readable .npy file "
+                                f"({type(e).__name__}: {e})") from None
+    if not isinstance(value, np.ndarray):   # np.load opens a .npz (zip) whatever its name
+        value.close()
+        raise RuntimeInputError(f"{where}: {path} is an .npz archive, not an .npy array file")
+    if value.dtype.kind not in NUMERIC_KINDS:
+        raise RuntimeInputError(f"{where}: {path} holds {_kind_name(value.dtype)} values; input "
+                                f"'{spec.name}' takes numbers ({spec.dtype})")
     if tuple(value.shape) != tuple(spec.shape):
         # Only a reshape that keeps the element order (dims of 1 added or dropped) is taken as
         # meant; same size in another order (NCHW data for an NHWC input) would be silently wrong.

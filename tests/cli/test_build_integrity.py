@@ -123,6 +123,7 @@ def test_data_file_changed_after_convert_is_refused(built):
 
 
 def test_graph_and_data_of_two_builds_are_refused(built, tmp_path):
+    (tmp_path / "b").mkdir()
     other = workdir(tmp_path / "b")
     other_weights(other)
     ok(cli("convert", "--config=deploy.yml", "--build_dir=out", cwd=other))
