@@ -121,7 +121,7 @@ def test_onnx_initializer_dims_disagree_with_its_data(work):
     w.float_data.extend([1.0] * 10)   # 144 declared
     nodes = [helper.make_node("Conv", ["x", "w"], ["y"], name="conv1", kernel_shape=[3, 3])]
     entry = onnx_entry(work, nodes, [("x", [1, 4, 8, 8])], [("y", [1, 4, 6, 6])], [w], fmt="NCHW")
-    fails(convert(work, {"m": entry}), "m.onnx", "tensor name: w", code=1)
+    fails(convert(work, {"m": entry}), "m.onnx", "initializer 'w'", code=1)
 
 
 # ---- .npy inputs -------------------------------------------------------------------------

@@ -93,8 +93,8 @@ AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 def _check_model(model, path: Path) -> None:
     """What onnxruntime would refuse (attributes out of range, unknown auto_pad, an opset from
-    the future, inconsistent shapes), refused here too: onnx's checker with strict shape
-    inference, which names the node. Custom-domain nodes are left to _check_ops."""
+    the future, inconsistent shapes), refused here too: onnx's strict shape inference, which
+    names the node. Custom-domain nodes are left to _check_ops."""
     import onnx
 
     opset, known = _opset(model), onnx.defs.onnx_opset_version()
@@ -102,8 +102,8 @@ def _check_model(model, path: Path) -> None:
         raise ModelError(f"{path}: ONNX opset {opset} is newer than any this onnx knows ({known})")
     if any(n.domain not in ("", "ai.onnx") for n in model.graph.node):
         return   # the checker has no schema for them; _check_ops says they are unsupported
-    try:
-        onnx.checker.check_model(model, full_check=True)
+    try:   # strict shape inference, not check_model: that also wants shapes ort does not need
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"{path}: invalid ONNX model (onnxruntime would refuse it too): {first}") from None
