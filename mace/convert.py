@@ -2,6 +2,10 @@
 
 All models are converted into a scratch folder first and moved into place only
 when every one succeeded, so a failed convert leaves the previous build intact.
+The moves are several renames, so a kill can still stop between two of them:
+each model's build manifest (mace/ir/manifest.py: the sha256 and size of every
+file, and what the build was made from) is written last, and loading refuses a
+build that does not match its manifest (mace/config/provenance.py).
 """
 from __future__ import annotations
 
@@ -16,10 +20,12 @@ from mace.codegen.obfuscate import obfuscate_graph
 from mace.codegen.outputs import finish_library, model_extras
 from mace.config.deployment import DeploymentConfig, ModelConfig, placed_runtimes
 from mace.config.fetch import local_path, sha256_of
-from mace.config.files import fetch_model_files, library_dir, models_of
+from mace.config.files import code_dir, fetch_model_files, library_dir, models_of
+from mace.config.provenance import made_from
 from mace.config.specs import ModelSpec
 from mace.errors import ConfigError, ModelError
 from mace.ir.args import set_arg
+from mace.ir.manifest import write_manifest
 from mace.ir.model_io import net_to_text, save_model
 from mace.quantize.calibrate import calibration_samples, calibration_source
 from mace.quantize.ranges import read_range_file
@@ -42,6 +48,7 @@ class ConvertResult:
     log: list = field(default_factory=list)
     report: object = None  # mace.report.offline.OfflineReport, also written as <model>_report.txt
     extra_files: list = field(default_factory=list)  # (file, place under builds/<library>/): code, maps
+    made_from: dict = field(default_factory=dict)    # the build manifest's record of the sources
 
 
 def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
@@ -123,7 +130,23 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     if "quantize" in decided:   # the calibration report: <model>_quantize_report.txt/.json
         extras += write_quantize_report(decided["quantize"], out_dir, model.name, mapping)
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
-                         report, extras)
+                         report, extras, made_from(config, model, model_path, weight_path))
+
+
+def build_files(config: DeploymentConfig, library: Path, r: ConvertResult) -> dict:
+    """{file: role} of one model's build; 'graph', 'data' and 'code' files are checked at load."""
+    files = {r.pb_path: "graph", r.data_path: "data", r.pb_path.with_suffix(".pb_txt"): "text"}
+    report = report_path(r.pb_path, r.model)
+    if report.exists():
+        files[report] = "text"
+    for _, rel in r.extra_files:
+        files[library / rel] = "code" if rel.parts[0] == "code" else "text"
+    if config.model_graph_format == "code":
+        package = code_dir(library, config.library_name)
+        for init in (package / "__init__.py", package / "_weights" / "__init__.py"):
+            if init.exists():
+                files[init] = "code"
+    return files
 
 
 def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,
@@ -153,6 +176,8 @@ def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, 
                 os.replace(src, final_dir / src.name)
             r.pb_path, r.data_path = final_dir / r.pb_path.name, final_dir / r.data_path.name
         finish_library(config, final_dir.parent, results)  # generated code, obfuscation maps
+        for r in results:   # last: a build is complete once its manifest is there
+            write_manifest(final_dir.parent, r.model, build_files(config, final_dir.parent, r), r.made_from)
         return results
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

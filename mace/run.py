@@ -7,10 +7,11 @@ validation_inputs_data, else seeded uniform random values in input_ranges
 from __future__ import annotations
 
 import statistics
+from pathlib import Path
 
 from mace.config.deployment import DeploymentConfig, ModelConfig
 from mace.config.files import make_inputs, models_of, write_outputs
-from mace.ir.args import get_arg
+from mace.errors import ConfigError
 from mace.runtime.affinity import pin_threads, thread_limit
 from mace.runtime.open import open_engine
 from mace.runtime.profiler import OpProfiler
@@ -38,7 +39,7 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
             engine = opened.engine
             inits.append(opened.init_ms)
             if restart == 0:
-                notes += opened.notes + describe_placement(engine.graph) + _source_notes(model, engine)
+                notes += opened.notes + describe_placement(engine.graph)
                 inputs, source = make_inputs(config, sg, input_dir, seed)
             outputs, warmup_ms = timed(lambda: engine.run(inputs))
             timing = Timing(opened.init_ms, warmup_ms)
@@ -65,13 +66,8 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
     return result
 
 
-def _source_notes(model: ModelConfig, engine) -> list:
-    """The deployment file's checksum names the model file: no need to read (or download) it."""
-    src = get_arg(engine.graph.net, "source_sha256", "")
-    if src and src != model.model_sha256_checksum:
-        return [f"{model.model_file_path} changed since it was converted: run convert again"]
-    return []
-
-
 def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:
+    out = kwargs.get("output_dir")
+    if out and Path(out).exists() and not Path(out).is_dir():   # before minutes of running
+        raise ConfigError(f"--output_dir {out}: not a folder (a file of that name exists)")
     return [run_model(config, m, **kwargs) for m in models_of(config, models)]

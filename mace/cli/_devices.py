@@ -6,6 +6,7 @@ or --device name them. See docs/devices.md.
 """
 from __future__ import annotations
 
+import argparse
 import sys
 from pathlib import Path
 
@@ -15,6 +16,20 @@ from mace.config.files import models_of
 from mace.devices.discovery import find_targets, split_names
 from mace.devices.target_run import RunOptions, output_dir_for, run_on_targets
 from mace.errors import MaceError
+
+
+MAX_SECONDS = 7 * 24 * 3600   # a week: beyond it (1e308, inf) the OS's timers overflow
+
+
+def seconds(text: str) -> float:
+    """A timeout flag's value: a finite number of seconds in (0, MAX_SECONDS]; nan is refused."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 < value <= MAX_SECONDS:   # also False for nan
+        raise argparse.ArgumentTypeError(f"expected seconds in (0, {MAX_SECONDS}], got {text!r}")
+    return value
 
 
 def add_arguments(p) -> None:
@@ -27,9 +42,10 @@ def add_arguments(p) -> None:
     g.add_argument("--target_socs", default=None, metavar="SOCS",
                    help="only devices with one of these SoCs (comma-separated), 'all', or 'random' "
                         "(one idle device); default: the deployment file's target_socs")
-    g.add_argument("--device_timeout", type=float, default=300.0, metavar="S",
-                   help="seconds each step on a device may take (connect, push, run, pull)")
-    g.add_argument("--device_lock_timeout", type=float, default=3600.0, metavar="S",
+    g.add_argument("--device_timeout", type=seconds, default=300.0, metavar="S",
+                   help="seconds each step on a device may take (connect, push, run, pull); "
+                        f"more than 0, at most {MAX_SECONDS}")
+    g.add_argument("--device_lock_timeout", type=seconds, default=3600.0, metavar="S",
                    help="seconds to wait while another run uses a device")
 
 

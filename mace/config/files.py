@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import zlib
 from pathlib import Path
+from tokenize import TokenError
 
 import numpy as np
 
@@ -21,6 +22,8 @@ from mace.config.raw_files import INPUT_PREFIX, OUTPUT_PREFIX, raw_names, read_r
 from mace.config.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
 
+MAX_NPY_HEADER = 10_000         # numpy's own default limit, stated: a huge header is refused
+NUMERIC_KINDS = "biuf"          # bool, ints, floats: what casts to an input's dtype meaningfully
 MAP_SUFFIX = "_obfuscation_map.json"   # <model>_obfuscation_map.json beside an obfuscated model
 
 
@@ -101,7 +104,16 @@ def file_names(tensors, what: str) -> dict:
 def read_npy(path: Path) -> np.ndarray:
     """np.load of a regular file only (a FIFO would block forever); OSError says what it is."""
     with open_regular(path) as f:
-        return np.load(f, allow_pickle=False)
+        return np.load(f, allow_pickle=False, max_header_size=MAX_NPY_HEADER)
+
+
+
+
+def _kind_name(dtype: np.dtype) -> str:
+    if dtype.fields:
+        return "structured (record)"
+    return {"U": "string", "S": "bytes", "M": "datetime", "m": "timedelta", "c": "complex",
+            "O": "object", "V": "raw (void)"}.get(dtype.kind, str(dtype))
 
 
 def load_npy(path: Path, spec, where: str) -> np.ndarray:
@@ -112,8 +124,15 @@ def load_npy(path: Path, spec, where: str) -> np.ndarray:
         raise RuntimeInputError(f"{where}: input file {path} not found") from None
     except NotRegularFile as e:
         raise RuntimeInputError(f"{where}: input file {path} is {e.strerror}") from None
-    except (ValueError, OSError) as e:
-        raise RuntimeInputError(f"{where}: {path} is not a readable .npy file ({e})") from None
+    except (ValueError, OSError, EOFError, SyntaxError, TokenError) as e:  # header parse errors too
+        raise RuntimeInputError(f"{where}: {path} is not a readable .npy file "
+                                f"({type(e).__name__}: {e})") from None
+    if not isinstance(value, np.ndarray):   # np.load opens a .npz (zip) whatever its name
+        value.close()
+        raise RuntimeInputError(f"{where}: {path} is an .npz archive, not an .npy array file")
+    if value.dtype.kind not in NUMERIC_KINDS:
+        raise RuntimeInputError(f"{where}: {path} holds {_kind_name(value.dtype)} values; input "
+                                f"'{spec.name}' takes numbers ({spec.dtype})")
     if tuple(value.shape) != tuple(spec.shape):
         # Only a reshape that keeps the element order (dims of 1 added or dropped) is taken as
         # meant; same size in another order (NCHW data for an NHWC input) would be silently wrong.

@@ -92,6 +92,9 @@ def list_of(parse_item) -> Callable:
     return parse
 
 
+MAX_DIM = 2**31 - 1
+
+
 def parse_shape(v) -> list:
     if isinstance(v, list):
         items = v
@@ -104,6 +107,8 @@ def parse_shape(v) -> list:
         raise ValueError(f"expected comma-separated integers, got \"{v}\"") from None
     if any(d < 0 for d in dims):
         raise ValueError(f"dimensions must be >= 0, got \"{v}\"")
+    if any(d > MAX_DIM for d in dims):   # the IR's limit (mace/ir/checks.py); 10**30 is a typo
+        raise ValueError(f"dimensions must be at most {MAX_DIM}, got \"{v}\"")
     return dims
 
 

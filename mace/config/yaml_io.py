@@ -93,6 +93,8 @@ def load_yaml(path: Path) -> tuple:
     text, used = substitute_env(text, path)
     try:
         data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+    except RecursionError:   # PyYAML's composer recurses once per level
+        raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
@@ -100,4 +102,30 @@ def load_yaml(path: Path) -> tuple:
         raise ConfigError(f"{path}{where}: invalid YAML: {problem}") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping of keys at the top level")
+    check_strings(data, path)
     return data, used
+
+
+MAX_DEPTH = 32         # the schema's deepest value is 4 levels down
+MAX_STRING = 4096      # PATH_MAX: longer is no path, tensor or library name of a real model
+
+
+def check_strings(data, path: Path) -> None:
+    """No value nested beyond MAX_DEPTH, and no string with a NUL byte (the OS cuts paths at
+    it) or beyond MAX_STRING characters (names become file names: 'File name too long')."""
+    stack = [(data, "", 0)]
+    while stack:
+        value, key_path, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise ConfigError(f"{path}: {key_path}: nested too deeply (more than {MAX_DEPTH} levels)")
+        if isinstance(value, dict):
+            stack += [(v, f"{key_path}.{k}" if key_path else str(k), depth + 1) for k, v in value.items()]
+            stack += [(k, key_path or "(top level)", depth + 1) for k in value if isinstance(k, str)]
+        elif isinstance(value, list):
+            stack += [(v, f"{key_path}[{i}]", depth + 1) for i, v in enumerate(value)]
+        elif isinstance(value, str):
+            if "\0" in value:
+                raise ConfigError(f"{path}: {key_path}: contains a NUL byte")
+            if len(value) > MAX_STRING:
+                raise ConfigError(f"{path}: {key_path}: too long ({len(value)} characters, "
+                                  f"at most {MAX_STRING})")

@@ -16,6 +16,7 @@ import numpy as np
 
 from mace import __version__
 from mace.errors import ModelError
+from mace.ir.checks import check_net
 from mace.ir.dtypes import from_numpy, to_numpy
 from mace.ir.graph import Graph
 from mace.ir.quant_params import QuantParams
@@ -80,7 +81,11 @@ def load_model(pb_path: Path, data_path: Path | None = None) -> Graph:
     pb_path = Path(pb_path)
     data_path = Path(data_path) if data_path else pb_path.with_suffix(".data")
     net = load_net(pb_path)
-    consts = _map_consts(net, data_path) if net.tensors else {}
+    if net.tensors:
+        consts = _map_consts(net, data_path, pb_path)
+    else:
+        check_net(net, net.data_size, pb_path)
+        consts = {}
     return graph_from_net(net, consts)
 
 
@@ -97,13 +102,11 @@ def graph_from_net(net: pb.NetDef, consts: dict) -> Graph:
     return graph
 
 
-def _map_consts(net: pb.NetDef, data_path: Path) -> dict:
+def _map_consts(net: pb.NetDef, data_path: Path, pb_path: Path) -> dict:
     if not data_path.exists():
         raise ModelError(f"{data_path}: model data file is missing")
     size = data_path.stat().st_size
-    if size != net.data_size:
-        raise ModelError(f"{data_path}: expected {net.data_size} bytes of model data, "
-                         f"found {size} (the .pb and .data files do not belong together)")
+    check_net(net, size, pb_path)   # before anything is sliced or allocated from it
     blob = np.memmap(data_path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
     consts = {}
     for t in net.tensors:

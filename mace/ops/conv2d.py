@@ -28,10 +28,25 @@ def conv_geometry(ctx, x_shape, w_shape):
     return (n, h, w, c), (kh, kw), strides, dilations, pads, (oh, ow)
 
 
+def check_groups(ctx, x_shape, w_shape) -> None:
+    """group >= 1 dividing the input channels, the filter (OIHW) holding C/group of them per
+    output, and kernel, strides and dilations >= 1: else the conv fails only when it runs."""
+    group = int(ctx.arg("group", 1))
+    c = to_nhwc_shape(x_shape, ctx.arg("data_format", "NHWC"))[3]
+    if group < 1 or c % group or w_shape[1] * group != c or w_shape[0] % group:
+        raise ValueError(f"group {group} does not fit {c} input channels and a filter of shape "
+                         f"{list(w_shape)} (output, input/group, kh, kw)")
+    for name, values in (("kernel", w_shape[2:]), ("strides", ctx.arg("strides", [1, 1])),
+                         ("dilations", ctx.arg("dilations", [1, 1]))):
+        if any(int(v) < 1 for v in values):
+            raise ValueError(f"{name} {list(values)}: each must be >= 1")
+
+
 @register_op("Conv2D", layout=Layout.FIXED)
 class Conv2D(OpSpec):
     @staticmethod
     def infer(ctx):
+        check_groups(ctx, ctx.shapes[0], ctx.shapes[1])
         (n, _, _, _), _, _, _, _, (oh, ow) = conv_geometry(ctx, ctx.shapes[0], ctx.shapes[1])
         out = from_nhwc_shape((n, oh, ow, ctx.shapes[1][0]), ctx.arg("data_format", "NHWC"))
         return [(out, ctx.dtypes[0])]

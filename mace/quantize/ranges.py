@@ -21,6 +21,9 @@ def read_range_file(path: Path) -> dict:
         text = Path(path).read_text()
     except OSError as e:
         raise ConfigError(f"{path}: cannot read quantize range file ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: quantize range file is not a text file ({e.reason} at byte "
+                          f"{e.start})") from None
     for number, line in enumerate(text.splitlines(), 1):
         line = line.strip()
         if not line or line.startswith("#"):

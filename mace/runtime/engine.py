@@ -19,11 +19,12 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import os
 from pathlib import Path
 
 import numpy as np
 
-from mace.errors import RuntimeInputError
+from mace.errors import MaceError, ModelError, RuntimeInputError
 from mace.ir.args import get_arg
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
@@ -61,13 +62,13 @@ class Engine:
         self.gpu = _gpu_runtime(self) if device in GPU_DEVICES else None  # ops placed on the GPU
         self.aliases = {}   # tensor -> (Concat output, first channel): see _in_place_concats
         self.plan = self._plan()
-        self.arena = np.zeros(self.plan.arena_size, np.uint8)
+        self.arena = _arena(self.plan.arena_size)
         self.buffers = self._bind_buffers()
         self.nodes = [self._build_node(i, op) for i, op in enumerate(graph.net.op)]
         self.aliases = self._in_place_concats()
         if self.aliases:   # planned again without the aliased tensors, the nodes re-pointed
             self.plan = self._plan()
-            self.arena = np.zeros(self.plan.arena_size, np.uint8)
+            self.arena = _arena(self.plan.arena_size)
             self.buffers = self._bind_buffers()
             for node in self.nodes:
                 node.inputs = [self._tensor(t) for t in node.op.input]
@@ -117,6 +118,16 @@ class Engine:
         return self.buffers[name]
 
     def _build_node(self, index: int, op) -> Node:
+        """The op's node; any failure names the op (a damaged .pb reaches here only past
+        mace/ir/checks.py, so what is left is an op whose args or shapes do not fit)."""
+        try:
+            return self._make_node(index, op)
+        except MaceError:
+            raise
+        except Exception as e:
+            raise ModelError(f"cannot prepare op '{op.name}' ({op.type}): {e}") from e
+
+    def _make_node(self, index: int, op) -> Node:
         if self.gpu and self.gpu.runs(op):
             return self.gpu.build_node(index, op)
         g = self.graph
@@ -133,11 +144,7 @@ class Engine:
             output_quant=[g.quant_params(t) for t in op.output] if self.quantized else [],
         )
         cls, tag = self._select(op.type, ctx)
-        try:
-            kern = cls(ctx)
-        except Exception as e:
-            raise RuntimeError(f"cannot prepare op '{op.name}' ({op.type}): {e}") from e
-        return Node(index, op, kern, tag, ins, [self.buffers[t] for t in op.output])
+        return Node(index, op, cls(ctx), tag, ins, [self.buffers[t] for t in op.output])
 
     def _select(self, op_type: str, ctx) -> tuple:
         """The first kernel in tag order that takes this node (a class's `accepts(ctx)`)."""
@@ -158,6 +165,14 @@ class Engine:
         return raw[start:start + size]
 
     def _bind(self, node):
+        try:
+            return self._bind_node(node)
+        except MaceError:
+            raise
+        except Exception as e:
+            raise ModelError(f"cannot prepare op '{node.op.name}' ({node.op.type}): {e}") from e
+
+    def _bind_node(self, node):
         if not isinstance(node.kernel, Kernel):  # e.g. a GPU node's staged kernel
             return functools.partial(node.kernel.run, node.inputs, node.outputs)
         step, session = bind_step(node, self.scratch, self.keeps_blas)
@@ -253,7 +268,7 @@ class Engine:
                 fn()
         except Exception as e:
             node = self.nodes[step]
-            raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
+            raise ModelError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
 
     def _run_observed(self) -> None:
         observers, steps = self.observers, self._steps
@@ -263,7 +278,7 @@ class Engine:
             try:
                 steps[node.index]()   # looked up now: an observer may have rebuilt the node
             except Exception as e:
-                raise RuntimeError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
+                raise ModelError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
             for obs in observers:
                 obs("after", node, self)
 
@@ -275,6 +290,22 @@ def is_quantized(graph: Graph) -> bool:
 
 def _gpu_runtime(engine):
     return GpuRuntime(engine)   # pyopencl itself loads only when the runtime starts (gpu/context.py)
+
+
+def _arena(nbytes: int) -> np.ndarray:
+    """The tensor arena, refused up front when it cannot fit in this machine's memory (a damaged
+    shape in a .pb asks for terabytes; np.zeros would fail late or the OOM killer would act)."""
+    try:
+        physical = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):   # no sysconf (Windows): numpy's own error
+        physical = None
+    if physical and nbytes > physical:
+        raise ModelError(f"the model's tensors need {nbytes / 2**30:.1f} GiB, more than this "
+                         f"machine's {physical / 2**30:.1f} GiB of memory (a damaged .pb? re-run convert)")
+    try:
+        return np.zeros(nbytes, np.uint8)
+    except MemoryError:
+        raise ModelError(f"cannot allocate {nbytes / 2**30:.1f} GiB for the model's tensors") from None
 
 
 def create_engine(pb_path, data_path=None, device: str = "cpu", options: dict | None = None) -> Engine:

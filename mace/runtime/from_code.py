@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.errors import ModelError
+from mace.ir.checks import check_net
 from mace.ir.dtypes import to_numpy
 from mace.ir.graph import Graph
 from mace.ir.model_io import graph_from_net
@@ -39,8 +40,7 @@ def graph_from_module(module, data_path=None) -> Graph:
         blob = _aligned(base64.b64decode(weights.DATA))
     else:
         blob = _memmap(Path(data_path) if data_path else default_data_path(module), net.data_size)
-    if blob.size != net.data_size:
-        raise ModelError(f"{module.__name__}: expected {net.data_size} bytes of model data, found {blob.size}")
+    check_net(net, blob.size, module.__name__)   # the same checks as a .pb's (mace/ir/checks.py)
     consts = {t.name: blob[t.offset:t.offset + t.data_size].view(to_numpy(t.data_type)).reshape(tuple(t.dims))
               for t in net.tensors}
     return graph_from_net(net, consts)

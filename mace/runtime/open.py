@@ -4,7 +4,9 @@ Used by run, the reports (benchmark, online report, dumps, layer validation,
 debug), calibration statistics and the tracer, so they all load a model the
 same way: the subgraph's runtime (gpu / cpu+gpu through the OpenCL setup, dsp
 through its DspBackend), `model_graph_format: code` through the generated
-package, or the .pb + .data.
+package, or the .pb + .data. Before loading, the build is checked against its
+manifest (torn or changed files) and against the deployment file (stale builds):
+mace/config/provenance.py.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from mace.config.files import code_dir, converted_paths, library_dir
+from mace.config.provenance import check_build
 from mace.runtime import backends
 from mace.runtime.dsp.engine import backend_choice
 from mace.runtime.gpu.deploy import engine_notes, engine_setup
@@ -35,6 +38,7 @@ def open_engine(config, model, build_dir=None, *, tuning: bool = False, gpu_perf
     `auto_tuning=False` is MACE's --disable_tuning (gpu/deploy.py)."""
     sg = model.graph
     pb_path, data_path = converted_paths(config, model, build_dir, command)
+    check_build(config, model, build_dir)
     runtime = sg.runtime
     req = backends.Request(model_name=model.name)
     if runtime == "dsp":   # a DspBackend (mace/runtime/dsp): the Hexagon simulator by default

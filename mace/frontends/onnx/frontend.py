@@ -106,7 +106,37 @@ def _load(path: Path):
         raise ModelError(f"{path}: not a valid ONNX model ({type(e).__name__}: {e})") from None
     if not model.graph.node:
         raise ModelError(f"{path}: the ONNX graph has no nodes")
+    _check_model(model, path)
     return model
+
+
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _check_model(model, path: Path) -> None:
+    """What onnxruntime would refuse (attributes out of range, unknown auto_pad, an opset from
+    the future, inconsistent shapes), refused here too: onnx's strict shape inference, which
+    names the node. Custom-domain nodes are left to _check_ops."""
+    import onnx
+
+    opset, known = _opset(model), onnx.defs.onnx_opset_version()
+    if opset > known:   # the checker lets it through; onnxruntime refuses it
+        raise ModelError(f"{path}: ONNX opset {opset} is newer than any this onnx knows ({known})")
+    if any(n.domain not in ("", "ai.onnx") for n in model.graph.node):
+        return   # the checker has no schema for them; _check_ops says they are unsupported
+    try:   # strict shape inference, not check_model: that also wants shapes ort does not need
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ModelError(f"{path}: invalid ONNX model (onnxruntime would refuse it too): {first}") from None
+    except UnicodeDecodeError:   # the checker's message quotes a name that is not UTF-8
+        raise ModelError(f"{path}: invalid ONNX model: a name or string attribute is not UTF-8") from None
+    for node in model.graph.node:   # the checker takes any string; onnxruntime does not
+        for attr in node.attribute:
+            if attr.name == "auto_pad" and attr.s.decode(errors="replace") not in AUTO_PADS:
+                raise ModelError(f"{path}: node '{node.name or node.output[0]}' ({node.op_type}): "
+                                 f"auto_pad {attr.s.decode(errors='replace')!r} is not one of "
+                                 f"{', '.join(AUTO_PADS)}")
 
 
 def _opset(model) -> int:
@@ -208,7 +238,11 @@ def convert(spec: ModelSpec) -> Graph:
     graph = new_graph(spec, "onnx", FRAMEWORK_FORMAT)
     ctx = OnnxContext(graph, _opset(model))
     for init in model.graph.initializer:
-        graph.consts[init.name] = nh.to_array(init)
+        try:
+            graph.consts[init.name] = nh.to_array(init)
+        except Exception as e:  # dims that disagree with the data, an unknown data type
+            raise ModelError(f"{path}: initializer '{init.name}' (dims {list(init.dims)}) cannot be "
+                             f"read: {e}") from None
     _add_inputs(ctx, spec)
     keep = {t.name for t in spec.outputs}
     for node in model.graph.node:

@@ -301,6 +301,10 @@ def convert(spec: ModelSpec) -> Graph:
     tf = import_tf()
     graph_def = load_graph_def(path)
     nodes = {n.name: n for n in graph_def.node}
+    if len(nodes) != len(graph_def.node):   # TensorFlow refuses such a graph; a dict would hide it
+        seen = set()
+        dup = next(n.name for n in graph_def.node if n.name in seen or seen.add(n.name))
+        raise ModelError(f"{path}: two nodes are named '{dup}' (node names must be unique)")
     mappers = load_mappers()
     graph = new_graph(spec, "tensorflow", FRAMEWORK_FORMAT)
     outputs = [tensor_name(t.name) for t in spec.outputs]  # a list: the op order is reproducible

@@ -235,7 +235,9 @@ IEEE_OPTS = dict(cache=True, fastmath={"contract", "arcp", "nsz"}, nogil=True,
 
 @njit(**IEEE_OPTS)
 def softmax_rows(x, log, out):
-    """Softmax (or log-softmax) of each row of x (rows, k) into out, max-shifted."""
+    """Softmax (or log-softmax) of each row of x (rows, k) into out, max-shifted; a row with
+    inf or NaN gives NaN as the numpy reference does (fastmath would assume them away and a
+    sum of 0 would raise ZeroDivisionError)."""
     rows, k = x.shape
     for r in range(rows):
         m = x[r, 0]
