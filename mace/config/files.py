@@ -147,8 +147,9 @@ def load_npy(path: Path, spec, where: str) -> np.ndarray:
 
 def _input_file(directory: Path, spec, npy_name: str, raw_name: str) -> np.ndarray:
     """DIR/<name>.npy (ours) or DIR/model_input_<name> (MACE's raw bytes): the name says which."""
-    if (directory / npy_name).is_file() or not (directory / raw_name).is_file():
-        if not (directory / npy_name).is_file():
+    # exists(), not is_file(): a FIFO or folder of that name gets load_npy's own clear refusal
+    if (directory / npy_name).exists() or not (directory / raw_name).exists():
+        if not (directory / npy_name).exists():
             raise RuntimeInputError(f"--input_dir: input file {directory / npy_name} not found (nor MACE's "
                                     f"raw {directory / raw_name}) for input '{spec.name}'")
         return load_npy(directory / npy_name, spec, "--input_dir")

@@ -7,10 +7,12 @@ with the prefixes `model_input` and `model_out`. `.npy` files are ours; a name s
 """
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
+from mace.config.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
 
 INPUT_PREFIX = "model_input"
@@ -35,17 +37,22 @@ def raw_names(prefix: str, tensors, what: str) -> dict:
 
 
 def read_raw(path: Path, spec, where: str) -> np.ndarray:
-    """One raw input: the spec's dtype, little-endian, exactly the spec's element count."""
+    """One raw input: the spec's dtype, little-endian, exactly the spec's element count. The size
+    is checked before reading (a wrong or endless file is never read whole; a FIFO is refused)."""
     dtype = np.dtype(spec.dtype).newbyteorder("<")
+    count = int(np.prod(spec.shape))
     try:
-        value = np.fromfile(path, dtype=dtype)
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != count * dtype.itemsize:
+                raise RuntimeInputError(f"{where}: {path} holds {size} bytes = {size / dtype.itemsize:g} "
+                                        f"{spec.dtype} values; input '{spec.name}' {list(spec.shape)} needs "
+                                        f"{count} ({count * dtype.itemsize} bytes)")
+            value = np.frombuffer(f.read(), dtype=dtype)
+    except NotRegularFile as e:
+        raise RuntimeInputError(f"{where}: input file {path} is {e.strerror}") from None
     except OSError as e:
         raise RuntimeInputError(f"{where}: cannot read {path} ({e})") from None
-    count = int(np.prod(spec.shape))
-    if value.size != count:
-        raise RuntimeInputError(f"{where}: {path} holds {path.stat().st_size} bytes = {value.size} "
-                                f"{spec.dtype} values; input '{spec.name}' {list(spec.shape)} needs {count} "
-                                f"({count * dtype.itemsize} bytes)")
     return value.reshape(spec.shape).astype(spec.dtype)
 
 
