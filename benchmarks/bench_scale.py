@@ -35,7 +35,7 @@ import numpy as np
 
 class AccuracyValidator:
     def __init__(self, **kwargs):
-        self.hist = {}
+        self.hist = {{}}
 
     def sample_size(self):
         return {samples}
@@ -45,7 +45,7 @@ class AccuracyValidator:
 
     def preprocess(self, start, end):
         rng = np.random.default_rng(start)
-        return {{"{input}": rng.uniform(0, 1, {shape}).astype(np.float32)}}
+        return {{{input!r}: rng.uniform(0, 1, {shape}).astype(np.float32)}}
 
     def postprocess(self, start, end, outputs):
         top = int(np.argmax(next(iter(outputs.values()))))

@@ -231,6 +231,13 @@ def main(argv=None) -> int:
         watch_parent()
     try:
         result = run(args)
+    except ModuleNotFoundError as e:
+        if (e.name or "").split(".")[0] != "numpy":
+            raise
+        print(f"error: mace_run.pyz needs numpy on this device, and {sys.executable} has none: install it "
+              f"(`{sys.executable} -m pip install numpy`, or the system's python3-numpy package)",
+              file=sys.stderr)
+        return 1
     except Exception as e:
         from mace.errors import MaceError
         if args.verbose:

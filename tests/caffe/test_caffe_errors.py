@@ -185,3 +185,25 @@ def test_refused_parameters(tmp_path, layer_type, params, message):
     net.layer(layer_type, "y", ["data"], params=params, blobs=blobs)
     msg = error_of(tmp_path, net)
     assert f"layer 'y' ({layer_type})" in msg and message in msg, msg
+
+
+INPUT_THEN_RELU = """name: "n"
+layer {{ name: "data" type: "Input" top: "data" input_param {{ shape {{ dim: 1 dim: {c} dim: 4 dim: 4 }} }} }}
+layer {{ name: "r" type: "ReLU" bottom: "data" {top} }}
+"""
+
+
+def test_a_layer_without_top_is_named(tmp_path):
+    path = tmp_path / "n.prototxt"
+    path.write_text(INPUT_THEN_RELU.format(c=3, top=""))
+    with pytest.raises(ModelError, match="layer 'r' \\(ReLU\\) has no top blob"):
+        convert("caffe", spec(path, inputs=(("data", (1, 3, 4, 4), "NCHW"),), outputs=("r",)))
+
+
+@pytest.mark.parametrize("dim", [0, -1, 2**31])
+def test_input_dims_that_are_no_size_are_refused(tmp_path, dim):
+    """Even when the deployment file agrees (a 0 there is a valid MACE shape)."""
+    path = tmp_path / "n.prototxt"
+    path.write_text(INPUT_THEN_RELU.format(c=dim, top='top: "y"'))
+    with pytest.raises(ModelError, match=f"input blob 'data' is declared with shape \\[1, {dim}, 4, 4\\]"):
+        convert("caffe", spec(path, inputs=(("data", (1, max(dim, 0), 4, 4), "NCHW"),)))

@@ -105,6 +105,15 @@ def test_the_runner_names_a_bad_input(built, numpy_only_python, tmp_path):
     assert "Traceback" not in r.stderr
 
 
+def test_the_runner_without_numpy_says_how_to_get_it(built, bare_python, tmp_path):
+    r = subprocess.run([bare_python, built / "out/digits/lib/host/cpu/mace_run.pyz",
+                        "--model", built / "out/digits/model/digits_cnn.pb", "--input", "image=x.npy"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "mace_run.pyz needs numpy on this device" in r.stderr and "-m pip install numpy" in r.stderr
+    assert "internal" not in r.stderr and "Traceback" not in r.stderr
+
+
 def test_the_runner_names_files_as_run_does():
     for name in ("prob", "scope/out:0", "a\\b"):
         assert runner.safe_name(name) == safe_name(name)

@@ -81,6 +81,16 @@ def test_unlisted_placeholder_is_named(tmp_path):
         convert_pb(path, {"x": rand(2, 3)}, ["Identity"])
 
 
+def test_a_constant_with_a_negative_dim_is_named(tmp_path):
+    graph_def, _ = freeze(lambda x: x + tf.constant(np.ones((2, 3), np.float32), name="c"), {"x": rand(2, 3)})
+    const = next(n for n in graph_def.node if n.op == "Const" and n.attr["value"].tensor.tensor_shape.dim)
+    const.attr["value"].tensor.tensor_shape.dim[1].size = -3
+    path = save_pb(tmp_path / "m.pb", graph_def)
+    with pytest.raises(ModelError, match=f"node '{const.name}' \\(Const\\): a constant tensor declares shape "
+                                         f"\\[2, -3\\]"):
+        convert_pb(path, {"x": rand(2, 3)}, ["Identity"])
+
+
 def cumsum_model(x):
     return tf.raw_ops.Cumsum(x=tf.nn.relu(x), axis=1, name="running_total") + 1.0
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.config.schema import MAX_DIM
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph
@@ -118,6 +119,8 @@ class CaffeContext:
 def _check_layers(path: Path, layers, mappers: dict) -> None:
     bad = {}
     for layer in layers:
+        if not layer.top and layer.type in mappers:   # a mapped layer makes a result: it needs a blob
+            raise ModelError(f"{path}: layer '{layer.name}' ({layer.type or 'no type'}) has no top blob")
         if layer.type not in mappers and layer.type not in INPUT_LAYERS:
             bad.setdefault(layer.type or "(no type)", []).append(layer.name)
     if bad:
@@ -135,6 +138,14 @@ def _read_net(path: Path, mappers: dict):
         _check_layers(path, inference_layers(gap.net), mappers)
         raise ModelError(f"{path}:{gap} (pymace's Caffe schema, third_party/caffe/caffe.proto, "
                          f"does not have this field)") from None
+
+
+def _check_declared_dims(declared: dict, path: Path) -> None:
+    """Every dimension the net declares for an input is a real size (Caffe's blobs are 1..2^31-1)."""
+    for name, shape in declared.items():
+        if shape and any(not 0 < d <= MAX_DIM for d in shape):
+            raise ModelError(f"{path}: input blob '{name}' is declared with shape {list(shape)}: every "
+                             f"dimension must be between 1 and {MAX_DIM}")
 
 
 def _check_inputs(spec: ModelSpec, declared: dict, path: Path) -> None:
@@ -203,6 +214,7 @@ def convert(spec: ModelSpec) -> Graph:
     layers = inference_layers(net)
     _check_layers(path, layers, mappers)
     declared = net_inputs(net, layers)
+    _check_declared_dims(declared, path)
     _check_inputs(spec, declared, path)
     _check_outputs(spec, layers, declared, path)
     weight_path = Path(spec.weight_path) if spec.weight_path else None

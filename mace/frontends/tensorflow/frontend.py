@@ -134,6 +134,9 @@ def attr_value(tf, a):
     if kind == "shape":
         return None if a.shape.unknown_rank else [d.size for d in a.shape.dim]
     if kind == "tensor":
+        dims = [d.size for d in a.tensor.tensor_shape.dim]
+        if any(d < 0 for d in dims):   # make_ndarray would quietly take the data's own length
+            raise ValueError(f"a constant tensor declares shape {dims}: dimensions must be >= 0")
         return tf.make_ndarray(a.tensor)
     if kind == "list":
         lst = a.list
