@@ -80,7 +80,7 @@ def check_case(op_type, x_shape, consts, args, per_channel=True):
     x = rand(*x_shape)
     graph = single_op_graph(op_type, x_shape, consts, args)
     ref, out, qgraph = quantize_and_run(graph, {"x": x}, per_channel=per_channel)
-    assert kernel_tags(qgraph)[op_type] == "int8"
+    assert kernel_tags(qgraph)[op_type].startswith("int8")
     err = np.abs(ref["y"].astype(np.float64) - out["y"])
     bound = error_bound(op_type, args, x, consts["w"], qgraph)
     assert np.all(err <= bound), f"error {err.max():.4g} exceeds bound {bound.min():.4g}.." \
@@ -209,7 +209,7 @@ def test_matmul_two_activations_within_bound(name):
     a_shape, b_shape, args = MATMUL_CASES[name]
     a, b = rand(*a_shape), rand(*b_shape, scale=2.0)
     ref, out, qgraph = quantize_and_run(two_input_graph(a_shape, b_shape, args), {"a": a, "b": b})
-    assert kernel_tags(qgraph)["MatMul"] == "int8"
+    assert kernel_tags(qgraph)["MatMul"].startswith("int8")
     assert not qgraph.consts   # both operands are activations
     err = np.abs(ref["y"].astype(np.float64) - out["y"])
     assert np.all(err <= matmul_bound(a, b, args, _steps(qgraph))), err.max()
@@ -222,7 +222,7 @@ def test_matmul_const_b_within_bound(name):
     graph = make_graph(a_shape, [("MatMul", ["x", "w"], ["y"], args)], {"w": b})
     a = rand(*a_shape)
     ref, out, qgraph = quantize_and_run(graph, {"x": a})
-    assert kernel_tags(qgraph)["MatMul"] == "int8"
+    assert kernel_tags(qgraph)["MatMul"].startswith("int8")
     assert qgraph.quant_params(quantized_op(qgraph, "MatMul").input[1]).axis is None
     err = np.abs(ref["y"].astype(np.float64) - out["y"])
     assert np.all(err <= matmul_bound(a, b, args, _steps(qgraph))), err.max()
@@ -281,12 +281,17 @@ def int_parts(qgraph, op_type):
 
 
 def kernel_output(qgraph, op_type, xq):
-    """Run the op's int8 kernel alone on uint8 input xq."""
-    node = next(n for n in Engine(qgraph).nodes if n.op.type == op_type)
-    assert node.tag == "int8"
-    out = np.empty(node.outputs[0].shape, np.uint8)
-    node.kernel.run([xq] + node.inputs[1:], [out])
-    return out
+    """Run the op's int8 reference kernel alone on uint8 input xq (and its fast kernel, where
+    one takes the op: the same bytes)."""
+    outs = []
+    for options in ({"reference_kernels": True}, {}):
+        node = next(n for n in Engine(qgraph, options=options).nodes if n.op.type == op_type)
+        assert node.tag.startswith("int8")
+        out = np.empty(node.outputs[0].shape, np.uint8)
+        node.kernel.run([xq] + node.inputs[1:], [out])
+        outs.append(out)
+    np.testing.assert_array_equal(outs[1], outs[0])
+    return outs[0]
 
 
 def requantize_all(acc, qgraph, op, w_scale, act="", max_limit=0.0):
