@@ -337,3 +337,25 @@ def window_sums_par(xp, ow, sh, sw, dh, kh, kwc, out, parts):
     for p in prange(parts):
         r0, r1 = _part(lines, parts, p)
         window_sums(xp, ow, sh, sw, dh, kh, kwc, out, r0, r1)
+
+
+# ---- the other int8 loops --------------------------------------------------------
+
+@njit(**OPTS)
+def lookup_cols(x, table, out, col, r0, r1):
+    """out[r, col + j] = table[x[r, j]] for rows r0:r1: a uint8 input rescaled into its
+    columns of a concat's output (table: the 256-entry requantization, identity for a copy)."""
+    w = x.shape[1]
+    for r in range(r0, r1):
+        xr = x[r]
+        orow = out[r]
+        for j in range(w):
+            orow[col + j] = table[xr[j]]
+
+
+@njit(**PAR)
+def lookup_cols_par(x, table, out, col, parts):
+    rows = x.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        lookup_cols(x, table, out, col, r0, r1)
