@@ -147,6 +147,31 @@ def test_split_across_the_compute_pool(shape, w_shape):
         assert fast.pooled
 
 
+@pytest.mark.skipif(pool() is None, reason="no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)")
+def test_the_other_loops_split_across_the_compute_pool():
+    """Depthwise, pooling, eltwise and concat large enough for their pooled drivers."""
+    rng = np.random.default_rng(21)
+    x = rng.uniform(-1, 1, (1, 40, 40, 16)).astype(np.float32)
+    ops = [("Conv2D", ["x", "w"], ["a"], {"padding": "SAME"}),
+           ("DepthwiseConv2d", ["a", "dw"], ["b"], {"padding": "SAME"}),
+           ("Eltwise", ["a", "b"], ["c"], {"type": "SUM"}),
+           ("Pooling", ["c"], ["d"], {"pooling_type": "AVG", "kernels": [3, 3], "strides": [1, 1],
+                                      "padding": "SAME"}),
+           ("Pooling", ["c"], ["e"], {"pooling_type": "MAX", "kernels": [3, 3], "strides": [1, 1],
+                                      "padding": "SAME"}),
+           ("Concat", ["d", "e"], ["y"], {"axis": 3})]
+    consts = {"w": rng.uniform(-1, 1, (16, 16, 3, 3)).astype(np.float32),
+              "dw": rng.uniform(-1, 1, (16, 1, 3, 3)).astype(np.float32)}
+    graph = make_graph(x.shape, ops, consts)
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    with threadpool_limits(2):
+        fast, _ = assert_same_bytes(graph, x, "Concat")
+        assert fast.pooled
+        assert {n.tag for n in fast.nodes if n.op.type in ("DepthwiseConv2d", "Eltwise", "Pooling")} == \
+            {"int8:fast"}
+
+
 def test_concat_fast_equals_reference():
     """Inputs with their own ranges (rescaled by tables) and one sharing the output's (copied)."""
     rng = np.random.default_rng(3)
@@ -160,6 +185,71 @@ def test_concat_fast_equals_reference():
     ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
     quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
     assert_same_bytes(graph, x, "Concat")
+
+
+DEPTHWISE_CASES = {
+    "3x3_same": ((1, 9, 9, 8), (8, 1, 3, 3), {"padding": "SAME"}),
+    "stride2_pads": ((2, 8, 7, 5), (5, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 2, 1]}),
+    "multiplier2": ((1, 6, 6, 3), (6, 1, 3, 3), {"padding": "SAME"}),
+    "5x5_dilated_relu": ((1, 12, 11, 4), (4, 1, 5, 5), {"dilations": [2, 1], "padding": "SAME",
+                                                        "activation": "RELU"}),
+}
+
+
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+@pytest.mark.parametrize("name", DEPTHWISE_CASES)
+def test_depthwise_fast_equals_reference(name, per_channel, sign):
+    x_shape, w_shape, args = DEPTHWISE_CASES[name]
+    rng = np.random.default_rng(sum(map(ord, name)) + 3 * sign)
+    x = one_signed(rng, x_shape, sign)
+    consts = {"w": rng.uniform(-1, 1, w_shape).astype(np.float32),
+              "b": rng.uniform(-1, 1, w_shape[0]).astype(np.float32)}
+    assert_same_bytes(quantized("DepthwiseConv2d", x, consts, args, per_channel), x, "DepthwiseConv2d")
+
+
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+@pytest.mark.parametrize("args", [
+    {"pooling_type": "MAX", "kernels": [3, 3], "strides": [2, 2]},
+    {"pooling_type": "MAX", "kernels": [3, 3], "strides": [1, 1], "padding": "SAME"},
+    {"pooling_type": "AVG", "kernels": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"pooling_type": "AVG", "kernels": [2, 3], "strides": [1, 2], "pads": [0, 1, 1, 0],
+     "count_include_pad": 1},
+    {"pooling_type": "AVG", "kernels": [7, 7], "strides": [1, 1]},
+], ids=["max", "max_same", "avg_pads", "avg_count_pads", "avg_global"])
+def test_pooling_fast_equals_reference(args, sign):
+    rng = np.random.default_rng(len(args) + sign)
+    x = one_signed(rng, (2, 7, 7, 5), sign)
+    assert_same_bytes(quantized("Pooling", x, {}, args), x, "Pooling")
+
+
+def test_max_pooling_with_its_own_range_rescales_like_the_reference():
+    """A MAX pool whose output got a range of its own (a rescale table, not the identity)."""
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-1, 1, (1, 8, 8, 4)).astype(np.float32)
+    graph = make_graph(x.shape, [("Pooling", ["x"], ["y"], {"pooling_type": "MAX", "kernels": [2, 2],
+                                                            "strides": [2, 2]})])
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    ranges["y"] = (-0.5, 3.0)
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    pool_op = next(op for op in graph.net.op if op.type == "Pooling")
+    assert graph.quant_params(pool_op.output[0]).scale != graph.quant_params(pool_op.input[0]).scale
+    assert_same_bytes(graph, x, "Pooling")
+
+
+@pytest.mark.parametrize("kind,act", [("SUM", ""), ("SUM", "RELU"), ("SUB", ""), ("MEAN", "RELUX")])
+def test_eltwise_fast_equals_reference(kind, act):
+    rng = np.random.default_rng(len(kind) + len(act))
+    x = rng.uniform(-1, 1, (1, 6, 5, 3)).astype(np.float32)
+    ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME"}),
+           ("Conv2D", ["x", "w2"], ["b"], {"padding": "SAME"}),
+           ("Eltwise", ["a", "b"], ["y"], {"type": kind, "activation": act, "max_limit": 0.7})]
+    consts = {"w1": rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32),
+              "w2": 2 * rng.uniform(-1, 1, (4, 3, 1, 1)).astype(np.float32)}
+    graph = make_graph(x.shape, ops, consts)
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    assert_same_bytes(graph, x, "Eltwise")
 
 
 # ---- whole models through the CLI --------------------------------------------------------

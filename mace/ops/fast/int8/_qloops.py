@@ -359,3 +359,124 @@ def lookup_cols_par(x, table, out, col, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         lookup_cols(x, table, out, col, r0, r1)
+
+
+@njit(**OPTS)
+def _requant(t, mult, left, shift, zero, qmin, qmax):
+    """mace/ir/quant_params.requantize on one int64 accumulator."""
+    t = min(max(t, -2147483648), 2147483647)
+    t = ((t << left) * mult + (np.int64(1) << (shift - 1))) >> shift
+    return min(max(t + zero, qmin), qmax)
+
+
+@njit(**OPTS)
+def qdepthwise(x, zx, w, bias, mult, left, shift, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, cm, out, r0, r1):
+    """out[n, y, x, o] = requantize(bias[o] + sum_ij (x[.., o // cm] - zx) * w[i, j, o]) per
+    channel o, taps outside the input skipped (a centred pad is 0), output rows r0:r1 (image-
+    major). w int64 [kh, kw, O]: the centred filter; bias, mult, left, shift int64 [O]."""
+    n, oh, ow, o = out.shape
+    h, wd = x.shape[1], x.shape[2]
+    kh, kw = w.shape[0], w.shape[1]
+    acc = np.empty((ow, o), np.int64)
+    for row in range(r0, r1):
+        b, oy = row // oh, row % oh
+        for ox in range(ow):
+            for ch in range(o):
+                acc[ox, ch] = bias[ch]
+        for i in range(kh):
+            iy = oy * sh - pt + i * dh
+            if iy < 0 or iy >= h:
+                continue
+            xrow = x[b, iy]
+            for j in range(kw):
+                off = j * dw - pl
+                x0 = max(0, (-off + sw - 1) // sw)
+                x1 = min(ow, (wd - off + sw - 1) // sw)
+                wt = w[i, j]
+                for ox in range(x0, x1):
+                    xs = xrow[ox * sw + off]
+                    a = acc[ox]
+                    if cm == 1:
+                        for ch in range(o):
+                            a[ch] += (np.int64(xs[ch]) - zx) * wt[ch]
+                    else:
+                        for ch in range(o):
+                            a[ch] += (np.int64(xs[ch // cm]) - zx) * wt[ch]
+        orow = out[b, oy]
+        for ox in range(ow):
+            for ch in range(o):
+                orow[ox, ch] = _requant(acc[ox, ch], mult[ch], left[ch], shift[ch], zero, qmin, qmax)
+
+
+@njit(**PAR)
+def qdepthwise_par(x, zx, w, bias, mult, left, shift, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, cm, out, parts):
+    rows = out.shape[0] * out.shape[1]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qdepthwise(x, zx, w, bias, mult, left, shift, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, cm, out, r0, r1)
+
+
+@njit(**OPTS)
+def qpool(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shift, zero, out, r0, r1):
+    """uint8 pooling, output rows r0:r1 (image-major), taps outside the input skipped. MAX: the
+    max code (the reference's pads hold 0, the lowest), then `table` (its rescale, or the
+    identity). AVG: sum(x - zx) requantized per output position by mult/left/shift [oh, ow]."""
+    n, oh, ow, c = out.shape
+    h, wd = x.shape[1], x.shape[2]
+    acc = np.empty((ow, c), np.int64)
+    for row in range(r0, r1):
+        b, oy = row // oh, row % oh
+        for ox in range(ow):
+            for ch in range(c):
+                acc[ox, ch] = 0
+        for i in range(kh):
+            iy = oy * sh - pt + i * dh
+            if iy < 0 or iy >= h:
+                continue
+            xrow = x[b, iy]
+            for j in range(kw):
+                off = j * dw - pl
+                x0 = max(0, (-off + sw - 1) // sw)
+                x1 = min(ow, (wd - off + sw - 1) // sw)
+                for ox in range(x0, x1):
+                    xs = xrow[ox * sw + off]
+                    a = acc[ox]
+                    if is_max:
+                        for ch in range(c):
+                            a[ch] = max(a[ch], np.int64(xs[ch]))
+                    else:
+                        for ch in range(c):
+                            a[ch] += np.int64(xs[ch]) - zx
+        orow = out[b, oy]
+        for ox in range(ow):
+            if is_max:
+                for ch in range(c):
+                    orow[ox, ch] = table[acc[ox, ch]]
+            else:
+                m, sl, sr = mult[oy, ox], left[oy, ox], shift[oy, ox]
+                for ch in range(c):
+                    orow[ox, ch] = _requant(acc[ox, ch], m, sl, sr, zero, 0, 255)
+
+
+@njit(**PAR)
+def qpool_par(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shift, zero, out, parts):
+    rows = out.shape[0] * out.shape[1]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qpool(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shift, zero, out, r0, r1)
+
+
+@njit(**OPTS)
+def qadd(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, r0, r1):
+    """Flat uint8 a, b -> out[r0:r1] = requantize(ta[a] + tb[b]): the int8 Eltwise SUM / SUB /
+    MEAN of two same-shape inputs (ta, tb: their int64 term tables, mace/ops/int8/eltwise.py)."""
+    for k in range(r0, r1):
+        out[k] = _requant(ta[a[k]] + tb[b[k]], mult, left, shift, zero, qmin, qmax)
+
+
+@njit(**PAR)
+def qadd_par(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qadd(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, r0, r1)
