@@ -38,15 +38,19 @@ def quantized(op_type, x, consts, args, per_channel=True):
 
 
 def uint8_tensors(engine, x) -> dict:
-    engine.run({"x": x})
-    return {t: engine.buffers[t].copy() for t in engine.buffers if engine.buffers[t].dtype == np.uint8}
+    """Every uint8 tensor of a run, and its float outputs (after the Dequantize)."""
+    outputs = engine.run({"x": x})
+    tensors = {t: engine.buffers[t].copy() for t in engine.buffers if engine.buffers[t].dtype == np.uint8}
+    return {**tensors, **{f"output {k}": v.copy() for k, v in outputs.items()}}
 
 
 def assert_same_bytes(graph, x, op_type):
-    """The op ran on int8:fast, the reference on int8, and every uint8 tensor is identical."""
+    """The op ran on int8:fast, the reference on int8, and every uint8 tensor (and the float
+    outputs: the fast Quantize / Dequantize too) is identical."""
     fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
     assert {n.op.type: n.tag for n in fast.nodes}[op_type] == "int8:fast"
     assert {n.op.type: n.tag for n in ref.nodes}[op_type] == "int8"
+    assert {n.op.type: n.tag for n in fast.nodes}["Quantize"] == "int8:fast"
     got, want = uint8_tensors(fast, x), uint8_tensors(ref, x)
     assert got.keys() == want.keys() and got
     for name in want:
@@ -250,6 +254,20 @@ def test_eltwise_fast_equals_reference(kind, act):
     ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
     quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
     assert_same_bytes(graph, x, "Eltwise")
+
+
+def test_quantize_and_dequantize_edges_round_like_the_reference():
+    """Half-step values (round half to even), values beyond the range (clamped), infinities."""
+    x = rng_ties = (np.arange(-300, 300, dtype=np.float64) + 0.5) * (2 / 255)
+    x = np.concatenate([rng_ties, [np.inf, -np.inf, 5.0, -5.0, 0.0]]).astype(np.float32).reshape(1, -1)
+    graph = make_graph(x.shape, [("Activation", ["x"], ["y"], {"activation": "RELU"})])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": {"x": (-1.0, 1.0), "y": (0.0, 1.0)},
+                           "runtime": "cpu"})
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert [n.tag for n in fast.nodes if n.op.type in ("Quantize", "Dequantize")] == ["int8:fast"] * 2
+    got, want = uint8_tensors(fast, x), uint8_tensors(ref, x)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
 # ---- whole models through the CLI --------------------------------------------------------

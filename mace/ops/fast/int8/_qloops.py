@@ -480,3 +480,35 @@ def qadd_par(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         qadd(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, r0, r1)
+
+
+@njit(**OPTS)
+def quantize(x, inv_scale, zero, out, r0, r1):
+    """Flat float32 x -> out[r0:r1] = clamp(rint(x * inv_scale) + zero, 0, 255) in float64, as
+    the Quantize reference computes it (round half to even)."""
+    for k in range(r0, r1):
+        out[k] = np.uint8(min(max(np.rint(np.float64(x[k]) * inv_scale) + zero, 0.0), 255.0))
+
+
+@njit(**PAR)
+def quantize_par(x, inv_scale, zero, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        quantize(x, inv_scale, zero, out, r0, r1)
+
+
+@njit(**OPTS)
+def dequantize(q, scale, zero, out, r0, r1):
+    """Flat uint8 q -> out[r0:r1] = float32((q - zero) * scale), the product in float64 as
+    numpy's int32 x float32 promotion computes it."""
+    for k in range(r0, r1):
+        out[k] = np.float32(np.float64(np.int64(q[k]) - zero) * scale)
+
+
+@njit(**PAR)
+def dequantize_par(q, scale, zero, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        dequantize(q, scale, zero, out, r0, r1)
