@@ -120,21 +120,33 @@ def test_fully_connected_fast_equals_reference(rows, k, o, per_channel):
     assert_same_bytes(quantized("FullyConnected", x, consts, {}, per_channel), x, "FullyConnected")
 
 
-def test_the_portable_tile_equals_the_dot_product_instruction(monkeypatch):
-    """dot=0 (plain LLVM IR, what a CPU without AVX-512 VNNI runs) gives the same bytes."""
+@pytest.mark.parametrize("vnni", [0, 1], ids=["portable_tile", "host_tile"])
+@pytest.mark.parametrize("short", [False, True], ids=["full_epilogue", "short_epilogue_where_proved"])
+def test_every_tile_mode_equals_the_reference(monkeypatch, vnni, short):
+    """The portable tile (plain LLVM IR, what a CPU without AVX-512 VNNI runs) and the full
+    epilogue even where the short one was proved equal: the same bytes."""
+    from mace.ops.fast.int8._qgemm import QPanels
+
     lib = _qjit.qloops()
+    if vnni and not lib.VNNI:
+        pytest.skip("this CPU has no AVX-512 VNNI: the portable tile is what it runs")
+    monkeypatch.setattr(lib, "VNNI", vnni)
+    if not short:
+        monkeypatch.setattr(QPanels, "_short", staticmethod(lambda *a: False))
     rng = np.random.default_rng(11)
     x = rng.uniform(-1, 1, (1, 9, 8, 7)).astype(np.float32)
     consts = {"w": rng.uniform(-1, 1, (40, 7, 3, 3)).astype(np.float32),
               "b": rng.uniform(-1, 1, 40).astype(np.float32)}
     for per_channel in (True, False):
         graph = quantized("Conv2D", x, consts, {"padding": "SAME", "strides": [1, 2]}, per_channel)
-        _, want = assert_same_bytes(graph, x, "Conv2D")
-        monkeypatch.setattr(lib, "VNNI", 0)
-        got = uint8_tensors(Engine(graph), x)
-        monkeypatch.undo()
-        for name in want:
-            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+        fast, _ = assert_same_bytes(graph, x, "Conv2D")
+        conv = next(n for n in fast.nodes if n.op.type == "Conv2D")
+        mode = conv.kernel.gemms[0].mode
+        assert mode & lib.VNNI_MODE == vnni
+        if not short:
+            assert not mode & lib.SHORT
+        elif per_channel:   # (per-tensor weights take the short one only when w_zero is 128)
+            assert mode & lib.SHORT
 
 
 @pytest.mark.skipif(pool() is None, reason="no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)")

@@ -59,8 +59,18 @@ class QPanels:
         self.ep = self._epilogue(lib, wp, off - channel_values(w_zero, o), stage, x_zero, channels,
                                  count * nr)
         self.needs_sums = bool(np.any(self.ep[lib.EP_D] != 0))
+        self.mode = lib.VNNI | (lib.SHORT if self._short(lib, self.ep[:, :o], nseg * seg4 * lib.KB) else 0)
         self.zero, self.qmin, self.qmax = int(stage.zero), int(stage.qmin), int(stage.qmax)
         self.lib, self.kh, self.seg_len, self.parts = lib, nseg, seg_len, max(1, parts)
+
+    @staticmethod
+    def _short(lib, ep, k_padded: int) -> bool:
+        """Whether the tile's short epilogue gives the same bytes: no window sums, no left
+        shift, acc + corr within int32 (so the int32 clip is a no-op), and a multiplier
+        below 2^-1 (shift >= 32: the requantized value fits int32 lanes with room for + zero)."""
+        bound = np.abs(ep[lib.EP_CORR]).max(initial=0) + k_padded * 255 * 128
+        return bool(not np.any(ep[lib.EP_D]) and not np.any(ep[lib.EP_LEFT])
+                    and np.all(ep[lib.EP_SHIFT] >= 32) and bound < 2**31 - 1)
 
     @staticmethod
     def _epilogue(lib, wp, d, stage, x_zero, channels, width) -> np.ndarray:
@@ -98,7 +108,7 @@ class QPanels:
                               m * self.kh * self.seg_len, self.parts, lib))
         else:
             sums = np.zeros(0, np.int64)
-        args = (lib.VNNI, xp, ow, sh, sw, dh, self.kh, self.panels, self.ep, sums, self.zero,
+        args = (self.mode, xp, ow, sh, sw, dh, self.kh, self.panels, self.ep, sums, self.zero,
                 self.qmin, self.qmax, out2d)
         work = m * self.panels.shape[1] * lib.KB * n
         if self.parts == 1 or (lines >= self.parts and by_rows(m, n, self.parts)):

@@ -10,11 +10,13 @@ The tile is LLVM IR written through numba's intrinsic API, as the float packed G
 (mace/ops/fast/_loops.py). Per step of 4 k's, each row's 4 input bytes are broadcast
 to all 16 lanes and multiplied with 16 columns x 4 k's of W' (64 bytes):
 
-  dot=1  AVX-512 VNNI `vpdpbusd` (uint8 x int8, 4 products summed into each int32 lane,
-         no saturation): one instruction per row and vector.
-  dot=0  the same sum in plain LLVM IR (zero/sign extend, multiply, add the 4 lanes):
-         exact on any CPU, LLVM picks the instructions (AVX2: `vpmaddwd` family). Not
-         `vpmaddubsw`: its int16 pair sums saturate (255 * 127 * 2 > 32767).
+  mode bit 0 set    AVX-512 VNNI `vpdpbusd` (uint8 x int8, 4 products summed into each int32
+                    lane, no saturation): one instruction per row and vector.
+  mode bit 0 clear  the same sum in plain LLVM IR (zero/sign extend, multiply, add the 4 lanes):
+                    exact on any CPU, LLVM picks the instructions (AVX2: `vpmaddwd` family).
+                    Not `vpmaddubsw`: its int16 pair sums saturate (255 * 127 * 2 > 32767).
+  mode bit 1 (SHORT) the epilogue in int32 lanes but for the multiply, where QPanels proved
+                    the general one's extra steps no-ops (the per-channel common case).
 
 Also here: the window sums a per-tensor uint8 weight needs, the compute pool's drivers
 (split by output lines or by filter panels) and the other int8 loops (depthwise conv,
@@ -48,6 +50,8 @@ KB = 4             # k's per dot-product step: a panel row is NR x KB bytes
 # registers; AVX2's 16 registers of 8 lanes hold a 16-lane vector in two
 MR = 6 if "+avx512f" in _FEATURES else 2
 ROW_BLOCK = 8 * MR
+# tile modes (a literal): bit 0 the dot-product instruction, bit 1 the short epilogue
+VNNI_MODE, SHORT = 1, 2
 # epilogue table rows (int64, per output column): what _qgemm.QPanels packs
 EP_CORR, EP_D, EP_LEFT, EP_MULT, EP_ROUND, EP_SHIFT = range(6)
 EP_ROWS = 6
@@ -61,21 +65,23 @@ def _qtile(typingctx, mr, nv, dot, rows, rsum, nseg, seg4, seg_stride, b, c, ldc
     A's row i: `nseg` runs of 4 * seg4 bytes from address rows[i], seg_stride bytes
     apart; b: panel rows of NR * 4 int8 (column-major within 4 k's); rsum[i]: row i's
     window sum (int64); ep: the int64 epilogue table [EP_ROWS, ...] at this panel's
-    column, ep_stride elements between its rows; ldc in bytes. mr, nv, dot literals."""
+    column, ep_stride elements between its rows; ldc in bytes. mr, nv, dot literals; dot
+    (the mode): bit 0 vpdpbusd, bit 1 the short epilogue (SHORT: no window sums, no left
+    shift, no int32 clip needed, a multiplier below 2^-1)."""
     lits = (mr, nv, dot)
     if not all(isinstance(x, types.IntegerLiteral) for x in lits):
         return None
-    nrows, vecs, use_dot = (x.literal_value for x in lits)
+    nrows, vecs, mode = (x.literal_value for x in lits)
     i64 = types.int64
     sig = types.void(mr, nv, dot, *([i64] * 13))
 
     def codegen(context, builder, signature, args):
-        _qtile_ir(builder, nrows, vecs, use_dot, *args[3:])
+        _qtile_ir(builder, nrows, vecs, mode, *args[3:])
         return context.get_dummy_value()
     return sig, codegen
 
 
-def _qtile_ir(builder, nrows, vecs, use_dot, rows_, rsum_, nseg_, seg4_, seg_stride_, b_, c_, ldc_,
+def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride_, b_, c_, ldc_,
               ep_, ep_stride_, zero_, qmin_, qmax_):
     from numba.core import cgutils
 
@@ -97,7 +103,7 @@ def _qtile_ir(builder, nrows, vecs, use_dot, rows_, rsum_, nseg_, seg4_, seg_str
 
     def dot_step(acc, a4, bv):
         """acc + per lane the sum of 4 uint8 (a4's bytes) x int8 (bv's 4 bytes of the lane)."""
-        if use_dot:
+        if mode & VNNI_MODE:
             fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v32, [v32] * 3),
                                                 "llvm.x86.avx512.vpdpbusd.512")
             return builder.call(fn, [acc, a4, bv])
@@ -153,7 +159,39 @@ def _qtile_ir(builder, nrows, vecs, use_dot, rows_, rsum_, nseg_, seg4_, seg_str
             acc[i][v].add_incoming(acc_s[i][v], seg_head)
             acc[i][v].add_incoming(new[i][v], body)
     builder.position_at_end(done)
-    _qstore(builder, nrows, vecs, new, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load)
+    store = _qstore_short if mode & SHORT else _qstore
+    store(builder, nrows, vecs, new, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load)
+
+
+def _qstore_short(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load):
+    """_qstore where QPanels proved the rest a no-op (mode SHORT): t = acc + corr in int32
+    lanes (no overflow), (t * M + round) >> shift in int64 (32 x 32 -> 64 multiplies), the
+    result (|t| / 2 at most) back in int32 lanes, + zero, clamped, stored as bytes."""
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    v32, v64 = ir.VectorType(i32, 16), ir.VectorType(i64, 16)
+
+    def const(v):
+        return ir.Constant(i64, v)
+
+    def row(r, v):
+        return load(ep, builder.add(builder.mul(ep_stride_, const(r)), const(16 * v)), v64, 8)
+
+    corr = [builder.trunc(row(EP_CORR, v), v32) for v in range(vecs)]
+    mult = [builder.sext(builder.trunc(row(EP_MULT, v), v32), v64) for v in range(vecs)]
+    rnd = [row(EP_ROUND, v) for v in range(vecs)]
+    shift = [row(EP_SHIFT, v) for v in range(vecs)]
+    zero, qmin, qmax = (splat(builder.trunc(x, i32), v32) for x in (zero_, qmin_, qmax_))
+    for i in range(nrows):
+        c_row = builder.gep(c, [builder.mul(ldc_, const(i))])
+        for v in range(vecs):
+            t = builder.sext(builder.add(acc[i][v], corr[v]), v64)
+            t = builder.ashr(builder.add(builder.mul(t, mult[v]), rnd[v]), shift[v])
+            t = builder.add(builder.trunc(t, v32), zero)
+            t = builder.select(builder.icmp_signed("<", t, qmin), qmin, t)
+            t = builder.select(builder.icmp_signed(">", t, qmax), qmax, t)
+            builder.store(builder.trunc(t, ir.VectorType(i8, 16)),
+                          builder.bitcast(builder.gep(c_row, [const(16 * v)]),
+                                          ir.VectorType(i8, 16).as_pointer()), align=1)
 
 
 def _qstore(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load):
@@ -189,43 +227,60 @@ def _qstore(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, 
 
 
 @njit(**OPTS)
-def _qtiles(dot, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
-    """_qtile for r (1..MR) rows, nv (1, 2) vectors and the dot flavour, as literals."""
-    if dot == 1:
-        if nv == 2:
-            if r == 6:
-                _qtile(6, 2, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-            elif r == 5:
-                _qtile(5, 2, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-            elif r == 4:
-                _qtile(4, 2, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-            elif r == 3:
-                _qtile(3, 2, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-            elif r == 2:
-                _qtile(2, 2, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-            else:
-                _qtile(1, 2, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 6:
-            _qtile(6, 1, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 5:
-            _qtile(5, 1, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 4:
-            _qtile(4, 1, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 3:
-            _qtile(3, 1, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 2:
-            _qtile(2, 1, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        else:
-            _qtile(1, 1, 1, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif nv == 2:   # the portable tile: MR is 2 where there is no AVX-512 (6 rows with it)
-        if r >= 2:
-            _qtile(2, 2, 0, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        else:
-            _qtile(1, 2, 0, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif r >= 2:
-        _qtile(2, 1, 0, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+def _qtiles(mode, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
+    """_qtile for the mode, r (1..MR) rows and nv (1, 2) vectors, as literals."""
+    if mode == 3:
+        _qtiles_vnni(3, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif mode == 1:
+        _qtiles_vnni(1, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif mode == 2:
+        _qtiles_portable(2, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     else:
-        _qtile(1, 1, 0, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        _qtiles_portable(0, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+
+
+@njit(**OPTS)
+def _qtiles_vnni(m, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
+    """m: a literal mode with the VNNI bit; r up to 6 rows."""
+    if nv == 2:
+        if r == 6:
+            _qtile(6, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 5:
+            _qtile(5, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 4:
+            _qtile(4, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 3:
+            _qtile(3, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 2:
+            _qtile(2, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        else:
+            _qtile(1, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 6:
+        _qtile(6, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 5:
+        _qtile(5, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 4:
+        _qtile(4, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 3:
+        _qtile(3, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 2:
+        _qtile(2, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    else:
+        _qtile(1, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+
+
+@njit(**OPTS)
+def _qtiles_portable(m, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
+    """m: a literal mode without the VNNI bit; r up to 2 rows (MR where there is no AVX-512)."""
+    if nv == 2:
+        if r >= 2:
+            _qtile(2, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        else:
+            _qtile(1, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r >= 2:
+        _qtile(2, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    else:
+        _qtile(1, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
 
 
 @njit(**OPTS)
@@ -237,7 +292,7 @@ def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg4, seg_stride, pan
     P * NR] int64; rowsum [rows] int64 window sums, or empty (no per-tensor term). Full
     panels are stored in place, a ragged last one through a small tile buffer."""
     n, ldc = c.shape[1], c.strides[0]
-    mr = 2 if dot == 0 else MR
+    mr = MR if dot & VNNI_MODE else 2
     pb, pc, pe = panels.ctypes.data, c.ctypes.data, ep.ctypes.data
     kstep = panels.shape[1] * NR * KB
     eps = ep.shape[1]
