@@ -268,6 +268,14 @@ def test_eltwise_fast_equals_reference(kind, act):
     assert_same_bytes(graph, x, "Eltwise")
 
 
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+def test_global_mean_fast_equals_reference(sign):
+    rng = np.random.default_rng(30 + sign)
+    x = one_signed(rng, (2, 7, 6, 33), sign)
+    graph = quantized("Reduce", x, {}, {"reduce_type": "MEAN", "axis": [1, 2], "keepdims": 1})
+    assert_same_bytes(graph, x, "Reduce")
+
+
 def test_quantize_and_dequantize_edges_round_like_the_reference():
     """Half-step values (round half to even), values beyond the range (clamped), infinities."""
     x = rng_ties = (np.arange(-300, 300, dtype=np.float64) + 0.5) * (2 / 255)

@@ -567,3 +567,20 @@ def dequantize_par(q, scale, zero, out, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         dequantize(q, scale, zero, out, r0, r1)
+
+
+@njit(**OPTS)
+def qmean_pixels(x, zx, mult, left, shift, zero, out):
+    """out[n, c] = requantize(sum over pixels of x[n, :, c] - zx): the int8 Reduce MEAN over H
+    and W (global average pooling) of x [N, H * W, C], one pass over the pixels."""
+    n, pixels, c = x.shape
+    acc = np.empty(c, np.int64)
+    for b in range(n):
+        for ch in range(c):
+            acc[ch] = 0
+        for q in range(pixels):
+            xr = x[b, q]
+            for ch in range(c):
+                acc[ch] += np.int64(xr[ch]) - zx
+        for ch in range(c):
+            out[b, ch] = _requant(acc[ch], mult, left, shift, zero, 0, 255)
