@@ -37,8 +37,9 @@ MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "runtime", "devi
 DEVICE_MODULES = {"numpy", "mace", "google"}
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # Left out: the numba-compiled loops (numba cannot cache code that lives in a zip, and the
-# device may lack numba); without them the fast kernels run their numpy path.
-LEFT_OUT = {"mace/ops/fast/_loops.py"}
+# device may lack numba); without them the fast kernels run their numpy path (the int8:fast
+# kernels decline and the int8 reference kernels run).
+LEFT_OUT = {"mace/ops/fast/_loops.py", "mace/ops/fast/int8/_qloops.py"}
 
 MAIN = '''"""mace_run.pyz: run a converted model with the pymace runtime (python3 mace_run.pyz -h)."""
 import os
