@@ -224,6 +224,20 @@ def test_depthwise_fast_equals_reference(name, per_channel, sign):
     assert_same_bytes(quantized("DepthwiseConv2d", x, consts, args, per_channel), x, "DepthwiseConv2d")
 
 
+def test_depthwise_interior_without_the_short_requantization():
+    """A bias at the int32 limit: the 3x3 interior's inline form must clip like the reference."""
+    from mace.ops.fast.int8.depthwise_conv2d import DepthwiseConv2dInt8Fast
+
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, (1, 8, 8, 4)).astype(np.float32)
+    bias = np.array([3e5, -3e5, 0.5, -0.5], np.float32)
+    consts = {"w": rng.uniform(-1, 1, (4, 1, 3, 3)).astype(np.float32), "b": bias}
+    graph = quantized("DepthwiseConv2d", x, consts, {"padding": "SAME"})
+    fast, _ = assert_same_bytes(graph, x, "DepthwiseConv2d")
+    node = next(n for n in fast.nodes if n.op.type == "DepthwiseConv2d")
+    assert isinstance(node.kernel, DepthwiseConv2dInt8Fast) and node.kernel.columns[-1] is False
+
+
 @pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
 @pytest.mark.parametrize("args", [
     {"pooling_type": "MAX", "kernels": [3, 3], "strides": [2, 2]},

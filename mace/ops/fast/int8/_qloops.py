@@ -425,50 +425,89 @@ def _requant(t, mult, left, shift, zero, qmin, qmax):
 
 
 @njit(**OPTS)
-def qdepthwise(x, zx, w, bias, mult, left, shift, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, cm, out, r0, r1):
+def qdepthwise(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw, dh,
+               dw, pt, pl, cm, out, r0, r1):
     """out[n, y, x, o] = requantize(bias[o] + sum_ij (x[.., o // cm] - zx) * w[i, j, o]) per
     channel o, taps outside the input skipped (a centred pad is 0), output rows r0:r1 (image-
-    major). w int64 [kh, kw, O]: the centred filter; bias, mult, left, shift int64 [O]."""
+    major). w int64 [kh, kw, O]: the centred filter; bias, mult, left, shift int64 [O].
+
+    As the float depthwise loop (mace/ops/fast/_loops.py), a 3x3 filter's interior pixels
+    (cm 1, all nine taps inside) are one expression per channel over flat [W * C] rows where
+    `short` says it is exact in int32 lanes: the input's zero point folded into fold (int32:
+    bias - zx * sum of the taps), w32 / mult32 the int32 filter and multipliers, rnd =
+    2^(shift - 1), no int32 clip or left shift needed (int32 lanes: twice the speed of int64).
+    The other pixels accumulate tap by tap, centred, in int64."""
     n, oh, ow, o = out.shape
-    h, wd = x.shape[1], x.shape[2]
+    h, wd, c = x.shape[1], x.shape[2], x.shape[3]
     kh, kw = w.shape[0], w.shape[1]
+    xf = x.reshape(n, h, wd * c)
+    of = out.reshape(n, oh, ow * o)
+    w9 = w32.reshape(kh * kw, o)
     acc = np.empty((ow, o), np.int64)
+    # output columns whose three taps along W are all inside the input
+    a0 = max(0, (pl + sw - 1) // sw)
+    a1 = min(ow, (wd - 2 * dw + pl + sw - 1) // sw)
     for row in range(r0, r1):
         b, oy = row // oh, row % oh
-        for ox in range(ow):
-            for ch in range(o):
-                acc[ox, ch] = bias[ch]
-        for i in range(kh):
-            iy = oy * sh - pt + i * dh
-            if iy < 0 or iy >= h:
+        iy0 = oy * sh - pt
+        if short and cm == 1 and kh == 3 and kw == 3 and iy0 >= 0 and iy0 + 2 * dh < h and a1 > a0:
+            c0, c1 = a0, a1
+            x0r, x1r, x2r = xf[b, iy0], xf[b, iy0 + dh], xf[b, iy0 + 2 * dh]
+            ofr = of[b, oy]
+            step, dil = max(sw, 1) * c, max(dw, 1) * c
+            start = max((a0 * sw - pl) * c, 0)
+            first = max(a0, 0)
+            for q in range(a1 - a0):
+                k0 = start + q * step
+                o0 = (first + q) * c
+                for ch in range(c):
+                    k = k0 + ch
+                    v = np.int32(np.int32(x0r[k]) * w9[0, ch] + np.int32(x0r[k + dil]) * w9[1, ch]
+                                 + np.int32(x0r[k + 2 * dil]) * w9[2, ch] + np.int32(x1r[k]) * w9[3, ch]
+                                 + np.int32(x1r[k + dil]) * w9[4, ch] + np.int32(x1r[k + 2 * dil]) * w9[5, ch]
+                                 + np.int32(x2r[k]) * w9[6, ch] + np.int32(x2r[k + dil]) * w9[7, ch]
+                                 + np.int32(x2r[k + 2 * dil]) * w9[8, ch] + fold[ch])
+                    t = ((np.int64(v) * np.int64(mult32[ch]) + rnd[ch]) >> shift[ch]) + zero
+                    t = t if t > qmin else qmin
+                    ofr[o0 + ch] = t if t < qmax else qmax
+        else:
+            c0, c1 = 0, 0
+        orow = out[b, oy]
+        for seg in range(2):   # the other pixels: columns [0, c0) and [c1, ow)
+            s0, s1 = (0, c0) if seg == 0 else (c1, ow)
+            if s1 <= s0:
                 continue
-            xrow = x[b, iy]
-            for j in range(kw):
-                off = j * dw - pl
-                x0 = max(0, (-off + sw - 1) // sw)
-                x1 = min(ow, (wd - off + sw - 1) // sw)
-                wt = w[i, j]
-                for ox in range(x0, x1):
-                    xs = xrow[ox * sw + off]
-                    a = acc[ox]
-                    if cm == 1:
-                        for ch in range(o):
-                            a[ch] += (np.int64(xs[ch]) - zx) * wt[ch]
-                    else:
+            for ox in range(s0, s1):
+                for ch in range(o):
+                    acc[ox, ch] = bias[ch]
+            for i in range(kh):
+                iy = iy0 + i * dh
+                if iy < 0 or iy >= h:
+                    continue
+                xrow = x[b, iy]
+                for j in range(kw):
+                    off = j * dw - pl
+                    x0 = max(s0, (-off + sw - 1) // sw)
+                    x1 = min(s1, (wd - off + sw - 1) // sw)
+                    wt = w[i, j]
+                    for ox in range(x0, x1):
+                        xs = xrow[ox * sw + off]
+                        a = acc[ox]
                         for ch in range(o):
                             a[ch] += (np.int64(xs[ch // cm]) - zx) * wt[ch]
-        orow = out[b, oy]
-        for ox in range(ow):
-            for ch in range(o):
-                orow[ox, ch] = _requant(acc[ox, ch], mult[ch], left[ch], shift[ch], zero, qmin, qmax)
+            for ox in range(s0, s1):
+                for ch in range(o):
+                    orow[ox, ch] = _requant(acc[ox, ch], mult[ch], left[ch], shift[ch], zero, qmin, qmax)
 
 
 @njit(**PAR)
-def qdepthwise_par(x, zx, w, bias, mult, left, shift, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, cm, out, parts):
+def qdepthwise_par(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw,
+                   dh, dw, pt, pl, cm, out, parts):
     rows = out.shape[0] * out.shape[1]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        qdepthwise(x, zx, w, bias, mult, left, shift, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, cm, out, r0, r1)
+        qdepthwise(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw, dh,
+                   dw, pt, pl, cm, out, r0, r1)
 
 
 @njit(**OPTS)

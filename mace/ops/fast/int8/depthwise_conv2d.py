@@ -31,10 +31,18 @@ class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
     def setup(self, ctx):
         super().setup(ctx)
         del self.xp, self.inner, self.acc, self.tmp   # the reference's float64 buffers: unused here
-        self.w = centred(ctx.consts[1], ctx.input_quant[1])[:, 0].transpose(1, 2, 0).astype(np.int64)
+        self.w = np.ascontiguousarray(centred(ctx.consts[1], ctx.input_quant[1])[:, 0].transpose(1, 2, 0), np.int64)
         o = self.w.shape[2]
-        self.columns = stage_columns(self.stage, o)
         self.zx = int(ctx.input_quant[0].zero_point)
+        bias, mult, left, shift = stage_columns(self.stage, o)
+        # the 3x3 interior's int32 form: x's zero point folded into the bias, taken where the
+        # int32 clip and the left shift are provably no-ops
+        fold = bias - self.zx * self.w.sum(axis=(0, 1))
+        bound = np.abs(fold).max(initial=0) + self.w.shape[0] * self.w.shape[1] * 255 * 255
+        short = bool(not left.any() and bound < 2**31 - 1)
+        rnd = np.left_shift(np.int64(1), shift - 1)
+        i32 = (lambda a: a.astype(np.int32)) if short else (lambda a: np.zeros(a.shape, np.int32))
+        self.columns = (i32(self.w), i32(fold), bias, mult, i32(mult), left, shift, rnd, short)
 
     def bind(self, inputs, outputs, scratch=None):
         out = outputs[0]
