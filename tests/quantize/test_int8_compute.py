@@ -32,6 +32,7 @@ from mace.frontends.base import add_input_info, add_output_info
 from mace.config.specs import TensorSpec
 from mace.ir.graph import Graph
 from mace.ops.conv2d import conv_geometry, padded_buffer
+from mace.ops.fast.int8.conv2d import Conv2DInt8Fast
 from mace.ops.int8.conv2d import Conv2DInt8
 from mace.ir.quant_params import activation_clamp, quantize_multiplier
 from mace.runtime.engine import Engine
@@ -249,6 +250,8 @@ def test_bound_catches_a_wrong_zero_point(monkeypatch):
         setup(self, ctx)
         self.xp[...] = -self.zero   # only the pads keep it: run() overwrites the interior
     monkeypatch.setattr(Conv2DInt8, "setup", broken)
+    # the broken reference kernel must be the one that runs: the fast one (int8:fast) declines
+    monkeypatch.setattr(Conv2DInt8Fast, "accepts", staticmethod(lambda ctx: False))
     x_shape, w_shape, args = CONV_CASES["3x3_same_bias"]
     with pytest.raises(AssertionError, match="exceeds bound"):
         check_case("Conv2D", x_shape, {"w": rand(*w_shape), "b": rand(w_shape[0])}, args)
