@@ -4,10 +4,10 @@
 
 ENGINE is `ort`, `ort_int8` (onnxruntime's quantize_static of the model: QOperator,
 per-channel, uint8 activations x int8 weights, calibrated on the case's input), `ours`
-(with "quantize" in the case: `quantize: 1`, calibrated on the same input) or `build`. An engine child loads the model, warms up,
-answers `ready`, then serves one JSON command per stdin line: {"runs": N} times
-N runs (after "warm" untimed ones) and answers the timings; {"finish": true} writes the outputs, answers
-peak RSS and exits. Keeping the child alive lets the parent interleave short
+(with "quantize" in the case: `quantize: 1`, calibrated on the same input) or `build`. An
+engine child loads the model, warms up, answers `ready`, then serves one JSON command per
+stdin line: {"runs": N} times N runs (after "warm" untimed ones) and answers the timings;
+{"finish": true} writes the outputs, answers peak RSS and exits. Keeping the child alive lets the parent interleave short
 blocks of both engines (other load on the machine then hits both alike)
 without loading a model twice. Answers are stdout lines starting with JSON_MARK.
 """

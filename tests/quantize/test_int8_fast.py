@@ -24,6 +24,7 @@ from mace.transform.passes.quantize import quantize_graph
 from tests.cli_helpers import cli, digits_model, workdir, write_deployment
 from tests.ops.ir_graph import make_graph
 
+NO_POOL = "no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)"
 pytestmark = pytest.mark.skipif(_qjit.qloops() is None,
                                 reason="numba is not installed (or MACE_NO_JIT is set): no int8:fast kernels")
 
@@ -116,7 +117,8 @@ def test_conv2d_output_zero_points_at_the_extremes_and_no_bias():
 def test_fully_connected_fast_equals_reference(rows, k, o, per_channel):
     rng = np.random.default_rng(rows * 100 + k)
     x = rng.uniform(-1, 1, (rows, k)).astype(np.float32)
-    consts = {"w": rng.uniform(-1, 1, (o, k)).astype(np.float32), "b": rng.uniform(-1, 1, o).astype(np.float32)}
+    consts = {"w": rng.uniform(-1, 1, (o, k)).astype(np.float32),
+              "b": rng.uniform(-1, 1, o).astype(np.float32)}
     assert_same_bytes(quantized("FullyConnected", x, consts, {}, per_channel), x, "FullyConnected")
 
 
@@ -149,7 +151,7 @@ def test_every_tile_mode_equals_the_reference(monkeypatch, vnni, short):
             assert mode & lib.SHORT
 
 
-@pytest.mark.skipif(pool() is None, reason="no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)")
+@pytest.mark.skipif(pool() is None, reason=NO_POOL)
 @pytest.mark.parametrize("shape,w_shape", [((1, 40, 12, 8), (24, 8, 3, 3)),     # split by output rows
                                            ((1, 3, 3, 64), (300, 64, 3, 3))])   # by filter panels
 def test_split_across_the_compute_pool(shape, w_shape):
@@ -163,7 +165,7 @@ def test_split_across_the_compute_pool(shape, w_shape):
         assert fast.pooled
 
 
-@pytest.mark.skipif(pool() is None, reason="no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)")
+@pytest.mark.skipif(pool() is None, reason=NO_POOL)
 def test_the_other_loops_split_across_the_compute_pool():
     """Depthwise, pooling, eltwise and concat large enough for their pooled drivers."""
     rng = np.random.default_rng(21)

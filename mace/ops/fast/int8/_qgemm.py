@@ -54,8 +54,9 @@ class QPanels:
         full = np.zeros((count * nr, nseg, seg4 * lib.KB), np.int8)
         full[:o, :, :seg_len] = wp
         # [panel, k step, column, 4 k's]: one tile row's 16 columns x 4 k's are 64 bytes
+        steps = nseg * seg4
         self.panels = np.ascontiguousarray(
-            full.reshape(count, nr, nseg * seg4, lib.KB).transpose(0, 2, 1, 3)).reshape(count, nseg * seg4, nr * lib.KB)
+            full.reshape(count, nr, steps, lib.KB).transpose(0, 2, 1, 3)).reshape(count, steps, nr * lib.KB)
         self.ep = self._epilogue(lib, wp, off - channel_values(w_zero, o), stage, x_zero, channels,
                                  count * nr)
         self.needs_sums = bool(np.any(self.ep[lib.EP_D] != 0))

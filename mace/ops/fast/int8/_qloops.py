@@ -163,7 +163,8 @@ def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride
     store(builder, nrows, vecs, new, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load)
 
 
-def _qstore_short(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load):
+def _qstore_short(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat,
+                  load):
     """_qstore where QPanels proved the rest a no-op (mode SHORT): t = acc + corr in int32
     lanes (no overflow), (t * M + round) >> shift in int64 (32 x 32 -> 64 multiplies), the
     result (|t| / 2 at most) back in int32 lanes, + zero, clamped, stored as bytes."""
@@ -506,8 +507,8 @@ def qdepthwise_par(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, sh
     rows = out.shape[0] * out.shape[1]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        qdepthwise(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw, dh,
-                   dw, pt, pl, cm, out, r0, r1)
+        qdepthwise(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw,
+                   dh, dw, pt, pl, cm, out, r0, r1)
 
 
 @njit(**OPTS)

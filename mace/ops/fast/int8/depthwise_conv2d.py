@@ -31,7 +31,8 @@ class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
     def setup(self, ctx):
         super().setup(ctx)
         del self.xp, self.inner, self.acc, self.tmp   # the reference's float64 buffers: unused here
-        self.w = np.ascontiguousarray(centred(ctx.consts[1], ctx.input_quant[1])[:, 0].transpose(1, 2, 0), np.int64)
+        taps = centred(ctx.consts[1], ctx.input_quant[1])[:, 0].transpose(1, 2, 0)
+        self.w = np.ascontiguousarray(taps, np.int64)
         o = self.w.shape[2]
         self.zx = int(ctx.input_quant[0].zero_point)
         bias, mult, left, shift = stage_columns(self.stage, o)

@@ -20,7 +20,8 @@ class QuantizeInt8Fast(QuantizeCpu):
     @staticmethod
     def accepts(ctx) -> bool:
         return (qloops() is not None and bool(ctx.output_quant) and ctx.output_quant[0] is not None
-                and np.dtype(ctx.input_dtypes[0]) == np.float32 and np.dtype(ctx.output_dtypes[0]) == np.uint8)
+                and np.dtype(ctx.input_dtypes[0]) == np.float32
+                and np.dtype(ctx.output_dtypes[0]) == np.uint8)
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]
@@ -38,7 +39,8 @@ class DequantizeInt8Fast(DequantizeCpu):
     @staticmethod
     def accepts(ctx) -> bool:
         return (qloops() is not None and bool(ctx.input_quant) and ctx.input_quant[0] is not None
-                and np.dtype(ctx.input_dtypes[0]) == np.uint8 and np.dtype(ctx.output_dtypes[0]) == np.float32)
+                and np.dtype(ctx.input_dtypes[0]) == np.uint8
+                and np.dtype(ctx.output_dtypes[0]) == np.float32)
 
     def bind(self, inputs, outputs, scratch=None):
         q, out = inputs[0], outputs[0]
