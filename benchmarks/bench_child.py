@@ -2,10 +2,12 @@
 
     python benchmarks/bench_cpu.py --child ENGINE CASE_JSON
 
-ENGINE is `ort`, `ours` or `build`. An engine child loads the model, warms up,
-answers `ready`, then serves one JSON command per stdin line: {"runs": N} times
-N runs (after "warm" untimed ones) and answers the timings; {"finish": true} writes the outputs, answers
-peak RSS and exits. Keeping the child alive lets the parent interleave short
+ENGINE is `ort`, `ort_int8` (onnxruntime's quantize_static of the model: QOperator,
+per-channel, uint8 activations x int8 weights, calibrated on the case's input), `ours`
+(with "quantize" in the case: `quantize: 1`, calibrated on the same input) or `build`. An
+engine child loads the model, warms up, answers `ready`, then serves one JSON command per
+stdin line: {"runs": N} times N runs (after "warm" untimed ones) and answers the timings;
+{"finish": true} writes the outputs, answers peak RSS and exits. Keeping the child alive lets the parent interleave short
 blocks of both engines (other load on the machine then hits both alike)
 without loading a model twice. Answers are stdout lines starting with JSON_MARK.
 """
@@ -53,17 +55,37 @@ def load_ort(case: dict, x):
     return (lambda: sess.run(names, feed)), names, {}
 
 
+def load_ort_int8(case: dict, x):
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Samples(CalibrationDataReader):
+        def __init__(self):
+            self.left = [{case["input_name"]: x}]
+
+        def get_next(self):
+            return self.left.pop() if self.left else None
+
+    path = str(Path(case["dir"]) / "model_int8_ort.onnx")
+    quantize_static(case["model"], path, Samples(), quant_format=QuantFormat.QOperator, per_channel=True,
+                    activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+    return load_ort({**case, "model": path}, x)
+
+
 def load_ours(case: dict, x):
     import onnx
 
     from mace._blas import blas_report
     from mace.onnx_backend import prepare
+    from mace.quantize.calibrate import collect_ranges
     from mace.runtime.affinity import limit_threads
 
     limit_threads(case["threads"])
-    engine = prepare(onnx.load(case["model"]), {case["input_name"]: x},
-                     options={"winograd": case.get("winograd", 0)})
     feed = {case["input_name"]: x}
+    options = {"winograd": case.get("winograd", 0)}
+    if case.get("quantize"):   # `quantize: 1`, calibrated on the input itself (as ort_int8 is)
+        options.update(quantize=True, calibrate=lambda graph: collect_ranges(graph, [feed]))
+    engine = prepare(onnx.load(case["model"]), feed, options=options)
     names = list(engine.graph.output_names)
     tags = {}
     for node in engine.nodes:
@@ -90,7 +112,7 @@ def serve(engine: str, case: dict) -> int:
     x = np.load(case["input"])
     t = time.perf_counter()
     try:
-        run, names, info = (load_ours if engine == "ours" else load_ort)(case, x)
+        run, names, info = {"ours": load_ours, "ort": load_ort, "ort_int8": load_ort_int8}[engine](case, x)
         for _ in range(case["warmup"]):
             run()
     except Exception as e:

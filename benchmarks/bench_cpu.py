@@ -4,6 +4,7 @@
     python benchmarks/bench_cpu.py                  # full run, writes docs/performance.md
     python benchmarks/bench_cpu.py --quick          # smoke run: two small models, no file
     python benchmarks/bench_cpu.py --models resnet50,squeezenet --variants env,SkylakeX+wino4
+    python benchmarks/bench_cpu.py --int8 --variants env   # + the int8 column (both engines quantized)
 
 Models: the nine ONNX "light" architectures that the onnx package ships (their
 constant weights swapped for seeded random ones), MobileNet v2 (built by
@@ -45,6 +46,9 @@ QUICK_MODELS = ("digits", "squeezenet")
 TARGETS = {"resnet50": 1.2, "vgg19": 1.2, "inception_v1": 1.2, "squeezenet": 1.2,
            "densenet121": 1.5, "shufflenet": 1.5, "mobilenet_v2": 1.5, "digits": 1.5}
 FOUNDATION = ("resnet50", "squeezenet", "inception_v1", "vgg19")   # issue 2: ratio <= 2.0
+# issue 20: our int8 / onnxruntime's int8 (quantize_static, QOperator, per-channel u8s8)
+INT8_TARGETS = {"resnet50": 1.0, "squeezenet": 1.0, "inception_v1": 1.0, "vgg19": 1.0,
+                "mobilenet_v2": 1.2, "shufflenet": 1.2, "densenet121": 1.2}
 ARENA_TARGET = 1.1      # planned arena / live-tensor lower bound
 # (timed runs per engine, warm-up runs) per model, sized so a full run of two variants
 # stays around ten minutes on 2 cores.
@@ -172,15 +176,23 @@ def measure(name: str, workdir: Path, args, variants: list) -> dict:
     for v in variants:
         engines.append(Engine(v.label, Child("ours", {**case, "winograd": v.winograd},
                                              f"ours_{v.label}", v.env())))
+    int8 = []
+    if args.int8:   # both engines quantized from the same model and calibration sample
+        int8 = [Engine("ort_int8", Child("ort_int8", case, "ort_int8")),
+                Engine("ours_int8", Child("ours", {**case, "quantize": True}, "ours_int8"))]
     try:
-        interleave(engines, runs, args.rounds)
+        interleave(engines + int8, runs, args.rounds)
         for e in engines:
             e.final = {} if e.error else e.child.ask(finish=True)
             e.error = e.error or e.child.info.get("error") or e.final.get("error", "")
+        for e in int8:
+            e.final = {} if e.error else e.child.ask(finish=True)
+            e.error = e.error or e.child.info.get("error") or e.final.get("error", "")
     finally:
-        for e in engines:
+        for e in engines + int8:
             e.child.close()
     row["engines"] = engines
+    row["int8"] = int8
     row["load_after"] = load_average()
     return row
 
@@ -252,6 +264,43 @@ def result_rows(row: dict) -> list:
         r["rel_err"] = max_rel_error(load_outputs(e.final), load_outputs(ort.final))
         results.append(r)
     return results
+
+
+def int8_rows(rows: list) -> list:
+    """Per model: our float (the first variant), our int8, onnxruntime's int8 (medians, ms)."""
+    out = []
+    for row in rows:
+        if len(row.get("int8", [])) < 2 or len(row.get("engines", [])) < 2:
+            continue
+        (ort8, ours8), ours = row["int8"], row["engines"][1]
+        err = "; ".join(f"{e.label}: {e.error}" for e in (ours, ort8, ours8) if e.error)
+        r = {"model": row["model"], "error": err, "target": INT8_TARGETS.get(row["model"])}
+        if not err:
+            r.update(float_ms=statistics.median(ours.times), int8_ms=statistics.median(ours8.times),
+                     ort8_ms=statistics.median(ort8.times), float_min=min(ours.times),
+                     int8_min=min(ours8.times), ort8_min=min(ort8.times))
+            r["vs_ort"], r["vs_float"] = r["int8_ms"] / r["ort8_ms"], r["int8_ms"] / r["float_ms"]
+            r["tags"] = ours8.child.info.get("kernel_tags", {})
+        out.append(r)
+    return out
+
+
+def int8_table(rows: list) -> str:
+    head = ("| model | ours float ms | ours int8 ms | onnxruntime int8 ms | ours int8 / ort int8 "
+            "| target | ours int8 / ours float (target <= 0.7) | minima: int8/ort8, int8/float "
+            "| our int8 nodes: kernels |")
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for r in int8_rows(rows):
+        if r["error"]:
+            lines.append(f"| {r['model']} | FAILED: {' '.join(r['error'].replace('|', '/').split())[:200]} "
+                         "| | | | | | | |")
+            continue
+        tags = ", ".join(f"{k} {v}" for k, v in sorted(r["tags"].items()))
+        lines.append("| " + " | ".join([
+            r["model"], _ms(r["float_ms"]), _ms(r["int8_ms"]), _ms(r["ort8_ms"]), f"{r['vs_ort']:.2f}",
+            f"<= {r['target']:.1f}" if r["target"] else "report only", f"{r['vs_float']:.2f}",
+            f"{r['int8_min'] / r['ort8_min']:.2f}, {r['int8_min'] / r['float_min']:.2f}", tags]) + " |")
+    return "\n".join(lines)
 
 
 def status(r: dict) -> str:
@@ -397,6 +446,8 @@ def machine_info() -> list:
 
 def command_line(args) -> str:
     parts = ["python benchmarks/bench_cpu.py"]
+    if getattr(args, "int8", False):
+        parts.append("--int8")
     for flag in ("models", "variants", "threads", "runs", "warmup", "rounds"):
         value = getattr(args, flag)
         default = {"threads": 2, "rounds": DEFAULT_ROUNDS}.get(flag)
@@ -457,6 +508,12 @@ def markdown(rows: list, results: list, args, elapsed_s: float) -> str:
         "region the kernels share for im2col / padding / Winograd buffers, apart from the "
         "arena; *peak RSS* is each engine's own process, loading the .onnx and building the "
         "engine included.", "",
+        *(["## int8: ours (`quantize: 1`) vs onnxruntime's quantize_static", "",
+            "Both engines quantized from the same ONNX model, calibrated on the same one sample "
+            "(the timed input): onnxruntime's `quantize_static` QOperator, per-channel, uint8 "
+            "activations x int8 weights; ours `quantize: 1` (uint8 activations, per-channel int8 "
+            "weights; the int8:fast kernels, docs/quantization.md). Medians of the same interleaved "
+            "rounds as above.", "", int8_table(rows), ""] if getattr(args, "int8", False) else []),
         "### Spread of the timed runs", "",
         "A wide p10..p90 range means other load on the machine disturbed the runs; the "
         "minima are the least disturbed runs and their ratio the least noisy comparison.", "",
@@ -490,6 +547,9 @@ def parse_args(argv=None):
     p.add_argument("--wait", type=float, default=300.0, help="longest wait for --max-load (300 s)")
     p.add_argument("--out", help="markdown file to write (default docs/performance.md; "
                                  "--quick writes none unless given)")
+    p.add_argument("--int8", action="store_true",
+                   help="also time both engines quantized (onnxruntime's quantize_static QOperator "
+                        "per-channel u8s8; ours quantize: 1) on the same calibration sample")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: {','.join(QUICK_MODELS)}, {QUICK_RUNS[0]} runs")
     p.add_argument("--child", nargs=2, metavar=("ENGINE", "CASE_JSON"), help=argparse.SUPPRESS)
@@ -554,6 +614,8 @@ def main(argv=None) -> int:
     elapsed = time.perf_counter() - start
     print()
     print(table(results))
+    if args.int8:
+        print("\n" + int8_table(rows))
     print("\n" + "\n".join(summary(results)))
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)

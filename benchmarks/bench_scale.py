@@ -85,7 +85,7 @@ def measure(config, model, work: Path, kind: str, workers: int, threads: int) ->
         done = time.perf_counter()
     return {"how": f"{kind}" + (f", {workers} worker(s)" if kind == "ray" else ""),
             "start_s": started - t0, "eval_s": done - started,
-            "samples_per_s": run.result.samples / (done - started), "result": run.result.value}
+            "samples_per_s": run.result.samples / (done - started), "result": run.result.result}
 
 
 def main(argv=None) -> int:

@@ -37,10 +37,12 @@ MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "runtime", "devi
 DEVICE_MODULES = {"numpy", "mace", "google"}
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # Left out: the numba-compiled loops (numba cannot cache code that lives in a zip, and the
-# device may lack numba); without them the fast kernels run their numpy path. And the host's
-# engine opener with its backend table (open.py, backends.py): they read deployment files
-# (mace.config, yaml), which the runner never does: it loads the .pb it is given.
-LEFT_OUT = {"mace/ops/fast/_loops.py", "mace/runtime/open.py", "mace/runtime/backends.py"}
+# device may lack numba); without them the fast kernels run their numpy path (the int8:fast
+# kernels decline and the int8 reference kernels run). And the host's engine opener with its
+# backend table (open.py, backends.py): they read deployment files (mace.config, yaml), which
+# the runner never does: it loads the .pb it is given.
+LEFT_OUT = {"mace/ops/fast/_loops.py", "mace/ops/fast/int8/_qloops.py", "mace/runtime/open.py",
+            "mace/runtime/backends.py"}
 
 MAIN = '''"""mace_run.pyz: run a converted model with the pymace runtime (python3 mace_run.pyz -h)."""
 import os

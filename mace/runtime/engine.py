@@ -6,7 +6,8 @@
 Every intermediate tensor lives in one arena laid out by the memory planner;
 graph inputs and outputs get buffers of their own so they survive the run.
 Kernels come from the op registry by an ordered tag list: "cpu:fast" (mace/ops/fast)
-before "cpu", the numpy reference (options {"reference_kernels": True} keeps to it).
+before "cpu", the numpy reference; a quantized graph's "int8:fast" before "int8" ahead of
+them (options {"reference_kernels": True} keeps to the references).
 Each node is bound once at load to a zero-argument callable over its buffers, so
 a run is a loop of calls. Kernels that need scratch (im2col, padding) share one
 region sized for the largest request, `engine.scratch`, apart from the arena.
@@ -28,16 +29,19 @@ from mace.errors import MaceError, ModelError, RuntimeInputError
 from mace.ir.args import get_arg
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
-from mace.ops.fast.binding import FAST_TAG, bind_step, in_place_concats, keeps_blas
+from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, bind_step, in_place_concats, keeps_blas
 from mace.ops.registry import Kernel, KernelContext, select_kernel
 from mace.runtime.gpu.runtime import GpuRuntime
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 from mace.runtime.node import Node
 
-DEVICE_TAGS = {"cpu": [FAST_TAG, "cpu"], "dsp": ["int8"]}
-# Quantized kernels (mace/ops/int8); each accepts only nodes whose tensors are quantized,
-# so the float ops of a quantized model (e.g. a float head) fall through to "cpu".
+# Quantized kernels: "int8:fast" (mace/ops/fast/int8) before "int8", the exact reference
+# (mace/ops/int8); each accepts only nodes whose tensors are quantized, so the float ops
+# of a quantized model (e.g. a float head) fall through to "cpu".
 INT8_TAG = "int8"
+INT8_TAGS = [INT8_FAST_TAG, INT8_TAG]
+DEVICE_TAGS = {"cpu": [FAST_TAG, "cpu"], "dsp": INT8_TAGS}
+FAST_TAGS = (FAST_TAG, INT8_FAST_TAG)   # what options {"reference_kernels": True} leaves out
 SCRATCH_ALIGN = 64
 # OpenCL runtimes (mace/runtime/gpu): their CPU-placed ops use the "cpu" tags.
 GPU_DEVICES = ("gpu", "cpu+gpu")
@@ -54,11 +58,11 @@ class Engine:
         self._output_names = tuple(graph.output_names)
         self._session = None   # set by _bind when a step runs on the compute pool
         self.tags = DEVICE_TAGS.get("cpu" if device in GPU_DEVICES else device, [device, "cpu"])
-        if self.options.get("reference_kernels"):
-            self.tags = [t for t in self.tags if t != FAST_TAG]
         self.quantized = is_quantized(graph)
         if self.quantized and INT8_TAG not in self.tags:
-            self.tags = [INT8_TAG] + self.tags
+            self.tags = INT8_TAGS + self.tags
+        if self.options.get("reference_kernels"):
+            self.tags = [t for t in self.tags if t not in FAST_TAGS]
         self.gpu = _gpu_runtime(self) if device in GPU_DEVICES else None  # ops placed on the GPU
         self.aliases = {}   # tensor -> (Concat output, first channel): see _in_place_concats
         self.plan = self._plan()

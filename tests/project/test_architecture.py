@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAZY_OK = {
     "mace/devices/runner.py": "runs on boards: numpy loads after the thread flags are read",
     "mace/ops/fast/_jit.py": "numba is optional and slow to load: the compiled loops load on first use",
+    "mace/ops/fast/int8/_qjit.py": "the same for the int8 kernels' compiled loops (_qloops)",
     "mace/cli/_quant_flags.py": "the converter (frontends) loads only for --trace_dir",
     "mace/scale/runner.py": "Ray (seconds to import, an optional extra) loads only for --cluster ray",
 }

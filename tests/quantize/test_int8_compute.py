@@ -32,6 +32,7 @@ from mace.frontends.base import add_input_info, add_output_info
 from mace.config.specs import TensorSpec
 from mace.ir.graph import Graph
 from mace.ops.conv2d import conv_geometry, padded_buffer
+from mace.ops.fast.int8.conv2d import Conv2DInt8Fast
 from mace.ops.int8.conv2d import Conv2DInt8
 from mace.ir.quant_params import activation_clamp, quantize_multiplier
 from mace.runtime.engine import Engine
@@ -80,7 +81,7 @@ def check_case(op_type, x_shape, consts, args, per_channel=True):
     x = rand(*x_shape)
     graph = single_op_graph(op_type, x_shape, consts, args)
     ref, out, qgraph = quantize_and_run(graph, {"x": x}, per_channel=per_channel)
-    assert kernel_tags(qgraph)[op_type] == "int8"
+    assert kernel_tags(qgraph)[op_type].startswith("int8")
     err = np.abs(ref["y"].astype(np.float64) - out["y"])
     bound = error_bound(op_type, args, x, consts["w"], qgraph)
     assert np.all(err <= bound), f"error {err.max():.4g} exceeds bound {bound.min():.4g}.." \
@@ -209,7 +210,7 @@ def test_matmul_two_activations_within_bound(name):
     a_shape, b_shape, args = MATMUL_CASES[name]
     a, b = rand(*a_shape), rand(*b_shape, scale=2.0)
     ref, out, qgraph = quantize_and_run(two_input_graph(a_shape, b_shape, args), {"a": a, "b": b})
-    assert kernel_tags(qgraph)["MatMul"] == "int8"
+    assert kernel_tags(qgraph)["MatMul"].startswith("int8")
     assert not qgraph.consts   # both operands are activations
     err = np.abs(ref["y"].astype(np.float64) - out["y"])
     assert np.all(err <= matmul_bound(a, b, args, _steps(qgraph))), err.max()
@@ -222,7 +223,7 @@ def test_matmul_const_b_within_bound(name):
     graph = make_graph(a_shape, [("MatMul", ["x", "w"], ["y"], args)], {"w": b})
     a = rand(*a_shape)
     ref, out, qgraph = quantize_and_run(graph, {"x": a})
-    assert kernel_tags(qgraph)["MatMul"] == "int8"
+    assert kernel_tags(qgraph)["MatMul"].startswith("int8")
     assert qgraph.quant_params(quantized_op(qgraph, "MatMul").input[1]).axis is None
     err = np.abs(ref["y"].astype(np.float64) - out["y"])
     assert np.all(err <= matmul_bound(a, b, args, _steps(qgraph))), err.max()
@@ -249,6 +250,8 @@ def test_bound_catches_a_wrong_zero_point(monkeypatch):
         setup(self, ctx)
         self.xp[...] = -self.zero   # only the pads keep it: run() overwrites the interior
     monkeypatch.setattr(Conv2DInt8, "setup", broken)
+    # the broken reference kernel must be the one that runs: the fast one (int8:fast) declines
+    monkeypatch.setattr(Conv2DInt8Fast, "accepts", staticmethod(lambda ctx: False))
     x_shape, w_shape, args = CONV_CASES["3x3_same_bias"]
     with pytest.raises(AssertionError, match="exceeds bound"):
         check_case("Conv2D", x_shape, {"w": rand(*w_shape), "b": rand(w_shape[0])}, args)
@@ -281,12 +284,17 @@ def int_parts(qgraph, op_type):
 
 
 def kernel_output(qgraph, op_type, xq):
-    """Run the op's int8 kernel alone on uint8 input xq."""
-    node = next(n for n in Engine(qgraph).nodes if n.op.type == op_type)
-    assert node.tag == "int8"
-    out = np.empty(node.outputs[0].shape, np.uint8)
-    node.kernel.run([xq] + node.inputs[1:], [out])
-    return out
+    """Run the op's int8 reference kernel alone on uint8 input xq (and its fast kernel, where
+    one takes the op: the same bytes)."""
+    outs = []
+    for options in ({"reference_kernels": True}, {}):
+        node = next(n for n in Engine(qgraph, options=options).nodes if n.op.type == op_type)
+        assert node.tag.startswith("int8")
+        out = np.empty(node.outputs[0].shape, np.uint8)
+        node.kernel.run([xq] + node.inputs[1:], [out])
+        outs.append(out)
+    np.testing.assert_array_equal(outs[1], outs[0])
+    return outs[0]
 
 
 def requantize_all(acc, qgraph, op, w_scale, act="", max_limit=0.0):

@@ -90,7 +90,7 @@ def test_quantized_shuffle_passes_uint8_through():
     np.testing.assert_array_equal(out["y"], x[..., source_channels(8, 2)])
     ref, quant, qgraph = quantize_and_run(make_graph(x.shape, [("ChannelShuffle", ["x"], ["y"], {"group": 2})]),
                                           {"x": x})
-    assert kernel_tags(qgraph)["ChannelShuffle"] == "int8"
+    assert kernel_tags(qgraph)["ChannelShuffle"].startswith("int8")
     assert within_steps(ref["y"], quant["y"], output_step(qgraph, "y"))
 
 

@@ -132,12 +132,14 @@ class Pool:
                 self._call(par.gemm_parts, fns, table)
         return run
 
-    def rows(self, name: str, args: tuple, rows: int, parts: int | None = None):
+    def rows(self, name: str, args: tuple, rows: int, parts: int | None = None, lib=None):
         """One callable running loop `name` over `rows` rows: `name`_par split into parts,
-        or (after a fork) _loops.`name` over them all."""
+        or (after a fork) _loops.`name` over them all. `lib`: the module of compiled loops
+        holding both (default _loops; the int8 kernels' is mace/ops/fast/int8/_qloops.py)."""
         parts = min(parts or self.width(), max(rows, 1))
-        par = getattr(self.par, name + "_par")
-        serial = getattr(self.par, name)
+        lib = lib or self.par
+        par = getattr(lib, name + "_par")
+        serial = getattr(lib, name)
         self.made += 1
 
         def run():
@@ -168,15 +170,15 @@ def gemm_width() -> int:
     return p.width()
 
 
-def loop(name: str, args: tuple, rows: int, work: int, parts: int | None = None):
-    """A step running compiled loop `name` (mace/ops/fast/_loops.py) over rows 0:rows:
-    split across the pool when it is active and `work` (elements touched) pays for the
-    launch, else the serial loop in the calling thread. `parts`: split into that many
-    (the width a kernel planned its split for at load; 1: never split)."""
+def loop(name: str, args: tuple, rows: int, work: int, parts: int | None = None, lib=None):
+    """A step running compiled loop `name` (mace/ops/fast/_loops.py, or module `lib`) over
+    rows 0:rows: split across the pool when it is active and `work` (elements touched)
+    pays for the launch, else the serial loop in the calling thread. `parts`: split into
+    that many (the width a kernel planned its split for at load; 1: never split)."""
     p = active()
     if p is not None and work >= MIN_PARALLEL_WORK and rows > 1 and parts != 1:
-        return p.rows(name, args, rows, parts)
-    return partial(getattr(loops(), name), *args, 0, rows)
+        return p.rows(name, args, rows, parts, lib)
+    return partial(getattr(lib or loops(), name), *args, 0, rows)
 
 
 def matmul(a, b, out, trans_b: bool = False):

@@ -1,6 +1,7 @@
 """What the engine asks of the fast CPU kernels at load, so it knows none of their details.
 
     FAST_TAG                        the registry tag of these kernels ("cpu:fast")
+    INT8_FAST_TAG                   the fast int8 kernels' ("int8:fast", mace/ops/fast/int8)
     keeps_blas(nodes)               a reference kernel does BLAS work: nothing binds onto the pool
     bind_step(node, scratch, ...)   bind one node; says whether the step landed on the compute pool
     in_place_concats(graph, nodes)  Concat inputs their producers can write straight into the
@@ -15,18 +16,20 @@ import collections
 from mace.ops.fast._pool import pool
 
 FAST_TAG = "cpu:fast"
+INT8_FAST_TAG = "int8:fast"
+POOLED_TAGS = (FAST_TAG, INT8_FAST_TAG)   # kernels that may bind steps onto the compute pool
 
 
 def keeps_blas(nodes) -> bool:
     """A reference kernel doing BLAS work (MatMul, Deconv2D, ...): the compute pool would leave it
     one OpenBLAS thread, so no kernel binds onto the pool."""
-    return any(getattr(n.kernel, "uses_blas", False) for n in nodes if n.tag != FAST_TAG)
+    return any(getattr(n.kernel, "uses_blas", False) for n in nodes if n.tag not in POOLED_TAGS)
 
 
 def bind_step(node, scratch, blas_bound: bool):
     """(the node's zero-argument step, the pool session its runs need or None)."""
     need = node.kernel.scratch_nbytes
-    compute = pool() if node.tag == FAST_TAG else None
+    compute = pool() if node.tag in POOLED_TAGS else None
     made = compute.made if compute else 0
     suspend = compute is not None and blas_bound
     if suspend:

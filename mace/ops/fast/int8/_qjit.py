@@ -1,0 +1,19 @@
+"""The compiled int8 loops (mace/ops/fast/int8/_qloops.py), or None where the float fast
+kernels' compiled loops are not to be had either (no numba, MACE_NO_JIT=1): the int8
+fast kernels then decline and the reference int8 kernels run."""
+from __future__ import annotations
+
+import functools
+
+from mace.ops.fast._jit import loops
+
+
+@functools.lru_cache(maxsize=None)
+def qloops():
+    if loops() is None:
+        return None
+    try:   # numba loads here, with the first int8 fast kernel (not with mace)
+        from mace.ops.fast.int8 import _qloops
+    except Exception:   # e.g. an llvmlite without the API the tile is written in
+        return None
+    return _qloops

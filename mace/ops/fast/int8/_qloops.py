@@ -1,0 +1,626 @@
+"""numba loops behind the fast int8 kernels (imported only through mace.ops.fast.int8._qjit).
+
+The integer GEMM: c = requantize(A @ W' + corrections), A uint8 (activations, read in
+place: implicit im2col), W' int8 packed once at load, int32 accumulation with the
+CPU's dot-product instruction, the requantization (multiplier + shift, half up) and
+the clamp fused into the tile's store. The numbers are the reference kernels' exactly
+(mace/ops/int8/_gemm.py); how the terms split is in mace/ops/fast/int8/_qgemm.py.
+
+The tile is LLVM IR written through numba's intrinsic API, as the float packed GEMM's
+(mace/ops/fast/_loops.py). Per step of 4 k's, each row's 4 input bytes are broadcast
+to all 16 lanes and multiplied with 16 columns x 4 k's of W' (64 bytes):
+
+  mode bit 0 set    AVX-512 VNNI `vpdpbusd` (uint8 x int8, 4 products summed into each int32
+                    lane, no saturation): one instruction per row and vector.
+  mode bit 0 clear  the same sum in plain LLVM IR (zero/sign extend, multiply, add the 4 lanes):
+                    exact on any CPU, LLVM picks the instructions (AVX2: `vpmaddwd` family).
+                    Not `vpmaddubsw`: its int16 pair sums saturate (255 * 127 * 2 > 32767).
+  mode bit 1 (SHORT) the epilogue in int32 lanes but for the multiply, where QPanels proved
+                    the general one's extra steps no-ops (the per-channel common case).
+
+Also here: the window sums a per-tensor uint8 weight needs, the compute pool's drivers
+(split by output lines or by filter panels) and the other int8 loops (depthwise conv,
+pooling, table lookups, additive eltwise). They live in one file because numba's cache
+keys a function on its own file only (see mace/ops/fast/_loops.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+
+def _host_features() -> str:
+    import llvmlite.binding as llvm
+    try:
+        return str(llvm.get_host_cpu_features().flatten())
+    except RuntimeError:   # LLVM cannot tell on this host
+        return ""
+
+
+OPTS = dict(cache=True, nogil=True)
+PAR = dict(OPTS, parallel=True)
+_FEATURES = _host_features()
+# 1: the host has AVX-512 VNNI (vpdpbusd); 0: the portable tile
+VNNI = 1 if "+avx512vnni" in _FEATURES else 0
+NR = 32            # columns of a packed panel (two 16-lane int32 vectors)
+KB = 4             # k's per dot-product step: a panel row is NR x KB bytes
+# rows per tile: 6 x 2 int32 accumulators (+ 2 of W', 1 broadcast) fit AVX-512's 32
+# registers; AVX2's 16 registers of 8 lanes hold a 16-lane vector in two
+MR = 6 if "+avx512f" in _FEATURES else 2
+ROW_BLOCK = 8 * MR
+# tile modes (a literal): bit 0 the dot-product instruction, bit 1 the short epilogue
+VNNI_MODE, SHORT = 1, 2
+# epilogue table rows (int64, per output column): what _qgemm.QPanels packs
+EP_CORR, EP_D, EP_LEFT, EP_MULT, EP_ROUND, EP_SHIFT = range(6)
+EP_ROWS = 6
+
+
+@intrinsic(prefer_literal=True)
+def _qtile(typingctx, mr, nv, dot, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, ep_stride,
+           zero, qmin, qmax):
+    """c[:mr, :16 nv] (uint8) = clamp(zero + requantize(A @ b + epilogue terms), qmin, qmax).
+
+    A's row i: `nseg` runs of 4 * seg4 bytes from address rows[i], seg_stride bytes
+    apart; b: panel rows of NR * 4 int8 (column-major within 4 k's); rsum[i]: row i's
+    window sum (int64); ep: the int64 epilogue table [EP_ROWS, ...] at this panel's
+    column, ep_stride elements between its rows; ldc in bytes. mr, nv, dot literals; dot
+    (the mode): bit 0 vpdpbusd, bit 1 the short epilogue (SHORT: no window sums, no left
+    shift, no int32 clip needed, a multiplier below 2^-1)."""
+    lits = (mr, nv, dot)
+    if not all(isinstance(x, types.IntegerLiteral) for x in lits):
+        return None
+    nrows, vecs, mode = (x.literal_value for x in lits)
+    i64 = types.int64
+    sig = types.void(mr, nv, dot, *([i64] * 13))
+
+    def codegen(context, builder, signature, args):
+        _qtile_ir(builder, nrows, vecs, mode, *args[3:])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride_, b_, c_, ldc_,
+              ep_, ep_stride_, zero_, qmin_, qmax_):
+    from numba.core import cgutils
+
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    v32, v64, vbytes = ir.VectorType(i32, 16), ir.VectorType(i64, 16), ir.VectorType(i8, 64)
+    i8p = i8.as_pointer()
+    zero32 = ir.Constant(v32, None)
+
+    def const(v):
+        return ir.Constant(i64, v)
+
+    def splat(x, vec):
+        undef = ir.Constant(vec, ir.Undefined)
+        return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(i32, 0)), undef,
+                                      ir.Constant(ir.VectorType(i32, vec.count), None))
+
+    def load(ptr, offset, ty, align=1):
+        return builder.load(builder.bitcast(builder.gep(ptr, [offset]), ty.as_pointer()), align=align)
+
+    def dot_step(acc, a4, bv):
+        """acc + per lane the sum of 4 uint8 (a4's bytes) x int8 (bv's 4 bytes of the lane)."""
+        if mode & VNNI_MODE:
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v32, [v32] * 3),
+                                                "llvm.x86.avx512.vpdpbusd.512")
+            return builder.call(fn, [acc, a4, bv])
+        ab, bb = builder.bitcast(a4, vbytes), builder.bitcast(bv, vbytes)
+        prod = builder.mul(builder.zext(ab, ir.VectorType(i32, 64)), builder.sext(bb, ir.VectorType(i32, 64)))
+        parts = [builder.shuffle_vector(prod, prod, ir.Constant(ir.VectorType(i32, 16),
+                                                                [4 * j + q for j in range(16)]))
+                 for q in range(4)]
+        return builder.add(acc, builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3])))
+
+    rows_at = builder.inttoptr(rows_, i64.as_pointer())
+    rsum_at = builder.inttoptr(rsum_, i64.as_pointer())
+    a_rows = [builder.inttoptr(builder.load(builder.gep(rows_at, [const(i)])), i8p) for i in range(nrows)]
+    b, c = builder.inttoptr(b_, i8p), builder.inttoptr(c_, i8p)
+    ep = builder.inttoptr(ep_, i64.as_pointer())
+    entry = builder.block
+    seg_head = builder.append_basic_block("segment")
+    body = builder.append_basic_block("k_loop")
+    seg_end = builder.append_basic_block("segment_end")
+    done = builder.append_basic_block("k_done")
+    builder.branch(seg_head)
+    # for s in range(nseg): segment s's offsets in A's rows and in b
+    builder.position_at_end(seg_head)
+    s = builder.phi(i64)
+    acc_s = [[builder.phi(v32) for _ in range(vecs)] for _ in range(nrows)]
+    a_off = builder.mul(s, seg_stride_)
+    b_seg = builder.gep(b, [builder.mul(builder.mul(s, seg4_), const(NR * KB))])
+    builder.branch(body)
+    # for k in range(seg4): acc[i] += dot(A[i][a_off + 4k : +4], b_seg[k])
+    builder.position_at_end(body)
+    k = builder.phi(i64)
+    acc = [[builder.phi(v32) for _ in range(vecs)] for _ in range(nrows)]
+    b_row = builder.gep(b_seg, [builder.mul(k, const(NR * KB))])
+    b_vecs = [load(b_row, const(64 * v), v32) for v in range(vecs)]
+    at = builder.add(a_off, builder.mul(k, const(KB)))
+    new = []
+    for i in range(nrows):
+        a4 = splat(load(a_rows[i], at, i32), v32)
+        new.append([dot_step(acc[i][v], a4, b_vecs[v]) for v in range(vecs)])
+    k_next = builder.add(k, const(1))
+    builder.cbranch(builder.icmp_signed("<", k_next, seg4_), body, seg_end)
+    builder.position_at_end(seg_end)
+    s_next = builder.add(s, const(1))
+    builder.cbranch(builder.icmp_signed("<", s_next, nseg_), seg_head, done)
+    s.add_incoming(const(0), entry)
+    s.add_incoming(s_next, seg_end)
+    k.add_incoming(const(0), seg_head)
+    k.add_incoming(k_next, body)
+    for i in range(nrows):
+        for v in range(vecs):
+            acc_s[i][v].add_incoming(zero32, entry)
+            acc_s[i][v].add_incoming(new[i][v], seg_end)
+            acc[i][v].add_incoming(acc_s[i][v], seg_head)
+            acc[i][v].add_incoming(new[i][v], body)
+    builder.position_at_end(done)
+    store = _qstore_short if mode & SHORT else _qstore
+    store(builder, nrows, vecs, new, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load)
+
+
+def _qstore_short(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat,
+                  load):
+    """_qstore where QPanels proved the rest a no-op (mode SHORT): t = acc + corr in int32
+    lanes (no overflow), (t * M + round) >> shift in int64 (32 x 32 -> 64 multiplies), the
+    result (|t| / 2 at most) back in int32 lanes, + zero, clamped, stored as bytes."""
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    v32, v64 = ir.VectorType(i32, 16), ir.VectorType(i64, 16)
+
+    def const(v):
+        return ir.Constant(i64, v)
+
+    def row(r, v):
+        return load(ep, builder.add(builder.mul(ep_stride_, const(r)), const(16 * v)), v64, 8)
+
+    corr = [builder.trunc(row(EP_CORR, v), v32) for v in range(vecs)]
+    mult = [builder.sext(builder.trunc(row(EP_MULT, v), v32), v64) for v in range(vecs)]
+    rnd = [row(EP_ROUND, v) for v in range(vecs)]
+    shift = [row(EP_SHIFT, v) for v in range(vecs)]
+    zero, qmin, qmax = (splat(builder.trunc(x, i32), v32) for x in (zero_, qmin_, qmax_))
+    for i in range(nrows):
+        c_row = builder.gep(c, [builder.mul(ldc_, const(i))])
+        for v in range(vecs):
+            t = builder.sext(builder.add(acc[i][v], corr[v]), v64)
+            t = builder.ashr(builder.add(builder.mul(t, mult[v]), rnd[v]), shift[v])
+            t = builder.add(builder.trunc(t, v32), zero)
+            t = builder.select(builder.icmp_signed("<", t, qmin), qmin, t)
+            t = builder.select(builder.icmp_signed(">", t, qmax), qmax, t)
+            builder.store(builder.trunc(t, ir.VectorType(i8, 16)),
+                          builder.bitcast(builder.gep(c_row, [const(16 * v)]),
+                                          ir.VectorType(i8, 16).as_pointer()), align=1)
+
+
+def _qstore(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load):
+    """The fused output stage, in int64 lanes as mace/ir/quant_params.requantize does it:
+    t = acc + corr + rsum * d, clipped to int32; ((t << left) * M + round) >> shift;
+    + zero, clamped to [qmin, qmax], stored as bytes."""
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    v64 = ir.VectorType(i64, 16)
+
+    def const(v):
+        return ir.Constant(i64, v)
+
+    def clamp(x, lo, hi):
+        x = builder.select(builder.icmp_signed("<", x, lo), lo, x)
+        return builder.select(builder.icmp_signed(">", x, hi), hi, x)
+
+    table = [[load(ep, builder.add(builder.mul(ep_stride_, const(r)), const(16 * v)), v64, 8)
+              for v in range(vecs)] for r in range(EP_ROWS)]
+    lo32, hi32 = splat(const(-2**31), v64), splat(const(2**31 - 1), v64)
+    zero, qmin, qmax = (splat(x, v64) for x in (zero_, qmin_, qmax_))
+    for i in range(nrows):
+        rs = splat(builder.load(builder.gep(rsum_at, [const(i)])), v64)
+        c_row = builder.gep(c, [builder.mul(ldc_, const(i))])
+        for v in range(vecs):
+            t = builder.add(builder.sext(acc[i][v], v64), table[EP_CORR][v])
+            t = clamp(builder.add(t, builder.mul(rs, table[EP_D][v])), lo32, hi32)
+            t = builder.mul(builder.shl(t, table[EP_LEFT][v]), table[EP_MULT][v])
+            t = builder.ashr(builder.add(t, table[EP_ROUND][v]), table[EP_SHIFT][v])
+            t = clamp(builder.add(t, zero), qmin, qmax)
+            out = builder.trunc(t, ir.VectorType(i8, 16))
+            builder.store(out, builder.bitcast(builder.gep(c_row, [const(16 * v)]),
+                                               ir.VectorType(i8, 16).as_pointer()), align=1)
+
+
+@njit(**OPTS)
+def _qtiles(mode, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
+    """_qtile for the mode, r (1..MR) rows and nv (1, 2) vectors, as literals."""
+    if mode == 3:
+        _qtiles_vnni(3, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif mode == 1:
+        _qtiles_vnni(1, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif mode == 2:
+        _qtiles_portable(2, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    else:
+        _qtiles_portable(0, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+
+
+@njit(**OPTS)
+def _qtiles_vnni(m, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
+    """m: a literal mode with the VNNI bit; r up to 6 rows."""
+    if nv == 2:
+        if r == 6:
+            _qtile(6, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 5:
+            _qtile(5, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 4:
+            _qtile(4, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 3:
+            _qtile(3, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 2:
+            _qtile(2, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        else:
+            _qtile(1, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 6:
+        _qtile(6, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 5:
+        _qtile(5, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 4:
+        _qtile(4, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 3:
+        _qtile(3, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 2:
+        _qtile(2, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    else:
+        _qtile(1, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+
+
+@njit(**OPTS)
+def _qtiles_portable(m, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
+    """m: a literal mode without the VNNI bit; r up to 2 rows (MR where there is no AVX-512)."""
+    if nv == 2:
+        if r >= 2:
+            _qtile(2, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        else:
+            _qtile(1, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r >= 2:
+        _qtile(2, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    else:
+        _qtile(1, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+
+
+@njit(**OPTS)
+def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg4, seg_stride, panels, ep, rowsum,
+           zero, qmin, qmax, c, r0, r1, j0, j1):
+    """c[r0:r1, panel columns j0:j1] (uint8, contiguous rows) from A's rows r0:r1: row q
+    starts at address base + (q // per_line) * line_step + (q % per_line) * row_step and
+    runs in segments (see _qtile); panels [P, nseg * seg4, NR * KB] int8; ep [EP_ROWS,
+    P * NR] int64; rowsum [rows] int64 window sums, or empty (no per-tensor term). Full
+    panels are stored in place, a ragged last one through a small tile buffer."""
+    n, ldc = c.shape[1], c.strides[0]
+    mr = MR if dot & VNNI_MODE else 2
+    pb, pc, pe = panels.ctypes.data, c.ctypes.data, ep.ctypes.data
+    kstep = panels.shape[1] * NR * KB
+    eps = ep.shape[1]
+    tmp = np.empty((MR, NR), np.uint8)
+    rows = np.empty(MR, np.int64)
+    rs = np.zeros(MR, np.int64)
+    has_sums = rowsum.shape[0] > 0
+    for ib in range(r0, r1, ROW_BLOCK):
+        ie = min(r1, ib + ROW_BLOCK)
+        for jb in range(j0, j1):
+            n0 = jb * NR
+            nw = min(NR, n - n0)
+            nv = 2 if nw > 16 else 1
+            b, e = pb + jb * kstep, pe + n0 * 8
+            for i in range(ib, ie, mr):
+                r = min(mr, ie - i)
+                for x in range(r):
+                    q = i + x
+                    rows[x] = base + (q // per_line) * line_step + (q % per_line) * row_step
+                    if has_sums:
+                        rs[x] = rowsum[q]
+                if nw == 16 * nv:
+                    _qtiles(dot, r, nv, rows.ctypes.data, rs.ctypes.data, nseg, seg4, seg_stride, b,
+                            pc + i * ldc + n0, ldc, e, eps, zero, qmin, qmax)
+                else:
+                    _qtiles(dot, r, nv, rows.ctypes.data, rs.ctypes.data, nseg, seg4, seg_stride, b,
+                            tmp.ctypes.data, NR, e, eps, zero, qmin, qmax)
+                    for x in range(r):
+                        for y in range(nw):
+                            c[i + x, n0 + y] = tmp[x, y]
+
+
+@njit(**OPTS)
+def window_sums(xp, ow, sh, sw, dh, kh, kwc, out, r0, r1):
+    """out[q] = the sum of output pixel q's window (kh runs of kwc bytes) in xp [Hp, Wp, C],
+    output lines r0:r1 (pixels r0 * ow : r1 * ow)."""
+    flat = xp.reshape(-1)
+    line, pixel = xp.shape[1] * xp.shape[2], xp.shape[2]
+    for oy in range(r0, r1):
+        for ox in range(ow):
+            start = oy * sh * line + ox * sw * pixel
+            total = 0
+            for i in range(kh):
+                at = start + i * dh * line
+                for j in range(kwc):
+                    total += flat[at + j]
+            out[oy * ow + ox] = total
+
+
+@njit(**OPTS)
+def qconv(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, r0, r1):
+    """Output lines r0:r1 of a conv of one image from its padded uint8 input xp [Hp, Wp, C]
+    (C-contiguous, a few bytes of slack after it when a window row's bytes are not a
+    multiple of 4): output pixel (y, x)'s A row is its window, kh runs of kw * C bytes."""
+    line, pixel = xp.shape[1] * xp.shape[2], xp.shape[2]
+    seg4 = panels.shape[1] // kh
+    _qgemm(dot, xp.ctypes.data, ow, sh * line, sw * pixel, kh, seg4, dh * line, panels, ep, rowsum,
+           zero, qmin, qmax, out2d, r0 * ow, r1 * ow, 0, panels.shape[0])
+
+
+@njit(**OPTS)
+def qconv_panels(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, j0, j1):
+    """qconv's panels j0:j1 (columns j0 * NR : j1 * NR), all output lines."""
+    line, pixel = xp.shape[1] * xp.shape[2], xp.shape[2]
+    seg4 = panels.shape[1] // kh
+    _qgemm(dot, xp.ctypes.data, ow, sh * line, sw * pixel, kh, seg4, dh * line, panels, ep, rowsum,
+           zero, qmin, qmax, out2d, 0, out2d.shape[0], j0, j1)
+
+
+# ---- the compute pool's drivers -------------------------------------------------
+
+@njit(**OPTS)
+def _part(rows, parts, p):
+    step = (rows + parts - 1) // parts
+    return min(rows, p * step), min(rows, (p + 1) * step)
+
+
+@njit(**PAR)
+def qconv_par(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, parts):
+    lines = out2d.shape[0] // ow
+    for p in prange(parts):
+        r0, r1 = _part(lines, parts, p)
+        qconv(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, r0, r1)
+
+
+@njit(**PAR)
+def qconv_panels_par(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, parts):
+    count = panels.shape[0]
+    for p in prange(parts):
+        j0, j1 = _part(count, parts, p)
+        qconv_panels(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, j0, j1)
+
+
+@njit(**PAR)
+def window_sums_par(xp, ow, sh, sw, dh, kh, kwc, out, parts):
+    lines = out.shape[0] // ow
+    for p in prange(parts):
+        r0, r1 = _part(lines, parts, p)
+        window_sums(xp, ow, sh, sw, dh, kh, kwc, out, r0, r1)
+
+
+# ---- the other int8 loops --------------------------------------------------------
+
+@njit(**OPTS)
+def lookup_cols(x, table, out, col, r0, r1):
+    """out[r, col + j] = table[x[r, j]] for rows r0:r1: a uint8 input rescaled into its
+    columns of a concat's output (table: the 256-entry requantization, identity for a copy)."""
+    w = x.shape[1]
+    for r in range(r0, r1):
+        xr = x[r]
+        orow = out[r]
+        for j in range(w):
+            orow[col + j] = table[xr[j]]
+
+
+@njit(**PAR)
+def lookup_cols_par(x, table, out, col, parts):
+    rows = x.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        lookup_cols(x, table, out, col, r0, r1)
+
+
+@njit(**OPTS)
+def _requant(t, mult, left, shift, zero, qmin, qmax):
+    """mace/ir/quant_params.requantize on one int64 accumulator."""
+    t = min(max(t, -2147483648), 2147483647)
+    t = ((t << left) * mult + (np.int64(1) << (shift - 1))) >> shift
+    return min(max(t + zero, qmin), qmax)
+
+
+@njit(**OPTS)
+def qdepthwise(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw, dh,
+               dw, pt, pl, cm, out, r0, r1):
+    """out[n, y, x, o] = requantize(bias[o] + sum_ij (x[.., o // cm] - zx) * w[i, j, o]) per
+    channel o, taps outside the input skipped (a centred pad is 0), output rows r0:r1 (image-
+    major). w int64 [kh, kw, O]: the centred filter; bias, mult, left, shift int64 [O].
+
+    As the float depthwise loop (mace/ops/fast/_loops.py), a 3x3 filter's interior pixels
+    (cm 1, all nine taps inside) are one expression per channel over flat [W * C] rows where
+    `short` says it is exact in int32 lanes: the input's zero point folded into fold (int32:
+    bias - zx * sum of the taps), w32 / mult32 the int32 filter and multipliers, rnd =
+    2^(shift - 1), no int32 clip or left shift needed (int32 lanes: twice the speed of int64).
+    The other pixels accumulate tap by tap, centred, in int64."""
+    n, oh, ow, o = out.shape
+    h, wd, c = x.shape[1], x.shape[2], x.shape[3]
+    kh, kw = w.shape[0], w.shape[1]
+    xf = x.reshape(n, h, wd * c)
+    of = out.reshape(n, oh, ow * o)
+    w9 = w32.reshape(kh * kw, o)
+    acc = np.empty((ow, o), np.int64)
+    # output columns whose three taps along W are all inside the input
+    a0 = max(0, (pl + sw - 1) // sw)
+    a1 = min(ow, (wd - 2 * dw + pl + sw - 1) // sw)
+    for row in range(r0, r1):
+        b, oy = row // oh, row % oh
+        iy0 = oy * sh - pt
+        if short and cm == 1 and kh == 3 and kw == 3 and iy0 >= 0 and iy0 + 2 * dh < h and a1 > a0:
+            c0, c1 = a0, a1
+            x0r, x1r, x2r = xf[b, iy0], xf[b, iy0 + dh], xf[b, iy0 + 2 * dh]
+            ofr = of[b, oy]
+            step, dil = max(sw, 1) * c, max(dw, 1) * c
+            start = max((a0 * sw - pl) * c, 0)
+            first = max(a0, 0)
+            for q in range(a1 - a0):
+                k0 = start + q * step
+                o0 = (first + q) * c
+                for ch in range(c):
+                    k = k0 + ch
+                    v = np.int32(np.int32(x0r[k]) * w9[0, ch] + np.int32(x0r[k + dil]) * w9[1, ch]
+                                 + np.int32(x0r[k + 2 * dil]) * w9[2, ch] + np.int32(x1r[k]) * w9[3, ch]
+                                 + np.int32(x1r[k + dil]) * w9[4, ch] + np.int32(x1r[k + 2 * dil]) * w9[5, ch]
+                                 + np.int32(x2r[k]) * w9[6, ch] + np.int32(x2r[k + dil]) * w9[7, ch]
+                                 + np.int32(x2r[k + 2 * dil]) * w9[8, ch] + fold[ch])
+                    t = ((np.int64(v) * np.int64(mult32[ch]) + rnd[ch]) >> shift[ch]) + zero
+                    t = t if t > qmin else qmin
+                    ofr[o0 + ch] = t if t < qmax else qmax
+        else:
+            c0, c1 = 0, 0
+        orow = out[b, oy]
+        for seg in range(2):   # the other pixels: columns [0, c0) and [c1, ow)
+            s0, s1 = (0, c0) if seg == 0 else (c1, ow)
+            if s1 <= s0:
+                continue
+            for ox in range(s0, s1):
+                for ch in range(o):
+                    acc[ox, ch] = bias[ch]
+            for i in range(kh):
+                iy = iy0 + i * dh
+                if iy < 0 or iy >= h:
+                    continue
+                xrow = x[b, iy]
+                for j in range(kw):
+                    off = j * dw - pl
+                    x0 = max(s0, (-off + sw - 1) // sw)
+                    x1 = min(s1, (wd - off + sw - 1) // sw)
+                    wt = w[i, j]
+                    for ox in range(x0, x1):
+                        xs = xrow[ox * sw + off]
+                        a = acc[ox]
+                        for ch in range(o):
+                            a[ch] += (np.int64(xs[ch // cm]) - zx) * wt[ch]
+            for ox in range(s0, s1):
+                for ch in range(o):
+                    orow[ox, ch] = _requant(acc[ox, ch], mult[ch], left[ch], shift[ch], zero, qmin, qmax)
+
+
+@njit(**PAR)
+def qdepthwise_par(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw,
+                   dh, dw, pt, pl, cm, out, parts):
+    rows = out.shape[0] * out.shape[1]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qdepthwise(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw,
+                   dh, dw, pt, pl, cm, out, r0, r1)
+
+
+@njit(**OPTS)
+def qpool(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shift, zero, out, r0, r1):
+    """uint8 pooling, output rows r0:r1 (image-major), taps outside the input skipped. MAX: the
+    max code (the reference's pads hold 0, the lowest), then `table` (its rescale, or the
+    identity). AVG: sum(x - zx) requantized per output position by mult/left/shift [oh, ow]."""
+    n, oh, ow, c = out.shape
+    h, wd = x.shape[1], x.shape[2]
+    acc = np.empty((ow, c), np.int64)
+    for row in range(r0, r1):
+        b, oy = row // oh, row % oh
+        for ox in range(ow):
+            for ch in range(c):
+                acc[ox, ch] = 0
+        for i in range(kh):
+            iy = oy * sh - pt + i * dh
+            if iy < 0 or iy >= h:
+                continue
+            xrow = x[b, iy]
+            for j in range(kw):
+                off = j * dw - pl
+                x0 = max(0, (-off + sw - 1) // sw)
+                x1 = min(ow, (wd - off + sw - 1) // sw)
+                for ox in range(x0, x1):
+                    xs = xrow[ox * sw + off]
+                    a = acc[ox]
+                    if is_max:
+                        for ch in range(c):
+                            a[ch] = max(a[ch], np.int64(xs[ch]))
+                    else:
+                        for ch in range(c):
+                            a[ch] += np.int64(xs[ch]) - zx
+        orow = out[b, oy]
+        for ox in range(ow):
+            if is_max:
+                for ch in range(c):
+                    orow[ox, ch] = table[acc[ox, ch]]
+            else:
+                m, sl, sr = mult[oy, ox], left[oy, ox], shift[oy, ox]
+                for ch in range(c):
+                    orow[ox, ch] = _requant(acc[ox, ch], m, sl, sr, zero, 0, 255)
+
+
+@njit(**PAR)
+def qpool_par(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shift, zero, out, parts):
+    rows = out.shape[0] * out.shape[1]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qpool(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shift, zero, out, r0, r1)
+
+
+@njit(**OPTS)
+def qadd(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, r0, r1):
+    """Flat uint8 a, b -> out[r0:r1] = requantize(ta[a] + tb[b]): the int8 Eltwise SUM / SUB /
+    MEAN of two same-shape inputs (ta, tb: their int64 term tables, mace/ops/int8/eltwise.py)."""
+    for k in range(r0, r1):
+        out[k] = _requant(ta[a[k]] + tb[b[k]], mult, left, shift, zero, qmin, qmax)
+
+
+@njit(**PAR)
+def qadd_par(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qadd(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, r0, r1)
+
+
+@njit(**OPTS)
+def quantize(x, inv_scale, zero, out, r0, r1):
+    """Flat float32 x -> out[r0:r1] = clamp(rint(x * inv_scale) + zero, 0, 255) in float64, as
+    the Quantize reference computes it (round half to even)."""
+    for k in range(r0, r1):
+        out[k] = np.uint8(min(max(np.rint(np.float64(x[k]) * inv_scale) + zero, 0.0), 255.0))
+
+
+@njit(**PAR)
+def quantize_par(x, inv_scale, zero, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        quantize(x, inv_scale, zero, out, r0, r1)
+
+
+@njit(**OPTS)
+def dequantize(q, scale, zero, out, r0, r1):
+    """Flat uint8 q -> out[r0:r1] = float32((q - zero) * scale), the product in float64 as
+    numpy's int32 x float32 promotion computes it."""
+    for k in range(r0, r1):
+        out[k] = np.float32(np.float64(np.int64(q[k]) - zero) * scale)
+
+
+@njit(**PAR)
+def dequantize_par(q, scale, zero, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        dequantize(q, scale, zero, out, r0, r1)
+
+
+@njit(**OPTS)
+def qmean_pixels(x, zx, mult, left, shift, zero, out):
+    """out[n, c] = requantize(sum over pixels of x[n, :, c] - zx): the int8 Reduce MEAN over H
+    and W (global average pooling) of x [N, H * W, C], one pass over the pixels."""
+    n, pixels, c = x.shape
+    acc = np.empty(c, np.int64)
+    for b in range(n):
+        for ch in range(c):
+            acc[ch] = 0
+        for q in range(pixels):
+            xr = x[b, q]
+            for ch in range(c):
+                acc[ch] += np.int64(xr[ch]) - zx
+        for ch in range(c):
+            out[b, ch] = _requant(acc[ch], mult, left, shift, zero, 0, 255)

@@ -1,0 +1,39 @@
+"""Concat, fast int8: each uint8 input rescaled (its 256-entry table, mace/ops/int8/concat.py)
+or copied straight into its columns of the output viewed as [outer rows, inner], by one
+compiled loop per input, split across the compute pool. numpy's `take` into a strided
+slice was most of a quantized SqueezeNet's non-conv time."""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops._common import sequence
+from mace.ops.fast._pool import loop
+from mace.ops.fast.int8._qjit import qloops
+from mace.ops.int8.concat import ConcatInt8
+from mace.ops.registry import kernel
+
+IDENTITY = np.arange(256, dtype=np.uint8)
+
+
+@kernel("Concat", "int8:fast")
+class ConcatInt8Fast(ConcatInt8):
+    @staticmethod
+    def accepts(ctx) -> bool:
+        return (qloops() is not None and ConcatInt8.accepts(ctx) and len(ctx.output_shapes[0]) >= 1
+                and all(np.dtype(d) == np.uint8 for d in list(ctx.input_dtypes) + list(ctx.output_dtypes))
+                and all(p is not None for p in ctx.input_quant))
+
+    def bind(self, inputs, outputs, scratch=None):
+        out = outputs[0]
+        rows = int(np.prod(out.shape[:self.axis], dtype=np.int64))
+        if out.size == 0 or not all(a.flags.c_contiguous for a in list(inputs) + [out]):
+            return lambda: self.run(inputs, outputs)
+        out2d = out.reshape(rows, -1)
+        steps, col = [], 0
+        for x, table in zip(inputs, self.tables):
+            width = int(np.prod(x.shape[self.axis:], dtype=np.int64))
+            table = IDENTITY if table is None else table
+            steps.append(loop("lookup_cols", (x.reshape(rows, width), table, out2d, col), rows, 2 * x.size,
+                              lib=qloops()))
+            col += width
+        return sequence(steps)

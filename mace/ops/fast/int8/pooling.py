@@ -1,0 +1,48 @@
+"""Pooling MAX / AVG, fast int8: one compiled loop (_qloops.qpool) per output row range, taps
+outside the input skipped: MAX takes the largest code and applies the reference's rescale
+table; AVG sums the centred codes and requantizes per output position with the reference's
+multipliers (mace/ops/int8/pooling.py), split across the compute pool by output rows."""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops.fast._pool import loop
+from mace.ops.fast.int8._qjit import qloops
+from mace.ops.fast.int8.concat import IDENTITY
+from mace.ops.int8.pooling import PoolingInt8
+from mace.ops.registry import kernel
+
+NONE = np.zeros((1, 1), np.int64)
+
+
+@kernel("Pooling", "int8:fast")
+class PoolingInt8Fast(PoolingInt8):
+    @staticmethod
+    def accepts(ctx) -> bool:
+        return (qloops() is not None and PoolingInt8.accepts(ctx) and len(ctx.input_shapes[0]) == 4
+                and np.dtype(ctx.output_dtypes[0]) == np.uint8
+                and ctx.arg("pooling_type", "") in ("MAX", "AVG"))
+
+    def setup(self, ctx):
+        super().setup(ctx)
+        self.xp = self.acc = None   # the reference's padded buffer and sums: unused here
+        if self.is_max:
+            self.table = IDENTITY if self.table is None else self.table
+            self.columns, self.zx, self.zero = (NONE, NONE, NONE), 0, 0
+            return
+        shape = tuple(self.out_hw)
+        mult = np.broadcast_to(np.asarray(self.mult, np.int64).reshape(shape), shape)
+        shift = np.broadcast_to(np.asarray(self.shift, np.int64).reshape(shape), shape)
+        left = np.maximum(1 - shift, 0)
+        self.columns = tuple(np.ascontiguousarray(a) for a in (mult, left, shift + left))
+        self.table, self.zx, self.zero = IDENTITY, self.zero_in, self.zero_out
+
+    def bind(self, inputs, outputs, scratch=None):
+        out = outputs[0]
+        n, oh, ow, c = out.shape
+        args = (inputs[0], self.is_max, self.zx, *self.k, *self.strides, *self.dil, self.pads[0],
+                self.pads[1], self.table, *self.columns, self.zero, out)
+        return loop("qpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
+
+    def run(self, inputs, outputs):
+        self.bind(inputs, outputs, None)()

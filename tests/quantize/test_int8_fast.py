@@ -1,0 +1,362 @@
+"""The fast int8 kernels (tag "int8:fast", mace/ops/fast/int8) against the exact int8 reference
+kernels (mace/ops/int8): byte for byte, on one op and on whole quantized models through the CLI.
+
+Every case quantizes a float graph on its own inputs, then runs it twice: the default engine
+(int8:fast first) and Engine(options={"reference_kernels": True}) (int8 only), and compares
+every uint8 tensor. Zero points at the extremes come from one-signed inputs (all >= 0: zero
+point 0; all <= 0: 255) and outputs (a RELU's, a negated bias's). The portable tile (no
+vpdpbusd) and the compute pool's splits (rows, panels) are run on this host too.
+"""
+from __future__ import annotations
+
+import copy
+import os
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from mace.ops.fast._pool import pool
+from mace.ops.fast.int8 import _qjit
+from mace.quantize.calibrate import collect_ranges
+from mace.runtime.engine import Engine
+from mace.transform.passes.quantize import quantize_graph
+from tests.cli_helpers import cli, digits_model, workdir, write_deployment
+from tests.ops.ir_graph import make_graph
+
+NO_POOL = "no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)"
+pytestmark = pytest.mark.skipif(_qjit.qloops() is None,
+                                reason="numba is not installed (or MACE_NO_JIT is set): no int8:fast kernels")
+
+
+def quantized(op_type, x, consts, args, per_channel=True):
+    inputs = ["x"] + [name for name in ("w", "b") if name in consts]
+    graph = make_graph(x.shape, [(op_type, inputs, ["y"], args)], consts)
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "per_channel": per_channel,
+                           "runtime": "cpu"})
+    return graph
+
+
+def uint8_tensors(engine, x) -> dict:
+    """Every uint8 tensor of a run, and its float outputs (after the Dequantize)."""
+    outputs = engine.run({"x": x})
+    tensors = {t: engine.buffers[t].copy() for t in engine.buffers if engine.buffers[t].dtype == np.uint8}
+    return {**tensors, **{f"output {k}": v.copy() for k, v in outputs.items()}}
+
+
+def assert_same_bytes(graph, x, op_type):
+    """The op ran on int8:fast, the reference on int8, and every uint8 tensor (and the float
+    outputs: the fast Quantize / Dequantize too) is identical."""
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert {n.op.type: n.tag for n in fast.nodes}[op_type] == "int8:fast"
+    assert {n.op.type: n.tag for n in ref.nodes}[op_type] == "int8"
+    assert {n.op.type: n.tag for n in fast.nodes}["Quantize"] == "int8:fast"
+    got, want = uint8_tensors(fast, x), uint8_tensors(ref, x)
+    assert got.keys() == want.keys() and got
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    return fast, want
+
+
+def one_signed(rng, shape, sign):
+    """Uniform in [-1, 1], or its absolute value times `sign` (zero point 0 or 255)."""
+    x = rng.uniform(-1, 1, shape)
+    return (np.abs(x) * sign if sign else x).astype(np.float32)
+
+
+# shape (NHWC), filter (OIHW), args: ragged channel counts (K not a multiple of 4, O not of
+# the 32-wide panel), strides, asymmetric pads, groups, a row dilation, 1x1 with stride
+CONV_CASES = {
+    "3x3_same": ((1, 9, 9, 4), (6, 4, 3, 3), {"padding": "SAME"}),
+    "3x3_c3_o33": ((1, 8, 7, 3), (33, 3, 3, 3), {"padding": "SAME"}),
+    "stride2_pads": ((2, 8, 7, 3), (5, 3, 3, 3), {"strides": [2, 2], "pads": [1, 0, 2, 1]}),
+    "5x3_stride_1x2": ((1, 9, 9, 5), (17, 5, 5, 3), {"strides": [1, 2], "padding": "VALID"}),
+    "group2": ((1, 6, 6, 4), (6, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
+    "group4_1x1": ((1, 7, 5, 8), (12, 2, 1, 1), {"group": 4}),
+    "dilation_rows": ((1, 10, 10, 4), (4, 4, 3, 3), {"dilations": [2, 1], "padding": "SAME"}),
+    "pointwise_o70": ((1, 5, 5, 8), (70, 8, 1, 1), {}),
+    "pointwise_c7_stride2": ((1, 9, 8, 7), (16, 7, 1, 1), {"strides": [2, 2]}),
+    "7x7_stride2": ((1, 20, 20, 3), (64, 3, 7, 7), {"strides": [2, 2], "pads": [3, 3, 3, 3]}),
+    "deep_k": ((1, 6, 6, 96), (40, 96, 3, 3), {"padding": "SAME"}),
+    "relux": ((1, 7, 7, 3), (4, 3, 3, 3), {"padding": "SAME", "activation": "RELUX", "max_limit": 0.5}),
+}
+
+
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+@pytest.mark.parametrize("name", CONV_CASES)
+def test_conv2d_fast_equals_reference(name, per_channel, sign):
+    x_shape, w_shape, args = CONV_CASES[name]
+    rng = np.random.default_rng(sum(map(ord, name)) + 7 * sign)
+    x = one_signed(rng, x_shape, sign)
+    consts = {"w": rng.uniform(-1, 1, w_shape).astype(np.float32),
+              "b": rng.uniform(-1, 1, w_shape[0]).astype(np.float32)}
+    graph = quantized("Conv2D", x, consts, args, per_channel)
+    if sign:
+        quantize = graph.net.op[0]   # the input's Quantize
+        assert quantize.type == "Quantize"
+        assert graph.quant_params(quantize.output[0]).zero_point == (0 if sign > 0 else 255)
+    assert_same_bytes(graph, x, "Conv2D")
+
+
+def test_conv2d_output_zero_points_at_the_extremes_and_no_bias():
+    """A RELU output (zero point 0) and an all-negative output (zero point 255), without bias."""
+    rng = np.random.default_rng(5)
+    x = np.abs(rng.uniform(-1, 1, (1, 6, 6, 5))).astype(np.float32)
+    w = np.abs(rng.uniform(-1, 1, (9, 5, 3, 3))).astype(np.float32)
+    for weights, args in ((w, {"padding": "SAME", "activation": "RELU"}), (-w, {"padding": "SAME"})):
+        graph = quantized("Conv2D", x, {"w": weights}, args)
+        conv = next(op for op in graph.net.op if op.type == "Conv2D")
+        assert graph.quant_params(conv.output[0]).zero_point in (0, 255)
+        assert_same_bytes(graph, x, "Conv2D")
+
+
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+@pytest.mark.parametrize("rows,k,o", [(1, 64, 10), (1, 37, 1000), (3, 5, 33), (50, 128, 16)])
+def test_fully_connected_fast_equals_reference(rows, k, o, per_channel):
+    rng = np.random.default_rng(rows * 100 + k)
+    x = rng.uniform(-1, 1, (rows, k)).astype(np.float32)
+    consts = {"w": rng.uniform(-1, 1, (o, k)).astype(np.float32),
+              "b": rng.uniform(-1, 1, o).astype(np.float32)}
+    assert_same_bytes(quantized("FullyConnected", x, consts, {}, per_channel), x, "FullyConnected")
+
+
+@pytest.mark.parametrize("vnni", [0, 1], ids=["portable_tile", "host_tile"])
+@pytest.mark.parametrize("short", [False, True], ids=["full_epilogue", "short_epilogue_where_proved"])
+def test_every_tile_mode_equals_the_reference(monkeypatch, vnni, short):
+    """The portable tile (plain LLVM IR, what a CPU without AVX-512 VNNI runs) and the full
+    epilogue even where the short one was proved equal: the same bytes."""
+    from mace.ops.fast.int8._qgemm import QPanels
+
+    lib = _qjit.qloops()
+    if vnni and not lib.VNNI:
+        pytest.skip("this CPU has no AVX-512 VNNI: the portable tile is what it runs")
+    monkeypatch.setattr(lib, "VNNI", vnni)
+    if not short:
+        monkeypatch.setattr(QPanels, "_short", staticmethod(lambda *a: False))
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, (1, 9, 8, 7)).astype(np.float32)
+    consts = {"w": rng.uniform(-1, 1, (40, 7, 3, 3)).astype(np.float32),
+              "b": rng.uniform(-1, 1, 40).astype(np.float32)}
+    for per_channel in (True, False):
+        graph = quantized("Conv2D", x, consts, {"padding": "SAME", "strides": [1, 2]}, per_channel)
+        fast, _ = assert_same_bytes(graph, x, "Conv2D")
+        conv = next(n for n in fast.nodes if n.op.type == "Conv2D")
+        mode = conv.kernel.gemms[0].mode
+        assert mode & lib.VNNI_MODE == vnni
+        if not short:
+            assert not mode & lib.SHORT
+        elif per_channel:   # (per-tensor weights take the short one only when w_zero is 128)
+            assert mode & lib.SHORT
+
+
+@pytest.mark.skipif(pool() is None, reason=NO_POOL)
+@pytest.mark.parametrize("shape,w_shape", [((1, 40, 12, 8), (24, 8, 3, 3)),     # split by output rows
+                                           ((1, 3, 3, 64), (300, 64, 3, 3))])   # by filter panels
+def test_split_across_the_compute_pool(shape, w_shape):
+    rng = np.random.default_rng(shape[1])
+    x = rng.uniform(-1, 1, shape).astype(np.float32)
+    consts = {"w": rng.uniform(-1, 1, w_shape).astype(np.float32),
+              "b": rng.uniform(-1, 1, w_shape[0]).astype(np.float32)}
+    graph = quantized("Conv2D", x, consts, {"padding": "SAME"}, per_channel=False)
+    with threadpool_limits(2):
+        fast, _ = assert_same_bytes(graph, x, "Conv2D")
+        assert fast.pooled
+
+
+@pytest.mark.skipif(pool() is None, reason=NO_POOL)
+def test_the_other_loops_split_across_the_compute_pool():
+    """Depthwise, pooling, eltwise and concat large enough for their pooled drivers."""
+    rng = np.random.default_rng(21)
+    x = rng.uniform(-1, 1, (1, 40, 40, 16)).astype(np.float32)
+    ops = [("Conv2D", ["x", "w"], ["a"], {"padding": "SAME"}),
+           ("DepthwiseConv2d", ["a", "dw"], ["b"], {"padding": "SAME"}),
+           ("Eltwise", ["a", "b"], ["c"], {"type": "SUM"}),
+           ("Pooling", ["c"], ["d"], {"pooling_type": "AVG", "kernels": [3, 3], "strides": [1, 1],
+                                      "padding": "SAME"}),
+           ("Pooling", ["c"], ["e"], {"pooling_type": "MAX", "kernels": [3, 3], "strides": [1, 1],
+                                      "padding": "SAME"}),
+           ("Concat", ["d", "e"], ["y"], {"axis": 3})]
+    consts = {"w": rng.uniform(-1, 1, (16, 16, 3, 3)).astype(np.float32),
+              "dw": rng.uniform(-1, 1, (16, 1, 3, 3)).astype(np.float32)}
+    graph = make_graph(x.shape, ops, consts)
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    with threadpool_limits(2):
+        fast, _ = assert_same_bytes(graph, x, "Concat")
+        assert fast.pooled
+        assert {n.tag for n in fast.nodes if n.op.type in ("DepthwiseConv2d", "Eltwise", "Pooling")} == \
+            {"int8:fast"}
+
+
+def test_concat_fast_equals_reference():
+    """Inputs with their own ranges (rescaled by tables) and one sharing the output's (copied)."""
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, (1, 5, 5, 3)).astype(np.float32)
+    ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME"}),
+           ("Conv2D", ["x", "w2"], ["b"], {"padding": "SAME", "activation": "RELU"}),
+           ("Concat", ["a", "b", "a"], ["y"], {"axis": 3})]
+    consts = {"w1": rng.uniform(-1, 1, (6, 3, 3, 3)).astype(np.float32),
+              "w2": 3 * rng.uniform(-1, 1, (5, 3, 1, 1)).astype(np.float32)}
+    graph = make_graph(x.shape, ops, consts)
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    assert_same_bytes(graph, x, "Concat")
+
+
+DEPTHWISE_CASES = {
+    "3x3_same": ((1, 9, 9, 8), (8, 1, 3, 3), {"padding": "SAME"}),
+    "stride2_pads": ((2, 8, 7, 5), (5, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 2, 1]}),
+    "multiplier2": ((1, 6, 6, 3), (6, 1, 3, 3), {"padding": "SAME"}),
+    "5x5_dilated_relu": ((1, 12, 11, 4), (4, 1, 5, 5), {"dilations": [2, 1], "padding": "SAME",
+                                                        "activation": "RELU"}),
+}
+
+
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+@pytest.mark.parametrize("per_channel", [True, False], ids=["per_channel", "per_tensor"])
+@pytest.mark.parametrize("name", DEPTHWISE_CASES)
+def test_depthwise_fast_equals_reference(name, per_channel, sign):
+    x_shape, w_shape, args = DEPTHWISE_CASES[name]
+    rng = np.random.default_rng(sum(map(ord, name)) + 3 * sign)
+    x = one_signed(rng, x_shape, sign)
+    consts = {"w": rng.uniform(-1, 1, w_shape).astype(np.float32),
+              "b": rng.uniform(-1, 1, w_shape[0]).astype(np.float32)}
+    assert_same_bytes(quantized("DepthwiseConv2d", x, consts, args, per_channel), x, "DepthwiseConv2d")
+
+
+def test_depthwise_interior_without_the_short_requantization():
+    """A bias at the int32 limit: the 3x3 interior's inline form must clip like the reference."""
+    from mace.ops.fast.int8.depthwise_conv2d import DepthwiseConv2dInt8Fast
+
+    rng = np.random.default_rng(4)
+    x = rng.uniform(-1, 1, (1, 8, 8, 4)).astype(np.float32)
+    bias = np.array([3e5, -3e5, 0.5, -0.5], np.float32)
+    consts = {"w": rng.uniform(-1, 1, (4, 1, 3, 3)).astype(np.float32), "b": bias}
+    graph = quantized("DepthwiseConv2d", x, consts, {"padding": "SAME"})
+    fast, _ = assert_same_bytes(graph, x, "DepthwiseConv2d")
+    node = next(n for n in fast.nodes if n.op.type == "DepthwiseConv2d")
+    assert isinstance(node.kernel, DepthwiseConv2dInt8Fast) and node.kernel.columns[-1] is False
+
+
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+@pytest.mark.parametrize("args", [
+    {"pooling_type": "MAX", "kernels": [3, 3], "strides": [2, 2]},
+    {"pooling_type": "MAX", "kernels": [3, 3], "strides": [1, 1], "padding": "SAME"},
+    {"pooling_type": "AVG", "kernels": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},
+    {"pooling_type": "AVG", "kernels": [2, 3], "strides": [1, 2], "pads": [0, 1, 1, 0],
+     "count_include_pad": 1},
+    {"pooling_type": "AVG", "kernels": [7, 7], "strides": [1, 1]},
+], ids=["max", "max_same", "avg_pads", "avg_count_pads", "avg_global"])
+def test_pooling_fast_equals_reference(args, sign):
+    rng = np.random.default_rng(len(args) + sign)
+    x = one_signed(rng, (2, 7, 7, 5), sign)
+    assert_same_bytes(quantized("Pooling", x, {}, args), x, "Pooling")
+
+
+def test_max_pooling_with_its_own_range_rescales_like_the_reference():
+    """A MAX pool whose output got a range of its own (a rescale table, not the identity)."""
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-1, 1, (1, 8, 8, 4)).astype(np.float32)
+    graph = make_graph(x.shape, [("Pooling", ["x"], ["y"], {"pooling_type": "MAX", "kernels": [2, 2],
+                                                            "strides": [2, 2]})])
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    ranges["y"] = (-0.5, 3.0)
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    pool_op = next(op for op in graph.net.op if op.type == "Pooling")
+    assert graph.quant_params(pool_op.output[0]).scale != graph.quant_params(pool_op.input[0]).scale
+    assert_same_bytes(graph, x, "Pooling")
+
+
+@pytest.mark.parametrize("kind,act", [("SUM", ""), ("SUM", "RELU"), ("SUB", ""), ("MEAN", "RELUX")])
+def test_eltwise_fast_equals_reference(kind, act):
+    rng = np.random.default_rng(len(kind) + len(act))
+    x = rng.uniform(-1, 1, (1, 6, 5, 3)).astype(np.float32)
+    ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME"}),
+           ("Conv2D", ["x", "w2"], ["b"], {"padding": "SAME"}),
+           ("Eltwise", ["a", "b"], ["y"], {"type": kind, "activation": act, "max_limit": 0.7})]
+    consts = {"w1": rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32),
+              "w2": 2 * rng.uniform(-1, 1, (4, 3, 1, 1)).astype(np.float32)}
+    graph = make_graph(x.shape, ops, consts)
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    assert_same_bytes(graph, x, "Eltwise")
+
+
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+def test_global_mean_fast_equals_reference(sign):
+    rng = np.random.default_rng(30 + sign)
+    x = one_signed(rng, (2, 7, 6, 33), sign)
+    graph = quantized("Reduce", x, {}, {"reduce_type": "MEAN", "axis": [1, 2], "keepdims": 1})
+    assert_same_bytes(graph, x, "Reduce")
+
+
+def test_quantize_and_dequantize_edges_round_like_the_reference():
+    """Half-step values (round half to even), values beyond the range (clamped), infinities."""
+    x = rng_ties = (np.arange(-300, 300, dtype=np.float64) + 0.5) * (2 / 255)
+    x = np.concatenate([rng_ties, [np.inf, -np.inf, 5.0, -5.0, 0.0]]).astype(np.float32).reshape(1, -1)
+    graph = make_graph(x.shape, [("Activation", ["x"], ["y"], {"activation": "RELU"})])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": {"x": (-1.0, 1.0), "y": (0.0, 1.0)},
+                           "runtime": "cpu"})
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert [n.tag for n in fast.nodes if n.op.type in ("Quantize", "Dequantize")] == ["int8:fast"] * 2
+    got, want = uint8_tensors(fast, x), uint8_tensors(ref, x)
+    for name in want:
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+# ---- whole models through the CLI --------------------------------------------------------
+
+def dumped(folder) -> dict:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.npy"))}
+
+
+def run_both_ways(work, model: str) -> tuple:
+    """`run --dump_tensors` with the fast kernels and with MACE_NO_JIT=1 (the int8 reference
+    kernels: no compiled loops, so int8:fast declines); every dumped tensor's bytes."""
+    out = {}
+    for label, extra in (("fast", {}), ("reference", {"MACE_NO_JIT": "1"})):
+        r = cli("run", "--config=deploy.yml", f"--model_name={model}", f"--dump_tensors={label}",
+                f"--output_dir={label}_out", "--vlog_level=2", cwd=work, env={**os.environ, **extra},
+                timeout=600)
+        assert r.returncode == 0, r.stderr
+        # the per-op profile names each node's kernel: the two runs really took different ones
+        assert ("int8:fast" in r.stdout) == (label == "fast"), r.stdout[-2000:]
+        out[label] = {**dumped(work / label), **dumped(work / f"{label}_out")}
+    return out["fast"], out["reference"]
+
+
+def test_digits_quantized_gives_identical_bytes_on_the_fast_and_the_reference_path(tmp_path):
+    work = workdir(tmp_path)
+    write_deployment(work / "deploy.yml", {"digits_q8": digits_model(runtime="cpu", quantize=1)})
+    r = cli("convert", "--config=deploy.yml", cwd=work, timeout=600)
+    assert r.returncode == 0, r.stderr
+    fast, ref = run_both_ways(work, "digits_q8")
+    assert len(fast) > 5 and fast.keys() == ref.keys()
+    assert [k for k in fast if fast[k] != ref[k]] == []
+
+
+def test_onnx_light_squeezenet_quantized_gives_identical_bytes(tmp_path):
+    """A real architecture (onnx's light SqueezeNet, seeded random weights), quantize: 1,
+    calibrated on one sample: every node's output identical on both paths."""
+    onnx = pytest.importorskip("onnx")
+    from mace.testing.onnx_models import data_input, randomized
+    from tests.cli_helpers import sha256
+
+    work = workdir(tmp_path)
+    model = randomized("squeezenet")
+    onnx.save(model, str(work / "squeezenet.onnx"))
+    name, shape = data_input(model)
+    np.save(work / "sample.npy", np.random.default_rng(0).standard_normal(shape).astype(np.float32))
+    entry = {"platform": "onnx", "model_file_path": "squeezenet.onnx",
+             "model_sha256_checksum": sha256(work / "squeezenet.onnx"), "runtime": "cpu", "quantize": 1,
+             "subgraphs": [{"input_tensors": name, "input_shapes": ",".join(map(str, shape)),
+                            "input_data_formats": "NCHW", "output_tensors": model.graph.output[0].name,
+                            "output_data_formats": "NONE", "validation_inputs_data": ["sample.npy"]}]}
+    write_deployment(work / "deploy.yml", {"squeezenet_q8": entry}, library="sq")
+    r = cli("convert", "--config=deploy.yml", cwd=work, timeout=900)
+    assert r.returncode == 0, r.stderr
+    fast, ref = run_both_ways(work, "squeezenet_q8")
+    assert len(fast) > 20 and fast.keys() == ref.keys()
+    assert [k for k in fast if fast[k] != ref[k]] == []
