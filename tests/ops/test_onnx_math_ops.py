@@ -354,3 +354,21 @@ def test_constant_of_shape(value, dtype):
                                    {"start": 2, "end": 1}, {"start": -10, "end": 10}])
 def test_shape(attrs):
     check("Shape", {"x": rand(2, 3, 4, 5)}, attrs=attrs, opset=15, out_types=[I64])
+
+
+@pytest.mark.parametrize("which", ["lo", "hi", "both", "crossed"])
+def test_clip_bounds_computed_at_run_time(which):
+    # torchaudio's AmplitudeToDB exports Clip(x, min=ReduceMax(x) - 80): a bound only known
+    # at run time (openWakeWord's melspectrogram.onnx in the corpus). Bounds fed as inputs.
+    x = rand(3, 4, 5, low=-8, high=8)
+    bounds = {"lo": np.array(-1.5, np.float32), "hi": np.array(2.5, np.float32)}
+    if which == "crossed":  # min > max: ONNX gives max everywhere
+        bounds = {"lo": np.array(3.0, np.float32), "hi": np.array(-1.0, np.float32)}
+    inputs, order = {"x": x}, ["x", "", ""]
+    if which in ("lo", "both", "crossed"):
+        inputs["lo"], order[1] = bounds["lo"], "lo"
+    if which in ("hi", "both", "crossed"):
+        inputs["hi"], order[2] = bounds["hi"], "hi"
+    while order[-1] == "":
+        order.pop()
+    check("Clip", inputs, input_order=order, opset=13)
