@@ -37,6 +37,9 @@ from rich.progress import Progress
 from rich.table import Table
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from mace.config.files import safe_name  # noqa: E402  (--input_dir's file naming)
 MANIFEST = Path(__file__).with_name("zoo_manifest.yml")
 THRESHOLDS = {"cpu": 0.999, "gpu": 0.995, "quant": 0.98}
 CALIBRATION_SAMPLES = 8
@@ -166,22 +169,18 @@ def make_inputs(model: dict, sample: int, img, archive: Path) -> dict:
     return out
 
 
-def _file_name(name: str) -> str:
-    return "".join(c if c.isalnum() else "_" for c in name)
-
-
 def write_inputs(model: dict, work: Path, archive: Path) -> tuple:
     """(validation dir, calibration dir): one .npy per input, one sub-folder per sample."""
     views = photographs()
     val, cal = work / "inputs", work / "calibration"
     val.mkdir()
     for name, x in make_inputs(model, 0, views[0], archive).items():
-        np.save(val / f"{_file_name(name)}.npy", x)
+        np.save(val / f"{safe_name(name)}.npy", x)
     for i in range(CALIBRATION_SAMPLES):
         d = cal / f"{i:02d}"
         d.mkdir(parents=True)
         for name, x in make_inputs(model, i + 1, views[1 + i], archive).items():
-            np.save(d / f"{_file_name(name)}.npy", x)
+            np.save(d / f"{safe_name(name)}.npy", x)
     return val, cal
 
 
@@ -193,7 +192,6 @@ def outputs_of(model: dict, path: Path) -> list:
 
         return [o.name for o in onnx.load(str(path), load_external_data=False).graph.output]
     if model["platform"] == "tflite":
-        sys.path.insert(0, str(ROOT))
         from mace.frontends.tflite.model_file import read_model
 
         m = read_model(path)
@@ -230,10 +228,12 @@ def framework_latency_ms(model: dict, path: Path, inputs: dict, rounds: int = 10
                 it.invoke()
         else:
             import keras
+            import tensorflow as tf
 
             m = keras.models.load_model(str(path), compile=False)
-            x = list(inputs.values())[0]
-            fn = lambda: m(x, training=False)  # noqa: E731
+            x = tf.constant(list(inputs.values())[0])
+            graph_fn = tf.function(lambda t: m(t, training=False))  # traced once, as served
+            fn = lambda: graph_fn(x)  # noqa: E731
         fn()
         times = []
         for _ in range(rounds):
@@ -317,7 +317,7 @@ def run_model(model: dict, archive: Path, runtimes: list) -> dict:
         row = {"ops": op_count(model, path)}
         for runtime in runtimes:
             row[runtime] = check(model, path, work, runtime, val, cal)
-        inputs = {i["name"]: np.load(val / f"{_file_name(i['name'])}.npy") for i in model["inputs"]}
+        inputs = {i["name"]: np.load(val / f"{safe_name(i['name'])}.npy") for i in model["inputs"]}
         row["framework_ms"] = framework_latency_ms(model, path, inputs)
     return row
 
