@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from tests.ops.onnx_case import check, rand
+from mace import onnx_backend
+
+from tests.ops.onnx_case import check, make_model, rand, run_ort
 from tests.ops.onnx_graph import check_model, check_op, graph_model, op_types
 
 I64 = np.int64
@@ -372,3 +374,14 @@ def test_clip_bounds_computed_at_run_time(which):
     while order[-1] == "":
         order.pop()
     check("Clip", inputs, input_order=order, opset=13)
+
+
+def test_clip_run_time_min_with_infinite_max():
+    # torch's clamp(min=t) exports Clip(x, t, inf): the infinite max is dropped, not an operand
+    x = rand(2, 6, low=-8, high=8)
+    model = make_model("Clip", {"x": x, "lo": np.array(-2.0, np.float32)},
+                       {"hi": np.array(np.inf, np.float32)}, input_order=["x", "lo", "hi"], opset=13)
+    engine = onnx_backend.prepare(model, {"x": x, "lo": np.array(-2.0, np.float32)})
+    assert [op.type for op in engine.graph.net.op].count("Eltwise") == 1
+    got = engine.run({"x": x, "lo": np.array(-2.0, np.float32)})["y0"]
+    np.testing.assert_array_equal(got, run_ort(model, {"x": x, "lo": np.array(-2.0, np.float32)})[0])

@@ -81,10 +81,20 @@ def _runtime_bound(ctx, node, i: int) -> bool:
     return name is not None and ctx.const(name) is None
 
 
+def _bound(ctx, node, i: int):
+    """Clip's input i, or None where absent or a constant +-inf (torch's `clamp(min=t)` exports
+    max=inf: as a tensor it would only give the quantizer an infinite range to cover)."""
+    name = ctx.inp(node, i)
+    value = ctx.const(name)
+    if value is not None and np.asarray(value).size == 1 and np.isinf(np.asarray(value)).all():
+        return None
+    return name
+
+
 def _clip_by_tensors(ctx, node):
     """Clip whose min or max is computed at run time (torchaudio's top_db clamp: the max of the
     spectrogram minus 80 dB) -> Eltwise MAX then MIN; ONNX's min > max case gives max as well."""
-    x, lo, hi = ctx.inp(node, 0), ctx.inp(node, 1), ctx.inp(node, 2)
+    x, lo, hi = ctx.inp(node, 0), _bound(ctx, node, 1), _bound(ctx, node, 2)
     if lo is not None and hi is not None:
         mid = ctx.temp(node, "clip_min")
         ctx.add("Eltwise", node, [x, lo], outputs=[mid], name=f"{ctx.op_name(node)}_min", type="MAX")
