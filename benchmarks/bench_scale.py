@@ -5,8 +5,9 @@
 A MACE-style accuracy script (preprocess: seeded random images; postprocess: an argmax
 histogram) over one of onnx's shipped architectures with random weights, so the per-sample
 model cost dominates (SqueezeNet: ~4 ms a sample on one core). Each configuration runs the same
-samples through mace.scale.accuracy.evaluate; Ray's start-up (the embedded local cluster) is
-timed apart from the evaluation. Prints a table and writes it as Markdown with --markdown FILE.
+samples through mace.scale.accuracy.evaluate after one untimed warm-up run (numba compiles
+and caches its loops); Ray's start-up (the embedded local cluster) is timed apart from the
+evaluation. Prints a table and writes it as Markdown with --markdown FILE.
 """
 from __future__ import annotations
 
@@ -98,6 +99,7 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench_scale_") as tmp:
         work = Path(tmp)
         config, model = build(work, args.model, args.samples)
+        measure(config, model, work, "local", 1, 1)   # warm-up: numba compiles (and caches) its loops once
         rows = [measure(config, model, work, "local", 1, 2),      # in process: both cores to BLAS
                 measure(config, model, work, "local", 1, 1),
                 measure(config, model, work, "ray", 1, 1),

@@ -11,6 +11,7 @@ import tempfile
 import numpy as np
 
 from mace.config.specs import ModelSpec, TensorSpec
+from mace.errors import ModelError
 from mace.frontends import convert
 from mace.ir.dtypes import BY_NAME
 from mace.runtime.engine import Engine
@@ -22,10 +23,13 @@ _DTYPE_NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16"
                 np.dtype(np.int16): "int16"}
 
 
-def dtype_name(dtype) -> str:
+def dtype_name(dtype, tensor: str = "") -> str:
+    """The IR's name for an input's numpy dtype; a ModelError (a refusal) where it has none."""
     name = _DTYPE_NAMES.get(np.dtype(dtype))
     if name is None or name not in BY_NAME:
-        raise ValueError(f"input dtype {np.dtype(dtype)} is not supported")
+        what = f"input '{tensor}'" if tensor else "an input"
+        raise ModelError(f"{what} has element type {np.dtype(dtype)}, which pymace does not run; "
+                         f"supported: {', '.join(sorted(set(_DTYPE_NAMES.values()) & set(BY_NAME)))}")
     return name
 
 
@@ -36,7 +40,7 @@ def prepare(model, inputs: dict, output_names=None, options: dict | None = None)
     output_names = output_names or [o.name for o in model.graph.output]
     spec = ModelSpec(
         model_path=None,
-        inputs=[TensorSpec(n, tuple(np.shape(v)), "NONE", dtype_name(np.asarray(v).dtype))
+        inputs=[TensorSpec(n, tuple(np.shape(v)), "NONE", dtype_name(np.asarray(v).dtype, n))
                 for n, v in inputs.items()],
         outputs=[TensorSpec(n, None, "NONE") for n in output_names],
     )

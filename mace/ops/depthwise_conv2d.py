@@ -45,10 +45,15 @@ class DepthwiseConv2dCpu(Kernel):
         if self.mult > 1:
             x = np.repeat(x, self.mult, axis=3)
         self.xp[:, p[0]:p[0] + h, p[1]:p[1] + w, :] = x
-        out[...] = 0 if self.bias is None else self.bias
+        # Sum the taps in float32 and round once: a float16 output summed in place rounds at
+        # every tap (1 ulp off onnxruntime on onnx's causal-conv fp16 case).
+        acc = out if out.dtype == np.float32 else np.empty(out.shape, np.float32)
+        acc[...] = 0 if self.bias is None else self.bias
         for i in range(self.taps.shape[0]):
             for j in range(self.taps.shape[1]):
                 np.multiply(window(self.xp, i, j, self.dil, self.strides, self.out_hw),
                             self.taps[i, j], out=self.tmp)
-                out += self.tmp
-        apply_activation(out, **self.act)
+                acc += self.tmp
+        apply_activation(acc, **self.act)
+        if acc is not out:
+            out[...] = acc

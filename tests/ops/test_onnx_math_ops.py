@@ -3,7 +3,9 @@ import numpy as np
 import pytest
 from onnx import TensorProto, helper
 
-from tests.ops.onnx_case import check, rand
+from mace import onnx_backend
+
+from tests.ops.onnx_case import check, make_model, rand, run_ort
 from tests.ops.onnx_graph import check_model, check_op, graph_model, op_types
 
 I64 = np.int64
@@ -354,3 +356,32 @@ def test_constant_of_shape(value, dtype):
                                    {"start": 2, "end": 1}, {"start": -10, "end": 10}])
 def test_shape(attrs):
     check("Shape", {"x": rand(2, 3, 4, 5)}, attrs=attrs, opset=15, out_types=[I64])
+
+
+@pytest.mark.parametrize("which", ["lo", "hi", "both", "crossed"])
+def test_clip_bounds_computed_at_run_time(which):
+    # torchaudio's AmplitudeToDB exports Clip(x, min=ReduceMax(x) - 80): a bound only known
+    # at run time (openWakeWord's melspectrogram.onnx in the corpus). Bounds fed as inputs.
+    x = rand(3, 4, 5, low=-8, high=8)
+    bounds = {"lo": np.array(-1.5, np.float32), "hi": np.array(2.5, np.float32)}
+    if which == "crossed":  # min > max: ONNX gives max everywhere
+        bounds = {"lo": np.array(3.0, np.float32), "hi": np.array(-1.0, np.float32)}
+    inputs, order = {"x": x}, ["x", "", ""]
+    if which in ("lo", "both", "crossed"):
+        inputs["lo"], order[1] = bounds["lo"], "lo"
+    if which in ("hi", "both", "crossed"):
+        inputs["hi"], order[2] = bounds["hi"], "hi"
+    while order[-1] == "":
+        order.pop()
+    check("Clip", inputs, input_order=order, opset=13)
+
+
+def test_clip_run_time_min_with_infinite_max():
+    # torch's clamp(min=t) exports Clip(x, t, inf): the infinite max is dropped, not an operand
+    x = rand(2, 6, low=-8, high=8)
+    model = make_model("Clip", {"x": x, "lo": np.array(-2.0, np.float32)},
+                       {"hi": np.array(np.inf, np.float32)}, input_order=["x", "lo", "hi"], opset=13)
+    engine = onnx_backend.prepare(model, {"x": x, "lo": np.array(-2.0, np.float32)})
+    assert [op.type for op in engine.graph.net.op].count("Eltwise") == 1
+    got = engine.run({"x": x, "lo": np.array(-2.0, np.float32)})["y0"]
+    np.testing.assert_array_equal(got, run_ort(model, {"x": x, "lo": np.array(-2.0, np.float32)})[0])

@@ -60,6 +60,9 @@ def prelu(ctx, node):
 def clip(ctx, node):
     if ctx.opset < 11:
         lo, hi = ctx.attr(node, "min", -np.inf), ctx.attr(node, "max", np.inf)
+    elif _runtime_bound(ctx, node, 1) or _runtime_bound(ctx, node, 2):
+        _clip_by_tensors(ctx, node)
+        return
     else:
         lo = float(ctx.scalar(node, 1, "min", -np.inf))
         hi = float(ctx.scalar(node, 2, "max", np.inf))
@@ -71,3 +74,32 @@ def clip(ctx, node):
     else:
         ctx.add("Activation", node, [x], activation="CLIP", activation_coefficient=float(max(lo, -3.4e38)),
                 max_limit=float(min(hi, 3.4e38)))
+
+
+def _runtime_bound(ctx, node, i: int) -> bool:
+    name = ctx.inp(node, i)
+    return name is not None and ctx.const(name) is None
+
+
+def _bound(ctx, node, i: int):
+    """Clip's input i, or None where absent or a constant +-inf (torch's `clamp(min=t)` exports
+    max=inf: as a tensor it would only give the quantizer an infinite range to cover)."""
+    name = ctx.inp(node, i)
+    value = ctx.const(name)
+    if value is not None and np.asarray(value).size == 1 and np.isinf(np.asarray(value)).all():
+        return None
+    return name
+
+
+def _clip_by_tensors(ctx, node):
+    """Clip whose min or max is computed at run time (torchaudio's top_db clamp: the max of the
+    spectrogram minus 80 dB) -> Eltwise MAX then MIN; ONNX's min > max case gives max as well."""
+    x, lo, hi = ctx.inp(node, 0), _bound(ctx, node, 1), _bound(ctx, node, 2)
+    if lo is not None and hi is not None:
+        mid = ctx.temp(node, "clip_min")
+        ctx.add("Eltwise", node, [x, lo], outputs=[mid], name=f"{ctx.op_name(node)}_min", type="MAX")
+        ctx.add("Eltwise", node, [mid, hi], type="MIN")
+    elif lo is not None:
+        ctx.add("Eltwise", node, [x, lo], type="MAX")
+    else:
+        ctx.add("Eltwise", node, [x, hi], type="MIN")

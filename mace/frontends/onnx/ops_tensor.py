@@ -10,6 +10,7 @@ import numpy as np
 
 from mace.errors import ModelError
 from mace.frontends.onnx.registry import onnx_op
+from mace.ir.dtypes import from_numpy
 from mace.ops._common import broadcast_shape, normalize_axis
 from mace.ops.einsum import einsum_shape
 
@@ -156,6 +157,18 @@ def where(ctx, node):
     ctx.add("Select", node, [ctx.inp(node, i) for i in range(3)])
 
 
+def _has_ir_type(dtype) -> bool:
+    """float64 folds at convert (see below); float8/float4/int4 and the like have no IR type
+    (numpy's kind calls float8_e5m2 a float, so the kind alone does not rule them out)."""
+    if np.dtype(dtype) == np.float64:
+        return True
+    try:
+        from_numpy(dtype)
+    except ValueError:
+        return False
+    return True
+
+
 def _ir_dtype_name(dtype):
     # float64 stays float64 here, so casts on constants and shapes fold exactly; a float64
     # tensor left for run time is refused when the conversion ends (frontend._check_float64).
@@ -174,7 +187,7 @@ def cast(ctx, node):
                              f"{ctx.attr(node, 'to')}") from None
     else:
         dtype = ctx.graph.dtype(ctx.inp(node, 1))
-    if np.dtype(dtype).kind not in "biuf":
+    if np.dtype(dtype).kind not in "biuf" or not _has_ir_type(dtype):
         raise ModelError(f"{node.op_type} '{ctx.op_name(node)}': cannot cast to {np.dtype(dtype)}")
     ctx.add("Cast", node, [ctx.inp(node, 0)], to=_ir_dtype_name(dtype))
 

@@ -68,5 +68,5 @@ def in_place_concats(graph, nodes) -> dict:
             if (producer is not None and name not in outside and uses[name] == 1
                     and getattr(producer.kernel, "strided_output", False)):
                 aliases[name] = (out, start)
-            start += graph.specs[name][0][-1]
+            start += graph.shape(name)[-1]  # a constant input has no spec, only a value
     return aliases
