@@ -17,7 +17,7 @@ def add_arguments(p) -> None:
                    help="Ray workers (actors) that each load the engine once")
     g.add_argument("--no_resume", dest="resume", action="store_false",
                    help="discard the finished shards a failed run left under builds/<library>/ "
-                        "instead of resuming from them")
+                        "instead of resuming from them (resume: %(default)s)")
 
 
 def cluster_of(args):

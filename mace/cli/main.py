@@ -39,7 +39,7 @@ def common_flags(several_configs: bool = False) -> argparse.ArgumentParser:
     else:
         p.add_argument("--config", required=True, help="deployment .yml (MACE schema)")
     p.add_argument("--build_dir", default="builds",
-                   help="where builds/<library_name>/ goes (default: ./builds)")
+                   help="where builds/<library_name>/ goes")
     p.add_argument("--model_name", "--models", dest="models", action="append", default=None,
                    help="only this model (repeatable; default: every model in the file)")
     p.add_argument("--vlog_level", type=int, default=0,

@@ -10,7 +10,8 @@ from mace import onnx_backend
 
 NP_TO_ONNX = {np.dtype(np.float32): TensorProto.FLOAT, np.dtype(np.int64): TensorProto.INT64,
               np.dtype(np.int32): TensorProto.INT32, np.dtype(np.bool_): TensorProto.BOOL,
-              np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.float16): TensorProto.FLOAT16}
+              np.dtype(np.uint8): TensorProto.UINT8, np.dtype(np.float16): TensorProto.FLOAT16,
+              np.dtype(np.float64): TensorProto.DOUBLE}
 
 
 def make_model(op_type, inputs: dict, consts: dict | None = None, attrs: dict | None = None,

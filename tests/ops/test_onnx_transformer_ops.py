@@ -304,7 +304,7 @@ def test_old_opsets(opset):
 def test_cast_to_double_at_run_time_is_refused():
     from tests.ops.onnx_case import make_model
 
-    model = make_model("Cast", {"x": rand(2, 3)}, attrs={"to": TensorProto.DOUBLE})
+    model = make_model("Cast", {"x": rand(2, 3)}, attrs={"to": TensorProto.DOUBLE}, out_types=[np.float64])
     with pytest.raises(ModelError, match=r"node 'Cast_y0' \(Cast\) computes with tensor 'y0' in float64 "
                                          r"\(ONNX DOUBLE\) at run time"):
         onnx_backend.prepare(model, {"x": rand(2, 3)})

@@ -11,6 +11,7 @@ from mace.cli.main import main as cli_main
 from mace.config import load_deployment
 from mace.ops.registry import spec
 from mace.report.dump import capture_outputs, dump_tensors
+from mace.report.session import open_model
 from mace.validate.divergence import locate_divergence
 from mace.validate.layers import validate_layers
 from tests.cli_helpers import cli
@@ -109,7 +110,11 @@ def test_debug_on_a_gpu_subgraph_says_why_gpu_is_skipped(digits, tmp_path):
     data = yaml.safe_load((work / "deploy.yml").read_text())
     data["models"]["digits_cnn"]["runtime"] = "cpu+gpu"
     (work / "gpu.yml").write_text(yaml.safe_dump(data))
-    session = digits_session(work, load_deployment(work / "gpu.yml"))
+    # built for its own runtime: a cpu build run as cpu+gpu is stale (mace/config/provenance.py)
+    r = cli("convert", "--config=gpu.yml", "--build_dir=out_gpu", cwd=work)
+    assert r.returncode == 0, r.stderr
+    config = load_deployment(work / "gpu.yml")
+    session = open_model(config, config.models["digits_cnn"], work / "out_gpu")
     report = locate_divergence(session)
     assert report.runtimes == ["cpu", "gpu"] and not report.diverged
     gpu = [f for f in report.findings if f.runtime == "gpu"]
