@@ -2,7 +2,7 @@
 
 Tensor lifetimes are the engine's own (memory_planner.tensor_lives): graph inputs live from before the
 first op, graph outputs to after the last, every other tensor from the op that
-writes it to the last op that reads it. tests/reports check that the arena size
+writes it to the last op that reads it. tests/report check that the arena size
 here equals the engine's, so a change of the engine's planning shows up there.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`sweep` over 2 models x 2 runtimes (cpu, quantized) x (host + the ssh loopback board): the table,
-sweep.json/csv and the HTML page, rendered in headless Chromium (as tests/reports/test_visual.py)."""
+sweep.json/csv and the HTML page, rendered in headless Chromium (as tests/report/test_visual.py)."""
 from __future__ import annotations
 
 import csv
@@ -8,7 +8,7 @@ import re
 
 from tests.cli_helpers import cli, digits_model, write_deployment
 from tests.devices.helpers import arm_work, ssh_entry, write_devices
-from tests.reports.test_visual import _chromium, browser  # noqa: F401 - the fixture
+from tests.report.test_visual import _chromium, browser  # noqa: F401 - the fixture
 
 
 def test_sweep_two_models_two_runtimes_host_and_board(tmp_path, sshd, numpy_only_python, browser):  # noqa: F811

@@ -15,7 +15,7 @@ from mace.report.session import open_model
 from mace.validate.divergence import locate_divergence
 from mace.validate.layers import validate_layers
 from tests.cli_helpers import cli
-from tests.reports.helpers import converted_digits, digits_session
+from tests.report.helpers import converted_digits, digits_session
 
 
 @pytest.fixture(scope="module")

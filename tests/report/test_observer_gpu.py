@@ -7,7 +7,7 @@ import pytest
 from mace.runtime.engine import Engine
 from mace.runtime.observer import Event, iter_nodes, register
 from mace.validate.divergence import compare_runtimes
-from tests.reports.helpers import converted_digits, digits_session
+from tests.report.helpers import converted_digits, digits_session
 
 
 @pytest.fixture(scope="module")

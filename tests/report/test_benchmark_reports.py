@@ -15,7 +15,7 @@ from mace.report.online import online_report
 from mace.ir.opstats import graph_stats
 from mace.report.session import open_model
 from tests.cli_helpers import cli, conv_model, small_model_entry, write_deployment
-from tests.reports.helpers import converted_digits, digits_session
+from tests.report.helpers import converted_digits, digits_session
 
 SECTIONS = ["Warm Up", "Run without statistics", "Run with statistics", "Sort by Run Order",
             "Sort by Computation Time", "Stat by Op Type", "Stat by MACs(Multiply-Accumulation)",

@@ -1,4 +1,4 @@
-"""Shared by tests/reports: a converted copy of the digits example, loaded as the library sees it."""
+"""Shared by tests/report: a converted copy of the digits example, loaded as the library sees it."""
 from __future__ import annotations
 
 from pathlib import Path

@@ -14,7 +14,7 @@ import pytest
 from mace.report.benchmark_model import benchmark_model
 from mace.report.html import visualize_model
 from tests.cli_helpers import cli
-from tests.reports.helpers import BUILD, converted_digits
+from tests.report.helpers import BUILD, converted_digits
 
 BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 

@@ -6,7 +6,7 @@ import pytest
 
 from mace.runtime.observer import (Event, iter_nodes, node_info, register, relocate_weights, replace_weight,
                                    unregister)
-from tests.reports.helpers import conv2d_nhwc, converted_digits, digits_session
+from tests.report.helpers import conv2d_nhwc, converted_digits, digits_session
 
 
 @pytest.fixture(scope="module")
