@@ -35,6 +35,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from mace.testing.cli_runs import cli, error_line  # noqa: E402
 from mace.frontends.tflite.model_file import read_model  # noqa: E402
 
 WHEEL = "mediapipe==0.10.14"
@@ -82,27 +83,15 @@ def deployment(path: Path, runtime: str, work: Path) -> Path:
     return yml
 
 
-def cli(*args, cwd: Path):
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "converter.py"), *map(str, args)],
-                          cwd=cwd, capture_output=True, text=True, timeout=1800)
-
-
-def _last_line(r) -> str:
-    """The error line a failed command printed, without the supported-op list."""
-    lines = [ln for ln in (r.stderr + r.stdout).strip().splitlines() if ln.strip()]
-    line = next((ln for ln in reversed(lines) if ln.startswith("error")), lines[-1] if lines else "")
-    return line.split(" Supported: ")[0][:400]
-
-
 def check(path: Path, runtime: str, work: Path) -> dict:
     yml = deployment(path, runtime, work)
     r = cli("convert", "--config", yml, cwd=work)
     if r.returncode:
-        return {"status": "refused", "detail": _last_line(r)}
+        return {"status": "refused", "detail": error_line(r)}
     report = work / f"{path.stem}_{runtime}.json"
     r = cli("run", "--config", yml, "--validate", "--json", report, cwd=work)
     if not report.exists():
-        return {"status": "error", "detail": _last_line(r)}
+        return {"status": "error", "detail": error_line(r)}
     rows = json.loads(report.read_text())["models"][0].get("validation", [])
     worst = min(v["cosine"] for v in rows)
     return {"status": "pass" if worst >= THRESHOLDS[runtime] else "FAIL", "cosine": worst,

@@ -39,6 +39,7 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from mace.testing.cli_runs import cli, error_line  # noqa: E402
 from mace.config.files import safe_name  # noqa: E402  (--input_dir's file naming)
 MANIFEST = Path(__file__).with_name("zoo_manifest.yml")
 THRESHOLDS = {"cpu": 0.999, "gpu": 0.995, "quant": 0.98}
@@ -286,35 +287,24 @@ def deployment(model: dict, path: Path, work: Path, runtime: str, cal: Path) -> 
     return yml
 
 
-def cli(*args, cwd: Path):
-    return subprocess.run([sys.executable, str(ROOT / "tools" / "converter.py"), *map(str, args)],
-                          cwd=cwd, capture_output=True, text=True, timeout=1800)
-
-
-def _error_line(r) -> str:
-    lines = [ln for ln in (r.stderr + r.stdout).strip().splitlines() if ln.strip()]
-    line = next((ln for ln in reversed(lines) if ln.startswith("error")), lines[-1] if lines else "")
-    return line.split(" Supported: ")[0][:300]
-
-
 def check(model: dict, path: Path, work: Path, runtime: str, val: Path, cal: Path) -> dict:
     """convert + run --validate for one runtime: {'convert', 'cosine', 'ms', 'detail'}."""
     yml = deployment(model, path, work, runtime, cal)
     r = cli("convert", "--config", yml, cwd=work)
     if r.returncode:
-        return {"convert": False, "detail": _error_line(r)}
+        return {"convert": False, "detail": error_line(r, 300)}
     report = work / f"{runtime}.json"
     r = cli("run", "--config", yml, "--validate", "--input_dir", val, "--round", 5,
             "--json", report, cwd=work)
     if not report.exists():
-        return {"convert": True, "detail": _error_line(r)}
+        return {"convert": True, "detail": error_line(r, 300)}
     result = json.loads(report.read_text())["models"][0]
     rows = result.get("validation") or []
     timing = result.get("timing") or {}
     ms = timing.get("median_ms") or timing.get("mean_ms") or timing.get("avg_ms")
     out = {"convert": True, "cosine": min(v["cosine"] for v in rows) if rows else None, "ms": ms}
     if out["cosine"] is not None and out["cosine"] < THRESHOLDS[runtime]:
-        out["detail"] = _error_line(r) if r.returncode else ""
+        out["detail"] = error_line(r, 300) if r.returncode else ""
     return out
 
 

@@ -48,10 +48,40 @@ def add_outputs(graph: Graph, outputs: list, source_of, framework_format: str, u
             if t.data_format != "NONE" else None
         if perm:
             inner = unique(f"{t.name}_nchw")
-            for op in graph.net.op:
-                op.output[:] = [inner if o == src else o for o in op.output]
-                op.input[:] = [inner if i == src else i for i in op.input]
+            rename_tensor(graph, src, inner)
             graph.add_op("Transpose", [inner], [t.name], name=f"{t.name}_to_nhwc", dims=list(perm))
+
+
+def rename_tensor(graph: Graph, old: str, new: str) -> None:
+    """Tensor `old` is called `new` in every op (and in the shape table)."""
+    for op in graph.net.op:
+        op.output[:] = [new if o == old else o for o in op.output]
+        op.input[:] = [new if i == old else i for i in op.input]
+    if old in graph.specs:
+        graph.specs[new] = graph.specs.pop(old)
+
+
+def add_named_outputs(graph: Graph, outputs: list, source_of, framework_format: str, rename) -> None:
+    """The output step of the NHWC frontends (TensorFlow, TFLite), whose tensor names differ from
+    the deployment file's ('x:0' vs 'x'): each output takes the file's name (`rename(old, new)`),
+    a transposed one keeps the model's tensor under another name, and an output that is a
+    constant or a model input gets an op of its own."""
+    for t in outputs:
+        add_output_info(graph, t)
+        src = source_of(t.name)
+        if src not in graph.specs and src not in graph.consts:
+            raise ModelError(f"output tensor '{t.name}' was not produced (its node has fewer outputs)")
+        perm = user_to_framework(graph.shape(src), framework_format, t.data_format) \
+            if t.data_format != "NONE" else None
+        if perm and src == t.name:  # the transposed tensor takes the name; the model keeps NHWC
+            src = graph.unique_name(f"{t.name}_nhwc")
+            rename(t.name, src)
+        if perm or src in graph.consts or src in graph.input_names:
+            op = graph.add_op("Transpose" if perm else "Identity", [src], [t.name],
+                              name=graph.unique_name(f"{t.name}_out"), dims=list(perm) if perm else None)
+            infer_op(graph, op)
+        elif src != t.name:
+            rename(src, t.name)
 
 
 def add_input_info(graph: Graph, t: TensorSpec) -> None:

@@ -16,7 +16,7 @@ import numpy as np
 
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_input_info, add_output_info, map_node, new_graph
+from mace.frontends.base import add_input_info, add_named_outputs, map_node, new_graph, rename_tensor
 from mace.frontends.tensorflow.loader import import_tf, load_graph_def, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
 from mace.ir.graph import Graph
@@ -254,35 +254,8 @@ def _add_inputs(ctx: TfContext, spec: ModelSpec) -> None:
 
 
 def _rename_everywhere(ctx: TfContext, old: str, new: str) -> None:
-    graph = ctx.graph
-    for op in graph.net.op:
-        op.output[:] = [new if o == old else o for o in op.output]
-        op.input[:] = [new if i == old else i for i in op.input]
-    graph.specs[new] = graph.specs.pop(old)
+    rename_tensor(ctx.graph, old, new)
     ctx.fake_quant = [(new if q[0] == old else q[0],) + q[1:] for q in ctx.fake_quant]
-
-
-def _add_outputs(ctx: TfContext, spec: ModelSpec) -> None:
-    """TF's own output step (not base.add_outputs): a TF tensor name differs from the output's
-    ('x:0' vs 'x'), so outputs are renamed to the deployment file's names, and a constant or
-    input output gets an op of its own."""
-    graph = ctx.graph
-    for t in spec.outputs:
-        add_output_info(graph, t)
-        src = ctx.name(t.name)
-        if src not in graph.specs and src not in graph.consts:
-            raise ModelError(f"output tensor '{t.name}' was not produced (its node has fewer outputs)")
-        perm = user_to_framework(graph.shape(src), FRAMEWORK_FORMAT, t.data_format) \
-            if t.data_format != "NONE" else None
-        if perm and src == t.name:  # the transposed tensor takes the name; the model keeps NHWC
-            src = graph.unique_name(f"{t.name}_nhwc")
-            _rename_everywhere(ctx, t.name, src)
-        if perm or src in graph.consts or src in graph.input_names:
-            op = graph.add_op("Transpose" if perm else "Identity", [src], [t.name],
-                              name=graph.unique_name(f"{t.name}_out"), dims=list(perm) if perm else None)
-            infer_op(graph, op)
-        elif src != t.name:
-            _rename_everywhere(ctx, src, t.name)
 
 
 def _check_used_outputs(ctx: TfContext, node, used: set) -> None:
@@ -329,7 +302,8 @@ def convert(spec: ModelSpec) -> Graph:
         map_node(graph, mappers[node.op], ctx, node, keep, path, lambda: f"node '{node.name}' ({node.op})")
         _check_used_outputs(ctx, node, used.get(node.name, ()))
     infer_shapes(graph)
-    _add_outputs(ctx, spec)
+    add_named_outputs(graph, spec.outputs, ctx.name, FRAMEWORK_FORMAT,
+                      lambda old, new: _rename_everywhere(ctx, old, new))
     _record_fake_quant(ctx)
     infer_shapes(graph)
     return graph

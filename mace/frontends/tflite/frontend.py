@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_input_info, add_output_info, map_node, new_graph
+from mace.frontends.base import add_input_info, add_named_outputs, map_node, new_graph, rename_tensor
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.tflite.model_file import TflModel, TflOp, read_model
 from mace.frontends.tflite.registry import CUSTOM_OPS, load_mappers
@@ -221,28 +221,7 @@ def _add_inputs(ctx: TflContext, spec: ModelSpec) -> None:
 
 def _rename_everywhere(graph: Graph, old: str, new: str) -> None:
     carry_range(graph.net, old, new)   # a recorded quantization range follows the tensor
-    for op in graph.net.op:
-        op.output[:] = [new if o == old else o for o in op.output]
-        op.input[:] = [new if i == old else i for i in op.input]
-    graph.specs[new] = graph.specs.pop(old)
-
-
-def _add_outputs(ctx: TflContext, spec: ModelSpec) -> None:
-    graph = ctx.graph
-    for t in spec.outputs:
-        add_output_info(graph, t)
-        src = ctx.name(t.name)
-        perm = user_to_framework(graph.shape(src), FRAMEWORK_FORMAT, t.data_format) \
-            if t.data_format != "NONE" else None
-        if perm and src == t.name:  # the transposed tensor takes the name; the model keeps NHWC
-            src = graph.unique_name(f"{t.name}_nhwc")
-            _rename_everywhere(graph, t.name, src)
-        if perm or src in graph.consts or src in graph.input_names:
-            op = graph.add_op("Transpose" if perm else "Identity", [src], [t.name],
-                              name=graph.unique_name(f"{t.name}_out"), dims=list(perm) if perm else None)
-            infer_op(graph, op)
-        elif src != t.name:
-            _rename_everywhere(graph, src, t.name)
+    rename_tensor(graph, old, new)
 
 
 def _record_quant_ranges(ctx: TflContext, order: list) -> None:
@@ -279,6 +258,7 @@ def convert(spec: ModelSpec) -> Graph:
                  lambda: f"op '{model.op_name(op)}' ({op.type})")
     infer_shapes(graph)
     _record_quant_ranges(ctx, order)
-    _add_outputs(ctx, spec)
+    add_named_outputs(graph, spec.outputs, ctx.name, FRAMEWORK_FORMAT,
+                      lambda old, new: _rename_everywhere(graph, old, new))
     infer_shapes(graph)
     return graph
