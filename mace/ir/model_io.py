@@ -34,7 +34,11 @@ def save_model(graph: Graph, pb_path: Path, data_path: Path) -> None:
     blobs, offset = [], 0
     for name, value in graph.consts.items():
         value = np.asarray(value, order="C")  # keeps 0-d scalars 0-d (no dims in the .pb)
-        t = net.tensors.add(name=name, data_type=from_numpy(value.dtype),
+        data_type = from_numpy(value.dtype)
+        # The bytes must be what the tag says: a float64 constant (TF/Caffe weights, folded
+        # numpy math) is tagged DT_FLOAT, so it is written as float32, never as 8-byte values.
+        value = np.ascontiguousarray(value, dtype=to_numpy(data_type))
+        t = net.tensors.add(name=name, data_type=data_type,
                             offset=offset, data_size=value.nbytes)
         t.dims.extend(value.shape)
         if name in graph.quant:

@@ -111,3 +111,17 @@ def test_mismatched_data_file_is_refused(tmp_path):
     (tmp_path / "bad.pb").write_bytes(b"\xff\xff garbage")
     with pytest.raises(ModelError, match="not a valid model graph"):
         load_model(tmp_path / "bad.pb")
+
+
+def test_float64_constants_are_written_as_the_float32_their_tag_says(tmp_path):
+    # TF and Caffe hand over float64 weights; the .pb tags them DT_FLOAT, so the .data bytes
+    # must be float32 (8-byte values under a 4-byte tag read back as garbage).
+    model = _chain_model(1)
+    engine = onnx_backend.prepare(model, {"x": np.zeros((1, 8, 16, 16), np.float32)})
+    graph = engine.graph
+    wide = np.random.default_rng(3).standard_normal((3, 5))  # float64
+    graph.consts["wide"] = wide
+    save_model(graph, tmp_path / "m.pb", tmp_path / "m.data")
+    got = load_model(tmp_path / "m.pb", tmp_path / "m.data").consts["wide"]
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, wide.astype(np.float32))
