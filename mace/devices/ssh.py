@@ -71,6 +71,10 @@ class SshDevice(Device):
                 "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
                 "-o", "LogLevel=ERROR"]
         if self.known_hosts:
+            # ssh_config quotes a value with spaces in double quotes and has no escape for '"'
+            if '"' in str(self.known_hosts):
+                raise DeviceError(self.name, "ssh options", f"the build folder path {str(self.known_hosts)!r} "
+                                  "holds a '\"', which ssh cannot take in UserKnownHostsFile; move it")
             opts += ["-o", f"UserKnownHostsFile=\"{self.known_hosts}\" ~/.ssh/known_hosts"]
         if self.identity_file:
             opts += ["-i", self.identity_file, "-o", "IdentitiesOnly=yes"]
@@ -93,11 +97,11 @@ class SshDevice(Device):
         return done
 
     def push(self, files: list, remote_dir: str, timeout: float, step: str) -> None:
-        self._scp(lambda legacy: [*map(str, files), self._remote(remote_dir.rstrip("/") + "/", legacy)],
+        self._scp(lambda legacy: [*map(_local, files), self._remote(remote_dir.rstrip("/") + "/", legacy)],
                   timeout, step)
 
     def pull(self, remote_files: list, local_dir, timeout: float, step: str) -> None:
-        self._scp(lambda legacy: [*(self._remote(f, legacy) for f in remote_files), str(local_dir)],
+        self._scp(lambda legacy: [*(self._remote(f, legacy) for f in remote_files), _local(local_dir)],
                   timeout, step)
 
     def _scp(self, paths, timeout: float, step: str) -> None:
@@ -140,3 +144,9 @@ class SshDevice(Device):
                     detail=detail, user=self.username, address=self.address, known_hosts=self.known_hosts
                     or "~/.ssh/known_hosts"))
         return DeviceError(self.name, step, f"{self.describe()}: {done.last_line()}")
+
+
+def _local(path) -> str:
+    """A local path as scp cannot mistake it for `host:path`: scp reads a ':' before the first '/'
+    as a host name, so a relative `a:b/c` would go to host `a`; an absolute path starts with '/'."""
+    return str(Path(path).absolute())

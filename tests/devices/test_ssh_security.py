@@ -146,3 +146,29 @@ def test_a_missing_file_is_not_taken_for_a_missing_sftp_server(tmp_path, sshd, s
         with pytest.raises(Exception) as info:
             device.pull([str(tmp_path / "no_such_file.npy")], tmp_path, 30, "pull out")
         assert "device board: pull out:" in str(info.value) and "No such file" in str(info.value)
+
+
+def test_local_paths_with_a_colon_stay_local(tmp_path, sshd, monkeypatch):
+    # scp reads `a:b/c` as host `a`; the local side must reach scp as an absolute path
+    monkeypatch.chdir(tmp_path)
+    odd = Path("odd:dir")
+    odd.mkdir()
+    device = _device(sshd, tmp_path)
+    (odd / "x.bin").write_bytes(b"payload")
+    remote = tmp_path / "remote_colon"
+    remote.mkdir()
+    device.push([odd / "x.bin"], str(remote), 30, "push")
+    back = Path("back:dir")
+    back.mkdir()
+    device.pull([str(remote / "x.bin")], back, 30, "pull")
+    assert (back / "x.bin").read_bytes() == b"payload"
+
+
+def test_a_quote_in_the_known_hosts_path_is_refused_before_ssh_runs(tmp_path, monkeypatch):
+    calls = _counting(monkeypatch)
+    device = SshDevice(name="board", kind="ssh", address="127.0.0.1", username="u", port=22,
+                       known_hosts=tmp_path / 'b"ad' / "known_hosts")
+    with pytest.raises(Exception) as info:
+        device.shell(["true"], 5, "probe")
+    assert "device board" in str(info.value) and "UserKnownHostsFile" in str(info.value)
+    assert calls == []
