@@ -1,5 +1,6 @@
 """Activation: RELU, RELUX (relu6 / clip at max_limit), CLIP, LEAKYRELU, PRELU,
-SIGMOID, TANH, ELU, HARDSIGMOID, HARDSWISH, GELU, SOFTPLUS, SOFTSIGN, SELU, MISH.
+SIGMOID, TANH, ELU, HARDSIGMOID, HARDSWISH, GELU, SOFTPLUS, SOFTSIGN, SELU, MISH,
+SWISH (x * sigmoid(alpha x)), CELU, THRESHOLDEDRELU, SHRINK (alpha: bias, beta: lambd).
 
 Args: activation, activation_coefficient (leaky slope / elu alpha / hardsigmoid
 slope / clip min), max_limit (relux max / hardsigmoid offset / clip max).
@@ -35,6 +36,14 @@ def extra_activation(kind, x, alpha, beta):
         return beta * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
     if kind == "MISH":
         return x * np.tanh(np.logaddexp(0, x))
+    if kind == "SWISH":  # x * sigmoid(alpha x), written so a large |x| never overflows exp
+        return x * (0.5 * (1.0 + np.tanh(0.5 * alpha * x)))
+    if kind == "CELU":
+        return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
+    if kind == "THRESHOLDEDRELU":
+        return np.where(x > alpha, x, 0)
+    if kind == "SHRINK":
+        return np.where(x < -beta, x + alpha, np.where(x > beta, x - alpha, 0))
     return None
 
 

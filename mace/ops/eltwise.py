@@ -3,7 +3,8 @@
 Arg `type` picks the function: binary SUM SUB PROD DIV MIN MAX POW SQR_DIFF
 FLOOR_DIV MOD EQUAL NOT_EQUAL GREATER GREATER_EQUAL LESS LESS_EQUAL AND OR XOR,
 n-ary SUM/MIN/MAX/MEAN over any number of inputs, unary NEG ABS SQRT RSQRT EXP
-LOG ERF RECIPROCAL SQUARE FLOOR CEIL ROUND SIGN NOT SIN COS. A fused activation
+LOG ERF RECIPROCAL SQUARE FLOOR CEIL ROUND SIGN NOT SIN COS TAN ASIN ACOS ATAN SINH
+COSH ASINH ACOSH ATANH, and the bool tests ISNAN ISINF ISPOSINF ISNEGINF. A fused activation
 (activation, max_limit, activation_coefficient) may follow.
 """
 import math
@@ -37,10 +38,13 @@ UNARY = {
     "NEG": np.negative, "ABS": np.abs, "SQRT": np.sqrt, "RSQRT": lambda x: 1.0 / np.sqrt(x),
     "EXP": np.exp, "LOG": np.log, "ERF": _np_erf, "RECIPROCAL": np.reciprocal,
     "SQUARE": np.square, "FLOOR": np.floor, "CEIL": np.ceil, "ROUND": np.round,
-    "SIGN": np.sign, "NOT": np.logical_not, "SIN": np.sin, "COS": np.cos,
+    "SIGN": np.sign, "NOT": np.logical_not, "SIN": np.sin, "COS": np.cos, "TAN": np.tan,
+    "ASIN": np.arcsin, "ACOS": np.arccos, "ATAN": np.arctan, "SINH": np.sinh, "COSH": np.cosh,
+    "ASINH": np.arcsinh, "ACOSH": np.arccosh, "ATANH": np.arctanh,
+    "ISNAN": np.isnan, "ISINF": np.isinf, "ISPOSINF": np.isposinf, "ISNEGINF": np.isneginf,
 }
 BOOL_RESULT = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_EQUAL",
-               "AND", "OR", "XOR", "NOT"}
+               "AND", "OR", "XOR", "NOT", "ISNAN", "ISINF", "ISPOSINF", "ISNEGINF"}
 
 
 @register_op("Eltwise", layout=Layout.ELEMENTWISE)

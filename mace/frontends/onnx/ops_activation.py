@@ -37,6 +37,31 @@ def selu(ctx, node):
             beta=float(ctx.attr(node, "gamma", 1.05070102214813232421875)))
 
 
+@onnx_op("Swish")
+def swish(ctx, node):
+    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="SWISH",
+            activation_coefficient=float(ctx.attr(node, "alpha", 1.0)))
+
+
+@onnx_op("Celu")
+def celu(ctx, node):
+    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="CELU",
+            activation_coefficient=float(ctx.attr(node, "alpha", 1.0)))
+
+
+@onnx_op("ThresholdedRelu")
+def thresholded_relu(ctx, node):
+    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="THRESHOLDEDRELU",
+            activation_coefficient=float(ctx.attr(node, "alpha", 1.0)))
+
+
+@onnx_op("Shrink")
+def shrink(ctx, node):
+    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="SHRINK",
+            activation_coefficient=float(ctx.attr(node, "bias", 0.0)),
+            beta=float(ctx.attr(node, "lambd", 0.5)))
+
+
 @onnx_op("HardSigmoid")
 def hard_sigmoid(ctx, node):
     ctx.add("Activation", node, [ctx.inp(node, 0)], activation="HARDSIGMOID",

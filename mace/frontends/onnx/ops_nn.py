@@ -66,21 +66,26 @@ def gemm(ctx, node):
     ctx.add("Eltwise", node, [y, c_in], type="SUM")
 
 
-def _softmax(ctx, node, use_log):
+def _over_axis(ctx, node, op_type, **args):
+    """Softmax / LogSoftmax / Hardmax: one axis from opset 13; before, the trailing axes
+    [axis, rank) flattened into one (reshape, the op on axis 1, reshape back)."""
     x = ctx.inp(node, 0)
     shape = ctx.shape(x)
     rank = len(shape)
     axis = int(ctx.attr(node, "axis", -1 if ctx.opset >= 13 else 1)) % rank
     if ctx.opset >= 13 or axis == rank - 1:
-        ctx.add("Softmax", node, [x], axis=axis, use_log=int(use_log))
+        ctx.add(op_type, node, [x], axis=axis, **args)
         return
-    # opset < 13: softmax over the flattened trailing axes [axis, rank)
     flat = ctx.temp(node, "flat")
     ctx.add("Reshape", node, [x], [flat], name=flat,
             dims=[int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))])
-    soft = ctx.temp(node, "soft")
-    ctx.add("Softmax", node, [flat], [soft], axis=1, use_log=int(use_log))
-    ctx.add("Reshape", node, [soft], name=ctx.temp(node, "unflat"), dims=list(shape))
+    done = ctx.temp(node, "done")
+    ctx.add(op_type, node, [flat], [done], name=done, axis=1, **args)
+    ctx.add("Reshape", node, [done], name=ctx.temp(node, "unflat"), dims=list(shape))
+
+
+def _softmax(ctx, node, use_log):
+    _over_axis(ctx, node, "Softmax", use_log=int(use_log))
 
 
 @onnx_op("Softmax")
@@ -91,3 +96,8 @@ def softmax(ctx, node):
 @onnx_op("LogSoftmax")
 def log_softmax(ctx, node):
     _softmax(ctx, node, True)
+
+
+@onnx_op("Hardmax")
+def hardmax(ctx, node):
+    _over_axis(ctx, node, "Hardmax")
