@@ -333,3 +333,28 @@ def test_bert_style_encoder(opset, newer):
     left = set(op_types(engine))
     assert not left & {"Shape", "Range", "ConstantOfShape", "Concat", "StridedSlice"}, left
     assert "Gather" in left  # the word embedding of the run-time ids
+
+
+# ---- ONNX Attention (opset 23) ----------------------------------------------------------
+@pytest.mark.parametrize("causal", [0, 1])
+def test_attention_op_grouped_query_with_a_kv_cache_against_onnxruntime(causal):
+    """torch.onnx at opset 23 exports scaled_dot_product_attention as one Attention node."""
+    from tests.ops.onnx_case import run_ort
+
+    rng = np.random.default_rng(12)
+    q = rng.standard_normal((2, 4, 3, 8)).astype(F32)         # 4 query heads
+    k = rng.standard_normal((2, 2, 3, 8)).astype(F32)         # 2 key/value heads (GQA)
+    v = rng.standard_normal((2, 2, 3, 6)).astype(F32)
+    past_k = rng.standard_normal((2, 2, 5, 8)).astype(F32)
+    past_v = rng.standard_normal((2, 2, 5, 6)).astype(F32)
+    mask = rng.random((3, 8)) > 0.2
+    mask[:, 0] = True
+    node = helper.make_node("Attention", ["q", "k", "v", "mask", "pk", "pv"], ["y", "present_k", "present_v"],
+                            is_causal=causal)
+    inputs = {"q": q, "k": k, "v": v, "pk": past_k, "pv": past_v}
+    model = graph_model([node], inputs, {"y": F32, "present_k": F32, "present_v": F32}, {"mask": mask}, opset=23)
+    got = onnx_backend.run(model, inputs)
+    want = run_ort(model, inputs)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)

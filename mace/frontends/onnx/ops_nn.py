@@ -101,3 +101,27 @@ def log_softmax(ctx, node):
 @onnx_op("Hardmax")
 def hardmax(ctx, node):
     _over_axis(ctx, node, "Hardmax")
+
+
+@onnx_op("Attention")
+def attention(ctx, node):
+    """ONNX Attention (opset 23+): optional inputs become has_* args, optional outputs temps."""
+    present = [ctx.inp(node, i) is not None for i in range(7)]
+    if present[4] != present[5]:
+        raise ModelError(f"Attention '{ctx.op_name(node)}': past_key and past_value come together")
+    inputs = [ctx.inp(node, i) for i in range(7) if present[i]]
+    outputs = list(node.output)
+    while outputs and not outputs[-1]:
+        outputs.pop()
+    outputs = [o or ctx.temp(node, f"unused{i}") for i, o in enumerate(outputs)]
+    args = dict(has_mask=int(present[3]), has_past=int(present[4]), has_nonpad=int(present[6]),
+                is_causal=int(ctx.attr(node, "is_causal", 0)), qk_mode=int(ctx.attr(node, "qk_matmul_output_mode", 0)),
+                softcap=float(ctx.attr(node, "softcap", 0.0)),
+                left_window=int(ctx.attr(node, "left_window_size", -1)),
+                right_window=int(ctx.attr(node, "right_window_size", -1)))
+    for onnx_name, ours in (("q_num_heads", "q_num_heads"), ("kv_num_heads", "kv_num_heads")):
+        if ctx.attr(node, onnx_name) is not None:
+            args[ours] = int(ctx.attr(node, onnx_name))
+    if ctx.attr(node, "scale") is not None:
+        args["scale"] = float(ctx.attr(node, "scale"))
+    ctx.add("Attention", node, inputs, outputs, **args)
