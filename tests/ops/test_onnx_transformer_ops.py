@@ -358,3 +358,19 @@ def test_attention_op_grouped_query_with_a_kv_cache_against_onnxruntime(causal):
     for g, w in zip(got, want):
         assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("interleaved", [0, 1])
+def test_rotary_embedding_with_position_ids_against_onnxruntime(interleaved):
+    from tests.ops.onnx_case import run_ort
+
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((2, 5, 3 * 8)).astype(F32)          # 3-D: 3 heads of 8
+    angles = np.arange(16)[:, None] / (10000 ** (np.arange(0, 6, 2) / 6))  # partial: 6 of 8 rotate
+    cos, sin = np.cos(angles).astype(F32), np.sin(angles).astype(F32)
+    pos = np.array([[0, 1, 2, 3, 4], [7, 8, 9, 10, 11]], I64)
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], num_heads=3,
+                            rotary_embedding_dim=6, interleaved=interleaved)
+    model = graph_model([node], {"x": x, "pos": pos}, {"y": F32}, {"cos": cos, "sin": sin}, opset=23)
+    got = onnx_backend.run(model, {"x": x, "pos": pos})[0]
+    np.testing.assert_allclose(got, run_ort(model, {"x": x, "pos": pos})[0], rtol=1e-5, atol=1e-6)

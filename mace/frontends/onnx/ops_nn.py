@@ -125,3 +125,12 @@ def attention(ctx, node):
     if ctx.attr(node, "scale") is not None:
         args["scale"] = float(ctx.attr(node, "scale"))
     ctx.add("Attention", node, inputs, outputs, **args)
+
+
+@onnx_op("RotaryEmbedding")
+def rotary_embedding(ctx, node):
+    args = dict(interleaved=int(ctx.attr(node, "interleaved", 0)),
+                rotary_dim=int(ctx.attr(node, "rotary_embedding_dim", 0)))
+    if ctx.attr(node, "num_heads") is not None:
+        args["num_heads"] = int(ctx.attr(node, "num_heads"))
+    ctx.add("RotaryEmbedding", node, ctx.inputs(node), **args)
