@@ -117,6 +117,16 @@ def test_resize_linear_scales(coord, hw_scales):
           {"mode": "linear", "coordinate_transformation_mode": coord}, opset=13, input_order=order)
 
 
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners", "pytorch_half_pixel", "asymmetric"])
+@pytest.mark.parametrize("a,exclude", [(-0.75, 0), (-0.5, 1)])  # ONNX's default; TensorFlow's
+@pytest.mark.parametrize("hw_scales", [(2.0, 3.0), (0.5, 1.5)])
+def test_resize_cubic_scales(coord, a, exclude, hw_scales):
+    consts, order = _resize_inputs(13, scales=[1, 1, *hw_scales])
+    check("Resize", {"x": rand(2, 3, 10, 20, low=0, high=255)}, consts,
+          {"mode": "cubic", "coordinate_transformation_mode": coord, "cubic_coeff_a": a,
+           "exclude_outside": exclude}, opset=13, input_order=order, rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("mode", ["nearest", "linear"])
 def test_resize_align_corners_fractional_length_refused(mode):
     """4 * 0.6 = 2.4: onnx's reference divides by 1.4, onnxruntime by 1; we refuse."""
@@ -184,12 +194,12 @@ def test_upsample(mode, opset):
         check("Upsample", {"x": x}, {"scales": np.array(scales, np.float32)}, {"mode": mode}, opset=9)
 
 
-def test_resize_cubic_rejected():
-    consts, order = _resize_inputs(13, scales=[1, 1, 2, 2])
-    model = make_model("Resize", {"x": rand(1, 1, 4, 4)}, consts, {"mode": "cubic"},
-                       opset=13, input_order=order)
-    model.graph.node[0].name = "up_cubic"
-    with pytest.raises(ModelError, match="Resize 'up_cubic'.*cubic"):
+def test_resize_antialiased_cubic_downscale_rejected():
+    consts, order = _resize_inputs(18, scales=[1, 1, 0.5, 0.5])
+    model = make_model("Resize", {"x": rand(1, 1, 4, 4)}, consts, {"mode": "cubic", "antialias": 1},
+                       opset=18, input_order=order)
+    model.graph.node[0].name = "down_cubic"
+    with pytest.raises(ModelError, match="Resize 'down_cubic'.*antialiased cubic"):
         onnx_backend.run(model, {"x": rand(1, 1, 4, 4)})
 
 

@@ -35,6 +35,18 @@ def test_resize_bilinear(align, half, seed):
 
 
 @pytest.mark.parametrize("align,half", RESIZE_FLAGS)
+@pytest.mark.parametrize("seed", range(3))
+def test_resize_bicubic(align, half, seed):
+    rng = np.random.default_rng(seed + 20)
+    h, w = int(rng.integers(3, 9)), int(rng.integers(3, 9))
+    size = [int(rng.integers(2, 17)), int(rng.integers(2, 17))]
+
+    def f(x):
+        return tf.compat.v1.image.resize_bicubic(x, size, align_corners=align, half_pixel_centers=half)
+    check(f, {"x": rand(2, h, w, 3, seed=seed)}, expect_ops={"ResizeBicubic"})
+
+
+@pytest.mark.parametrize("align,half", RESIZE_FLAGS)
 @pytest.mark.parametrize("seed", range(8))
 def test_resize_nearest(align, half, seed):
     rng = np.random.default_rng(seed + 10)

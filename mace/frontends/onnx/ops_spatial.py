@@ -128,8 +128,13 @@ def _add_resize(ctx, node, x, mode, scales, sizes, coord_mode, nearest_mode):
         if int(ctx.attr(node, "antialias", 0)) and min(scale) < 1:
             raise _fail(ctx, node, "antialiased linear downscaling is not supported")
         ctx.add("ResizeBilinear", node, [x], **args)
+    elif mode == "cubic":
+        if int(ctx.attr(node, "antialias", 0)) and min(scale) < 1:
+            raise _fail(ctx, node, "antialiased cubic downscaling is not supported")
+        ctx.add("ResizeBicubic", node, [x], cubic_coeff_a=float(ctx.attr(node, "cubic_coeff_a", -0.75)),
+                exclude_outside=int(ctx.attr(node, "exclude_outside", 0)), **args)
     else:
-        raise _fail(ctx, node, f"mode '{mode}' is not supported (nearest and linear are)")
+        raise _fail(ctx, node, f"mode '{mode}' is not supported (nearest, linear and cubic are)")
 
 
 def _check_whole_lengths(ctx, node, shape, scale):

@@ -1,4 +1,4 @@
-"""Spatial ops: Pad, PadV2, MirrorPad, ResizeBilinear, ResizeNearestNeighbor,
+"""Spatial ops: Pad, PadV2, MirrorPad, ResizeBilinear, ResizeBicubic, ResizeNearestNeighbor,
 SpaceToBatchND, BatchToSpaceND, DepthToSpace, SpaceToDepth.
 
 Resize coordinates (TensorFlow's align_corners / half_pixel_centers) map onto
@@ -65,6 +65,17 @@ def resize_bilinear(ctx, node):
     x, args, align, half = _resize_args(ctx, node)
     mode = "align_corners" if align else "half_pixel" if half else "asymmetric"
     ctx.add("ResizeBilinear", node, [x], coordinate_transformation_mode=mode, **args)
+
+
+@tf_op("ResizeBicubic")
+def resize_bicubic(ctx, node):
+    x, args, align, half = _resize_args(ctx, node)
+    mode = "align_corners" if align else "half_pixel" if half else "asymmetric"
+    # TensorFlow's half-pixel kernel is Keys' a = -0.5 with taps outside the image dropped and
+    # the rest renormalised; its legacy kernel is a = -0.75 with the edge repeated; both read
+    # their weights from a 1024-step table
+    ctx.add("ResizeBicubic", node, [x], coordinate_transformation_mode=mode,
+            cubic_coeff_a=-0.5 if half else -0.75, exclude_outside=int(half), weight_steps=1024, **args)
 
 
 @tf_op("ResizeNearestNeighbor")
