@@ -9,6 +9,7 @@ import numpy as np
 
 from mace.errors import ModelError
 from mace.frontends.onnx.ops_conv import conv_padding_args, squeeze_h, unsqueeze_h
+from mace.frontends.onnx.ops_tensor import static_ints
 from mace.frontends.onnx.registry import onnx_op
 from mace.ops._resize import COORDINATE_MODES
 
@@ -258,3 +259,22 @@ def instance_norm(ctx, node):
     b = ctx.add_const(ctx.temp(node, "bias"), np.asarray(bias, np.float32).reshape(-1))
     ctx.add("InstanceNorm", node, [x, s, b], epsilon=float(ctx.attr(node, "epsilon", 1e-5)),
             data_format="NCHW")
+
+
+@onnx_op("GridSample")
+def grid_sample(ctx, node):
+    from_opset = {"bilinear": "linear", "bicubic": "cubic"}   # the names before opset 20
+    mode = _str_attr(ctx, node, "mode", "linear" if ctx.opset >= 20 else "bilinear")
+    padding = _str_attr(ctx, node, "padding_mode", "zeros")
+    if from_opset.get(mode, mode) not in ("linear", "nearest", "cubic") or \
+            padding not in ("zeros", "border", "reflection"):
+        raise _fail(ctx, node, f"mode '{mode}' / padding_mode '{padding}' is not supported")
+    ctx.add("GridSample", node, [ctx.inp(node, 0), ctx.inp(node, 1)], mode=from_opset.get(mode, mode),
+            padding_mode=padding, align_corners=int(ctx.attr(node, "align_corners", 0)))
+
+
+@onnx_op("AffineGrid")
+def affine_grid(ctx, node):
+    size = static_ints(ctx, node, 1, "size")
+    ctx.add("AffineGrid", node, [ctx.inp(node, 0)], size=size,
+            align_corners=int(ctx.attr(node, "align_corners", 0)))
