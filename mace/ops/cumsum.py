@@ -16,13 +16,14 @@ class CumSum(OpSpec):
         return [(tuple(ctx.shapes[0]), ctx.dtypes[0])]
 
 
-def cumsum(x, axis, exclusive=False, reverse=False):
+def cumulative(x, axis, exclusive=False, reverse=False, product=False):
+    """Running sum (or product) along `axis`; exclusive: y[i] covers x[:i] (the identity first)."""
     if reverse:
         x = np.flip(x, axis)
-    y = np.cumsum(x, axis=axis, dtype=x.dtype)
-    if exclusive:  # shift by one: y[i] = sum of x[:i]
+    y = (np.cumprod if product else np.cumsum)(x, axis=axis, dtype=x.dtype)
+    if exclusive:
         y = np.roll(y, 1, axis=axis)
-        np.moveaxis(y, axis, 0)[0] = 0
+        np.moveaxis(y, axis, 0)[0] = 1 if product else 0
     return np.flip(y, axis) if reverse else y
 
 
@@ -34,4 +35,4 @@ class CumSumCpu(Kernel):
         self.reverse = bool(ctx.arg("reverse", 0))
 
     def run(self, inputs, outputs):
-        np.copyto(outputs[0], cumsum(inputs[0], self.axis, self.exclusive, self.reverse))
+        np.copyto(outputs[0], cumulative(inputs[0], self.axis, self.exclusive, self.reverse))

@@ -52,8 +52,10 @@ def test_position_ids_from_an_attention_mask_with_cumsum():
 
 @pytest.mark.parametrize("exclusive", [0, 1])
 @pytest.mark.parametrize("reverse", [0, 1])
-def test_cumsum_modes(exclusive, reverse):
-    check("CumSum", {"x": rand(3, 4, 5)}, {"axis": np.array(-2, I64)}, {"exclusive": exclusive, "reverse": reverse})
+@pytest.mark.parametrize("op,opset", [("CumSum", 17), ("CumProd", 26)])
+def test_cumulative_modes(op, opset, exclusive, reverse):
+    check(op, {"x": rand(3, 4, 5, low=0.5, high=1.5)}, {"axis": np.array(-2, I64)},
+          {"exclusive": exclusive, "reverse": reverse}, opset=opset)
 
 
 @pytest.mark.parametrize("upper,k", [(0, 0), (1, 1), (0, -1), (1, -2)])

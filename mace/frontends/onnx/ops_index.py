@@ -1,4 +1,4 @@
-"""ONNX ops that index, sort and scatter: TopK, CumSum, GatherElements, GatherND, ScatterND,
+"""ONNX ops that index, sort and scatter: TopK, CumSum, CumProd, GatherElements, GatherND, ScatterND,
 ScatterElements (and the older Scatter), Trilu, OneHot, Size.
 
 Their k / axis / depth inputs must be known at convert (computable from constants and the
@@ -27,11 +27,11 @@ def top_k(ctx, node):
             largest=int(ctx.attr(node, "largest", 1)), sorted=int(ctx.attr(node, "sorted", 1)))
 
 
-@onnx_op("CumSum")
-def cum_sum(ctx, node):
+@onnx_op("CumSum", "CumProd")
+def cumulative(ctx, node):
     x = ctx.inp(node, 0)
     axis = ctx.scalar(node, 1, "axis")
-    ctx.add("CumSum", node, [x], axis=node_axis(ctx, node, axis, len(ctx.shape(x))),
+    ctx.add(node.op_type, node, [x], axis=node_axis(ctx, node, axis, len(ctx.shape(x))),
             exclusive=int(ctx.attr(node, "exclusive", 0)), reverse=int(ctx.attr(node, "reverse", 0)))
 
 
