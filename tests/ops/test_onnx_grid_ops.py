@@ -1,5 +1,6 @@
 """Spatial transformer ops against onnxruntime: AffineGrid then GridSample (every mode, padding
-and align_corners), as a spatial transformer network or an optical-flow warp exports them."""
+and align_corners), as a spatial transformer network or an optical-flow warp exports them; and
+RoiAlign as two-stage detectors use it."""
 import numpy as np
 import pytest
 from onnx import helper
@@ -38,3 +39,20 @@ def test_grid_sample_opset_16_names_and_a_flow_grid():
     grid = rng.uniform(-1.2, 1.2, (1, 5, 4, 2)).astype(F32)
     check("GridSample", {"x": image, "grid": grid}, attrs={"mode": "bilinear", "padding_mode": "border"},
           opset=16)
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("coords,opset", [("half_pixel", 16), ("output_half_pixel", 16), (None, 10)])
+@pytest.mark.parametrize("ratio", [0, 2])
+def test_roi_align_like_a_two_stage_detector(mode, coords, opset, ratio):
+    """Boxes of every size, one crossing the border, on a stride-8 feature map of two images."""
+    rng = np.random.default_rng(7)
+    fmap = rng.uniform(-1, 1, (2, 4, 12, 10)).astype(F32)
+    rois = np.array([[0, 0, 40, 40], [10.5, 20.2, 70.9, 95.1], [60, 5, 90, 30], [3, 3, 6, 7],
+                     [-12, 80, 30, 120]], F32)
+    batch = np.array([0, 1, 1, 0, 1], I64)
+    attrs = {"mode": mode, "output_height": 3, "output_width": 4, "sampling_ratio": ratio,
+             "spatial_scale": 0.125}
+    if coords:
+        attrs["coordinate_transformation_mode"] = coords
+    check("RoiAlign", {"x": fmap, "rois": rois, "batch": batch}, attrs=attrs, opset=opset, rtol=1e-4, atol=1e-5)

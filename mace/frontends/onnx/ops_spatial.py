@@ -278,3 +278,16 @@ def affine_grid(ctx, node):
     size = static_ints(ctx, node, 1, "size")
     ctx.add("AffineGrid", node, [ctx.inp(node, 0)], size=size,
             align_corners=int(ctx.attr(node, "align_corners", 0)))
+
+
+@onnx_op("RoiAlign")
+def roi_align(ctx, node):
+    mode = _str_attr(ctx, node, "mode", "avg")
+    coords = _str_attr(ctx, node, "coordinate_transformation_mode",
+                       "half_pixel" if ctx.opset >= 16 else "output_half_pixel")
+    if mode not in ("avg", "max") or coords not in ("half_pixel", "output_half_pixel"):
+        raise _fail(ctx, node, f"mode '{mode}' / coordinate_transformation_mode '{coords}' is not supported")
+    ctx.add("RoiAlign", node, ctx.inputs(node), mode=mode, half_pixel=int(coords == "half_pixel"),
+            output_height=int(ctx.attr(node, "output_height", 1)), output_width=int(ctx.attr(node, "output_width", 1)),
+            sampling_ratio=int(ctx.attr(node, "sampling_ratio", 0)),
+            spatial_scale=float(ctx.attr(node, "spatial_scale", 1.0)))
