@@ -75,7 +75,9 @@ class ActivationCpu(Kernel):
         if self.int_bounds is not None:
             np.clip(x, *self.int_bounds, out=out)
             return
-        other = extra_activation(self.kind, x, self.alpha, self.beta)
+        # float16 computes in float32 and rounds once (a chain of half-precision steps drifts)
+        wide = x.astype(np.float32) if x.dtype == np.float16 else x
+        other = extra_activation(self.kind, wide, self.alpha, self.beta)
         if other is not None:
             np.copyto(out, other, casting="unsafe")
             return
