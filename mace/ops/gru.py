@@ -1,4 +1,6 @@
-"""GRU: ONNX's gated recurrent unit over a whole sequence (gates z, r, h).
+"""GRU: ONNX GRU over a whole sequence; CPU only (placed on the CPU under cpu+gpu, float in a quantized model, refused on the DSP).
+
+Gates z, r, h as ONNX orders them.
 
 Inputs (all present; the ONNX mapping fills omitted ones with zeros): X, W [dirs, 3*hidden,
 input], R [dirs, 3*hidden, hidden], B [dirs, 6*hidden] (Wb then Rb), initial_h; shapes and

@@ -1,4 +1,6 @@
-"""LSTM: ONNX's long short-term memory layer over a whole sequence (gates i, o, f, c).
+"""LSTM: ONNX LSTM over a whole sequence; CPU only (placed on the CPU under cpu+gpu, float in a quantized model, refused on the DSP).
+
+Gates i, o, f, c as ONNX orders them.
 
 Inputs (all present; the ONNX mapping fills omitted ones with zeros):
   X [seq, batch, input] (layout 0) or [batch, seq, input] (layout 1),

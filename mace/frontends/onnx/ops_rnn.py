@@ -63,9 +63,8 @@ def _outputs(ctx, node, n: int) -> list:
             for i in range(n)]
 
 
-def _add(ctx, node, op_type: str, inputs: list, a: dict, n_out: int, **extra) -> None:
-    ctx.add(op_type, node, inputs, outputs=_outputs(ctx, node, n_out), direction=a["direction"],
-            hidden_size=a["hidden_size"], layout=a["layout"], clip=a["clip"], **extra)
+def _args(a: dict) -> dict:
+    return {k: a[k] for k in ("direction", "hidden_size", "layout", "clip")}
 
 
 @onnx_op("LSTM")
@@ -79,7 +78,7 @@ def lstm(ctx, node):
               _input_or_zeros(ctx, node, 5, _state_shape(a), "initial_h"),
               _input_or_zeros(ctx, node, 6, _state_shape(a), "initial_c"),
               _input_or_zeros(ctx, node, 7, (d, 3 * h), "P")]
-    _add(ctx, node, "LSTM", inputs, a, 3)
+    ctx.add("LSTM", node, inputs, outputs=_outputs(ctx, node, 3), **_args(a))
 
 
 @onnx_op("GRU")
@@ -89,5 +88,5 @@ def gru(ctx, node):
     inputs = [ctx.inp(node, 0), ctx.inp(node, 1), ctx.inp(node, 2),
               _input_or_zeros(ctx, node, 3, (d, 6 * h), "B"),
               _input_or_zeros(ctx, node, 5, _state_shape(a), "initial_h")]
-    _add(ctx, node, "GRU", inputs, a, 2,
-         linear_before_reset=int(ctx.attr(node, "linear_before_reset", 0)))
+    ctx.add("GRU", node, inputs, outputs=_outputs(ctx, node, 2), **_args(a),
+            linear_before_reset=int(ctx.attr(node, "linear_before_reset", 0)))
