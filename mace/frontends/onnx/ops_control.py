@@ -26,10 +26,6 @@ def _inline(ctx, branch) -> list:
 
 
 def _spec(ctx, name):
-    value = ctx.const(name)
-    if value is not None:
-        value = np.asarray(value)
-        return tuple(value.shape), value.dtype
     return tuple(ctx.shape(name)), np.dtype(ctx.graph.dtype(name))
 
 
