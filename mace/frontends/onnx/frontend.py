@@ -23,10 +23,24 @@ FRAMEWORK_FORMAT = "NCHW"
 class OnnxContext:
     """What a mapping function sees: the graph being built and helpers over ONNX nodes."""
 
-    def __init__(self, graph: Graph, opset: int):
+    def __init__(self, graph: Graph, opset: int, mappers: dict | None = None, keep=(),
+                 path: Path | None = None):
         self.graph = graph
         self.opset = opset
         self.rename = {}
+        self.mappers = mappers or {}
+        self.keep = set(keep)   # model outputs: they stay produced by an op
+        self.path = path
+
+    def add_initializers(self, onnx_graph) -> None:
+        add_initializers(self.graph, onnx_graph, self.path)
+
+    def convert_nodes(self, nodes) -> None:
+        """Map ONNX nodes in order, folding what is constant as each arrives (the model's
+        graph, and the branch of an `If` that the converter inlines)."""
+        for node in nodes:
+            map_node(self.graph, self.mappers[node.op_type], self, node, self.keep, self.path,
+                     lambda: f"node '{self.op_name(node)}' ({node.op_type})")
 
     def name(self, t: str) -> str:
         return self.rename.get(t, t)
@@ -157,9 +171,23 @@ def _model_inputs(model) -> dict:
     return result
 
 
+def _all_nodes(graph):
+    """Every node of an ONNX graph, those inside `If` branches (and other subgraphs) too."""
+    import onnx
+
+    for node in graph.node:
+        yield node
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                yield from _all_nodes(a.g)
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                for g in a.graphs:
+                    yield from _all_nodes(g)
+
+
 def _check_ops(model, path: Path, mappers: dict) -> None:
     bad = {}
-    for node in model.graph.node:
+    for node in _all_nodes(model.graph):
         if node.domain not in ("", "ai.onnx") or node.op_type not in mappers:
             bad.setdefault(node.op_type, []).append(node.name or node.output[0])
     if bad:
@@ -233,26 +261,29 @@ def convert(spec: ModelSpec) -> Graph:
     _check_inputs(spec, _model_inputs(model), path)
     _check_input_types(spec, model, path)
     _check_outputs(spec, model, path)
-    import onnx.numpy_helper as nh
-
     graph = new_graph(spec, "onnx", FRAMEWORK_FORMAT)
-    ctx = OnnxContext(graph, _opset(model))
-    for init in model.graph.initializer:
-        try:
-            graph.consts[init.name] = nh.to_array(init)
-        except Exception as e:  # dims that disagree with the data, an unknown data type
-            raise ModelError(f"{path}: initializer '{init.name}' (dims {list(init.dims)}) cannot be "
-                             f"read: {e}") from None
-    _add_inputs(ctx, spec)
     keep = {t.name for t in spec.outputs}
-    for node in model.graph.node:
-        map_node(graph, mappers[node.op_type], ctx, node, keep, path,
-                 lambda: f"node '{ctx.op_name(node)}' ({node.op_type})")
+    ctx = OnnxContext(graph, _opset(model), mappers, keep, path)
+    add_initializers(graph, model.graph, path)
+    _add_inputs(ctx, spec)
+    ctx.convert_nodes(model.graph.node)
     infer_shapes(graph)
     _check_float64(graph, path, keep)
     add_outputs(graph, spec.outputs, ctx.name, FRAMEWORK_FORMAT, graph.unique_name)
     infer_shapes(graph)
     return graph
+
+
+def add_initializers(graph: Graph, onnx_graph, path: Path) -> None:
+    """The initializers of an ONNX graph (or of an inlined branch) as constants."""
+    import onnx.numpy_helper as nh
+
+    for init in onnx_graph.initializer:
+        try:
+            graph.consts[init.name] = nh.to_array(init)
+        except Exception as e:  # dims that disagree with the data, an unknown data type
+            raise ModelError(f"{path}: initializer '{init.name}' (dims {list(init.dims)}) cannot be "
+                             f"read: {e}") from None
 
 
 def _check_float64(graph: Graph, path: Path, keep) -> None:

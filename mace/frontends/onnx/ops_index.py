@@ -1,10 +1,9 @@
 """ONNX ops that index, sort and scatter: TopK, CumSum, CumProd, GatherElements, GatherND, ScatterND,
-ScatterElements (and the older Scatter), Trilu, OneHot, Size.
+ScatterElements (and the older Scatter), Trilu, OneHot.
 
 Their k / axis / depth inputs must be known at convert (computable from constants and the
 deployment file's input shapes), as every shape in a converted model is.
 """
-import numpy as np
 
 from mace.errors import ModelError
 from mace.frontends.onnx.ops_tensor import node_axis, static_ints
@@ -73,10 +72,3 @@ def one_hot(ctx, node):
     if depth is None or depth != int(depth) or depth < 1:
         raise ModelError(f"OneHot '{ctx.op_name(node)}': depth must be a static positive integer")
     ctx.add("OneHot", node, [indices, values], depth=int(depth), axis=int(ctx.attr(node, "axis", -1)))
-
-
-@onnx_op("Size")
-def size(ctx, node):
-    # every shape is static once converted: the element count is a constant
-    count = np.array(int(np.prod(ctx.shape(ctx.inp(node, 0)), dtype=np.int64)), np.int64)
-    ctx.add("Identity", node, [ctx.add_const(ctx.temp(node, "size"), count)])

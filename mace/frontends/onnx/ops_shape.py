@@ -1,5 +1,5 @@
 """ONNX tensor plumbing with static shapes: Reshape, Flatten, Squeeze, Unsqueeze,
-Transpose, Concat, Identity, Dropout, Constant, ConstantOfShape, Shape."""
+Transpose, Concat, Identity, Dropout, Constant, ConstantOfShape, Shape, Size."""
 import numpy as np
 import onnx.numpy_helper as nh
 
@@ -140,3 +140,12 @@ def shape(ctx, node):
     if ctx.attr(node, "end") is not None:
         args["end"] = int(ctx.attr(node, "end"))
     ctx.add("Shape", node, [ctx.inp(node, 0)], **args)
+
+
+@onnx_op("Size")
+def size(ctx, node):
+    # the element count is static once the deployment file fixes the input shapes
+    x = ctx.inp(node, 0)
+    value = ctx.const(x)
+    shape = np.shape(value) if value is not None else ctx.shape(x)
+    _const_output(ctx, node, 0, np.array(int(np.prod(shape)), np.int64))
