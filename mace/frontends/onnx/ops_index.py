@@ -6,7 +6,7 @@ deployment file's input shapes), as every shape in a converted model is.
 """
 
 from mace.errors import ModelError
-from mace.frontends.onnx.ops_tensor import node_axis, static_ints
+from mace.frontends.onnx.ops_tensor import node_axis
 from mace.frontends.onnx.registry import onnx_op
 
 
