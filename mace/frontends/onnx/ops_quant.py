@@ -182,3 +182,17 @@ def _dequantize_ops(ctx, node, x, scale, zp):
     ctx.add("Cast", node, [x], [t[0]], name=t[0], to="float32")
     ctx.add("Eltwise", node, [t[0], z], [t[1]], name=t[1], type="SUB")
     ctx.add("Eltwise", node, [t[1], s], type="PROD")
+
+
+@onnx_op("DynamicQuantizeLinear")
+def dynamic_quantize_linear(ctx, node):
+    outputs = [o or ctx.temp(node, f"unused{i}") for i, o in enumerate(node.output)]
+    ctx.add("DynamicQuantize", node, [ctx.inp(node, 0)], outputs)
+
+
+@onnx_op("MatMulInteger")
+def matmul_integer(ctx, node):
+    a_zero, b_zero = ctx.inp(node, 2), ctx.inp(node, 3)
+    inputs = [ctx.inp(node, 0), ctx.inp(node, 1)] + [z for z in (a_zero, b_zero) if z is not None]
+    ctx.add("MatMulInteger", node, inputs, has_a_zero=int(a_zero is not None),
+            has_b_zero=int(b_zero is not None))

@@ -1,0 +1,52 @@
+"""MatMulInteger: (A - a_zero_point) @ (B - b_zero_point) on 8-bit integers, an int32 result
+(ONNX MatMulInteger; onnxruntime's quantize_dynamic makes transformer MatMuls into these).
+
+Inputs: A, B (uint8 or int8; numpy matmul broadcasting), optional zero points: A's a scalar or
+one per row (M), B's a scalar or one per column (N); args has_a_zero / has_b_zero say which are
+given. Exact: the products are summed in float64 (BLAS), which holds every 8-bit dot product of
+up to 2^37 terms exactly, then cast to int32. Layout ANY.
+"""
+import numpy as np
+
+from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+
+
+@register_op("MatMulInteger", layout=Layout.ANY)
+class MatMulInteger(OpSpec):
+    @staticmethod
+    def infer(ctx):
+        a, b = tuple(ctx.shapes[0]), tuple(ctx.shapes[1])
+        a2, b2 = (a if len(a) > 1 else (1,) + a), (b if len(b) > 1 else b + (1,))
+        if a2[-1] != b2[-2]:
+            raise ValueError(f"MatMulInteger '{ctx.op.name}': {list(a)} @ {list(b)} do not fit")
+        out = np.broadcast_shapes(a2[:-2], b2[:-2]) + (a2[-2], b2[-1])
+        if len(a) == 1:
+            out = out[:-2] + out[-1:]
+        if len(b) == 1:
+            out = out[:-1]
+        return [(tuple(out), np.int32)]
+
+
+def _centred(x, zero, per_row):
+    x = np.asarray(x, np.float64)
+    if zero is None:
+        return x
+    zero = np.asarray(zero, np.float64)
+    if zero.size > 1:  # per row of A ([M] -> [M, 1]) or per column of B ([N] -> [1, N])
+        zero = zero.reshape(-1, 1) if per_row else zero.reshape(1, -1)
+    return x - zero
+
+
+@kernel("MatMulInteger", "cpu")
+class MatMulIntegerCpu(Kernel):
+    uses_blas = True
+
+    def setup(self, ctx):
+        self.has = (bool(ctx.arg("has_a_zero", 0)), bool(ctx.arg("has_b_zero", 0)))
+
+    def run(self, inputs, outputs):
+        rest = iter(inputs[2:])
+        a_zero = next(rest) if self.has[0] else None
+        b_zero = next(rest) if self.has[1] else None
+        product = np.matmul(_centred(inputs[0], a_zero, True), _centred(inputs[1], b_zero, False))
+        np.copyto(outputs[0], product.astype(np.int32))
