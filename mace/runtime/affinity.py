@@ -10,12 +10,16 @@ speed is each core's cpufreq maximum; where every core is alike (or the OS
 gives no frequencies) "big" and "little" are all cores. Every thread of the
 process is pinned (the BLAS workers exist once numpy is loaded), where the OS
 allows it (Linux sched_setaffinity); elsewhere the policy is accepted and ignored.
+`set_wait_policy` chooses how the compute pool's idle threads wait (`--cpu_wait_policy`:
+passive, short, spin; mace/ops/fast/_wait.py, where the measurements are).
 """
 from __future__ import annotations
 
 import contextlib
 import os
 from pathlib import Path
+
+from mace.ops.fast import _wait
 
 POLICIES = {0: "none", 1: "big_only", 2: "little_only", 3: "high_performance", 4: "power_save"}
 _limiter = None   # keeps the threadpoolctl limit alive
@@ -35,6 +39,17 @@ def limit_threads(num_threads: int) -> None:
     if num_threads and num_threads > 0:
         from threadpoolctl import threadpool_limits
         _limiter = threadpool_limits(limits=int(num_threads))
+
+
+WAIT_POLICIES = tuple(_wait.POLICIES)
+DEFAULT_WAIT_POLICY = _wait.DEFAULT
+
+
+def set_wait_policy(policy: str | None) -> list:
+    """Choose how the compute pool's threads wait (None: the default) before the first
+    engine runs; returns notes (the pool already started under another policy)."""
+    note = _wait.set_policy(policy)
+    return [note] if note else []
 
 
 def _max_freq(cpu: int) -> int:

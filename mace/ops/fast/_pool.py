@@ -28,6 +28,7 @@ from functools import partial
 
 import numpy as np
 
+from mace.ops.fast import _wait
 from mace.ops.fast._cblas import openblas, row_stride, sgemm
 from mace.ops.fast._jit import loops
 
@@ -296,6 +297,7 @@ def _make_pool() -> Pool | None:
     threads = _blas_threads(lib)
     if threads is None:
         return None
+    _wait.apply()   # libgomp reads its wait policy once, as it loads: set it first
     try:
         import numba
         from numba.np.ufunc import omppool  # noqa: F401 - the OpenMP layer is built
