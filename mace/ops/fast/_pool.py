@@ -18,6 +18,8 @@ depth: engines run from several Python threads at once stay correct, but may run
 with OpenBLAS's threads back beside the pool's (slower) while another's run ends.
 GNU OpenMP cannot run in a forked child (numba terminates the child), so after a
 fork the bound steps run the serial twin of each loop in the calling thread.
+How the pool's idle threads wait (spin or sleep) is set before libgomp loads:
+mace/ops/fast/_wait.py (`--cpu_wait_policy`).
 """
 from __future__ import annotations
 
