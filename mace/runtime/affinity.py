@@ -19,8 +19,6 @@ import contextlib
 import os
 from pathlib import Path
 
-from mace.ops.fast import _wait
-
 POLICIES = {0: "none", 1: "big_only", 2: "little_only", 3: "high_performance", 4: "power_save"}
 _limiter = None   # keeps the threadpoolctl limit alive
 
@@ -41,13 +39,13 @@ def limit_threads(num_threads: int) -> None:
         _limiter = threadpool_limits(limits=int(num_threads))
 
 
-WAIT_POLICIES = tuple(_wait.POLICIES)
-DEFAULT_WAIT_POLICY = _wait.DEFAULT
-
-
 def set_wait_policy(policy: str | None) -> list:
     """Choose how the compute pool's threads wait (None: the default) before the first
     engine runs; returns notes (the pool already started under another policy)."""
+    # Imported here: mace.ops loads numpy and the op registry, and this module stays light
+    # for the device runner, which reads its flags first.
+    from mace.ops.fast import _wait
+
     note = _wait.set_policy(policy)
     return [note] if note else []
 

@@ -7,13 +7,15 @@ environment, when the library loads (OMP_WAIT_POLICY, GOMP_SPINCOUNT). So the po
 fixed for the process when the pool starts (mace/ops/fast/_pool.py calls `apply` first)
 and cannot change afterwards.
 
-Measured on the 2-core development machine (docs/performance.md, "Under load"):
-libgomp's own default (spin 300,000 iterations, ~10 ms, before sleeping) and `spin`
-were 6-8x slower than onnxruntime once other processes were busy: a spinning thread
-holds the core the thread with the remaining work needs. `passive` sleeps at once and
-held the loaded numbers; `short` spins ~2,000 iterations (tens of microseconds, about one
-op's Python dispatch) first, which keeps quiet-machine latency where the futex wake-up
-would show.
+Measured on the shared 2-core development machine (SqueezeNet, 2 threads, one competing
+busy process beside other developers' work, load average 11-13; docs/performance.md,
+"Under load", has the script's tables): libgomp's own default (spin 300,000 iterations,
+milliseconds, before sleeping) ran 750-900 ms a run against onnxruntime's 115 ms, `spin`
+500-1,300 ms: a spinning thread holds the core that the thread with the remaining work
+(or the other process) needs, and the kernel cannot move work onto a core that never
+goes idle. `passive` ran 11-25 ms, `short` 28 ms. `short` spins 2,000 iterations (a
+pause instruction each: ~0.05-0.1 ms, about one op's Python dispatch) before sleeping,
+for machines where the futex wake-up between loops would show.
 
     passive  sleep as soon as a thread has no work (the default)
     short    spin briefly, then sleep
