@@ -111,6 +111,7 @@ def test_run_cli_flag_reaches_the_pool(tmp_path):
 # ---------------------------------------------------------------- affinity
 PIN = """
     import json, os
+    import numpy as np   # as the CLI does: OpenBLAS's threads exist before pinning
     from mace.runtime import affinity
     cpus = sorted(os.sched_getaffinity(0))
     fake = {fake}
@@ -118,7 +119,6 @@ PIN = """
         affinity._max_freq = lambda c: 1000 if c == cpus[0] else 2000
     cores = affinity.pin_threads({policy}, {threads})
     from mace.ops.fast import _pool
-    import numpy as np
     pool = _pool.pool()
     if pool is not None:   # threads the pool starts after pinning inherit the main thread's cores
         pool.gemms([[(np.ones((64, 8), np.float32), np.ones((8, 32), np.float32),
