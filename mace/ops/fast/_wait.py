@@ -16,6 +16,12 @@ milliseconds, before sleeping) ran 750-900 ms a run against onnxruntime's 115 ms
 goes idle. `passive` ran 11-25 ms, `short` 28 ms. `short` spins 2,000 iterations (a
 pause instruction each: ~0.05-0.1 ms, about one op's Python dispatch) before sleeping,
 for machines where the futex wake-up between loops would show.
+benchmarks/bench_wait.py shows where the time goes (MobileNet v2 160x160, 20 runs, same
+machine and load): the work takes ~0.2 CPU s under `passive` or `short` (15-42 ms a run),
+while under `spin` or libgomp's default both threads burn ~1.8-2.3 CPU s each (1.6-2.2 s
+a run). OpenBLAS's own threads stay idle during pooled runs (the pool holds OpenBLAS at
+one thread); without the pool (MACE_NO_POOL=1) their spin costs the same way (1.45 s a
+run; 0.59 s with OPENBLAS_THREAD_TIMEOUT=4).
 
     passive  sleep as soon as a thread has no work (the default)
     short    spin briefly, then sleep
