@@ -528,7 +528,8 @@ LOAD_MARK = "<!-- load section: benchmarks/bench_cpu.py --load -->"
 LOAD_END = "<!-- end of load section -->"
 
 
-PHASE_TITLES = {"quiet": "Quiet: no competing process of the script's (what each wait policy costs when nothing else runs)",
+PHASE_TITLES = {"quiet": "Quiet: no competing process of the script's "
+                         "(what each wait policy costs when nothing else runs)",
                 "loaded": "Loaded: one competing busy process"}
 
 

@@ -111,7 +111,7 @@ def main(argv=None) -> int:
               + f"; load average {' / '.join(f'{v:.2f}' for v in os.getloadavg())}", flush=True)
         print("| policy (as started) | ms per run | main thread CPU s | other threads' CPU s "
               "| all threads' CPU s in the 0.5 s after |\n|---|---|---|---|---|", flush=True)
-        for i, label in enumerate(ROWS, 1):
+        for label in ROWS:
             print(row(label, measure(label, args.runs, args.threads), args.runs), flush=True)
     finally:
         if load is not None:
