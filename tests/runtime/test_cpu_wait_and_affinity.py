@@ -92,7 +92,7 @@ def test_unknown_wait_policy_is_refused():
         _wait.set_policy("yield")
 
 
-def test_run_cli_flag_reaches_the_pool(tmp_path):
+def test_run_and_benchmark_cli_flags_reach_the_pool(tmp_path):
     work = workdir(tmp_path)
     assert cli("convert", "--config", "deploy.yml", cwd=work).returncode == 0
     env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}
@@ -104,6 +104,10 @@ def test_run_cli_flag_reaches_the_pool(tmp_path):
     if not seen:
         pytest.skip("the digits model started no compute pool here (no libgomp report)")
     assert seen["OMP_WAIT_POLICY"] == "ACTIVE"
+    r = cli("benchmark", "--config", "deploy.yml", "--cpu_wait_policy", "short", "--round", "1",
+            "--omp_num_threads", "2", cwd=work, env=env)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert gomp_settings(r.stderr)["GOMP_SPINCOUNT"] == "2000"
     bad = cli("run", "--config", "deploy.yml", "--cpu_wait_policy", "yield", cwd=work, env=env)
     assert bad.returncode != 0 and "invalid choice: 'yield'" in bad.stderr and "Traceback" not in bad.stderr
 
