@@ -5,6 +5,7 @@
     python benchmarks/bench_cpu.py --quick          # smoke run: two small models, no file
     python benchmarks/bench_cpu.py --models resnet50,squeezenet --variants env,SkylakeX+wino4
     python benchmarks/bench_cpu.py --int8 --variants env   # + the int8 column (both engines quantized)
+    python benchmarks/bench_cpu.py --load           # with one busy competing process: median, p99
 
 Models: the nine ONNX "light" architectures that the onnx package ships (their
 constant weights swapped for seeded random ones), MobileNet v2 (built by
@@ -13,7 +14,11 @@ in a child process of its own (bench_child.py) so that its peak RSS is its own
 and the engines never share thread pools; the parent interleaves blocks of
 timed runs of all of them, round after round. Our engine may run in several
 variants: the BLAS kernels OpenBLAS picks from the environment, or a chosen
-OPENBLAS_CORETYPE, with or without Winograd. See benchmarks/README.md.
+OPENBLAS_CORETYPE, with or without Winograd, under a chosen `--cpu_wait_policy`
+(`@passive`, `@short`, `@spin`, or `@gomp`: libgomp's own default spin, as before the
+policy existed). `--load` starts one competing process spinning on a core for the
+whole run and reports each engine's median and p99 run (docs/performance.md, "Under
+load"). See benchmarks/README.md.
 """
 from __future__ import annotations
 
@@ -57,6 +62,14 @@ DEFAULT_RUNS = {"digits": (1000, 100), "squeezenet": (150, 10), "shufflenet": (1
                 "densenet121": (50, 3), "resnet50": (50, 3), "bvlc_alexnet": (50, 3),
                 "zfnet512": (40, 3), "vgg19": (15, 2)}
 QUICK_RUNS = (6, 1)
+# --load: issue 20's under-load targets, and enough runs per engine for a p99
+LOAD_MODELS = ("resnet50", "squeezenet")
+LOAD_RUNS = {"squeezenet": (300, 10), "resnet50": (100, 3)}
+LOAD_RATIO_TARGET = 1.2     # our median / onnxruntime's median
+LOAD_TAIL_TARGET = 2.0      # our p99 run / our median run
+LOAD_VARIANTS = "env@passive,env@short,env@gomp"
+# One competing process: a pure-Python loop keeps one core busy (no threads of its own).
+LOAD_CMD = [sys.executable, "-c", "while True: pass"]
 DEFAULT_ROUNDS = 5
 SETTLE_S = 0.3          # pause between blocks: the previous engine's spinning threads go idle
 REL_TOL = 1e-3          # above this max relative error the row is marked as disagreeing
@@ -65,28 +78,43 @@ AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
 
 
 # ---------------------------------------------------------------- variants of our engine
+WAITS = ("passive", "short", "spin", "gomp")   # --cpu_wait_policy values, and libgomp's own
+GOMP_DEFAULT_SPINCOUNT = "300000"   # libgomp's documented default (OMP_WAIT_POLICY unset)
+
+
 @dataclass
 class Variant:
     coretype: str | None      # OPENBLAS_CORETYPE for the child; None: the environment's
     winograd: int = 0
+    wait: str | None = None   # @policy: our --cpu_wait_policy; None: the default
 
     @property
     def label(self) -> str:
         base = "env" if self.coretype is None else self.coretype
-        return base + (f"+wino{self.winograd}" if self.winograd else "")
+        return base + (f"+wino{self.winograd}" if self.winograd else "") + (f"@{self.wait}" if self.wait else "")
 
     def env(self) -> dict:
         env = dict(os.environ)
         if self.coretype is not None:
             env["OPENBLAS_CORETYPE"] = self.coretype
+        if self.wait == "gomp":   # the pool keeps a user's libgomp settings: these are libgomp's defaults
+            env.pop("OMP_WAIT_POLICY", None)
+            env["GOMP_SPINCOUNT"] = GOMP_DEFAULT_SPINCOUNT
         return env
+
+    def case(self) -> dict:
+        return {"winograd": self.winograd,
+                "wait_policy": None if self.wait in (None, "gomp") else self.wait}
 
 
 def parse_variant(text: str) -> Variant:
-    base, _, extra = text.strip().partition("+")
+    text, _, wait = text.strip().partition("@")
+    if wait and wait not in WAITS:
+        raise ValueError(f"variant '{text}@{wait}': the wait policy must be one of {', '.join(WAITS)}")
+    base, _, extra = text.partition("+")
     if extra and extra not in ("wino2", "wino4"):
         raise ValueError(f"variant '{text}': the suffix must be +wino2 or +wino4")
-    return Variant(None if base in ("", "env") else base, int(extra[4:]) if extra else 0)
+    return Variant(None if base in ("", "env") else base, int(extra[4:]) if extra else 0, wait or None)
 
 
 def default_variants() -> list:
@@ -164,7 +192,8 @@ class Engine:
 
 
 def measure(name: str, workdir: Path, args, variants: list) -> dict:
-    runs, warmup = QUICK_RUNS if args.quick else DEFAULT_RUNS[name]
+    runs, warmup = QUICK_RUNS if args.quick else (LOAD_RUNS if args.load else DEFAULT_RUNS).get(
+        name, DEFAULT_RUNS[name])
     runs = args.runs or runs
     row = {"model": name, "runs": runs, "target": TARGETS.get(name), "load_before": load_average()}
     case = run_child_once("build", {"name": name, "workdir": str(workdir)}, f"{name}_build")
@@ -174,8 +203,8 @@ def measure(name: str, workdir: Path, args, variants: list) -> dict:
     case.update(threads=args.threads, warmup=args.warmup if args.warmup is not None else warmup)
     engines = [Engine("ort", Child("ort", case, "ort"))]
     for v in variants:
-        engines.append(Engine(v.label, Child("ours", {**case, "winograd": v.winograd},
-                                             f"ours_{v.label}", v.env())))
+        engines.append(Engine(v.label, Child("ours", {**case, **v.case()},
+                                             f"ours_{v.label.replace('@', '_')}", v.env())))
     int8 = []
     if args.int8:   # both engines quantized from the same model and calibration sample
         int8 = [Engine("ort_int8", Child("ort_int8", case, "ort_int8")),
@@ -448,6 +477,10 @@ def command_line(args) -> str:
     parts = ["python benchmarks/bench_cpu.py"]
     if getattr(args, "int8", False):
         parts.append("--int8")
+    if getattr(args, "load", False):
+        parts.append("--load")
+        if args.load_phases != list(PHASE_TITLES):
+            parts.append(f"--load-phases {','.join(args.load_phases)}")
     for flag in ("models", "variants", "threads", "runs", "warmup", "rounds"):
         value = getattr(args, flag)
         default = {"threads": 2, "rounds": DEFAULT_ROUNDS}.get(flag)
@@ -456,6 +489,93 @@ def command_line(args) -> str:
     if args.quick:
         parts.append("--quick")
     return " ".join(parts)
+
+
+# ---------------------------------------------------------------- under load (--load)
+def p99(times: list) -> float:
+    return float(np.percentile(times, 99))
+
+
+def load_status(r: dict) -> str:
+    if "ours_ms" not in r:
+        return status(r)
+    tail = p99(r["ours_times"]) / r["ours_ms"]
+    misses = [f"median ratio {r['ratio']:.2f} > {LOAD_RATIO_TARGET}" for _ in [0] if r["ratio"] > LOAD_RATIO_TARGET]
+    misses += [f"p99/median {tail:.2f} > {LOAD_TAIL_TARGET}" for _ in [0] if tail > LOAD_TAIL_TARGET]
+    return "MISSES: " + "; ".join(misses) if misses else "meets both targets"
+
+
+def load_table(results: list) -> str:
+    head = ("| model | ours: wait policy (as started) | ours median ms | ours p99 ms | ours p99/median "
+            "| onnxruntime median ms | onnxruntime p99 ms | onnxruntime p99/median "
+            "| ours/ort median | per-round ours/ort | status | runs |")
+    lines = [head, "|" + "---|" * head.count(" | ") + "---|"]
+    for r in results:
+        if "ours_ms" not in r:
+            lines.append(f"| {r['model']} | {r.get('variant', '-')} | | | | | | | | | {load_status(r)} | |")
+            continue
+        ours_p99, ort_p99 = p99(r["ours_times"]), p99(r["ort_times"])
+        rr = r["round_ratios"]
+        started = r.get("info", {}).get("wait_policy", "?")
+        lines.append("| " + " | ".join([
+            r["model"], f"{r['variant']} ({started})", _ms(r["ours_ms"]), _ms(ours_p99),
+            f"{ours_p99 / r['ours_ms']:.2f}", _ms(r["ort_ms"]), _ms(ort_p99), f"{ort_p99 / r['ort_ms']:.2f}",
+            f"{r['ratio']:.2f}", f"{rr[0]:.2f}-{rr[1]:.2f}", load_status(r), str(r["runs"])]) + " |")
+    return "\n".join(lines)
+
+
+LOAD_MARK = "<!-- load section: benchmarks/bench_cpu.py --load -->"
+LOAD_END = "<!-- end of load section -->"
+
+
+PHASE_TITLES = {"quiet": "Quiet: no competing process of the script's "
+                         "(what each wait policy costs when nothing else runs)",
+                "loaded": "Loaded: one competing busy process"}
+
+
+def load_markdown(phases: dict, args, elapsed_s: float) -> str:
+    out = [LOAD_MARK, "## Under load: one competing busy process, and the same models quiet", "",
+           f"Generated by `{command_line(args)}`; do not edit by hand. The script measures every "
+           "model twice: first with nothing of its own competing (*quiet*), then while one other "
+           f"process spins on a core (`{' '.join(LOAD_CMD[1:])}`, started and stopped by the "
+           "script; *loaded*). Targets (issue 20, benchmarks not tests), loaded: our median / "
+           f"onnxruntime's median <= {LOAD_RATIO_TARGET} (ResNet-50, SqueezeNet, float, "
+           f"{args.threads} threads) and our p99 run / our median run <= {LOAD_TAIL_TARGET}; quiet: "
+           "the same, so that the policy chosen for load costs nothing on a quiet machine.", "",
+           *[f"- **{k}**: {v}" for k, v in machine_info()],
+           f"- whole run took {elapsed_s:.0f} s", "",
+           "Each row is one variant of ours against the same onnxruntime child (both interleaved, "
+           f"{args.rounds} rounds, the order rotating). *wait policy* is `--cpu_wait_policy` "
+           "(mace/ops/fast/_wait.py): `passive` sleeps at once, `short` spins briefly, `spin` never "
+           "sleeps, `gomp` is libgomp's own default (spin ~300,000 iterations, the behaviour before "
+           "the policy existed); in brackets what the compute pool really started with. A p99 over "
+           "a few hundred runs is the 2nd-4th slowest run. The load average is the machine's: "
+           "other users' work shows there (the competing process adds 1).", ""]
+    for phase, (results, loads) in phases.items():
+        out += [f"### {PHASE_TITLES[phase]}", "",
+                f"Load average (1 / 5 / 15 min) before -> after each model: {loads}", "",
+                load_table(results), ""]
+    return "\n".join(out + [LOAD_END])
+
+
+def kept_load_section(path) -> str:
+    """The load section of the file, kept when a quiet run rewrites the rest."""
+    old = Path(path).read_text() if Path(path).exists() else ""
+    if LOAD_MARK not in old or LOAD_END not in old:
+        return ""
+    return "\n" + old[old.index(LOAD_MARK):old.index(LOAD_END) + len(LOAD_END)] + "\n"
+
+
+def write_load_section(path, section: str) -> None:
+    """Put `section` in place of the file's load section (or before the GPU section, else at the end)."""
+    old = Path(path).read_text() if Path(path).exists() else "# CPU performance\n"
+    if LOAD_MARK in old and LOAD_END in old:
+        new = old[:old.index(LOAD_MARK)] + section + old[old.index(LOAD_END) + len(LOAD_END):]
+    elif GPU_MARK in old:
+        new = old[:old.index(GPU_MARK)] + section + "\n\n" + old[old.index(GPU_MARK):]
+    else:
+        new = old.rstrip("\n") + "\n\n" + section + "\n"
+    Path(path).write_text(new)
 
 
 GPU_MARK = "<!-- GPU section: benchmarks/bench_gpu.py -->"
@@ -539,8 +659,9 @@ def parse_args(argv=None):
     p.add_argument("--models", help=f"comma-separated subset of: {','.join(ALL_MODELS)}")
     p.add_argument("--variants", help="our engine's variants, comma-separated: env (the "
                    "environment's BLAS kernels) or an OPENBLAS_CORETYPE name (e.g. SkylakeX, "
-                   "Haswell), optionally +wino2 / +wino4; default: env, plus SkylakeX where the "
-                   "environment pins other kernels on an AVX-512 CPU")
+                   "Haswell), optionally +wino2 / +wino4, optionally @passive / @short / @spin "
+                   "(--cpu_wait_policy) or @gomp (libgomp's own spin); default: env, plus SkylakeX "
+                   "where the environment pins other kernels on an AVX-512 CPU")
     p.add_argument("--max-load", type=float, default=None,
                    help="before each model wait (up to --wait s) for the 1-min load average to drop "
                         "below this")
@@ -550,6 +671,12 @@ def parse_args(argv=None):
     p.add_argument("--int8", action="store_true",
                    help="also time both engines quantized (onnxruntime's quantize_static QOperator "
                         "per-channel u8s8; ours quantize: 1) on the same calibration sample")
+    p.add_argument("--load", action="store_true",
+                   help="start one competing process spinning on a core for the whole run and report "
+                        "median and p99 per engine (default models: " + ",".join(LOAD_MODELS)
+                        + f"; default variants: {LOAD_VARIANTS}); writes only the file's load section")
+    p.add_argument("--load-phases", default="quiet,loaded",
+                   help="with --load: which phases to run, comma-separated (quiet,loaded)")
     p.add_argument("--quick", action="store_true",
                    help=f"smoke run: {','.join(QUICK_MODELS)}, {QUICK_RUNS[0]} runs")
     p.add_argument("--child", nargs=2, metavar=("ENGINE", "CASE_JSON"), help=argparse.SUPPRESS)
@@ -557,12 +684,15 @@ def parse_args(argv=None):
     if args.threads < 1 or (args.runs is not None and args.runs < 1) or args.rounds < 1 \
             or (args.warmup is not None and args.warmup < 0):
         p.error("--threads, --runs and --rounds must be >= 1, --warmup >= 0")
+    args.load_phases = [x.strip() for x in args.load_phases.split(",") if x.strip()]
+    if not args.load_phases or set(args.load_phases) - set(PHASE_TITLES):
+        p.error(f"--load-phases {','.join(args.load_phases)}: choose from quiet,loaded")
     return p, args
 
 
 def selected_models(parser, args) -> list:
     if not args.models:
-        return list(QUICK_MODELS if args.quick else ALL_MODELS)
+        return list(QUICK_MODELS if args.quick else LOAD_MODELS if args.load else ALL_MODELS)
     names = [m.strip().removeprefix("light_") for m in args.models.split(",") if m.strip()]
     unknown = [m for m in names if m not in ALL_MODELS]
     if unknown:
@@ -572,11 +702,56 @@ def selected_models(parser, args) -> list:
 
 def selected_variants(parser, args) -> list:
     if not args.variants:
-        return default_variants()
+        return [parse_variant(v) for v in LOAD_VARIANTS.split(",")] if args.load else default_variants()
     try:
         return [parse_variant(v) for v in args.variants.split(",") if v.strip()]
     except ValueError as e:
         parser.error(str(e))
+
+
+def run_models(args, models: list, variants: list, verdict=status) -> tuple:
+    """Every model measured in turn: (rows, result rows), each model's line printed as it ends."""
+    rows, results = [], []
+    with tempfile.TemporaryDirectory(prefix="mace-bench-") as tmp:
+        for i, name in enumerate(models, 1):
+            wait_for_quiet(args.max_load, args.wait)
+            t = time.perf_counter()
+            print(f"[{i}/{len(models)}] {name}: {len(variants)} variant(s) of ours + onnxruntime ...", flush=True)
+            rows.append(measure(name, Path(tmp), args, variants))
+            mine = result_rows(rows[-1])
+            results += mine
+            for r in mine:
+                print(f"{name} [{r['variant']}]: {_fmt(r.get('ratio'), '.2f')}x {verdict(r)} "
+                      f"({time.perf_counter() - t:.0f} s, load {load_average()})", flush=True)
+    return rows, results
+
+
+def load_main(args, models: list, variants: list, out, start: float) -> int:
+    """--load: every model quiet first, then with the competing process; both tables."""
+    phases = {}
+    for phase in args.load_phases:
+        print(f"--load, {phase} phase", flush=True)
+        load = start_load() if phase == "loaded" else None
+        try:
+            rows, results = run_models(args, models, variants, load_status)
+        finally:
+            if load is not None:
+                load.kill()
+                load.wait()
+        loads = "; ".join(f"{r['model']} {r['load_before']} -> {r.get('load_after', '?')}" for r in rows)
+        phases[phase] = (results, loads)
+        print("\n" + load_table(results) + "\n", flush=True)
+    if out:
+        write_load_section(out, load_markdown(phases, args, time.perf_counter() - start))
+        print(f"wrote the load section of {out} ({', '.join(phases)} tables)")
+    every = [r for results, _ in phases.values() for r in results]
+    return 1 if any(status(r).startswith(("FAILED", "DISAGREES")) for r in every) else 0
+
+
+def start_load() -> subprocess.Popen:
+    """The competing process: one core kept busy until the run ends (killed in main's finally)."""
+    print(f"--load: started a competing process ({' '.join(LOAD_CMD[1:])}) for the whole run", flush=True)
+    return subprocess.Popen(LOAD_CMD, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 
 
 def wait_for_quiet(max_load, timeout: float) -> None:
@@ -600,17 +775,9 @@ def main(argv=None) -> int:
         print(f"warning: the machine is busy (load average {load_average()}); "
               "timings will be noisy", file=sys.stderr)
     start = time.perf_counter()
-    rows, results = [], []
-    with tempfile.TemporaryDirectory(prefix="mace-bench-") as tmp:
-        for name in models:
-            wait_for_quiet(args.max_load, args.wait)
-            t = time.perf_counter()
-            rows.append(measure(name, Path(tmp), args, variants))
-            mine = result_rows(rows[-1])
-            results += mine
-            for r in mine:
-                print(f"{name} [{r['variant']}]: {_fmt(r.get('ratio'), '.2f')}x {status(r)} "
-                      f"({time.perf_counter() - t:.0f} s, load {load_average()})", flush=True)
+    if args.load:
+        return load_main(args, models, variants, out, start)
+    rows, results = run_models(args, models, variants)
     elapsed = time.perf_counter() - start
     print()
     print(table(results))
@@ -619,7 +786,8 @@ def main(argv=None) -> int:
     print("\n" + "\n".join(summary(results)))
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(markdown(rows, results, args, elapsed) + kept_gpu_section(out))
+        Path(out).write_text(markdown(rows, results, args, elapsed) + kept_load_section(out)
+                             + kept_gpu_section(out))
         print(f"\nwrote {out}")
     # Timing misses do not fail the run (they depend on the machine); broken models do.
     return 1 if any(status(r).startswith(("FAILED", "DISAGREES")) for r in results) else 0

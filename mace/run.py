@@ -12,7 +12,7 @@ from pathlib import Path
 from mace.config.deployment import DeploymentConfig, ModelConfig
 from mace.config.files import make_inputs, models_of, write_outputs
 from mace.errors import ConfigError
-from mace.runtime.affinity import pin_threads, thread_limit
+from mace.runtime.affinity import pin_threads, set_wait_policy, thread_limit
 from mace.runtime.open import open_engine
 from mace.runtime.profiler import OpProfiler
 from mace.runtime.results import ModelRunResult, Timing, timed
@@ -25,9 +25,10 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
               validate: bool = False, input_dir=None, output_dir=None, num_threads: int = 0,
               seed: int = 0, profile: bool = False, tuning: bool = False, gpu_perf_hint: int = 0,
               gpu_priority_hint: int = 0, cpu_affinity_policy: int = 0, auto_tuning: bool = True,
-              restart_round: int = 1, output_format: str = "npy") -> ModelRunResult:
+              restart_round: int = 1, output_format: str = "npy",
+              cpu_wait_policy: str | None = None) -> ModelRunResult:
     sg = model.graph
-    notes = []
+    notes = set_wait_policy(cpu_wait_policy)   # before the engine starts the compute pool
     with thread_limit(num_threads):
         if cpu_affinity_policy and not pin_threads(cpu_affinity_policy, num_threads):
             notes.append(f"cpu_affinity_policy {cpu_affinity_policy}: this OS does not let us pin threads")

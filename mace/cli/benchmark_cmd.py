@@ -7,13 +7,14 @@ import sys
 
 from mace.cli import _overrides, _devices, _dsp_flags
 from mace.cli._console import console as make_console
+from mace.cli._cpu_flags import add_wait_policy
 from mace.cli._tables import grouped, mace_table, ms, shape
 from mace.config import load_deployment
 from mace.config.files import models_of
 from mace.devices.target_run import BenchmarkRun
 from mace.errors import ConfigError
 from mace.report.benchmark_model import benchmark_model
-from mace.runtime.affinity import pin_threads
+from mace.runtime.affinity import pin_threads, set_wait_policy
 from mace.transform.placement.timing import placement_lines
 from mace.util.jsonutil import dumps
 
@@ -35,6 +36,7 @@ def add_arguments(p) -> None:
     p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
                    help="pin the CPU threads (MACE's CPUAffinityPolicy): 0 none, 1 big cores, "
                         "2 little cores, 3 high performance, 4 power save; on a device too")
+    add_wait_policy(p)
     add_common(p)
     _dsp_flags.add_arguments(p)
     _devices.add_arguments(p)
@@ -103,7 +105,7 @@ def dsp_cost_lines(r) -> list:
 
 
 def _host_runs(config, args) -> list:
-    notes = []
+    notes = set_wait_policy(args.cpu_wait_policy)   # before the first engine starts the compute pool
     if args.cpu_affinity_policy and not pin_threads(args.cpu_affinity_policy, args.num_threads):
         notes.append(f"cpu_affinity_policy {args.cpu_affinity_policy}: this OS does not let us pin threads")
     runs = []

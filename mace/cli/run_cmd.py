@@ -8,6 +8,7 @@ import sys
 import numpy as np
 from mace.cli import _accuracy, _cluster, _overrides, _devices, _dsp_flags, _gpu_flags, _quant_flags, run_extras
 from mace.cli._console import console as make_console
+from mace.cli._cpu_flags import add_wait_policy
 from rich.markup import escape
 from rich.table import Table
 
@@ -44,6 +45,7 @@ def add_arguments(p) -> None:
     p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
                    help="pin the CPU threads (MACE's CPUAffinityPolicy): 0 none, 1 big cores, "
                         "2 little cores, 3 high performance, 4 power save")
+    add_wait_policy(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random validation inputs")
     p.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                    help="write metrics and timings as JSON")
@@ -122,7 +124,8 @@ def main(args) -> int:
         config, args.models, build_dir=args.build_dir, rounds=args.round,
         validate=args.validate, input_dir=args.input_dir,
         output_dir=output_dir, num_threads=args.num_threads, seed=args.seed,
-        cpu_affinity_policy=args.cpu_affinity_policy, restart_round=args.restart_round,
+        cpu_affinity_policy=args.cpu_affinity_policy, cpu_wait_policy=args.cpu_wait_policy,
+        restart_round=args.restart_round,
         output_format=args.output_format,
         profile=args.vlog_level >= 2, **_gpu_flags.run_kwargs(args)), console,
         profile=args.vlog_level >= 2)

@@ -10,6 +10,8 @@ speed is each core's cpufreq maximum; where every core is alike (or the OS
 gives no frequencies) "big" and "little" are all cores. Every thread of the
 process is pinned (the BLAS workers exist once numpy is loaded), where the OS
 allows it (Linux sched_setaffinity); elsewhere the policy is accepted and ignored.
+`set_wait_policy` chooses how the compute pool's idle threads wait (`--cpu_wait_policy`:
+passive, short, spin; mace/ops/fast/_wait.py, where the measurements are).
 """
 from __future__ import annotations
 
@@ -35,6 +37,17 @@ def limit_threads(num_threads: int) -> None:
     if num_threads and num_threads > 0:
         from threadpoolctl import threadpool_limits
         _limiter = threadpool_limits(limits=int(num_threads))
+
+
+def set_wait_policy(policy: str | None) -> list:
+    """Choose how the compute pool's threads wait (None: the default) before the first
+    engine runs; returns notes (the pool already started under another policy)."""
+    # Imported here: mace.ops loads numpy and the op registry, and this module stays light
+    # for the device runner, which reads its flags first.
+    from mace.ops.fast import _wait
+
+    note = _wait.set_policy(policy)
+    return [note] if note else []
 
 
 def _max_freq(cpu: int) -> int:

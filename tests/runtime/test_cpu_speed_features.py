@@ -108,6 +108,22 @@ def test_bench_cpu_runs_digits_in_variants(tmp_path):
     assert "| digits |" in text and "+ wino4" in text and "arena/bound" in text
 
 
+def test_bench_cpu_load_mode_writes_only_its_section(tmp_path):
+    """--load: a quiet and a loaded table per wait policy, in the file's load section; the
+    rest of the file (a quiet run's tables, the GPU section) stays as it was."""
+    out = tmp_path / "perf.md"
+    out.write_text("# quiet tables\n\nkept\n\n<!-- GPU section: benchmarks/bench_gpu.py -->\ngpu rows\n")
+    r = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_cpu.py"), "--load", "--models", "digits",
+                        "--runs", "3", "--rounds", "1", "--warmup", "0", "--variants", "env@passive,env@gomp",
+                        "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = out.read_text()
+    assert text.startswith("# quiet tables\n\nkept") and text.rstrip().endswith("gpu rows")
+    assert "### Quiet" in text and "### Loaded: one competing busy process" in text
+    assert "| digits | env@passive (passive) |" in text and "| digits | env@gomp (environment) |" in text
+    assert "ours p99/median" in text and "started a competing process" in r.stdout
+
+
 def test_scale_and_shift_after_a_batchnorm_fold_into_it():
     rng = np.random.default_rng(4)
     c = 6

@@ -18,6 +18,8 @@ depth: engines run from several Python threads at once stay correct, but may run
 with OpenBLAS's threads back beside the pool's (slower) while another's run ends.
 GNU OpenMP cannot run in a forked child (numba terminates the child), so after a
 fork the bound steps run the serial twin of each loop in the calling thread.
+How the pool's idle threads wait (spin or sleep) is set before libgomp loads:
+mace/ops/fast/_wait.py (`--cpu_wait_policy`).
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from functools import partial
 
 import numpy as np
 
+from mace.ops.fast import _wait
 from mace.ops.fast._cblas import openblas, row_stride, sgemm
 from mace.ops.fast._jit import loops
 
@@ -296,6 +299,7 @@ def _make_pool() -> Pool | None:
     threads = _blas_threads(lib)
     if threads is None:
         return None
+    _wait.apply()   # libgomp reads its wait policy once, as it loads: set it first
     try:
         import numba
         from numba.np.ufunc import omppool  # noqa: F401 - the OpenMP layer is built

@@ -1,0 +1,12 @@
+"""`--cpu_wait_policy`, shared by `run` and `benchmark` (host runs; docs/cli.md)."""
+from __future__ import annotations
+
+from mace.ops.fast._wait import DEFAULT as DEFAULT_WAIT_POLICY, POLICIES as WAIT_POLICIES
+
+
+def add_wait_policy(p) -> None:
+    p.add_argument("--cpu_wait_policy", choices=tuple(WAIT_POLICIES), default=None,
+                   help="how the CPU compute pool's idle threads wait between parallel loops: passive "
+                        "(sleep at once; holds up when other processes are busy), short (spin briefly, "
+                        "then sleep), spin (never sleep: a dedicated, quiet machine); default "
+                        f"{DEFAULT_WAIT_POLICY}, or OMP_WAIT_POLICY/GOMP_SPINCOUNT when set")

@@ -1,0 +1,94 @@
+"""How the compute pool's threads wait between parallel loops (`--cpu_wait_policy`).
+
+The pool is numba's OpenMP layer, GNU libgomp. Between two loops of a run (the Python
+dispatch of the next op, a serial op) and at each loop's closing barrier its idle
+threads either spin or sleep on a futex; libgomp decides that once, from its
+environment, when the library loads (OMP_WAIT_POLICY, GOMP_SPINCOUNT). So the policy is
+fixed for the process when the pool starts (mace/ops/fast/_pool.py calls `apply` first)
+and cannot change afterwards.
+
+Measured on the shared 2-core development machine (SqueezeNet, 2 threads, one competing
+busy process beside other developers' work, load average 11-13; docs/performance.md,
+"Under load", has the script's tables): libgomp's own default (spin 300,000 iterations,
+milliseconds, before sleeping) ran 750-900 ms a run against onnxruntime's 115 ms, `spin`
+500-1,300 ms: a spinning thread holds the core that the thread with the remaining work
+(or the other process) needs, and the kernel cannot move work onto a core that never
+goes idle. `passive` ran 11-25 ms, `short` 28 ms. `short` spins 2,000 iterations (a
+pause instruction each: ~0.05-0.1 ms, about one op's Python dispatch) before sleeping,
+for machines where the futex wake-up between loops would show.
+benchmarks/bench_wait.py shows where the time goes (MobileNet v2 160x160, 20 runs, same
+machine and load): the work takes ~0.2 CPU s under `passive` or `short` (15-42 ms a run),
+while under `spin` or libgomp's default both threads burn ~1.8-2.3 CPU s each (1.6-2.2 s
+a run). OpenBLAS's own threads stay idle during pooled runs (the pool holds OpenBLAS at
+one thread); without the pool (MACE_NO_POOL=1) their spin costs the same way (1.45 s a
+run; 0.59 s with OPENBLAS_THREAD_TIMEOUT=4).
+
+    passive  sleep as soon as a thread has no work (the default)
+    short    spin briefly, then sleep
+    spin     spin until the next loop (OMP_WAIT_POLICY=ACTIVE): a dedicated, quiet machine
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+POLICIES = {
+    "passive": {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"},
+    "short": {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": "2000"},
+    "spin": {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "infinite"},
+}
+DEFAULT = "passive"
+_chosen: str | None = None      # what set_policy asked for
+_started: str | None = None     # what the OpenMP layer started with ("environment": the user's own)
+
+
+def set_policy(name: str | None) -> str | None:
+    """Ask for policy `name` (None: the default) before the pool starts. Returns a note
+    when the pool already runs under another one (libgomp reads its settings once)."""
+    global _chosen
+    name = name or DEFAULT
+    if name not in POLICIES:
+        raise ValueError(f"cpu_wait_policy '{name}': expected one of {', '.join(POLICIES)}")
+    _chosen = name
+    if _started is not None and _started != name:
+        return (f"cpu_wait_policy {name}: the compute pool already started with "
+                f"'{_started}' in this process; it keeps that one")
+    return None
+
+
+def environment(name: str) -> dict:
+    """The libgomp environment of policy `name` (None values: unset)."""
+    return dict(POLICIES[name])
+
+
+def apply() -> str:
+    """Set libgomp's environment for the chosen policy; called once, just before the pool
+    loads libgomp. Without a choice, OMP_WAIT_POLICY / GOMP_SPINCOUNT set by the user are
+    kept ("environment"); else the default. Returns the policy the pool starts with."""
+    global _started
+    if _started is not None:
+        return _started
+    user = any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
+    name = _chosen or ("environment" if user else DEFAULT)
+    if name != "environment":
+        for key, value in POLICIES[name].items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+    if libgomp_loaded():   # someone (another library) loaded it first: it read what it found
+        name = "environment"
+    _started = name
+    return name
+
+
+def started() -> str | None:
+    """The policy the pool started with; None before it starts."""
+    return _started
+
+
+def libgomp_loaded() -> bool:
+    try:
+        return "libgomp" in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
