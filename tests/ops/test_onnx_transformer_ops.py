@@ -374,3 +374,28 @@ def test_rotary_embedding_with_position_ids_against_onnxruntime(interleaved):
     model = graph_model([node], {"x": x, "pos": pos}, {"y": F32}, {"cos": cos, "sin": sin}, opset=23)
     got = onnx_backend.run(model, {"x": x, "pos": pos})[0]
     np.testing.assert_allclose(got, run_ort(model, {"x": x, "pos": pos})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_onnxruntime_quantize_dynamic_encoder_against_onnxruntime(tmp_path):
+    """quantize_dynamic turns every MatMul into DynamicQuantizeLinear -> MatMulInteger -> Mul,
+    as the int8 transformer models people download are made."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    from tests.ops.onnx_case import run_ort
+
+    model, _ = bert_encoder(opset=14)
+    onnx.save(model, tmp_path / "f.onnx")
+    quantize_dynamic(str(tmp_path / "f.onnx"), str(tmp_path / "q.onnx"), weight_type=QuantType.QUInt8)
+    qmodel = onnx.load(tmp_path / "q.onnx")
+    kinds = {n.op_type for n in qmodel.graph.node}
+    assert {"DynamicQuantizeLinear", "MatMulInteger"} <= kinds
+    ids, mask = token_batch()
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    got = onnx_backend.run(qmodel, feeds)
+    want = run_ort(qmodel, feeds)
+    for g, w in zip(got, want):
+        assert g.shape == w.shape
+        cos = float(np.dot(g.ravel(), w.ravel()) / (np.linalg.norm(g) * np.linalg.norm(w)))
+        assert cos > 0.9999, cos
+        np.testing.assert_allclose(g, w, rtol=1e-3, atol=1e-3)
