@@ -101,7 +101,7 @@ def load_ours(case: dict, x):
 
 
 def wait_started() -> str:
-    from mace.ops.fast import _wait
+    from mace.util import omp_wait as _wait
 
     return _wait.started() or "no pool"
 

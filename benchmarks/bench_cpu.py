@@ -546,7 +546,7 @@ def load_markdown(phases: dict, args, elapsed_s: float) -> str:
            f"- whole run took {elapsed_s:.0f} s", "",
            "Each row is one variant of ours against the same onnxruntime child (both interleaved, "
            f"{args.rounds} rounds, the order rotating). *wait policy* is `--cpu_wait_policy` "
-           "(mace/ops/fast/_wait.py): `passive` sleeps at once, `short` spins briefly, `spin` never "
+           "(mace/util/omp_wait.py): `passive` sleeps at once, `short` spins briefly, `spin` never "
            "sleeps, `gomp` is libgomp's own default (spin ~300,000 iterations, the behaviour before "
            "the policy existed); in brackets what the compute pool really started with. A p99 over "
            "a few hundred runs is the 2nd-4th slowest run. The load average is the machine's: "

@@ -1,7 +1,7 @@
 """`--cpu_wait_policy`, shared by `run` and `benchmark` (host runs; docs/cli.md)."""
 from __future__ import annotations
 
-from mace.ops.fast._wait import DEFAULT as DEFAULT_WAIT_POLICY, POLICIES as WAIT_POLICIES
+from mace.util.omp_wait import DEFAULT as DEFAULT_WAIT_POLICY, POLICIES as WAIT_POLICIES
 
 
 def add_wait_policy(p) -> None:

@@ -11,13 +11,15 @@ gives no frequencies) "big" and "little" are all cores. Every thread of the
 process is pinned (the BLAS workers exist once numpy is loaded), where the OS
 allows it (Linux sched_setaffinity); elsewhere the policy is accepted and ignored.
 `set_wait_policy` chooses how the compute pool's idle threads wait (`--cpu_wait_policy`:
-passive, short, spin; mace/ops/fast/_wait.py, where the measurements are).
+passive, short, spin; mace/util/omp_wait.py, where the measurements are).
 """
 from __future__ import annotations
 
 import contextlib
 import os
 from pathlib import Path
+
+from mace.util import omp_wait
 
 POLICIES = {0: "none", 1: "big_only", 2: "little_only", 3: "high_performance", 4: "power_save"}
 _limiter = None   # keeps the threadpoolctl limit alive
@@ -42,11 +44,7 @@ def limit_threads(num_threads: int) -> None:
 def set_wait_policy(policy: str | None) -> list:
     """Choose how the compute pool's threads wait (None: the default) before the first
     engine runs; returns notes (the pool already started under another policy)."""
-    # Imported here: mace.ops loads numpy and the op registry, and this module stays light
-    # for the device runner, which reads its flags first.
-    from mace.ops.fast import _wait
-
-    note = _wait.set_policy(policy)
+    note = omp_wait.set_policy(policy)
     return [note] if note else []
 
 

@@ -12,7 +12,7 @@ import textwrap
 
 import pytest
 
-from mace.ops.fast import _wait
+from mace.util import omp_wait as _wait
 from mace.runtime import affinity
 from tests.cli_helpers import ROOT, cli, workdir
 
@@ -48,7 +48,8 @@ START_POOL = """
     import json
     from mace.runtime.affinity import set_wait_policy
     notes = set_wait_policy({policy!r})
-    from mace.ops.fast import _pool, _wait
+    from mace.ops.fast import _pool
+    from mace.util import omp_wait as _wait
     print(json.dumps({{"pool": _pool.pool() is not None, "started": _wait.started(), "notes": notes}}))
 """
 

@@ -19,7 +19,7 @@ with OpenBLAS's threads back beside the pool's (slower) while another's run ends
 GNU OpenMP cannot run in a forked child (numba terminates the child), so after a
 fork the bound steps run the serial twin of each loop in the calling thread.
 How the pool's idle threads wait (spin or sleep) is set before libgomp loads:
-mace/ops/fast/_wait.py (`--cpu_wait_policy`).
+mace/util/omp_wait.py (`--cpu_wait_policy`).
 """
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops.fast import _wait
+from mace.util import omp_wait as _wait
 from mace.ops.fast._cblas import openblas, row_stride, sgemm
 from mace.ops.fast._jit import loops
 
