@@ -32,7 +32,8 @@ import mace
 # The runtime half of mace; modules these import at module level (mace/__init__.py's helpers)
 # are added by _with_imports, so a new one needs no edit here.
 MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "runtime", "devices/__init__.py",
-              "devices/runner.py", "devices/board_engine.py", "report/__init__.py", "report/benchmark.py")  # benchmark: --benchmark
+              "devices/runner.py", "devices/board_engine.py",   # board_engine: --runtime
+              "report/__init__.py", "report/benchmark.py")  # benchmark: --benchmark
 # Data files the runtime reads as package resources: the OpenCL sources the GPU engine compiles
 # on a board with pyopencl (mace/runtime/gpu/programs.py).
 MACE_DATA = (("ops/gpu/cl", "*.cl"),)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import uuid
 from pathlib import Path
 
 import numpy as np
@@ -168,3 +169,32 @@ def test_dsp_on_the_board_goes_through_the_backend_of_the_deployment_file(dsp_wo
     r = cli("run", "--config=plugin.yml", "--build_dir=out", cwd=dsp_work, timeout=300)
     fails(r, "device board: run digits_cnn:", "plugin.yml: models.digits_cnn",
           "unknown DSP backend 'test_recorder'; available: hexagon_sim")
+
+
+PAYLOAD = "Evil $(touch pwned_{tag}_a) `touch pwned_{tag}_b`;touch pwned_{tag}_c"
+
+
+@needs_gpu
+def test_board_names_with_shell_characters_make_safe_cache_files(gpu_work, sshd_no_sftp, tmp_path):
+    """`models` and the SoC name the cache files; on a board without sftp every path meets its shell."""
+    tag = uuid.uuid4().hex[:10]
+    write_devices(gpu_work / "evil.yml", board=ssh_entry(sshd_no_sftp, tmp_path / "remote", sys.executable,
+                                                         models=PAYLOAD.format(tag=tag), target_socs="x;y"))
+    r = ok(run(gpu_work, "--device_yml=evil.yml", "--device=board", "--json=evil.json"))
+    name = f"Evil__touchpwned_{tag}_a__touchpwned_{tag}_b__touchpwned_{tag}_c.x_y"
+    kernels = gpu_work / "out" / "digits" / "opencl" / "arm64" / f"digits_compiled_opencl_kernel.{name}.bin"
+    assert kernels.is_file(), r.stdout
+    assert sha(kernels) == sha(tmp_path / "remote" / "digits" / kernels.name)
+    planted = [str(p) for f in (Path.home(), gpu_work, tmp_path, Path("/tmp")) for p in f.glob(f"pwned_{tag}_*")]
+    assert planted == []
+
+
+def test_dsp_backend_with_shell_characters_is_only_a_name(dsp_work, sshd, numpy_only_python, tmp_path):
+    tag = uuid.uuid4().hex[:10]
+    backend = f"x$(touch /tmp/pwned_{tag});touch /tmp/pwned_{tag}"
+    write_deployment(dsp_work / "evil.yml", {"digits_cnn": digits_model(runtime="dsp", dsp_backend=backend)},
+                     target_abis=["arm64"])
+    write_devices(dsp_work / "evil_devices.yml", board=ssh_entry(sshd, tmp_path / "remote", numpy_only_python))
+    fails(cli("run", "--config=evil.yml", "--build_dir=out", "--device_yml=evil_devices.yml", cwd=dsp_work,
+              timeout=300), "device board: run digits_cnn:", f"unknown DSP backend '{backend}'")
+    assert not (Path("/tmp") / f"pwned_{tag}").exists()
