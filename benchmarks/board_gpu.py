@@ -10,7 +10,8 @@ nothing. Printed per model: each run's cosine against the framework, the board's
     python benchmarks/board_gpu.py --loopback          # this machine as the board, over ssh on 127.0.0.1
 
 --loopback starts the device tests' sshd (tests/devices/ssh_server.py) and uses this Python on the
-board (it has pyopencl + PoCL when the [gpu] extra is installed).
+board (it has pyopencl + PoCL when the [gpu] extra is installed), started with POCL_KERNEL_CACHE=0:
+PoCL's own kernel cache (~/.cache/pocl) is this machine's too, and would make the cold board warm.
 """
 from __future__ import annotations
 
@@ -48,11 +49,14 @@ def loopback_board(folder: Path):
     if reason:
         raise SystemExit(f"error: --loopback: {reason}")
     with ssh_server(folder / "sshd") as server:
+        python = folder / "board-python"
+        python.write_text(f"#!/bin/sh\nexport POCL_KERNEL_CACHE=0\nexec '{sys.executable}' \"$@\"\n")
+        python.chmod(0o755)
         yml = folder / "devices.yml"
         yml.write_text(yaml.safe_dump({"devices": {"board": {
             "target_abis": ["arm64"], "target_socs": "loopback", "models": "Loopback Board",
             "address": "127.0.0.1", "port": server.port, "username": server.user,
-            "identity_file": str(server.key), "python": sys.executable, "work_dir": str(folder / "remote")}}}))
+            "identity_file": str(server.key), "python": str(python), "work_dir": str(folder / "remote")}}}))
         yield yml
 
 
@@ -84,6 +88,7 @@ def measure(model: dict, archive: Path, devices: Path) -> dict:
         yml = zoo.deployment(model, path, work, "gpu", work / "calibration")
         config = yaml.safe_load(yml.read_text())
         config["target_abis"] = ["host", "arm64"]
+        config["library_name"] = f"board_{model['name']}"   # its own folder on the board: starts cold
         yml.write_text(yaml.safe_dump(config, sort_keys=False))
         r = cli("build", "--config", yml, cwd=work)
         if r.returncode:
