@@ -198,3 +198,13 @@ def test_dsp_backend_with_shell_characters_is_only_a_name(dsp_work, sshd, numpy_
     fails(cli("run", "--config=evil.yml", "--build_dir=out", "--device_yml=evil_devices.yml", cwd=dsp_work,
               timeout=300), "device board: run digits_cnn:", f"unknown DSP backend '{backend}'")
     assert not (Path("/tmp") / f"pwned_{tag}").exists()
+
+
+@needs_gpu
+def test_benchmark_on_the_board_runs_the_gpu_engine(gpu_work):
+    r = ok(cli("benchmark", "--config=deploy.yml", "--build_dir=out", "--device=board", "--round=2",
+               "--json=bench.json", cwd=gpu_work, timeout=600))
+    assert "Benchmark model digits_cnn (gpu) on device board" in r.stdout, r.stdout
+    report = json.loads((gpu_work / "bench.json").read_text())["models"][0]
+    assert report["device"] == "board"
+    assert any(n.startswith("device board: OpenCL") and "programs built" in n for n in report["notes"]), report
