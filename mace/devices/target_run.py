@@ -273,7 +273,7 @@ def _push(device, built, jobs: list, remote_dir: str, timeout: float, opencl_fil
         raise DeviceError(device.name, "verify", f"the transfer was cut or damaged: {'; '.join(bad)}")
 
 
-def _runtime_args(device, config, job: _Job, remote_dir: str, opts: RunOptions, opencl: _OpenCl) -> list:
+def _runtime_args(config, job: _Job, remote_dir: str, opts: RunOptions, opencl: _OpenCl) -> list:
     """The runner's flags for the model's runtime (values as `--flag=value`: a name from a .yml
     that starts with '-' stays a value)."""
     sg = job.model.graph
@@ -299,7 +299,7 @@ def _run_model(device, config, job: _Job, remote_dir: str, opts: RunOptions, tmp
     out_dir = posixpath.join(remote_dir, f"{name}.outputs")
     argv = [device.python, remote(RUNNER), "--model", remote(job.pb), "--data", remote(job.data),
             "--round", str(opts.rounds), "--timeout", f"{opts.timeout:g}", "--exit_with_parent",
-            *_runtime_args(device, config, job, remote_dir, opts, opencl)]
+            *_runtime_args(config, job, remote_dir, opts, opencl)]
     for spec, f in zip(job.model.graph.inputs, job.input_files):
         argv += ["--input", f"{spec.name}={remote(f)}"]
     if opts.num_threads and opts.num_threads > 0:

@@ -208,3 +208,27 @@ def test_benchmark_on_the_board_runs_the_gpu_engine(gpu_work):
     report = json.loads((gpu_work / "bench.json").read_text())["models"][0]
     assert report["device"] == "board"
     assert any(n.startswith("device board: OpenCL") and "programs built" in n for n in report["notes"]), report
+
+
+def test_board_tuning_follows_the_host_rules(tmp_path):
+    """--tuning always; target_socs without a tuned file of this board; never with --disable_tuning."""
+    from mace.config.deployment import load_deployment
+    from mace.devices.target_run import RunOptions, _Job, _OpenCl, _runtime_args
+
+    work = workdir(tmp_path)
+    write_deployment(work / "socs.yml", {"digits_cnn": digits_model(runtime="gpu")}, target_socs="rk3399")
+    write_deployment(work / "plain.yml", {"digits_cnn": digits_model(runtime="gpu")})
+    opencl = _OpenCl(tmp_path / "opencl" / "arm64", "digits", CACHE_NAME)
+
+    def tunes(yml: str, **opts) -> bool:
+        config = load_deployment(work / yml)
+        job = _Job(config.models["digits_cnn"], None, None, {}, "", [], [])
+        argv = _runtime_args(config, job, "/w/digits", RunOptions(models=["digits_cnn"], **opts), opencl)
+        assert f"--opencl_cache_name={CACHE_NAME}" in argv and "--runtime=gpu" in argv
+        return "--opencl_tuning" in argv
+
+    assert tunes("socs.yml") and not tunes("plain.yml") and tunes("plain.yml", tuning=True)
+    assert not tunes("socs.yml", auto_tuning=False)
+    opencl.local_dir.mkdir(parents=True)
+    opencl.path("tuned_opencl_parameter").write_bytes(b"x")   # brought back by an earlier run
+    assert not tunes("socs.yml") and tunes("socs.yml", tuning=True)
