@@ -12,7 +12,8 @@ The OpenCL cache files sit in --opencl_dir, named per device as MACE names them
 (`<library>_compiled_opencl_kernel.<model>.<soc>.bin`, `..._tuned_opencl_parameter...`):
 `run` pushes the host's copies there, the GPU engine reads them at load and rewrites them when
 it built or tuned something new, and `opencl_files` lists them (bytes, sha256) so the host can
-pull back what changed. The runner imports this module after its flags are read (numpy late).
+pull back what changed. The runner imports this module after its flags are read (numpy late), so
+its imports sit at the top; pyopencl itself loads only when a GPU engine starts (gpu/context.py).
 """
 from __future__ import annotations
 
@@ -20,10 +21,11 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 
+from mace.runtime.dsp.engine import create_dsp_engine
+from mace.runtime.engine import create_engine
 from mace.runtime.gpu.cache_files import KERNELS, TUNING, cache_path
-
-GPU_RUNTIMES = ("gpu", "cpu+gpu")
-RUNTIMES = ("cpu", *GPU_RUNTIMES, "dsp")
+from mace.runtime.gpu.context import unavailable_reason
+from mace.runtime.gpu.deploy import GPU_RUNTIMES, engine_notes
 
 
 @dataclass
@@ -40,22 +42,16 @@ def open_board_engine(args) -> BoardEngine:
         return _dsp(args)
     if args.runtime in GPU_RUNTIMES:
         return _gpu(args)
-    from mace.runtime.engine import create_engine
     return BoardEngine(create_engine(args.model, args.data), "cpu")
 
 
 def _dsp(args) -> BoardEngine:
-    from mace.runtime.dsp.engine import create_dsp_engine
     engine = create_dsp_engine(args.model, args.data, args.dsp_backend,
                                where=args.dsp_backend_where or "--dsp_backend")
     return BoardEngine(engine, "dsp", [engine.describe()])
 
 
 def _gpu(args) -> BoardEngine:
-    from mace.runtime.engine import create_engine
-    from mace.runtime.gpu.context import unavailable_reason
-    from mace.runtime.gpu.deploy import engine_notes
-
     reason = unavailable_reason()
     if reason:
         return BoardEngine(create_engine(args.model, args.data), "cpu", fallback=reason)
