@@ -12,7 +12,8 @@ def add_arguments(p) -> None:
     g.add_argument("--tuning", action="store_true",
                    help="search OpenCL work-group sizes per kernel and shape, and save them to "
                         "builds/<library>/opencl/host/<library>_tuned_opencl_parameter.<device>.bin "
-                        "(also on by default when target_socs is set and no tuned file exists)")
+                        "(also on by default when target_socs is set and no tuned file exists); on a "
+                        "board, its file under opencl/<abi>/, pulled back after the run")
     g.add_argument("--disable_tuning", action="store_true",
                    help="MACE's flag: never tune, even where target_socs would start it (no tuned file yet)")
     g.add_argument("--gpu_perf_hint", type=int, default=0, choices=sorted(HINT_NAMES),

@@ -51,9 +51,13 @@ OTHERS = """## Files and behaviour
 - MACE 0.8's deployment keys: `build_type: proto|code` and `embed_model_data` stand for
   `model_graph_format` / `model_data_format` when those are absent; `linkshared` is carried.
 - Defaults that differ from MACE are listed in docs/deployment_file.md ("Differences from MACE").
+- `runtime: gpu | cpu+gpu` runs on the board's GPU where its Python has pyopencl and an OpenCL
+  device (else on its CPU, with a note naming the board and why); the OpenCL cache files go to
+  the board from `builds/<lib>/opencl/<abi>/` and come back under MACE's names
+  (`<lib>_compiled_opencl_kernel.<model>.<soc>.bin`). `runtime: dsp` on a board goes through
+  the deployment file's `dsp_backend` (docs/devices.md).
 
-Not in this release: GPU/DSP runs on the board itself (the device runner uses the board's CPU),
-image directories as inputs with preprocessing keys, `validation_inputs_data` as URLs, and
+Not in this release: image directories as inputs with preprocessing keys, `validation_inputs_data` as URLs, and
 `<net>_index.html` at convert time (`visualize` writes it).
 
 """

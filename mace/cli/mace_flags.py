@@ -92,9 +92,11 @@ FLAGS = (
              "pin threads: 0 none, 1 big cores, 2 little cores (default 0 here, MACE 1: "
              "docs/deployment_file.md)", "N"),
     MaceFlag("--gpu_perf_hint", ("run",), ALL_ERAS, "same",
-             "OpenCL performance hint where the device has cl_khr_throttle_hints (default 0 here, MACE 3)", "N"),
+             "OpenCL performance hint where the device has cl_khr_throttle_hints, here and on boards "
+             "(default 0 here, MACE 3)", "N"),
     MaceFlag("--gpu_priority_hint", ("run",), ALL_ERAS, "same",
-             "OpenCL queue priority where the device has cl_khr_priority_hints (default 0 here, MACE 3)", "N"),
+             "OpenCL queue priority where the device has cl_khr_priority_hints, here and on boards "
+             "(default 0 here, MACE 3)", "N"),
     MaceFlag("--gpu_perf_hint", ("benchmark",), OLD_MID, "note",
              "benchmark sets the GPU up with the driver's default hints; `run` applies them", "N"),
     MaceFlag("--gpu_priority_hint", ("benchmark",), OLD_MID, "note",
@@ -143,14 +145,16 @@ FLAGS = (
              "outputs to DIR as .npy, or MACE's raw model_out_<name> files with --output_format raw", "DIR"),
     MaceFlag("--cl_binary_to_code", ("run",), MID_LATEST, "note",
              "there is no C++ library to embed OpenCL binaries in; they stay files under "
-             "builds/<library>/opencl/ that run loads"),
+             "builds/<library>/opencl/ that run loads (for a board: pushes, and pulls back when it rebuilt them)"),
     MaceFlag("--benchmark", ("run",), LATEST, "same", "MACE's per-op benchmark tables"),
     MaceFlag("--fake_warmup", ("run",), LATEST, "note",
              "the warm-up run here is a real run on the real inputs, timed and reported apart"),
     MaceFlag("--disable_tuning", ("run",), MID_LATEST, "behaviour",
-             "no OpenCL work-group tuning, even where target_socs would start it (no tuned file yet)"),
+             "no OpenCL work-group tuning, even where target_socs would start it (no tuned file yet), "
+             "here and on boards"),
     MaceFlag("--opencl_cache_reuse_policy", ("run",), LATEST, "note",
-             "compiled OpenCL programs are cached per device name here and reused only on that device",
+             "compiled OpenCL programs are cached per device (a board's as <model>.<soc>, as MACE names "
+             "them) and reused only on that device and driver",
              "N"),
     MaceFlag("--accelerator_cache_policy", ("run",), LATEST, "note",
              "there is no APU/HTP runtime in this release to cache for", "N"),

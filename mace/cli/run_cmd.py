@@ -128,7 +128,7 @@ def main(args) -> int:
         restart_round=args.restart_round,
         output_format=args.output_format,
         profile=args.vlog_level >= 2, **_gpu_flags.run_kwargs(args)), console,
-        profile=args.vlog_level >= 2)
+        profile=args.vlog_level >= 2, **_gpu_flags.run_kwargs(args))   # the board's GPU engine too
     for r in results:
         console.print(f"Run model {r.model}: inputs from {escape(r.input_source)}")
         for note in r.notes:

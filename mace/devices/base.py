@@ -6,6 +6,7 @@ so the user reads one line and knows where to look.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from mace.errors import MaceError
@@ -47,6 +48,14 @@ class Device:
     def describe(self) -> str:
         """How to reach it, for messages: ssh root@10.0.0.1:22, adb serial 1234."""
         return "this machine" if self.kind == "host" else self.kind
+
+    def opencl_name(self) -> str:
+        """The device part of its OpenCL cache file names, as MACE names them: the model without
+        spaces, a dot, the SoC (`<lib>_compiled_opencl_kernel.FriendlyElecNanopiM4.RK3399.bin`).
+        Other characters a file name should not hold become '_' (the name comes from a .yml)."""
+        model = re.sub(r"[^A-Za-z0-9_.+-]", "_", (self.model or self.name).replace(" ", ""))
+        soc = re.sub(r"[^A-Za-z0-9_.+-]", "_", self.target_socs[0]) if self.target_socs else ""
+        return f"{model}.{soc}" if soc else model
 
     # ---- boards only -------------------------------------------------------------------
     def shell(self, argv: list, timeout: float, step: str):

@@ -77,7 +77,8 @@ DEVICE_KEYS = [
     schema.Key("port", _port, 22, doc="ssh: port"),
     schema.Key("identity_file", schema.as_str, None, doc="ssh: private key"),
     schema.Key("serial", _plain("serial"), None, doc="adb: serial (instead of address)"),
-    schema.Key("python", schema.as_str, "python3", doc="python3 with numpy on the device"),
+    schema.Key("python", schema.as_str, "python3", doc="python3 with numpy on the device (and pyopencl + an OpenCL "
+               "driver for runtime gpu there)"),
     schema.Key("work_dir", _abs_dir, None, doc="where files go on the device"),
     schema.Key("password", _ignored, None, doc="ignored: password-less login is required"),
     # MACE's DeviceManager fills these itself (system: android | arm_linux; device_name: the

@@ -8,7 +8,10 @@ D/mace_run.json): init, warm-up and per-round times in ms, their statistics, the
 with their sha256, and the Python/numpy/machine it ran on. With --benchmark it measures MACE's
 benchmark tables instead (mace.report.benchmark, the code `converter.py benchmark` runs on the
 host) and sends the BenchmarkResult as JSON. --cpu_affinity_policy pins the threads with
-mace.runtime.affinity and says whether it could. Exit codes: 0 ok, 1 an error in the
+mace.runtime.affinity and says whether it could. --runtime picks the engine (board_engine.py):
+the CPU, the GPU engine where this Python has pyopencl and an OpenCL device (the CPU otherwise,
+and the result says why), or a DspBackend; the result lists the OpenCL cache files so the host
+can pull back what the board compiled or tuned. Exit codes: 0 ok, 1 an error in the
 model or inputs, 3 a bug of ours, 124 --timeout passed (or, with --exit_with_parent, the ssh/adb
 session that started it ended).
 
@@ -55,6 +58,21 @@ def parse_args(argv):
     p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
                    help="pin the threads: 0 none, 1 big cores, 2 little cores, 3 high performance, "
                         "4 power save (MACE's CPUAffinityPolicy)")
+    g = p.add_argument_group("runtime (what `converter.py run` passes for the model's runtime)")
+    g.add_argument("--runtime", default="cpu", choices=("cpu", "gpu", "cpu+gpu", "dsp"),
+                   help="gpu/cpu+gpu: the GPU engine where pyopencl finds an OpenCL device, else the "
+                        "CPU (said in the result); dsp: the DspBackend of --dsp_backend")
+    g.add_argument("--data_type", default=None, help="GPU storage type (default: the model's data_type)")
+    g.add_argument("--library", default="", help="library name: the first part of the OpenCL cache file names")
+    g.add_argument("--opencl_dir", default=None, help="where the OpenCL cache files are read and written")
+    g.add_argument("--opencl_cache_name", default=None,
+                   help="device part of the cache file names (default: the OpenCL device's name)")
+    g.add_argument("--opencl_tuning", action="store_true", help="tune work-group sizes, save them")
+    g.add_argument("--limit_opencl_kernel_time", action="store_true", help="split long GPU kernels")
+    g.add_argument("--gpu_perf_hint", type=int, default=0, choices=range(4), metavar="{0..3}")
+    g.add_argument("--gpu_priority_hint", type=int, default=0, choices=range(4), metavar="{0..3}")
+    g.add_argument("--dsp_backend", default=None, help="DSP backend name (default hexagon_sim)")
+    g.add_argument("--dsp_backend_where", default=None, help="where the backend was named (for errors)")
     p.add_argument("--json", default=None, help=f"where to write the result (default: DIR/{RESULT_FILE})")
     p.add_argument("--timeout", type=float, default=0, help="give up after this many seconds (0: never)")
     p.add_argument("--exit_with_parent", action="store_true",
@@ -184,6 +202,12 @@ def pin(policy: int, num_threads: int) -> dict:
     return info
 
 
+def engine_info(opened) -> dict:
+    """What the host reports about the engine: the runtime that ran, notes, the OpenCL side."""
+    return {"runtime": opened.runtime, "notes": opened.notes, "fallback": opened.fallback,
+            "opencl": opened.opencl}
+
+
 def benchmark(args, engine, inputs, init_ms: float) -> dict:
     from mace.report.benchmark import benchmark_engine
 
@@ -194,21 +218,22 @@ def benchmark(args, engine, inputs, init_ms: float) -> dict:
 
 
 def run(args) -> dict:
-    from mace.runtime.engine import create_engine
+    from mace.devices.board_engine import open_board_engine
     from mace.runtime.profiler import OpProfiler
 
     inputs = read_inputs(args.input)
     affinity = pin(args.cpu_affinity_policy, args.omp_num_threads)
-    engine, init_ms = _timed(lambda: create_engine(args.model, args.data))
+    opened, init_ms = _timed(lambda: open_board_engine(args))
+    engine = opened.engine
     if args.benchmark:
-        return dict(benchmark(args, engine, inputs, init_ms), affinity=affinity)
+        return dict(benchmark(args, engine, inputs, init_ms), affinity=affinity, engine=engine_info(opened))
     outputs, warmup_ms = _timed(lambda: engine.run(inputs))
     profiler = OpProfiler() if args.profile else None
     if profiler:
         engine.observers.append(profiler)
     round_ms = [_timed(lambda: engine.run(inputs))[1] for _ in range(max(args.round, 0))]
     result = {"model": args.model, "timing": dict(timing_stats(init_ms, warmup_ms, round_ms), round_ms=round_ms),
-              "environment": environment(), "outputs": [], "affinity": affinity}
+              "environment": environment(), "outputs": [], "affinity": affinity, "engine": engine_info(opened)}
     if profiler:
         result["op_stats"] = [vars(s) for s in profiler.stats()]
     if args.output_dir:

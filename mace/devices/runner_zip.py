@@ -2,7 +2,8 @@
 
 Inside: runner.py as the entry point, the runtime half of `mace` (errors, ir, proto, ops,
 runtime, and report/benchmark.py with what it imports, so a device computes the very
-benchmark tables the host does) and the pure-Python part of `google.protobuf`, copied from the host's installation.
+benchmark tables the host does), the OpenCL sources of the GPU kernels (a board whose Python has
+pyopencl runs the GPU engine) and the pure-Python part of `google.protobuf`, copied from the host's installation.
 
 Why vendor protobuf rather than decode the .pb with a small wire-format reader of our own: the
 device then runs exactly the loader and engine the host runs (mace.ir.model_io, the ops read
@@ -31,7 +32,11 @@ import mace
 # The runtime half of mace; modules these import at module level (mace/__init__.py's helpers)
 # are added by _with_imports, so a new one needs no edit here.
 MACE_PARTS = ("__init__.py", "errors.py", "ir", "proto", "ops", "runtime", "devices/__init__.py",
-              "devices/runner.py", "report/__init__.py", "report/benchmark.py")  # benchmark: --benchmark
+              "devices/runner.py", "devices/board_engine.py",   # board_engine: --runtime
+              "report/__init__.py", "report/benchmark.py")  # benchmark: --benchmark
+# Data files the runtime reads as package resources: the OpenCL sources the GPU engine compiles
+# on a board with pyopencl (mace/runtime/gpu/programs.py).
+MACE_DATA = (("ops/gpu/cl", "*.cl"),)
 # Top-level imports the device can satisfy; anything else must be imported lazily (in a
 # function or a try block) by the modules above, or the runner fails on the device.
 DEVICE_MODULES = {"numpy", "mace", "google"}
@@ -81,6 +86,9 @@ def archive_members() -> dict:
             name = f"mace/{p.relative_to(mace_root).as_posix()}"
             if name not in LEFT_OUT:
                 members[name] = p.read_bytes()
+    for folder, pattern in MACE_DATA:
+        for p in sorted((mace_root / folder).glob(pattern)):
+            members[f"mace/{p.relative_to(mace_root).as_posix()}"] = p.read_bytes()
     _with_imports(members, mace_root)
     pb_root = _protobuf_root()
     for p in _python_files(pb_root, "."):
@@ -103,7 +111,7 @@ def _module_level_imports(source: bytes):
 
 def _with_imports(members: dict, mace_root: Path) -> None:
     """Add the mace modules that included modules import at module level, until none is missing."""
-    pending = [n for n in members if n.startswith("mace/")]
+    pending = [n for n in members if n.startswith("mace/") and n.endswith(".py")]
     while pending:
         for dotted in _module_level_imports(members[pending.pop()]):
             parts = dotted.split(".")

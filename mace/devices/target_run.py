@@ -7,6 +7,12 @@ Steps, each named in errors (`device board: push: ...`) and each limited to --de
   verify      sizes and sha256 on the device (a transfer cut short is caught here)
   run MODEL   python3 mace_run.pyz ... (the runner stops itself at the time limit too)
   pull MODEL  the outputs, checked against the sha256 the runner reported
+  pull opencl the OpenCL cache files the board compiled or tuned (gpu, cpu+gpu), into
+              builds/<library>/opencl/<abi>/ under MACE's per-device names, so the next run
+              pushes them back and starts warm
+The model's runtime is the runner's (--runtime): the GPU engine where the board's Python has
+pyopencl and an OpenCL device (else its CPU, with a note naming the board and why), the
+DspBackend chosen in the deployment file for dsp.
 The lock is released before validating: the framework runs on this machine.
 `benchmark` uses the same path with benchmark=True: the step is `benchmark MODEL`, the runner
 measures MACE's benchmark tables there (mace.report.benchmark) and sends them back as JSON,
@@ -15,6 +21,7 @@ and nothing is pulled (a benchmark writes no outputs).
 from __future__ import annotations
 
 import json
+import os
 import posixpath
 import tempfile
 import threading
@@ -24,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.deployment import DeploymentConfig
-from mace.config.files import converted_paths, file_names, make_inputs
+from mace.config.files import converted_paths, file_names, library_dir, make_inputs
 from mace.devices import process
 from mace.devices.base import DeviceError
 from mace.devices.build import RUNNER, built_for, file_entry
@@ -34,6 +41,9 @@ from mace.errors import MaceError, ModelError
 from mace.ir.args import get_arg
 from mace.ir.model_io import load_net
 from mace.report.benchmark import BenchmarkResult
+from mace.runtime.dsp.engine import backend_choice
+from mace.runtime.gpu.cache_files import KERNELS, TUNING, cache_path
+from mace.runtime.gpu.deploy import GPU_RUNTIMES
 from mace.runtime.profiler import OpStat
 from mace.runtime.results import ModelRunResult, Timing
 from mace.validate.outputs import validate_outputs
@@ -96,6 +106,10 @@ class RunOptions:
     cpu_affinity_policy: int = 0    # applied by the runner on the device
     benchmark: bool = False         # MACE's benchmark tables instead of a run (rounds, warmup)
     warmup: int = 1
+    tuning: bool = False            # GPU: --tuning (search work-group sizes on the board)
+    auto_tuning: bool = True        # False: --disable_tuning (target_socs starts no tuning)
+    gpu_perf_hint: int = 0
+    gpu_priority_hint: int = 0
 
 
 @dataclass
@@ -119,6 +133,20 @@ class _Job:
     input_source: str
     input_files: list               # local .npy files, one per input, in input order
     notes: list
+
+
+@dataclass
+class _OpenCl:
+    """A board's OpenCL cache files: local folder builds/<library>/opencl/<abi>/, their names."""
+    local_dir: Path
+    library: str
+    cache_name: str                 # Device.opencl_name(): <model>.<soc>
+
+    def path(self, kind: str) -> Path:
+        return cache_path(self.local_dir, self.library, kind, self.cache_name)
+
+    def present(self) -> list:
+        return [p for p in (self.path(KERNELS), self.path(TUNING)) if p.is_file()]
 
 
 def output_dir_for(output_dir, device_name: str, several: bool):
@@ -170,12 +198,17 @@ def run_on_device(config: DeploymentConfig, target: Target, opts: RunOptions, no
     device, abi = target.device, target.abi
     built = built_for(config, abi, opts.build_dir)
     remote_dir = posixpath.join(device.work_dir, config.library_name)
+    opencl = _OpenCl(library_dir(config, opts.build_dir) / "opencl" / abi, config.library_name,
+                     device.opencl_name())
     with tempfile.TemporaryDirectory(prefix="mace-device-") as tmp:
         jobs = [_prepare(config, name, opts, Path(tmp)) for name in opts.models]
         with device_lock(device, opts.lock_timeout, notify):
             env = _connect(device, remote_dir, opts.timeout)
-            _push(device, built, jobs, remote_dir, opts.timeout)
-            raw = [_run_model(device, job, remote_dir, opts, Path(tmp)) for job in jobs]
+            _push(device, built, jobs, remote_dir, opts.timeout, opencl.present())
+            raw = []
+            for job in jobs:
+                raw.append(_run_model(device, config, job, remote_dir, opts, Path(tmp), opencl))
+                raw[-1]["pulled_opencl"] = _pull_opencl(device, raw[-1], remote_dir, opts.timeout, opencl)
         info = dict(env, abi=abi, address=device.describe(), soc=",".join(device.target_socs),
                     board=device.model)
         return [_result(config, device, abi, job, r, info, opts) for job, r in zip(jobs, raw)]
@@ -197,9 +230,6 @@ def _prepare(config, name: str, opts: RunOptions, tmp: Path) -> _Job:
         src = ""  # the device reads the model, and says what is wrong with it in its own step
     if src and src != model.model_sha256_checksum:
         notes.append(f"{model.model_file_path} changed since it was converted: run build again")
-    if sg.runtime in ("gpu", "cpu+gpu"):
-        notes.append(f"runtime {sg.runtime}: on a device the runner uses the CPU (the GPU runtime runs "
-                     f"on this machine only, for now)")
     return _Job(model, pb, data, inputs, source, files, notes)
 
 
@@ -227,8 +257,9 @@ def _connect(device, remote_dir: str, timeout: float) -> dict:
     return {k: info[k] for k in ("python", "numpy", "machine")}
 
 
-def _push(device, built, jobs: list, remote_dir: str, timeout: float) -> None:
-    files = [built.runner, *built.opencl]
+def _push(device, built, jobs: list, remote_dir: str, timeout: float, opencl_files: list) -> None:
+    # build.json's OpenCL files, and this board's own that earlier runs pulled back
+    files = [built.runner, *dict.fromkeys([*built.opencl, *opencl_files])]
     for job in jobs:
         files += [job.pb, job.data, *job.input_files]
     device.push(files, remote_dir, timeout, "push")
@@ -242,12 +273,33 @@ def _push(device, built, jobs: list, remote_dir: str, timeout: float) -> None:
         raise DeviceError(device.name, "verify", f"the transfer was cut or damaged: {'; '.join(bad)}")
 
 
-def _run_model(device, job: _Job, remote_dir: str, opts: RunOptions, tmp: Path) -> dict:
+def _runtime_args(config, job: _Job, remote_dir: str, opts: RunOptions, opencl: _OpenCl) -> list:
+    """The runner's flags for the model's runtime (values as `--flag=value`: a name from a .yml
+    that starts with '-' stays a value)."""
+    sg = job.model.graph
+    argv = [f"--runtime={sg.runtime}"]
+    if sg.runtime == "dsp":
+        backend, where = backend_choice(config, sg)
+        return argv + ([f"--dsp_backend={backend}"] if backend else []) + [f"--dsp_backend_where={where}"]
+    if sg.runtime not in GPU_RUNTIMES:
+        return argv
+    # as on the host (mace/runtime/gpu/deploy.py): tune when asked, or when target_socs is set and
+    # this board has no tuned file yet
+    tuning = opts.tuning or (opts.auto_tuning and bool(config.target_socs) and not opencl.path(TUNING).exists())
+    argv += [f"--data_type={sg.data_type}", f"--library={config.library_name}", f"--opencl_dir={remote_dir}",
+             f"--opencl_cache_name={opencl.cache_name}", f"--gpu_perf_hint={opts.gpu_perf_hint}",
+             f"--gpu_priority_hint={opts.gpu_priority_hint}"]
+    return argv + (["--opencl_tuning"] if tuning else []) + \
+        (["--limit_opencl_kernel_time"] if sg.limit_opencl_kernel_time else [])
+
+
+def _run_model(device, config, job: _Job, remote_dir: str, opts: RunOptions, tmp: Path, opencl: _OpenCl) -> dict:
     name = job.model.name
     remote = lambda p: posixpath.join(remote_dir, Path(p).name)  # noqa: E731
     out_dir = posixpath.join(remote_dir, f"{name}.outputs")
     argv = [device.python, remote(RUNNER), "--model", remote(job.pb), "--data", remote(job.data),
-            "--round", str(opts.rounds), "--timeout", f"{opts.timeout:g}", "--exit_with_parent"]
+            "--round", str(opts.rounds), "--timeout", f"{opts.timeout:g}", "--exit_with_parent",
+            *_runtime_args(config, job, remote_dir, opts, opencl)]
     for spec, f in zip(job.model.graph.inputs, job.input_files):
         argv += ["--input", f"{spec.name}={remote(f)}"]
     if opts.num_threads and opts.num_threads > 0:
@@ -277,6 +329,34 @@ def _run_model(device, job: _Job, remote_dir: str, opts: RunOptions, tmp: Path) 
     device.pull(pulled, local, opts.timeout, f"pull {name}")
     result["arrays"] = {o["name"]: _load_pulled(device, name, local / o["file"], o) for o in result["outputs"]}
     return result
+
+
+def _pull_opencl(device, raw: dict, remote_dir: str, timeout: float, opencl: _OpenCl) -> list:
+    """Bring back the cache files the board wrote (those that differ from ours): each checked
+    against the sha256 the runner reported, then moved into place whole (pulled into a folder
+    beside them, so the move is a rename). Only the two names this board's files have are
+    taken, whatever else the runner lists."""
+    wanted = {opencl.path(kind).name: opencl.path(kind) for kind in (KERNELS, TUNING)}
+    changed = [f for f in ((raw.get("engine") or {}).get("opencl") or {}).get("files", [])
+               if f.get("file") in wanted and not _same_file(wanted[f["file"]], f)]
+    if not changed:
+        return []
+    step = "pull opencl"
+    opencl.local_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".pull-", dir=opencl.local_dir) as folder:
+        device.pull([posixpath.join(remote_dir, f["file"]) for f in changed], folder, timeout, step)
+        for f in changed:
+            got = Path(folder) / f["file"]
+            if not got.is_file() or file_entry(got)["sha256"] != f["sha256"]:
+                raise DeviceError(device.name, step, f"{f['file']} arrived damaged or incomplete "
+                                                     f"(sha256 differs from the device's)")
+            os.chmod(got, 0o644)
+            os.replace(got, wanted[f["file"]])
+    return [wanted[f["file"]] for f in changed]
+
+
+def _same_file(path: Path, entry: dict) -> bool:
+    return path.is_file() and file_entry(path)["sha256"] == entry.get("sha256")
 
 
 def _load_pulled(device, model: str, path: Path, entry: dict) -> np.ndarray:
@@ -309,6 +389,21 @@ def _notes(device, abi: str, job: _Job, raw: dict, info: dict) -> list:
     elif affinity.get("policy"):
         notes.append(f"cpu_affinity_policy {affinity['policy']} ({affinity['name']}): threads pinned to "
                      f"cores {affinity['cores']} of device {device.name}")
+    return notes + _engine_notes(device, job, raw)
+
+
+def _engine_notes(device, job: _Job, raw: dict) -> list:
+    """What the runner said about its engine (GPU placement and cache use, the DSP backend), the
+    CPU fallback of a board without OpenCL, and the cache files brought back."""
+    engine = raw.get("engine") or {}
+    notes = [f"device {device.name}: {n}" for n in engine.get("notes", [])]
+    if engine.get("fallback"):
+        notes.append(f"device {device.name} has no usable OpenCL device ({engine['fallback']}): runtime "
+                     f"{job.model.graph.runtime} ran every op on the board's CPU")
+    pulled = raw.get("pulled_opencl") or []
+    if pulled:
+        notes.append(f"device {device.name}: OpenCL cache files brought back for the next run: "
+                     + ", ".join(map(str, pulled)))
     return notes
 
 

@@ -4,7 +4,8 @@ GpuRuntime (the engine's GPU side) is a GpuDevice; tests and tools use a bare
 one to run transforms and kernels without a model.
 
 Options read here: opencl_cache_dir (with the library name: where the cache
-files go), opencl_tuning, limit_opencl_kernel_time, gpu_perf_hint,
+files go), opencl_cache_name (the device part of their names; default the OpenCL
+device's name, a board names them `<model>.<soc>` as MACE does), opencl_tuning, limit_opencl_kernel_time, gpu_perf_hint,
 gpu_priority_hint.
 """
 from __future__ import annotations
@@ -27,6 +28,7 @@ class GpuDevice:
         self.cl, self.context = self.gctx.cl, self.gctx.context
         self.data_type, self.fp16 = data_type, is_fp16(data_type)
         self.library, self.cache_dir = library, opts.get("opencl_cache_dir")
+        self.cache_name = opts.get("opencl_cache_name") or self.gctx.name
         self.queue = self.gctx.queue_for(int(opts.get("gpu_perf_hint") or 0),
                                          int(opts.get("gpu_priority_hint") or 0))
         self.notes = list(self.gctx.notes)
@@ -39,7 +41,7 @@ class GpuDevice:
     def _cache_file(self, kind: str):
         if not self.cache_dir:
             return None
-        return cache_path(self.cache_dir, self.library, kind, self.gctx.name)
+        return cache_path(self.cache_dir, self.library, kind, self.cache_name)
 
     def new_image(self, width: int, height: int, fp32: bool = False):
         """An RGBA image of the data type's storage (`fp32`: float whatever the data type,

@@ -12,12 +12,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import logging
+from importlib import resources
 from pathlib import Path
 
 from mace.runtime.gpu.cache_files import KERNELS, read_cache, write_cache
 
 log = logging.getLogger("mace.gpu")
-CL_DIR = Path(__file__).resolve().parent.parent.parent / "ops" / "gpu" / "cl"
+# Read as package resources, not paths: on a board the sources sit inside mace_run.pyz (a zip).
+CL_PACKAGE, CL_FOLDER = "mace.ops.gpu", "cl"
 FP16_TYPES = ("fp16_fp32", "fp16_fp16", "bf16_fp32")
 
 
@@ -31,7 +33,8 @@ def build_options(data_type: str) -> str:
 
 @functools.lru_cache(maxsize=None)
 def source(name: str) -> str:
-    return (CL_DIR / "common.cl").read_text() + "\n" + (CL_DIR / f"{name}.cl").read_text()
+    folder = resources.files(CL_PACKAGE).joinpath(CL_FOLDER)
+    return folder.joinpath("common.cl").read_text() + "\n" + folder.joinpath(f"{name}.cl").read_text()
 
 
 class ProgramCache:

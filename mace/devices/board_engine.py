@@ -1,0 +1,89 @@
+"""The engine mace_run.pyz opens on a board for the model's runtime (`--runtime`):
+
+  cpu            the CPU engine
+  gpu, cpu+gpu   the GPU engine (mace/runtime/gpu) when the board's Python has pyopencl and an
+                 OpenCL device that builds kernels; otherwise every op runs on the board's CPU
+                 and `fallback` says why (the host's cpu+gpu falls back the same way; on a board
+                 gpu does too, as every board run did before the GPU engine shipped)
+  dsp            the DspBackend named by --dsp_backend (default the Hexagon simulator), found
+                 by the board's Python (built-in, or a plugin installed there)
+
+The OpenCL cache files sit in --opencl_dir, named per device as MACE names them
+(`<library>_compiled_opencl_kernel.<model>.<soc>.bin`, `..._tuned_opencl_parameter...`):
+`run` pushes the host's copies there, the GPU engine reads them at load and rewrites them when
+it built or tuned something new, and `opencl_files` lists them (bytes, sha256) so the host can
+pull back what changed. The runner imports this module after its flags are read (numpy late), so
+its imports sit at the top; pyopencl itself loads only when a GPU engine starts (gpu/context.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+from mace.runtime.dsp.engine import create_dsp_engine
+from mace.runtime.engine import create_engine
+from mace.runtime.gpu.cache_files import KERNELS, TUNING, cache_path
+from mace.runtime.gpu.context import unavailable_reason
+from mace.runtime.gpu.deploy import GPU_RUNTIMES, engine_notes
+
+
+@dataclass
+class BoardEngine:
+    engine: object
+    runtime: str                    # what ran: the --runtime asked, or cpu after a fallback
+    notes: list = field(default_factory=list)
+    fallback: str = ""              # why a GPU runtime ran on the CPU ("" when it did not)
+    opencl: dict = field(default_factory=dict)   # stats and cache files of a GPU engine
+
+
+def open_board_engine(args) -> BoardEngine:
+    if args.runtime == "dsp":
+        return _dsp(args)
+    if args.runtime in GPU_RUNTIMES:
+        return _gpu(args)
+    return BoardEngine(create_engine(args.model, args.data), "cpu")
+
+
+def _dsp(args) -> BoardEngine:
+    engine = create_dsp_engine(args.model, args.data, args.dsp_backend,
+                               where=args.dsp_backend_where or "--dsp_backend")
+    return BoardEngine(engine, "dsp", [engine.describe()])
+
+
+def _gpu(args) -> BoardEngine:
+    reason = unavailable_reason()
+    if reason:
+        return BoardEngine(create_engine(args.model, args.data), "cpu", fallback=reason)
+    options = {"data_type": args.data_type, "library": args.library, "opencl_cache_dir": args.opencl_dir,
+               "opencl_cache_name": args.opencl_cache_name, "opencl_tuning": args.opencl_tuning,
+               "limit_opencl_kernel_time": args.limit_opencl_kernel_time,
+               "gpu_perf_hint": args.gpu_perf_hint, "gpu_priority_hint": args.gpu_priority_hint}
+    engine = create_engine(args.model, args.data, device=args.runtime,
+                           options={k: v for k, v in options.items() if v not in (None, "")})
+    gpu = engine.gpu
+    stats = {"device": gpu.gctx.device.name.strip(), "data_type": gpu.data_type,
+             "built": gpu.programs.stats["built"], "loaded": gpu.programs.stats["loaded"],
+             "tuned_loaded": gpu.tuner.loaded, "tuning": bool(gpu.tuner.tuning),
+             "files": opencl_files(args.opencl_dir, args.library, gpu.cache_name)}
+    return BoardEngine(engine, args.runtime, engine_notes(engine), opencl=stats)
+
+
+def opencl_files(directory, library: str, cache_name: str) -> list:
+    """The cache files of this device in `directory`: [{"file", "bytes", "sha256"}]."""
+    if not directory or not library:
+        return []
+    found = []
+    for kind in (KERNELS, TUNING):
+        path = cache_path(directory, library, kind, cache_name)
+        if path.is_file():
+            found.append({"file": path.name, "bytes": os.path.getsize(path), "sha256": _sha256(path)})
+    return found
+
+
+def _sha256(path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
