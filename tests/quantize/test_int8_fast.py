@@ -211,6 +211,12 @@ DEPTHWISE_CASES = {
     "multiplier2": ((1, 6, 6, 3), (6, 1, 3, 3), {"padding": "SAME"}),
     "5x5_dilated_relu": ((1, 12, 11, 4), (4, 1, 5, 5), {"dilations": [2, 1], "padding": "SAME",
                                                         "activation": "RELU"}),
+    # the int32 loop's channel blocks: exactly one, a ragged overlapping last one, and the
+    # plain loop past 4 blocks; the 3x3 interior with strides and a column dilation
+    "c16_same": ((1, 6, 7, 16), (16, 1, 3, 3), {"padding": "SAME"}),
+    "c37_stride2_pads": ((1, 9, 10, 37), (37, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
+    "c70_dilated_w": ((2, 7, 11, 70), (70, 1, 3, 3), {"dilations": [1, 2], "padding": "SAME"}),
+    "c24_valid_stride_1x2": ((1, 8, 9, 24), (24, 1, 3, 3), {"strides": [1, 2], "padding": "VALID"}),
 }
 
 
@@ -223,7 +229,9 @@ def test_depthwise_fast_equals_reference(name, per_channel, sign):
     x = one_signed(rng, x_shape, sign)
     consts = {"w": rng.uniform(-1, 1, w_shape).astype(np.float32),
               "b": rng.uniform(-1, 1, w_shape[0]).astype(np.float32)}
-    assert_same_bytes(quantized("DepthwiseConv2d", x, consts, args, per_channel), x, "DepthwiseConv2d")
+    fast, _ = assert_same_bytes(quantized("DepthwiseConv2d", x, consts, args, per_channel), x, "DepthwiseConv2d")
+    node = next(n for n in fast.nodes if n.op.type == "DepthwiseConv2d")
+    assert node.kernel.int32 == (name != "multiplier2")   # the int32 loop, but for a multiplier of 2
 
 
 def test_depthwise_interior_without_the_short_requantization():
@@ -237,7 +245,7 @@ def test_depthwise_interior_without_the_short_requantization():
     graph = quantized("DepthwiseConv2d", x, consts, {"padding": "SAME"})
     fast, _ = assert_same_bytes(graph, x, "DepthwiseConv2d")
     node = next(n for n in fast.nodes if n.op.type == "DepthwiseConv2d")
-    assert isinstance(node.kernel, DepthwiseConv2dInt8Fast) and node.kernel.columns[-1] is False
+    assert isinstance(node.kernel, DepthwiseConv2dInt8Fast) and node.kernel.int32 is False
 
 
 @pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
