@@ -277,11 +277,14 @@ def test_max_pooling_with_its_own_range_rescales_like_the_reference():
     assert_same_bytes(graph, x, "Pooling")
 
 
-@pytest.mark.parametrize("kind,act", [("SUM", ""), ("SUM", "RELU"), ("SUB", ""), ("MEAN", "RELUX")])
-def test_eltwise_fast_equals_reference(kind, act):
+@pytest.mark.parametrize("kind,act,relu_a", [("SUM", "", False), ("SUM", "RELU", True), ("SUB", "", False),
+                                             ("MEAN", "RELUX", False), ("PROD", "", True), ("MAX", "", False),
+                                             ("MIN", "RELU", True)])
+def test_eltwise_fast_equals_reference(kind, act, relu_a):
+    """Every kind (one table of all 65536 input pairs); relu_a: input a's zero point is 0."""
     rng = np.random.default_rng(len(kind) + len(act))
     x = rng.uniform(-1, 1, (1, 6, 5, 3)).astype(np.float32)
-    ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME"}),
+    ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME", "activation": "RELU" if relu_a else ""}),
            ("Conv2D", ["x", "w2"], ["b"], {"padding": "SAME"}),
            ("Eltwise", ["a", "b"], ["y"], {"type": kind, "activation": act, "max_limit": 0.7})]
     consts = {"w1": rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32),

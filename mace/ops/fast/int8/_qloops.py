@@ -654,19 +654,35 @@ def qpool_par(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, 
 
 
 @njit(**OPTS)
-def qadd(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, r0, r1):
-    """Flat uint8 a, b -> out[r0:r1] = requantize(ta[a] + tb[b]): the int8 Eltwise SUM / SUB /
-    MEAN of two same-shape inputs (ta, tb: their int64 term tables, mace/ops/int8/eltwise.py)."""
+def lookup(x, table, out, r0, r1):
+    """Flat uint8 x -> out[r0:r1] = table[x]: a uint8 -> uint8 op as its 256-entry table."""
     for k in range(r0, r1):
-        out[k] = _requant(ta[a[k]] + tb[b[k]], mult, left, shift, zero, qmin, qmax)
+        out[k] = table[x[k]]
 
 
 @njit(**PAR)
-def qadd_par(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, parts):
+def lookup_par(x, table, out, parts):
     rows = out.shape[0]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        qadd(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, r0, r1)
+        lookup(x, table, out, r0, r1)
+
+
+@njit(**OPTS)
+def lookup2(a, b, table, out, r0, r1):
+    """Flat uint8 a, b -> out[r0:r1] = table[a * 256 + b]: a binary uint8 op (the int8 Eltwise)
+    as its 65536-entry table, one load per element where the arithmetic (two term tables,
+    an int64 requantization) did not vectorize."""
+    for k in range(r0, r1):
+        out[k] = table[(np.intp(a[k]) << 8) | np.intp(b[k])]
+
+
+@njit(**PAR)
+def lookup2_par(a, b, table, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        lookup2(a, b, table, out, r0, r1)
 
 
 @njit(**OPTS)
