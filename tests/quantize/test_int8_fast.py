@@ -371,3 +371,54 @@ def test_onnx_light_squeezenet_quantized_gives_identical_bytes(tmp_path):
     fast, ref = run_both_ways(work, "squeezenet_q8")
     assert len(fast) > 20 and fast.keys() == ref.keys()
     assert [k for k in fast if fast[k] != ref[k]] == []
+
+
+# ---- the byte movers and one-byte functions ---------------------------------------------
+
+def quantized_with_range(x, ops, own_range=None):
+    """`ops` on x quantized; own_range: (lo, hi) given to 'y' (a rescale table after the op)."""
+    graph = make_graph(x.shape, ops)
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    if own_range is not None:
+        ranges["y"] = own_range
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    return graph
+
+
+MOVES = {   # op, args, input shape: each the float fast kernel's path for it
+    "channel_shuffle": ("ChannelShuffle", {"group": 3}, (2, 5, 7, 12)),
+    "transpose_blocked": ("Transpose", {"dims": [0, 3, 1, 2]}, (1, 20, 21, 12)),   # NHWC -> NCHW
+    "transpose_narrow": ("Transpose", {"dims": [0, 2, 3, 1]}, (1, 3, 40, 41)),     # NCHW image -> NHWC
+    "reshape": ("Reshape", {"dims": [2, -1]}, (2, 3, 5, 7)),
+}
+
+
+@pytest.mark.parametrize("own_range", [None, (-0.5, 3.0)], ids=["input_range", "own_range"])
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+@pytest.mark.parametrize("name", MOVES)
+def test_moves_fast_equal_reference(name, sign, own_range):
+    op_type, args, shape = MOVES[name]
+    x = one_signed(np.random.default_rng(len(name) + sign), shape, sign)
+    graph = quantized_with_range(x, [(op_type, ["x"], ["y"], args)], own_range)
+    op = next(op for op in graph.net.op if op.type == op_type)
+    same = graph.quant_params(op.output[0]) == graph.quant_params(op.input[0])
+    assert same == (own_range is None)   # the own range really makes a rescale table
+    assert_same_bytes(graph, x, op_type)
+
+
+@pytest.mark.parametrize("own_range", [None, (-0.2, 0.7)], ids=["input_range", "own_range"])
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+@pytest.mark.parametrize("act", [{"activation": "RELU"}, {"activation": "RELUX", "max_limit": 0.4},
+                                 {"activation": "CLIP", "activation_coefficient": -0.3, "max_limit": 0.5}],
+                         ids=["relu", "relu6", "clip"])
+def test_activation_fast_equals_reference(act, sign, own_range):
+    x = one_signed(np.random.default_rng(11 + sign), (1, 9, 7, 13), sign)
+    graph = quantized_with_range(x, [("Activation", ["x"], ["y"], act)], own_range)
+    assert_same_bytes(graph, x, "Activation")
+
+
+@pytest.mark.parametrize("shape", [(3, 1000), (2, 3, 7), (1, 1)])
+def test_softmax_fast_equals_reference(shape):
+    x = (4 * np.random.default_rng(shape[-1]).standard_normal(shape)).astype(np.float32)
+    graph = quantized_with_range(x, [("Softmax", ["x"], ["y"], {})])
+    assert_same_bytes(graph, x, "Softmax")

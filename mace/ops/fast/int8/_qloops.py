@@ -732,3 +732,33 @@ def qmean_pixels(x, zx, mult, left, shift, zero, out):
                 acc[ch] += np.int64(xr[ch]) - zx
         for ch in range(c):
             out[b, ch] = _requant(acc[ch], mult, left, shift, zero, 0, 255)
+
+
+@njit(**OPTS)
+def qsoftmax(x, table, prob_bits, mult, shift, zero, out, r0, r1):
+    """Rows r0:r1 of x [rows, n] (uint8): the int8 Softmax reference's integers
+    (mace/ops/int8/softmax.py): e = table[max - q], p = ((e << prob_bits) + total / 2) //
+    total (half up: every operand is non-negative), requantized to out's codes."""
+    n = x.shape[1]
+    e = np.empty(n, np.int64)
+    for r in range(r0, r1):
+        xr, orow = x[r], out[r]
+        top = 0
+        for k in range(n):
+            top = max(top, np.int64(xr[k]))
+        total = np.int64(0)
+        for k in range(n):
+            e[k] = table[top - np.int64(xr[k])]
+            total += e[k]
+        half = total >> 1
+        for k in range(n):
+            p = ((e[k] << prob_bits) + half) // total
+            orow[k] = _requant(p, mult, 0, shift, zero, 0, 255)
+
+
+@njit(**PAR)
+def qsoftmax_par(x, table, prob_bits, mult, shift, zero, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qsoftmax(x, table, prob_bits, mult, shift, zero, out, r0, r1)
