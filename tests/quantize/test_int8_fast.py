@@ -422,3 +422,17 @@ def test_softmax_fast_equals_reference(shape):
     x = (4 * np.random.default_rng(shape[-1]).standard_normal(shape)).astype(np.float32)
     graph = quantized_with_range(x, [("Softmax", ["x"], ["y"], {})])
     assert_same_bytes(graph, x, "Softmax")
+
+
+@pytest.mark.skipif(pool() is None, reason=NO_POOL)
+@pytest.mark.parametrize("op_type,args,shape,own_range", [
+    ("ChannelShuffle", {"group": 4}, (1, 40, 40, 24), (-0.5, 3.0)),   # the rescale's lookup_par
+    ("Activation", {"activation": "RELUX", "max_limit": 0.4}, (1, 40, 40, 24), None),
+    ("Softmax", {}, (40, 1000), None),
+], ids=["channel_shuffle_rescaled", "activation", "softmax"])
+def test_lookups_and_softmax_split_across_the_compute_pool(op_type, args, shape, own_range):
+    x = np.random.default_rng(shape[0]).uniform(-1, 1, shape).astype(np.float32)
+    graph = quantized_with_range(x, [(op_type, ["x"], ["y"], args)], own_range)
+    with threadpool_limits(2):
+        fast, _ = assert_same_bytes(graph, x, op_type)
+        assert fast.pooled
