@@ -20,8 +20,9 @@ to all 16 lanes and multiplied with 16 columns x 4 k's of W' (64 bytes):
 
 Also here: the window sums a per-tensor uint8 weight needs, the compute pool's drivers
 (split by output lines or by filter panels) and the other int8 loops (depthwise conv,
-pooling, table lookups, additive eltwise). They live in one file because numba's cache
-keys a function on its own file only (see mace/ops/fast/_loops.py).
+pooling, softmax, the table lookups of eltwise, activations and rescales). They live in
+one file because numba's cache keys a function on its own file only (see
+mace/ops/fast/_loops.py).
 """
 from __future__ import annotations
 
@@ -515,8 +516,8 @@ def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, zero, qmin, qmax, sh, s
 
     As the float depthwise loop (mace/ops/fast/_loops.py), a 3x3 filter's interior pixels
     are one expression per channel (nine products of the raw codes in int32 lanes plus
-    fold: the zero point's share taken off once, requantized and stored at once); the other pixels add tap by tap into a row of int32 accumulators,
-    then requantize. Both are loops over the channels that LLVM vectorizes: the slices keep
+    fold, the zero point's share taken off once; requantized and stored at once); the other
+    pixels add tap by tap into a row of int32 accumulators, then requantize. Both are loops over the channels that LLVM vectorizes: the slices keep
     every index provably non-negative (no wraparound checks)."""
     n, oh, ow, o = out.shape
     h, wd = x.shape[1], x.shape[2]
