@@ -211,6 +211,12 @@ DEPTHWISE_CASES = {
     "multiplier2": ((1, 6, 6, 3), (6, 1, 3, 3), {"padding": "SAME"}),
     "5x5_dilated_relu": ((1, 12, 11, 4), (4, 1, 5, 5), {"dilations": [2, 1], "padding": "SAME",
                                                         "activation": "RELU"}),
+    # the int32 loop's channel blocks: exactly one, a ragged overlapping last one, and the
+    # plain loop past 4 blocks; the 3x3 interior with strides and a column dilation
+    "c16_same": ((1, 6, 7, 16), (16, 1, 3, 3), {"padding": "SAME"}),
+    "c37_stride2_pads": ((1, 9, 10, 37), (37, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
+    "c70_dilated_w": ((2, 7, 11, 70), (70, 1, 3, 3), {"dilations": [1, 2], "padding": "SAME"}),
+    "c24_valid_stride_1x2": ((1, 8, 9, 24), (24, 1, 3, 3), {"strides": [1, 2], "padding": "VALID"}),
 }
 
 
@@ -223,7 +229,9 @@ def test_depthwise_fast_equals_reference(name, per_channel, sign):
     x = one_signed(rng, x_shape, sign)
     consts = {"w": rng.uniform(-1, 1, w_shape).astype(np.float32),
               "b": rng.uniform(-1, 1, w_shape[0]).astype(np.float32)}
-    assert_same_bytes(quantized("DepthwiseConv2d", x, consts, args, per_channel), x, "DepthwiseConv2d")
+    fast, _ = assert_same_bytes(quantized("DepthwiseConv2d", x, consts, args, per_channel), x, "DepthwiseConv2d")
+    node = next(n for n in fast.nodes if n.op.type == "DepthwiseConv2d")
+    assert node.kernel.int32 == (name != "multiplier2")   # the int32 loop, but for a multiplier of 2
 
 
 def test_depthwise_interior_without_the_short_requantization():
@@ -237,7 +245,7 @@ def test_depthwise_interior_without_the_short_requantization():
     graph = quantized("DepthwiseConv2d", x, consts, {"padding": "SAME"})
     fast, _ = assert_same_bytes(graph, x, "DepthwiseConv2d")
     node = next(n for n in fast.nodes if n.op.type == "DepthwiseConv2d")
-    assert isinstance(node.kernel, DepthwiseConv2dInt8Fast) and node.kernel.columns[-1] is False
+    assert isinstance(node.kernel, DepthwiseConv2dInt8Fast) and node.kernel.int32 is False
 
 
 @pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
@@ -269,11 +277,14 @@ def test_max_pooling_with_its_own_range_rescales_like_the_reference():
     assert_same_bytes(graph, x, "Pooling")
 
 
-@pytest.mark.parametrize("kind,act", [("SUM", ""), ("SUM", "RELU"), ("SUB", ""), ("MEAN", "RELUX")])
-def test_eltwise_fast_equals_reference(kind, act):
+@pytest.mark.parametrize("kind,act,relu_a", [("SUM", "", False), ("SUM", "RELU", True), ("SUB", "", False),
+                                             ("MEAN", "RELUX", False), ("PROD", "", True), ("MAX", "", False),
+                                             ("MIN", "RELU", True)])
+def test_eltwise_fast_equals_reference(kind, act, relu_a):
+    """Every kind (one table of all 65536 input pairs); relu_a: input a's zero point is 0."""
     rng = np.random.default_rng(len(kind) + len(act))
     x = rng.uniform(-1, 1, (1, 6, 5, 3)).astype(np.float32)
-    ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME"}),
+    ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME", "activation": "RELU" if relu_a else ""}),
            ("Conv2D", ["x", "w2"], ["b"], {"padding": "SAME"}),
            ("Eltwise", ["a", "b"], ["y"], {"type": kind, "activation": act, "max_limit": 0.7})]
     consts = {"w1": rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32),
@@ -360,3 +371,68 @@ def test_onnx_light_squeezenet_quantized_gives_identical_bytes(tmp_path):
     fast, ref = run_both_ways(work, "squeezenet_q8")
     assert len(fast) > 20 and fast.keys() == ref.keys()
     assert [k for k in fast if fast[k] != ref[k]] == []
+
+
+# ---- the byte movers and one-byte functions ---------------------------------------------
+
+def quantized_with_range(x, ops, own_range=None):
+    """`ops` on x quantized; own_range: (lo, hi) given to 'y' (a rescale table after the op)."""
+    graph = make_graph(x.shape, ops)
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    if own_range is not None:
+        ranges["y"] = own_range
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    return graph
+
+
+MOVES = {   # op, args, input shape: each the float fast kernel's path for it
+    "channel_shuffle": ("ChannelShuffle", {"group": 3}, (2, 5, 7, 12)),
+    "transpose_blocked": ("Transpose", {"dims": [0, 3, 1, 2]}, (1, 20, 21, 12)),   # NHWC -> NCHW
+    "transpose_narrow": ("Transpose", {"dims": [0, 2, 3, 1]}, (1, 3, 40, 41)),     # NCHW image -> NHWC
+    "reshape": ("Reshape", {"dims": [2, -1]}, (2, 3, 5, 7)),
+}
+
+
+@pytest.mark.parametrize("own_range", [None, (-0.5, 3.0)], ids=["input_range", "own_range"])
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+@pytest.mark.parametrize("name", MOVES)
+def test_moves_fast_equal_reference(name, sign, own_range):
+    op_type, args, shape = MOVES[name]
+    x = one_signed(np.random.default_rng(len(name) + sign), shape, sign)
+    graph = quantized_with_range(x, [(op_type, ["x"], ["y"], args)], own_range)
+    op = next(op for op in graph.net.op if op.type == op_type)
+    same = graph.quant_params(op.output[0]) == graph.quant_params(op.input[0])
+    assert same == (own_range is None)   # the own range really makes a rescale table
+    assert_same_bytes(graph, x, op_type)
+
+
+@pytest.mark.parametrize("own_range", [None, (-0.2, 0.7)], ids=["input_range", "own_range"])
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+@pytest.mark.parametrize("act", [{"activation": "RELU"}, {"activation": "RELUX", "max_limit": 0.4},
+                                 {"activation": "CLIP", "activation_coefficient": -0.3, "max_limit": 0.5}],
+                         ids=["relu", "relu6", "clip"])
+def test_activation_fast_equals_reference(act, sign, own_range):
+    x = one_signed(np.random.default_rng(11 + sign), (1, 9, 7, 13), sign)
+    graph = quantized_with_range(x, [("Activation", ["x"], ["y"], act)], own_range)
+    assert_same_bytes(graph, x, "Activation")
+
+
+@pytest.mark.parametrize("shape", [(3, 1000), (2, 3, 7), (1, 1)])
+def test_softmax_fast_equals_reference(shape):
+    x = (4 * np.random.default_rng(shape[-1]).standard_normal(shape)).astype(np.float32)
+    graph = quantized_with_range(x, [("Softmax", ["x"], ["y"], {})])
+    assert_same_bytes(graph, x, "Softmax")
+
+
+@pytest.mark.skipif(pool() is None, reason=NO_POOL)
+@pytest.mark.parametrize("op_type,args,shape,own_range", [
+    ("ChannelShuffle", {"group": 4}, (1, 40, 40, 24), (-0.5, 3.0)),   # the rescale's lookup_par
+    ("Activation", {"activation": "RELUX", "max_limit": 0.4}, (1, 40, 40, 24), None),
+    ("Softmax", {}, (40, 1000), None),
+], ids=["channel_shuffle_rescaled", "activation", "softmax"])
+def test_lookups_and_softmax_split_across_the_compute_pool(op_type, args, shape, own_range):
+    x = np.random.default_rng(shape[0]).uniform(-1, 1, shape).astype(np.float32)
+    graph = quantized_with_range(x, [(op_type, ["x"], ["y"], args)], own_range)
+    with threadpool_limits(2):
+        fast, _ = assert_same_bytes(graph, x, op_type)
+        assert fast.pooled

@@ -20,8 +20,9 @@ to all 16 lanes and multiplied with 16 columns x 4 k's of W' (64 bytes):
 
 Also here: the window sums a per-tensor uint8 weight needs, the compute pool's drivers
 (split by output lines or by filter panels) and the other int8 loops (depthwise conv,
-pooling, table lookups, additive eltwise). They live in one file because numba's cache
-keys a function on its own file only (see mace/ops/fast/_loops.py).
+pooling, softmax, the table lookups of eltwise, activations and rescales). They live in
+one file because numba's cache keys a function on its own file only (see
+mace/ops/fast/_loops.py).
 """
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ VNNI_MODE, SHORT = 1, 2
 # epilogue table rows (int64, per output column): what _qgemm.QPanels packs
 EP_CORR, EP_D, EP_LEFT, EP_MULT, EP_ROUND, EP_SHIFT = range(6)
 EP_ROWS = 6
+# int32 lanes of one AVX-512 vector: the depthwise interior's block of channels
+LANES = 16
 
 
 @intrinsic(prefer_literal=True)
@@ -426,89 +429,179 @@ def _requant(t, mult, left, shift, zero, qmin, qmax):
 
 
 @njit(**OPTS)
-def qdepthwise(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw, dh,
-               dw, pt, pl, cm, out, r0, r1):
+def qdepthwise(x, zx, w, bias, mult, left, shift, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, cm, out, r0, r1):
     """out[n, y, x, o] = requantize(bias[o] + sum_ij (x[.., o // cm] - zx) * w[i, j, o]) per
     channel o, taps outside the input skipped (a centred pad is 0), output rows r0:r1 (image-
     major). w int64 [kh, kw, O]: the centred filter; bias, mult, left, shift int64 [O].
+    The general form, in int64: qdepthwise32 runs where int32 accumulators are exact."""
+    n, oh, ow, o = out.shape
+    h, wd = x.shape[1], x.shape[2]
+    kh, kw = w.shape[0], w.shape[1]
+    acc = np.empty((ow, o), np.int64)
+    for row in range(r0, r1):
+        b, oy = row // oh, row % oh
+        iy0 = oy * sh - pt
+        orow = out[b, oy]
+        for ox in range(ow):
+            for ch in range(o):
+                acc[ox, ch] = bias[ch]
+        for i in range(kh):
+            iy = iy0 + i * dh
+            if iy < 0 or iy >= h:
+                continue
+            xrow = x[b, iy]
+            for j in range(kw):
+                off = j * dw - pl
+                x0 = max(0, (-off + sw - 1) // sw)
+                x1 = min(ow, (wd - off + sw - 1) // sw)
+                wt = w[i, j]
+                for ox in range(x0, x1):
+                    xs = xrow[ox * sw + off]
+                    a = acc[ox]
+                    for ci in range(xs.shape[0]):   # input channel ci feeds outputs ci * cm ...
+                        xv = np.int64(xs[ci]) - zx
+                        for m in range(ci * cm, (ci + 1) * cm):
+                            a[m] += xv * wt[m]
+        for ox in range(ow):
+            for ch in range(o):
+                orow[ox, ch] = _requant(acc[ox, ch], mult[ch], left[ch], shift[ch], zero, qmin, qmax)
+
+
+@njit(**OPTS)
+def _mac(acc, xv, z, wv):
+    """np.int32(acc + (xv - z) * wv): numba types int32 arithmetic as int64, and LLVM narrows
+    the chain back to int32 lanes only where each step is truncated."""
+    return np.int32(acc + np.int32(np.int32(np.int32(xv) - z) * wv))
+
+
+@njit(**OPTS)
+def _mac0(acc, xv, wv):
+    """np.int32(acc + xv * wv), narrowed to int32 lanes as _mac."""
+    return np.int32(acc + np.int32(np.int32(xv) * wv))
+
+
+@njit(**OPTS)
+def _interior(p0, p1, p2, ch, d1, d2, w9, fold, mult, rnd, shift, zero, qmin, qmax):
+    """One channel of a 3x3 depthwise interior pixel: fold + the nine products of the raw
+    codes (rows p0, p1, p2 from the window's first column, taps d1 / d2 elements apart),
+    requantized."""
+    v = _mac0(fold, p0[ch], w9[0, ch])
+    v = _mac0(v, p0[ch + d1], w9[1, ch])
+    v = _mac0(v, p0[ch + d2], w9[2, ch])
+    v = _mac0(v, p1[ch], w9[3, ch])
+    v = _mac0(v, p1[ch + d1], w9[4, ch])
+    v = _mac0(v, p1[ch + d2], w9[5, ch])
+    v = _mac0(v, p2[ch], w9[6, ch])
+    v = _mac0(v, p2[ch + d1], w9[7, ch])
+    v = _mac0(v, p2[ch + d2], w9[8, ch])
+    return _requant32(v, mult, rnd, shift, zero, qmin, qmax)
+
+
+@njit(**OPTS)
+def _requant32(v, mult, rnd, shift, zero, qmin, qmax):
+    """requantize for an int32 v without a left shift: mult (int32) and v sign-extended, so
+    LLVM multiplies 32 x 32 -> 64 (vpmuldq); the result clamped in int64 lanes."""
+    t = ((np.int64(v) * np.int64(mult) + rnd) >> shift) + zero
+    t = t if t > qmin else qmin
+    return t if t < qmax else qmax
+
+
+@njit(**OPTS)
+def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, out, r0, r1):
+    """qdepthwise for a channel multiplier of 1 where the sums provably fit int32 (|bias| +
+    2 * kh * kw * 255 * 255 < 2^31: the reference's int32 clip is then a no-op) and no
+    multiplier needs the left shift: w int32 [kh, kw, O], bias int32 [O], fold = bias - zx *
+    (sum of the taps) int32 [O], mult int32 [O], rnd = 2^(shift - 1) int64 [O]. Integers
+    throughout, the reference's expression: the same bytes.
 
     As the float depthwise loop (mace/ops/fast/_loops.py), a 3x3 filter's interior pixels
-    (cm 1, all nine taps inside) are one expression per channel over flat [W * C] rows where
-    `short` says it is exact in int32 lanes: the input's zero point folded into fold (int32:
-    bias - zx * sum of the taps), w32 / mult32 the int32 filter and multipliers, rnd =
-    2^(shift - 1), no int32 clip or left shift needed (int32 lanes: twice the speed of int64).
-    The other pixels accumulate tap by tap, centred, in int64."""
+    are one expression per channel (nine products of the raw codes in int32 lanes plus
+    fold, the zero point's share taken off once; requantized and stored at once); the other
+    pixels add tap by tap into a row of int32 accumulators, then requantize. Both are loops over the channels that LLVM vectorizes: the slices keep
+    every index provably non-negative (no wraparound checks)."""
     n, oh, ow, o = out.shape
-    h, wd, c = x.shape[1], x.shape[2], x.shape[3]
+    h, wd = x.shape[1], x.shape[2]
     kh, kw = w.shape[0], w.shape[1]
-    xf = x.reshape(n, h, wd * c)
+    xf = x.reshape(n, h, wd * o)
     of = out.reshape(n, oh, ow * o)
-    w9 = w32.reshape(kh * kw, o)
-    acc = np.empty((ow, o), np.int64)
+    w9 = w.reshape(kh * kw, o)
+    acc = np.empty(ow * o, np.int32)
+    z = np.int32(zx)
     # output columns whose three taps along W are all inside the input
     a0 = max(0, (pl + sw - 1) // sw)
     a1 = min(ow, (wd - 2 * dw + pl + sw - 1) // sw)
     for row in range(r0, r1):
         b, oy = row // oh, row % oh
         iy0 = oy * sh - pt
-        if short and cm == 1 and kh == 3 and kw == 3 and iy0 >= 0 and iy0 + 2 * dh < h and a1 > a0:
+        orow = of[b, oy]
+        c0, c1 = 0, 0
+        if kh == 3 and kw == 3 and iy0 >= 0 and iy0 + 2 * dh < h and a1 > a0:
             c0, c1 = a0, a1
             x0r, x1r, x2r = xf[b, iy0], xf[b, iy0 + dh], xf[b, iy0 + 2 * dh]
-            ofr = of[b, oy]
-            step, dil = max(sw, 1) * c, max(dw, 1) * c
-            start = max((a0 * sw - pl) * c, 0)
-            first = max(a0, 0)
-            for q in range(a1 - a0):
-                k0 = start + q * step
-                o0 = (first + q) * c
-                for ch in range(c):
-                    k = k0 + ch
-                    v = np.int32(np.int32(x0r[k]) * w9[0, ch] + np.int32(x0r[k + dil]) * w9[1, ch]
-                                 + np.int32(x0r[k + 2 * dil]) * w9[2, ch] + np.int32(x1r[k]) * w9[3, ch]
-                                 + np.int32(x1r[k + dil]) * w9[4, ch] + np.int32(x1r[k + 2 * dil]) * w9[5, ch]
-                                 + np.int32(x2r[k]) * w9[6, ch] + np.int32(x2r[k + dil]) * w9[7, ch]
-                                 + np.int32(x2r[k + 2 * dil]) * w9[8, ch] + fold[ch])
-                    t = ((np.int64(v) * np.int64(mult32[ch]) + rnd[ch]) >> shift[ch]) + zero
-                    t = t if t > qmin else qmin
-                    ofr[o0 + ch] = t if t < qmax else qmax
-        else:
-            c0, c1 = 0, 0
-        orow = out[b, oy]
+            for ox in range(c0, c1):
+                at = max((ox * sw - pl) * o, 0)
+                p0, p1, p2 = x0r[at:at + 2 * dw * o + o], x1r[at:at + 2 * dw * o + o], x2r[at:at + 2 * dw * o + o]
+                res = orow[ox * o:(ox + 1) * o]
+                d1, d2 = max(dw, 0) * o, max(2 * dw, 0) * o
+                if LANES <= o < 4 * LANES:
+                    # LLVM's vector loop takes 4 * LANES channels a step, the rest scalar:
+                    # fewer channels go LANES at a time (a constant trip count, vectorized
+                    # whole), the last block overlapping the one before (equal bytes again)
+                    for cb in range(0, o, LANES):
+                        c = max(min(cb, o - LANES), 0)
+                        for lane in range(LANES):
+                            ch = c + lane
+                            res[ch] = _interior(p0, p1, p2, ch, d1, d2, w9, fold[ch], mult[ch], rnd[ch], shift[ch],
+                                                zero, qmin, qmax)
+                else:
+                    for ch in range(o):
+                        res[ch] = _interior(p0, p1, p2, ch, d1, d2, w9, fold[ch], mult[ch], rnd[ch], shift[ch],
+                                            zero, qmin, qmax)
         for seg in range(2):   # the other pixels: columns [0, c0) and [c1, ow)
             s0, s1 = (0, c0) if seg == 0 else (c1, ow)
             if s1 <= s0:
                 continue
             for ox in range(s0, s1):
+                a = acc[ox * o:(ox + 1) * o]
                 for ch in range(o):
-                    acc[ox, ch] = bias[ch]
+                    a[ch] = bias[ch]
             for i in range(kh):
                 iy = iy0 + i * dh
                 if iy < 0 or iy >= h:
                     continue
-                xrow = x[b, iy]
+                xrow = xf[b, iy]
                 for j in range(kw):
                     off = j * dw - pl
                     x0 = max(s0, (-off + sw - 1) // sw)
                     x1 = min(s1, (wd - off + sw - 1) // sw)
                     wt = w[i, j]
                     for ox in range(x0, x1):
-                        xs = xrow[ox * sw + off]
-                        a = acc[ox]
+                        at = max((ox * sw + off) * o, 0)
+                        xs = xrow[at:at + o]
+                        a = acc[ox * o:(ox + 1) * o]
                         for ch in range(o):
-                            a[ch] += (np.int64(xs[ch // cm]) - zx) * wt[ch]
+                            a[ch] = _mac(a[ch], xs[ch], z, wt[ch])
             for ox in range(s0, s1):
+                a = acc[ox * o:(ox + 1) * o]
+                res = orow[ox * o:(ox + 1) * o]
                 for ch in range(o):
-                    orow[ox, ch] = _requant(acc[ox, ch], mult[ch], left[ch], shift[ch], zero, qmin, qmax)
+                    res[ch] = _requant32(a[ch], mult[ch], rnd[ch], shift[ch], zero, qmin, qmax)
 
 
 @njit(**PAR)
-def qdepthwise_par(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw,
-                   dh, dw, pt, pl, cm, out, parts):
+def qdepthwise_par(x, zx, w, bias, mult, left, shift, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, cm, out, parts):
     rows = out.shape[0] * out.shape[1]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        qdepthwise(x, zx, w, w32, fold, bias, mult, mult32, left, shift, rnd, short, zero, qmin, qmax, sh, sw,
-                   dh, dw, pt, pl, cm, out, r0, r1)
+        qdepthwise(x, zx, w, bias, mult, left, shift, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, cm, out, r0, r1)
+
+
+@njit(**PAR)
+def qdepthwise32_par(x, zx, w, bias, fold, mult, shift, rnd, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, out, parts):
+    rows = out.shape[0] * out.shape[1]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, zero, qmin, qmax, sh, sw, dh, dw, pt, pl, out, r0, r1)
 
 
 @njit(**OPTS)
@@ -562,19 +655,35 @@ def qpool_par(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, 
 
 
 @njit(**OPTS)
-def qadd(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, r0, r1):
-    """Flat uint8 a, b -> out[r0:r1] = requantize(ta[a] + tb[b]): the int8 Eltwise SUM / SUB /
-    MEAN of two same-shape inputs (ta, tb: their int64 term tables, mace/ops/int8/eltwise.py)."""
+def lookup(x, table, out, r0, r1):
+    """Flat uint8 x -> out[r0:r1] = table[x]: a uint8 -> uint8 op as its 256-entry table."""
     for k in range(r0, r1):
-        out[k] = _requant(ta[a[k]] + tb[b[k]], mult, left, shift, zero, qmin, qmax)
+        out[k] = table[x[k]]
 
 
 @njit(**PAR)
-def qadd_par(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, parts):
+def lookup_par(x, table, out, parts):
     rows = out.shape[0]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        qadd(a, b, ta, tb, mult, left, shift, zero, qmin, qmax, out, r0, r1)
+        lookup(x, table, out, r0, r1)
+
+
+@njit(**OPTS)
+def lookup2(a, b, table, out, r0, r1):
+    """Flat uint8 a, b -> out[r0:r1] = table[a * 256 + b]: a binary uint8 op (the int8 Eltwise)
+    as its 65536-entry table, one load per element where the arithmetic (two term tables,
+    an int64 requantization) did not vectorize."""
+    for k in range(r0, r1):
+        out[k] = table[(np.intp(a[k]) << 8) | np.intp(b[k])]
+
+
+@njit(**PAR)
+def lookup2_par(a, b, table, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        lookup2(a, b, table, out, r0, r1)
 
 
 @njit(**OPTS)
@@ -624,3 +733,33 @@ def qmean_pixels(x, zx, mult, left, shift, zero, out):
                 acc[ch] += np.int64(xr[ch]) - zx
         for ch in range(c):
             out[b, ch] = _requant(acc[ch], mult, left, shift, zero, 0, 255)
+
+
+@njit(**OPTS)
+def qsoftmax(x, table, prob_bits, mult, shift, zero, out, r0, r1):
+    """Rows r0:r1 of x [rows, n] (uint8): the int8 Softmax reference's integers
+    (mace/ops/int8/softmax.py): e = table[max - q], p = ((e << prob_bits) + total / 2) //
+    total (half up: every operand is non-negative), requantized to out's codes."""
+    n = x.shape[1]
+    e = np.empty(n, np.int64)
+    for r in range(r0, r1):
+        xr, orow = x[r], out[r]
+        top = 0
+        for k in range(n):
+            top = max(top, np.int64(xr[k]))
+        total = np.int64(0)
+        for k in range(n):
+            e[k] = table[top - np.int64(xr[k])]
+            total += e[k]
+        half = total >> 1
+        for k in range(n):
+            p = ((e[k] << prob_bits) + half) // total
+            orow[k] = _requant(p, mult, 0, shift, zero, 0, 255)
+
+
+@njit(**PAR)
+def qsoftmax_par(x, table, prob_bits, mult, shift, zero, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qsoftmax(x, table, prob_bits, mult, shift, zero, out, r0, r1)

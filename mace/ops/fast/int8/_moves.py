@@ -1,0 +1,42 @@
+"""What the fast int8 pass-through ops share (ChannelShuffle, Transpose, Reshape): the float
+fast kernel moves the uint8 bytes (its loops and copies take any numeric dtype), then an
+output with a range of its own is requantized in place by the reference's 256-entry table
+through a compiled lookup (_qloops.lookup) instead of numpy's take."""
+from __future__ import annotations
+
+from mace.ops._common import sequence
+from mace.ops.fast._pool import loop
+from mace.ops.fast.int8._qjit import qloops
+
+
+def rescale_step(table, out):
+    """A step applying `table` to `out` in place, or None where there is nothing to apply."""
+    if table is None:
+        return None
+    flat = out.reshape(-1)   # arena tensors are contiguous: a view
+    return loop("lookup", (flat, table, flat), flat.size, 2 * flat.size, lib=qloops())
+
+
+class FastMove:
+    """Mixin before an int8 PassThrough kernel class: `mover` is the float fast kernel class."""
+
+    mover = None
+
+    @classmethod
+    def accepts(cls, ctx) -> bool:
+        return qloops() is not None and super().accepts(ctx) and cls.mover.accepts(ctx)
+
+    def setup(self, ctx):
+        super().setup(ctx)   # the reference's: its float setup and the rescale tables
+        self.move = self.mover(ctx)
+        self.scratch_nbytes = self.move.scratch_nbytes
+
+    def bind(self, inputs, outputs, scratch=None):
+        if not all(out.flags.c_contiguous for out in outputs):
+            return super().bind(inputs, outputs, scratch)
+        steps = [self.move.bind(inputs, outputs, scratch)]
+        steps += [s for s in map(rescale_step, self.tables, outputs) if s is not None]
+        return sequence(steps)
+
+    def run(self, inputs, outputs):
+        self.bind(inputs, outputs, None)()
