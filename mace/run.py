@@ -40,7 +40,7 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
             inits.append(opened.init_ms)
             if restart == 0:
                 notes += opened.notes + describe_placement(engine.graph)
-                inputs, source = make_inputs(config, sg, input_dir, seed)
+                inputs, source = make_inputs(config, sg, input_dir, seed, build_dir)
             outputs, warmup_ms = timed(lambda: engine.run(inputs))
             timing = Timing(opened.init_ms, warmup_ms)
             profiler = OpProfiler() if profile and restart == restarts - 1 else None

@@ -76,7 +76,7 @@ def run_stat(args, config, console) -> int:
 
 def _stat_model(args, config, console, model, cluster, several: bool) -> None:
     stat_engine(config, model, args.build_dir)   # a clear error before any worker starts
-    samples = load_samples(args.input_dir, model.graph.inputs, "--input_dir")
+    samples = load_samples(args.input_dir, model.graph.inputs, "--input_dir", model.graph.image_preprocess)
     with sample_bar(console, f"ranges of {model.name} ({cluster.describe})") as bar:
         task = bar.add_task("samples", total=len(samples))
         per_sample = sharded_stat.collect(config, model, args.build_dir, samples, cluster, args.num_threads,

@@ -27,7 +27,7 @@ BUILD_KEYS = ("input_tensors", "input_shapes", "input_data_formats", "input_data
               "output_data_types", "output_aliases", "runtime", "data_type", "winograd", "obfuscate",
               "quantize", "quantize_large_weights", "quantize_range_file", "quantize_calibration_data",
               "quantize_schema", "change_concat_ranges", "graph_optimize_options", "placement",
-              "placement_preference", "quantize_target_cosine")
+              "placement_preference", "quantize_target_cosine", "image_preprocess")
 LIBRARY_KEYS = ("model_graph_format", "model_data_format")
 
 

@@ -3,8 +3,7 @@ deployment file's validation_outputs_data (`run --validate`)."""
 from __future__ import annotations
 
 from mace.config.deployment import ModelConfig, SubgraphConfig
-from mace.config.fetch import local_path
-from mace.config.files import fetch_model_files, read_npy
+from mace.config.files import data_file, fetch_model_files, read_npy
 from mace.config.regular_file import NotRegularFile
 from mace.config.specs import user_to_framework
 from mace.errors import ModelError, RuntimeInputError
@@ -13,12 +12,13 @@ from mace.validate.metrics import compare
 from mace.validate.reference import reference_runner
 
 
-def _reference_files(config, sg: SubgraphConfig) -> dict:
-    """validation_outputs_data: the expected outputs, one .npy per output in the caller's layout."""
+def _reference_files(config, sg: SubgraphConfig, build_dir=None) -> dict:
+    """validation_outputs_data: the expected outputs, one .npy per output in the caller's layout
+    (local files or URLs, downloaded and checksummed as model files)."""
     where = f"{config.path}: {sg.key_path}.validation_outputs_data"
     ref = {}
-    for s, f in zip(sg.outputs, sg.validation_outputs_data):
-        path = local_path(f, config.base_dir)
+    for i, s in enumerate(sg.outputs):
+        path = data_file(config, sg, "validation_outputs_data", i, build_dir)
         try:
             ref[s.name] = read_npy(path)
         except FileNotFoundError:
@@ -35,7 +35,7 @@ def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dic
     """Compare `outputs` with the original framework on the same `inputs`, or with the
     validation_outputs_data files (`use_files`: the inputs are validation_inputs_data)."""
     if use_files and sg.validation_outputs_data:
-        ref = _reference_files(config, sg)
+        ref = _reference_files(config, sg, build_dir)
         return [_compare(config, model, s.name, ref[s.name], outputs[s.name], sg.threshold())
                 for s in sg.outputs]
     fw_format = FRAMEWORK_FORMATS[model.platform]
