@@ -107,6 +107,21 @@ def to_json(r) -> dict:
             "passed": r.passed if r.metrics else None}
 
 
+def _report_csv(args, config, console, results) -> None:
+    """MACE's report.csv, where its --report_dir puts it; as MACE, only for timed runs (--round > 0)."""
+    if args.report_dir and not args.report:
+        console.print("[yellow]note:[/yellow] --report_dir is where --report writes report.csv; "
+                      "without --report nothing is written")
+    if not (args.report and results):
+        return
+    if args.round < 1:
+        console.print("[yellow]note:[/yellow] report.csv not written: --round 0 has no timed runs "
+                      "(MACE writes it only when --round > 0)")
+        return
+    path = write_report_csv(args.report_dir or library_dir(config, args.build_dir), results)
+    console.print(f"report CSV: {escape(str(path))}")
+
+
 def main(args) -> int:
     config = load_deployment(args.config)
     _overrides.apply(config, args)  # MACE's --target_abis, --model_graph_format, ...
@@ -140,9 +155,7 @@ def main(args) -> int:
     if args.output_dir:
         console.print(f"outputs written to {escape(args.output_dir)}/"
                       + (" (MACE's raw format)" if args.output_format == "raw" else ""))
-    if args.report and results:  # MACE's report.csv, where its --report_dir puts it
-        path = write_report_csv(args.report_dir or library_dir(config, args.build_dir), results)
-        console.print(f"report CSV: {escape(str(path))}")
+    _report_csv(args, config, console, results)
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump({"library": config.library_name, "models": [to_json(r) for r in results]}, f, indent=2)
