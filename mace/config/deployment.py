@@ -152,10 +152,12 @@ def _check_subgraph(reader, sg, model):
         reader.fail(f"{sg.key_path}.input_shapes",
                     f"{len(sg.input_shapes)} shape(s) for {n_in} input tensor(s) {sg.input_tensors}")
     for key in ("input_data_formats", "input_data_types", "input_ranges",
-                "validation_inputs_data", "validation_inputs_data_sha256_checksum", "input_aliases"):
+                "validation_inputs_data", "validation_inputs_data_sha256_checksum", "input_aliases",
+                "original_input_tensors"):
         _per_tensor(reader, sg, key, n_in, "input tensors")
     for key in ("output_shapes", "output_data_formats", "output_data_types",
-                "validation_outputs_data", "validation_outputs_data_sha256_checksum", "output_aliases"):
+                "validation_outputs_data", "validation_outputs_data_sha256_checksum", "output_aliases",
+                "original_output_tensors"):
         _per_tensor(reader, sg, key, n_out, "output tensors")
     for data in ("validation_inputs_data", "validation_outputs_data"):
         if sg.values[data + "_sha256_checksum"] and not sg.values[data]:
@@ -216,13 +218,16 @@ def _subgraphs(reader, model, raw):
 
 # ---- the model as one graph (named subgraphs, op placement: docs/placement.md) ----------
 IN_KEYS = ("input_tensors", "input_shapes", "input_data_formats", "input_data_types", "input_ranges",
-           "input_aliases", "validation_inputs_data", "validation_inputs_data_sha256_checksum")
+           "input_aliases", "validation_inputs_data", "validation_inputs_data_sha256_checksum",
+           "original_input_tensors")
 OUT_KEYS = ("output_tensors", "output_shapes", "output_data_formats", "output_data_types",
-            "output_aliases", "validation_outputs_data", "validation_outputs_data_sha256_checksum")
+            "output_aliases", "validation_outputs_data", "validation_outputs_data_sha256_checksum",
+            "original_output_tensors")
 # keys whose lists may be empty (not given) in a subgraph
 OPTIONAL_LISTS = ("input_aliases", "validation_inputs_data", "validation_inputs_data_sha256_checksum",
                   "output_shapes", "output_aliases", "validation_outputs_data",
-                  "validation_outputs_data_sha256_checksum")
+                  "validation_outputs_data_sha256_checksum", "original_input_tensors",
+                  "original_output_tensors")
 
 
 def default_preference(runtime: str) -> list:
@@ -330,6 +335,9 @@ def _model(reader, name, raw):
         origin["data_type"] = f"default for {model.runtime}"
     if model.weight_file_path and not model.weight_sha256_checksum:
         reader.fail(f"{path}.weight_sha256_checksum", "required when weight_file_path is set")
+    if model.original_model_file_path and model.platform != "onnx":
+        reader.fail(f"{path}.original_model_file_path", f"only for ONNX models (the file an ONNX model was "
+                                                        f"exported from); this model is {model.platform}")
     model.subgraphs = _subgraphs(reader, model, raw["subgraphs"])
     _check_image_inputs(reader, model)
     model.graph = _whole(reader, model)

@@ -277,8 +277,9 @@ INHERITED_KEYS = [
     Key("graph_optimize_options", list_of(as_str), [], doc="replace the pass list (names)"),
     Key("validation_threshold", parse_thresholds, {}, doc="{CPU: 0.999, GPU: 0.995, DSP: 0.98}"),
     Key("backend", as_str, "onnxruntime",
-        doc="validation reference of ONNX models (MACE: tensorflow, caffe2, pytorch; here onnxruntime runs "
-            "the ONNX file, and run notes which backend was asked for)"),
+        doc="validation reference of ONNX models: onnxruntime; tensorflow, keras or tflite with "
+            "original_model_file_path run that original in its framework; any other value (caffe2, "
+            "pytorch) is named in a note and onnxruntime runs the ONNX file"),
     Key("accuracy_validation_script", lambda v: one_script(v), None,
         doc="MACE's AccuracyValidator plugin: `run` evaluates it over its data set (one file)"),
     Key("validation_inputs_data", list_of(as_str), [],
@@ -315,6 +316,11 @@ MODEL_KEYS = [
     Key("weight_file_path", as_str, None, doc="Caffe .caffemodel"),
     Key("weight_sha256_checksum", lambda v: as_str(v).lower(), None),
     Key("subgraphs", any_value, required=True, doc="list (one graph) or dict name -> graph"),
+    Key("original_model_file_path", as_str, None,
+        doc="pymace's: the file an ONNX model was exported from (local path or URL); with backend "
+            "tensorflow, keras or tflite, `run --validate` runs it as the reference"),
+    Key("original_model_sha256_checksum", lambda v: as_str(v).lower(), None,
+        doc="pymace's: its sha256 (required with original_model_file_path)"),
 ] + INHERITED_KEYS
 
 SUBGRAPH_KEYS = [
@@ -326,6 +332,10 @@ SUBGRAPH_KEYS = [
     Key("output_data_formats", list_of(one_of(DATA_FORMATS, lower=False)), ["NHWC"]),
     Key("input_aliases", as_str_list, []),
     Key("output_aliases", as_str_list, []),
+    Key("original_input_tensors", as_str_list, [],
+        doc="pymace's: the inputs' names in original_model_file_path, in input_tensors order (default: the same)"),
+    Key("original_output_tensors", as_str_list, [],
+        doc="pymace's: the outputs' names in original_model_file_path (default: the same)"),
 ] + INHERITED_KEYS
 
 
