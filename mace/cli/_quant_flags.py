@@ -34,7 +34,7 @@ from mace.scale.runner import session
 from mace.validate.trace import to_obfuscated, trace_model
 
 SAMPLES_HELP = "one sub-folder per sample holding <input>.npy, *.npz files keyed by input name, or " \
-               "*.npy files for a one-input model"
+               "*.npy files for a one-input model (JPEG/PNG files where the input has image_preprocess)"
 
 
 def add_arguments(p) -> None:

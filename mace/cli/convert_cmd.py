@@ -13,7 +13,7 @@ from mace.convert import convert_deployment, index_html
 from mace.quantize.stat import stat_config
 from mace.report.offline import render_text
 
-HELP = "convert the models of a deployment file into the IR (.pb + .data)"
+HELP = "convert the models of a deployment file into the IR (.pb + .data, and MACE's <model>_index.html)"
 
 
 def add_arguments(p) -> None:

@@ -22,14 +22,17 @@ HELP = "run converted models; --validate compares with the original framework"
 
 def add_arguments(p) -> None:
     p.add_argument("--validate", action="store_true",
-                   help="compare outputs with the original framework (cosine, SQNR, pixel accuracy)")
+                   help="compare outputs with the original framework (cosine, SQNR, pixel accuracy); "
+                        "ONNX models with backend tensorflow|keras|tflite and original_model_file_path "
+                        "against that original")
     p.add_argument("--round", type=int, default=1, help="timed runs after the warm-up run")
     p.add_argument("--example", action="store_true",
                    help="run as an application would: load the model with the Python API and print "
                         "each output's shape and top-5 classes")
     p.add_argument("--input_dir", default=None, metavar="DIR",
-                   help="read each input from DIR/<input name>.npy ('/', ':' in names become '_') or from "
-                        "MACE's raw DIR/model_input_<name> (every non-alphanumeric character as '_')")
+                   help="read each input from DIR/<input name>.npy ('/', ':' in names become '_'), from "
+                        "MACE's raw DIR/model_input_<name> (every non-alphanumeric character as '_'), or "
+                        "from DIR/<input name>.jpg|.png for an input with image_preprocess")
     p.add_argument("--output_dir", default=None, metavar="DIR",
                    help="write each output to DIR/<output name>.npy ('/', ':' in names become '_'), or "
                         "as MACE's raw DIR/model_out_<name> with --output_format raw")
@@ -38,7 +41,7 @@ def add_arguments(p) -> None:
     p.add_argument("--restart_round", type=int, default=1, metavar="N",
                    help="MACE's flag: create the engine and run --round times, N times over (host runs)")
     p.add_argument("--report_dir", default=None, metavar="DIR",
-                   help="where --report writes MACE's report.csv (default builds/<library>/)")
+                   help="where --report appends MACE's report.csv when --round > 0 (default builds/<library>/)")
     p.add_argument("--omp_num_threads", "--num_threads", dest="num_threads", type=int, default=-1,
                    help="CPU threads for BLAS (and onnxruntime when validating); -1: library default")
     p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",

@@ -146,7 +146,7 @@ def _fit(value, spec, path, where):
 def calibration_samples(config, sg):
     """A callable returning the calibration samples, or None when there are none.
 
-    Samples come from the subgraph's `quantize_calibration_data` folder, else from its
+    Samples come from the subgraph's `quantize_calibration_data` folder (or list of files), else from its
     validation_inputs_data (one sample) when no quantize_range_file is given.
     """
 
