@@ -26,7 +26,6 @@ ALL_INPUTS = "*"        # the parsed key's name for "one declaration for every i
 RESAMPLE = ("bilinear", "nearest", "bicubic", "lanczos", "box", "hamming")
 ORDERS = {"RGB": 3, "BGR": 3, "GRAY": 1}
 SPEC_KEYS = ("resize", "resample", "channel_order", "mean", "std", "scale", "layout")
-MAX_PIXELS = 1 << 28     # Pillow's decompression-bomb guard, stated: a bigger image is refused
 
 
 @dataclass(frozen=True)
@@ -160,15 +159,14 @@ def _open(path: Path, where: str, name: str):
     Image = _pillow()
     try:
         with open_regular(path) as f, Image.open(f) as im:
-            if im.width * im.height > MAX_PIXELS:
-                raise RuntimeInputError(f"{where}: {path} is {im.width}x{im.height}, more than "
-                                        f"{MAX_PIXELS} pixels")
             im.load()
             return im.copy()
     except FileNotFoundError:
         raise RuntimeInputError(f"{where}: image {path} for input '{name}' not found") from None
     except NotRegularFile as e:
         raise RuntimeInputError(f"{where}: image {path} is {e.strerror}") from None
+    except Image.DecompressionBombError as e:   # Pillow's own guard against huge images
+        raise RuntimeInputError(f"{where}: {path} is refused: {e}") from None
     except (OSError, ValueError, SyntaxError) as e:  # Pillow's UnidentifiedImageError is an OSError
         raise RuntimeInputError(f"{where}: {path} is not a readable JPEG/PNG image "
                                 f"({type(e).__name__}: {e})") from None

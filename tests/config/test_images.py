@@ -126,3 +126,10 @@ def test_missing_pillow_says_how_to_install(monkeypatch):
     spec = _spec((1, 8, 8, 3))
     with pytest.raises(ConfigError, match=r"pymace\[images\]"):
         decode(CHINA, spec, spec.image, "k")
+
+
+def test_pillow_decompression_bomb_guard_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 1000)   # china.jpg has 273,280 pixels
+    spec = _spec((1, 8, 8, 3))
+    with pytest.raises(RuntimeInputError, match="china.jpg is refused"):
+        decode(CHINA, spec, spec.image, "k")

@@ -138,3 +138,14 @@ def test_image_preprocess_for_an_unknown_input_is_a_config_error(work):
     r = cli("config", f"--config={config}", cwd=work)
     assert r.returncode != 0 and "Traceback" not in r.stderr
     assert "image_preprocess: no input named 'imgae'" in r.stderr
+
+
+def test_quantize_stat_over_a_folder_of_images_equals_npy_samples(work):
+    config = _deploy(work, "stat.yml", "stat", image_preprocess=PREP)
+    ok(cli("convert", f"--config={config}", "--quantize_stat", cwd=work))
+    logs = {}
+    for folder in ("png", "npy"):
+        r = ok(cli("run", f"--config={config}", "--quantize_stat", f"--input_dir={folder}", cwd=work))
+        assert f"over {COUNT} sample(s)" in r.stdout
+        logs[folder] = (work / "builds" / "stat" / "quantize_stat" / "digits_cnn_tensor_range.log").read_text()
+    assert logs["png"] == logs["npy"] and logs["png"].count("Tensor range @@") >= COUNT
