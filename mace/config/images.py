@@ -13,7 +13,7 @@ Pillow is an optional extra (`pip install 'pymace[images]'`), imported when an i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -99,21 +99,23 @@ def _one(raw, name: str) -> ImagePreprocess:
 
 def parse_image_preprocess(v) -> dict:
     """The `image_preprocess` key: one mapping of SPEC_KEYS for every input, or
-    `{input name: mapping}` -> {name or ALL_INPUTS: ImagePreprocess}."""
+    `{input name: mapping}` -> {name or ALL_INPUTS: every SPEC_KEY with its value}, plain data
+    (what `config` shows and --json writes; for_input makes the ImagePreprocess)."""
     if v is None:
         return {}
     if not isinstance(v, dict) or not v:
         raise ValueError(f"expected a mapping ({', '.join(SPEC_KEYS)}), or input name -> such a mapping; "
                          f"got {v!r}")
     if any(k in SPEC_KEYS for k in v):
-        return {ALL_INPUTS: _one(v, ALL_INPUTS)}
-    return {str(name): _one(raw, str(name)) for name, raw in v.items()}
+        return {ALL_INPUTS: asdict(_one(v, ALL_INPUTS))}
+    return {str(name): asdict(_one(raw, str(name))) for name, raw in v.items()}
 
 
 def for_input(table: dict, name: str):
     """The ImagePreprocess of input `name`, or None when it takes no images."""
     table = table or {}   # None: the key is not given
-    return table.get(name) or table.get(ALL_INPUTS)
+    values = table.get(name) or table.get(ALL_INPUTS)
+    return ImagePreprocess(**values) if values else None
 
 
 # ---- decoding ----------------------------------------------------------------------------
