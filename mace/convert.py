@@ -30,6 +30,7 @@ from mace.ir.model_io import net_to_text, save_model
 from mace.quantize.calibrate import calibration_samples, calibration_source
 from mace.quantize.ranges import read_range_file
 from mace.quantize.report import write_report as write_quantize_report
+from mace.report.html import render_html
 from mace.report.offline import report_path, write_report
 from mace.transform.pipeline import pass_names, transform
 from mace.transform.placement import plan as placement
@@ -127,10 +128,25 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     (out_dir / f"{model.name}.pb_txt").write_text(net_to_text(graph.net))
     report = write_report(graph, model_path, pb_path, data_path, model.name)
     extras = model_extras(config, model.name, out_dir, pb_path, data_path, mapping)
+    extras.append(_index_html(config, graph, report, out_dir, model.name))
     if "quantize" in decided:   # the calibration report: <model>_quantize_report.txt/.json
         extras += write_quantize_report(decided["quantize"], out_dir, model.name, mapping)
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
                          report, extras, made_from(config, model, model_path, weight_path))
+
+
+def _index_html(config, graph, report, out_dir: Path, model: str) -> tuple:
+    """MACE's <net>_index.html, written by convert beside the .pb (as MACE's convert does);
+    `visualize` rewrites it with latencies once a benchmark exists."""
+    path = out_dir / f"{model}_index.html"
+    path.write_text(render_html(graph, report, None, config.library_name), encoding="utf-8")
+    return path, Path("model") / path.name
+
+
+def index_html(result: ConvertResult) -> Path | None:
+    """Where convert put the model's <net>_index.html."""
+    return next((result.pb_path.with_name(rel.name) for _, rel in result.extra_files
+                 if rel.name.endswith("_index.html")), None)
 
 
 def build_files(config: DeploymentConfig, library: Path, r: ConvertResult) -> dict:

@@ -18,7 +18,7 @@ from mace.runtime.profiler import OpProfiler
 from mace.runtime.results import ModelRunResult, Timing, timed
 from mace.transform.placement.groups import describe as describe_placement
 from mace.validate.outputs import validate_outputs
-from mace.validate.reference import backend_note
+from mace.validate.original import reference_for
 
 
 def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, rounds: int = 1,
@@ -41,7 +41,7 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
             inits.append(opened.init_ms)
             if restart == 0:
                 notes += opened.notes + describe_placement(engine.graph)
-                inputs, source = make_inputs(config, sg, input_dir, seed)
+                inputs, source = make_inputs(config, sg, input_dir, seed, build_dir)
             outputs, warmup_ms = timed(lambda: engine.run(inputs))
             timing = Timing(opened.init_ms, warmup_ms)
             profiler = OpProfiler() if profile and restart == restarts - 1 else None
@@ -59,11 +59,12 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
     if output_dir:
         write_outputs(output_dir, outputs, output_format)
     if validate:
-        note = backend_note(model.platform, sg.backend)
-        if note and not (source == "validation_inputs_data" and sg.validation_outputs_data):
-            result.notes.append(note)   # the framework is the reference: say which one, as asked
+        use_files = source == "validation_inputs_data" and bool(sg.validation_outputs_data)
+        reference = None if use_files else reference_for(config, model, sg, build_dir)
+        if reference and reference.note:
+            result.notes.append(reference.note)   # the framework is the reference: say which one, as asked
         result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads, build_dir,
-                                          use_files=source == "validation_inputs_data")
+                                          use_files=source == "validation_inputs_data", reference=reference)
     return result
 
 

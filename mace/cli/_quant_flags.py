@@ -34,7 +34,7 @@ from mace.scale.runner import session
 from mace.validate.trace import to_obfuscated, trace_model
 
 SAMPLES_HELP = "one sub-folder per sample holding <input>.npy, *.npz files keyed by input name, or " \
-               "*.npy files for a one-input model"
+               "*.npy files for a one-input model (JPEG/PNG files where the input has image_preprocess)"
 
 
 def add_arguments(p) -> None:
@@ -76,7 +76,7 @@ def run_stat(args, config, console) -> int:
 
 def _stat_model(args, config, console, model, cluster, several: bool) -> None:
     stat_engine(config, model, args.build_dir)   # a clear error before any worker starts
-    samples = load_samples(args.input_dir, model.graph.inputs, "--input_dir")
+    samples = load_samples(args.input_dir, model.graph.inputs, "--input_dir", model.graph.image_preprocess)
     with sample_bar(console, f"ranges of {model.name} ({cluster.describe})") as bar:
         task = bar.add_task("samples", total=len(samples))
         per_sample = sharded_stat.collect(config, model, args.build_dir, samples, cluster, args.num_threads,

@@ -8,7 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment, schema
-from mace.validate.reference import backend_note
+from mace.validate.original import plan as validation_plan
 
 HELP = "show the resolved deployment configuration (defaults filled, unknown keys warned)"
 
@@ -52,7 +52,7 @@ def main(args) -> int:
     for w in config.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(f'{config.path}: {w}')}")
     for name, model in config.models.items():
-        note = backend_note(model.platform, model.graph.backend)
+        _, note = validation_plan(model, model.graph)
         if note:
             console.print(f"[yellow]note:[/yellow] {escape(f'models.{name}: {note}')}")
     if args.json_path:

@@ -9,11 +9,11 @@ from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment
-from mace.convert import convert_deployment
+from mace.convert import convert_deployment, index_html
 from mace.quantize.stat import stat_config
 from mace.report.offline import render_text
 
-HELP = "convert the models of a deployment file into the IR (.pb + .data)"
+HELP = "convert the models of a deployment file into the IR (.pb + .data, and MACE's <model>_index.html)"
 
 
 def add_arguments(p) -> None:
@@ -45,6 +45,9 @@ def main(args) -> int:
         table.add_row(r.model, str(r.op_count), f"{r.data_bytes / 1024:.1f} KiB", escape(str(r.pb_path)),
                       escape(str(r.data_path)))
         console.print(f"Model {r.model} converted")
+        html = index_html(r)
+        if html:
+            console.print(f"Store to html file: {escape(str(html))}")
     console.print(table)
     if args.report:
         for r in results:

@@ -38,9 +38,22 @@ OTHERS = """## Files and behaviour
   process, calls `postprocess(start, end, outputs)` and `result()`, prints what it printed and
   returned, and saves both to `builds/<library>/<model>_accuracy.json`
   (`mace/validate/accuracy.py`; example: `examples/digits/digits_accuracy.yml`).
-- `backend`: onnxruntime runs every ONNX file for validation; `tensorflow`, `caffe2`,
-  `pytorch` (MACE's ONNX backends) or anything else is named in a note by `run --validate` and
-  `config`, never dropped silently.
+- `backend`: onnxruntime runs an ONNX file for validation by default. `backend: tensorflow |
+  keras | tflite` with pymace's `original_model_file_path` (+ `original_model_sha256_checksum`,
+  `original_input_tensors`, `original_output_tensors`) runs the file the ONNX model was exported
+  from in that framework instead (docs/deployment_file.md). When it cannot (framework not
+  installed, `caffe2` / `pytorch` which have no reference here, no original given) a note by
+  `run --validate` and `config` says why and onnxruntime runs the ONNX file; never dropped silently.
+- `validation_inputs_data` / `validation_outputs_data` may be http(s) URLs, downloaded once into
+  `builds/downloads/` and checked as model files are, against pymace's
+  `validation_inputs_data_sha256_checksum` / `validation_outputs_data_sha256_checksum` (one per entry;
+  MACE has no checksum key for them).
+- Images as inputs: JPEG/PNG files for `--input_dir`, `validation_inputs_data`,
+  `quantize_calibration_data` (folder or list) and accuracy scripts, decoded by Pillow as pymace's
+  `image_preprocess` key declares (resize, center crop, channel order, mean, std, scale, layout);
+  MACE ships a separate `image_to_tensor.py` script for this instead (docs/deployment_file.md).
+- `<net>_index.html`: `convert` writes it beside the `.pb` (`builds/<library>/model/`), as MACE's
+  convert does; `visualize` rewrites it with latencies once `benchmark` has run.
 - `platform: keras` goes to the TensorFlow frontend (Keras `.h5` / `.keras` files, frozen as
   `platform: tensorflow` does) and is validated with TensorFlow.
 - `runtime: hta | htp | apu`: `config` (and every command) warns that this release has no such
@@ -56,9 +69,6 @@ OTHERS = """## Files and behaviour
   the board from `builds/<lib>/opencl/<abi>/` and come back under MACE's names
   (`<lib>_compiled_opencl_kernel.<model>.<soc>.bin`). `runtime: dsp` on a board goes through
   the deployment file's `dsp_backend` (docs/devices.md).
-
-Not in this release: image directories as inputs with preprocessing keys, `validation_inputs_data` as URLs, and
-`<net>_index.html` at convert time (`visualize` writes it).
 
 """
 

@@ -134,13 +134,15 @@ FLAGS = (
              "print the execution report and write MACE's report.csv (model_name, device_name, soc, "
              "abi, runtime, init, warmup, run_avg, tuned)"),
     MaceFlag("--report_dir", ("run",), ALL_ERAS, "behaviour",
-             "where --report writes report.csv (default builds/<library>/)", "DIR"),
+             "where --report writes report.csv, appending, for timed runs (--round > 0) as MACE "
+             "(default builds/<library>/; MACE's empty default meant /report.csv)", "DIR"),
     MaceFlag("--runtime_failure_ratio", ("run",), ALL_ERAS, "note",
              "MACE used it to inject mock runtime failures into its fallback path; nothing here fails on "
              "purpose", "RATIO"),
     MaceFlag("--example", ("run",), ALL_ERAS, "same", "run as an application would, print top-5 per output"),
     MaceFlag("--input_dir", ("run",), MID_LATEST, "same",
-             "inputs from DIR: <name>.npy, or MACE's raw model_input_<name> files", "DIR"),
+             "inputs from DIR: <name>.npy, MACE's raw model_input_<name> files, or <name>.jpg/.png "
+             "for an input with image_preprocess", "DIR"),
     MaceFlag("--output_dir", ("run",), MID_LATEST, "same",
              "outputs to DIR as .npy, or MACE's raw model_out_<name> files with --output_format raw", "DIR"),
     MaceFlag("--cl_binary_to_code", ("run",), MID_LATEST, "note",

@@ -23,14 +23,17 @@ HELP = "run converted models; --validate compares with the original framework"
 
 def add_arguments(p) -> None:
     p.add_argument("--validate", action="store_true",
-                   help="compare outputs with the original framework (cosine, SQNR, pixel accuracy)")
+                   help="compare outputs with the original framework (cosine, SQNR, pixel accuracy); "
+                        "ONNX models with backend tensorflow|keras|tflite and original_model_file_path "
+                        "against that original")
     p.add_argument("--round", type=int, default=1, help="timed runs after the warm-up run")
     p.add_argument("--example", action="store_true",
                    help="run as an application would: load the model with the Python API and print "
                         "each output's shape and top-5 classes")
     p.add_argument("--input_dir", default=None, metavar="DIR",
-                   help="read each input from DIR/<input name>.npy ('/', ':' in names become '_') or from "
-                        "MACE's raw DIR/model_input_<name> (every non-alphanumeric character as '_')")
+                   help="read each input from DIR/<input name>.npy ('/', ':' in names become '_'), from "
+                        "MACE's raw DIR/model_input_<name> (every non-alphanumeric character as '_'), or "
+                        "from DIR/<input name>.jpg|.png for an input with image_preprocess")
     p.add_argument("--output_dir", default=None, metavar="DIR",
                    help="write each output to DIR/<output name>.npy ('/', ':' in names become '_'), or "
                         "as MACE's raw DIR/model_out_<name> with --output_format raw")
@@ -39,7 +42,7 @@ def add_arguments(p) -> None:
     p.add_argument("--restart_round", type=int, default=1, metavar="N",
                    help="MACE's flag: create the engine and run --round times, N times over (host runs)")
     p.add_argument("--report_dir", default=None, metavar="DIR",
-                   help="where --report writes MACE's report.csv (default builds/<library>/)")
+                   help="where --report appends MACE's report.csv when --round > 0 (default builds/<library>/)")
     p.add_argument("--omp_num_threads", "--num_threads", dest="num_threads", type=int, default=-1,
                    help="CPU threads for BLAS (and onnxruntime when validating); -1: library default")
     p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
@@ -109,6 +112,21 @@ def to_json(r) -> dict:
             "passed": r.passed if r.metrics else None}
 
 
+def _report_csv(args, config, console, results) -> None:
+    """MACE's report.csv, where its --report_dir puts it; as MACE, only for timed runs (--round > 0)."""
+    if args.report_dir and not args.report:
+        console.print("[yellow]note:[/yellow] --report_dir is where --report writes report.csv; "
+                      "without --report nothing is written")
+    if not (args.report and results):
+        return
+    if args.round < 1:
+        console.print("[yellow]note:[/yellow] report.csv not written: --round 0 has no timed runs "
+                      "(MACE writes it only when --round > 0)")
+        return
+    path = write_report_csv(args.report_dir or library_dir(config, args.build_dir), results)
+    console.print(f"report CSV: {escape(str(path))}")
+
+
 def main(args) -> int:
     config = load_deployment(args.config)
     _overrides.apply(config, args)  # MACE's --target_abis, --model_graph_format, ...
@@ -143,9 +161,7 @@ def main(args) -> int:
     if args.output_dir:
         console.print(f"outputs written to {escape(args.output_dir)}/"
                       + (" (MACE's raw format)" if args.output_format == "raw" else ""))
-    if args.report and results:  # MACE's report.csv, where its --report_dir puts it
-        path = write_report_csv(args.report_dir or library_dir(config, args.build_dir), results)
-        console.print(f"report CSV: {escape(str(path))}")
+    _report_csv(args, config, console, results)
     if args.json_path:
         with open(args.json_path, "w") as f:
             json.dump({"library": config.library_name, "models": [to_json(r) for r in results]}, f, indent=2)

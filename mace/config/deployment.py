@@ -12,7 +12,7 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mace.config import schema
+from mace.config import images, schema
 from mace.config.specs import TensorSpec
 from mace.config.yaml_io import load_yaml
 from mace.errors import ConfigError
@@ -48,9 +48,9 @@ class SubgraphConfig(_Level):
 
     @property
     def inputs(self) -> list:
-        return [TensorSpec(n, tuple(s), f, t, tuple(r)) for n, s, f, t, r in zip(
-            self.input_tensors, self.input_shapes, self.input_data_formats,
-            self.input_data_types, self.input_ranges)]
+        return [TensorSpec(n, tuple(s), f, t, tuple(r), images.for_input(self.image_preprocess, n))
+                for n, s, f, t, r in zip(self.input_tensors, self.input_shapes, self.input_data_formats,
+                                         self.input_data_types, self.input_ranges)]
 
     @property
     def outputs(self) -> list:
@@ -142,9 +142,7 @@ def _per_tensor(reader, sg, key, count, what):
     items = sg.values[key]
     if len(items) == 1 and count > 1 and key in BROADCAST_KEYS:
         sg.values[key] = items * count
-    elif len(items) != count and not (key in ("output_shapes", "validation_inputs_data",
-                                              "validation_outputs_data", "input_aliases",
-                                              "output_aliases") and not items):
+    elif len(items) != count and not (key in OPTIONAL_LISTS and not items):
         reader.fail(f"{sg.key_path}.{key}", f"has {len(items)} entries but there are {count} {what}")
 
 
@@ -154,11 +152,16 @@ def _check_subgraph(reader, sg, model):
         reader.fail(f"{sg.key_path}.input_shapes",
                     f"{len(sg.input_shapes)} shape(s) for {n_in} input tensor(s) {sg.input_tensors}")
     for key in ("input_data_formats", "input_data_types", "input_ranges",
-                "validation_inputs_data", "input_aliases"):
+                "validation_inputs_data", "validation_inputs_data_sha256_checksum", "input_aliases",
+                "original_input_tensors"):
         _per_tensor(reader, sg, key, n_in, "input tensors")
     for key in ("output_shapes", "output_data_formats", "output_data_types",
-                "validation_outputs_data", "output_aliases"):
+                "validation_outputs_data", "validation_outputs_data_sha256_checksum", "output_aliases",
+                "original_output_tensors"):
         _per_tensor(reader, sg, key, n_out, "output tensors")
+    for data in ("validation_inputs_data", "validation_outputs_data"):
+        if sg.values[data + "_sha256_checksum"] and not sg.values[data]:
+            reader.fail(f"{sg.key_path}.{data}_sha256_checksum", f"given without {data}")
     for name, shape, fmt in zip(sg.input_tensors, sg.input_shapes, sg.input_data_formats):
         if fmt in ("NHWC", "NCHW") and len(shape) != 4 and sg.origin["input_data_formats"] == "file":
             reader.fail(f"{sg.key_path}.input_data_formats",
@@ -178,6 +181,17 @@ def _check_subgraph(reader, sg, model):
         where = model.key_path if sg.origin["data_type"] == "model" else sg.key_path  # where it was written
         reader.fail(f"{where}.data_type", f"'{sg.data_type}' is not valid for runtime {runtime}; "
                                           f"use one of {', '.join(schema.DATA_TYPES[runtime])}")
+
+
+def _check_image_inputs(reader, model):
+    """image_preprocess names inputs of the model (a named subgraph may declare another's)."""
+    inputs = {t for sg in model.subgraphs for t in sg.input_tensors}
+    for sg in model.subgraphs:
+        unknown = sorted(set(sg.image_preprocess or {}) - inputs - {images.ALL_INPUTS})
+        if unknown:
+            where = model.key_path if sg.origin["image_preprocess"] == "model" else sg.key_path
+            reader.fail(f"{where}.image_preprocess", f"no input named {', '.join(map(repr, unknown))}; "
+                                                     f"inputs: {', '.join(sorted(inputs))}")
 
 
 def _subgraphs(reader, model, raw):
@@ -204,12 +218,16 @@ def _subgraphs(reader, model, raw):
 
 # ---- the model as one graph (named subgraphs, op placement: docs/placement.md) ----------
 IN_KEYS = ("input_tensors", "input_shapes", "input_data_formats", "input_data_types", "input_ranges",
-           "input_aliases", "validation_inputs_data")
+           "input_aliases", "validation_inputs_data", "validation_inputs_data_sha256_checksum",
+           "original_input_tensors")
 OUT_KEYS = ("output_tensors", "output_shapes", "output_data_formats", "output_data_types",
-            "output_aliases", "validation_outputs_data")
+            "output_aliases", "validation_outputs_data", "validation_outputs_data_sha256_checksum",
+            "original_output_tensors")
 # keys whose lists may be empty (not given) in a subgraph
-OPTIONAL_LISTS = ("input_aliases", "validation_inputs_data", "output_shapes", "output_aliases",
-                  "validation_outputs_data")
+OPTIONAL_LISTS = ("input_aliases", "validation_inputs_data", "validation_inputs_data_sha256_checksum",
+                  "output_shapes", "output_aliases", "validation_outputs_data",
+                  "validation_outputs_data_sha256_checksum", "original_input_tensors",
+                  "original_output_tensors")
 
 
 def default_preference(runtime: str) -> list:
@@ -286,6 +304,8 @@ def _whole(reader, model):
         values.update(_joined_values(outs, OUT_KEYS))
         for key in ("check_tensors", "check_shapes"):
             values[key] = [x for sg in parts for x in sg.values[key]]
+        merged = {k: v for sg in parts for k, v in (sg.image_preprocess or {}).items()}
+        values["image_preprocess"] = merged or None
         origin.update({k: "subgraphs" for k in IN_KEYS + OUT_KEYS + ("check_tensors", "check_shapes")})
     gpu_types = {sg.data_type for sg in parts if sg.runtime in ("gpu", "cpu+gpu")}
     if len(gpu_types) > 1:
@@ -315,7 +335,11 @@ def _model(reader, name, raw):
         origin["data_type"] = f"default for {model.runtime}"
     if model.weight_file_path and not model.weight_sha256_checksum:
         reader.fail(f"{path}.weight_sha256_checksum", "required when weight_file_path is set")
+    if model.original_model_file_path and model.platform != "onnx":
+        reader.fail(f"{path}.original_model_file_path", f"only for ONNX models (the file an ONNX model was "
+                                                        f"exported from); this model is {model.platform}")
     model.subgraphs = _subgraphs(reader, model, raw["subgraphs"])
+    _check_image_inputs(reader, model)
     model.graph = _whole(reader, model)
     return model
 

@@ -63,15 +63,17 @@ def local_path(value: str, base_dir: Path) -> Path:
 
 
 def fetch(value: str, sha256: str | None, key_path: str, yml: Path, download_dir: Path,
-          allow_dir: bool = False) -> Path:
+          allow_dir: bool = False, checksum_key: str | None = None) -> Path:
     """Return a local, checksum-verified path for a model/weight file reference
-    (`allow_dir`: a local directory too, e.g. a TensorFlow SavedModel)."""
+    (`allow_dir`: a local directory too, e.g. a TensorFlow SavedModel; `checksum_key`: the key
+    that holds `sha256`, default the file key with file_path -> sha256_checksum)."""
+    checksum_key = checksum_key or key_path.replace("file_path", "sha256_checksum")
     if is_url(value):
         path = download_dir / (hashlib.md5(value.encode()).hexdigest() + Path(urlparse(value).path).suffix)
         if not (path.exists() and sha256 and sha256_of(path) == sha256):
             _download(value, path, yml, key_path)
         try:
-            verify(path, sha256, key_path, yml)
+            verify(path, sha256, checksum_key, yml)
         except (ChecksumError, ConfigError):
             path.unlink()  # never keep a download that is not the file asked for
             raise
@@ -81,19 +83,18 @@ def fetch(value: str, sha256: str | None, key_path: str, yml: Path, download_dir
         if not (path.is_file() or (allow_dir and path.is_dir())):
             what = "not a regular file" if path.exists() else "file not found"  # a FIFO would block
             raise ConfigError(f"{yml}: {key_path}: {what}: {value}")
-    verify(path, sha256, key_path, yml)
+    verify(path, sha256, checksum_key, yml)
     return path
 
 
-def verify(path: Path, sha256: str | None, key_path: str, yml: Path) -> None:
+def verify(path: Path, sha256: str | None, checksum_key: str, yml: Path) -> None:
     actual = sha256_of(path)
-    checksum_key = key_path.replace("file_path", "sha256_checksum")
     if not sha256:
         raise ConfigError(f"{yml}: {checksum_key}: required; the sha256 of {path} is {actual}")
     if actual != sha256:
         raise ChecksumError(f"{yml}: {checksum_key}: sha256 mismatch for {path}\n"
                             f"  expected: {sha256}\n  actual:   {actual}\n"
-                            f"refusing to convert a model that is not the one the deployment file names")
+                            f"refusing to use a file that is not the one the deployment file names")
 
 
 def _download(url: str, path: Path, yml: Path, key_path: str) -> None:

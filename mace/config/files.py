@@ -9,6 +9,7 @@ the tracer and the device runner, so they all agree.
 """
 from __future__ import annotations
 
+import glob
 import re
 import zlib
 from pathlib import Path
@@ -17,7 +18,8 @@ from tokenize import TokenError
 import numpy as np
 
 from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
-from mace.config.fetch import fetch, local_path
+from mace.config import images
+from mace.config.fetch import fetch, is_url, local_path
 from mace.config.raw_files import INPUT_PREFIX, OUTPUT_PREFIX, raw_names, read_raw, write_raw
 from mace.config.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
@@ -84,6 +86,30 @@ def fetch_model_files(config: DeploymentConfig, model: ModelConfig, build_dir: P
     return path, weights
 
 
+def data_file(config: DeploymentConfig, sg: SubgraphConfig, key: str, index: int,
+              build_dir: Path | None = None) -> Path:
+    """Entry `index` of validation_inputs_data / validation_outputs_data as a local path: a URL is
+    downloaded once into builds/downloads and checked against <key>_sha256_checksum (required, as
+    for model files); a local file is checked when a checksum is given, else used as it is."""
+    value = sg.values[key][index]
+    sums = sg.values[f"{key}_sha256_checksum"]
+    if not (is_url(value) or sums):
+        return local_path(value, config.base_dir)
+    return fetch(value, sums[index] if sums else None, f"{sg.key_path}.{key}[{index}]", config.path,
+                 Path(build_dir or "builds") / "downloads",
+                 checksum_key=f"{sg.key_path}.{key}_sha256_checksum[{index}]")
+
+
+def load_input(path: Path, spec, where: str, image=None) -> np.ndarray:
+    """An input from a .npy file, or from a JPEG/PNG file through the input's image_preprocess."""
+    if images.is_image(path):
+        if image is None:
+            raise RuntimeInputError(f"{where}: {path} is an image, but input '{spec.name}' declares no "
+                                    f"image_preprocess (docs/deployment_file.md, Images as inputs)")
+        return images.image_input(path, spec, image, where)
+    return load_npy(path, spec, where)
+
+
 def safe_name(tensor: str) -> str:
     """File-safe form of a tensor name: '/', ':' and '\\' become '_'."""
     return re.sub(r"[/:\\]", "_", tensor)
@@ -145,15 +171,28 @@ def load_npy(path: Path, spec, where: str) -> np.ndarray:
     return value.astype(spec.dtype)
 
 
-def _input_file(directory: Path, spec, npy_name: str, raw_name: str) -> np.ndarray:
-    """DIR/<name>.npy (ours) or DIR/model_input_<name> (MACE's raw bytes): the name says which."""
+def image_file(directory: Path, npy_name: str):
+    """DIR/<name>.jpg|.jpeg|.png (any case of the suffix), or None."""
+    stem = npy_name[:-len(".npy")]
+    found = sorted(p for p in Path(directory).glob(f"{glob.escape(stem)}.*")
+                   if p.stem == stem and images.is_image(p))
+    return found[0] if found else None
+
+
+def _input_file(directory: Path, spec, npy_name: str, raw_name: str, image=None) -> np.ndarray:
+    """DIR/<name>.npy (ours), DIR/model_input_<name> (MACE's raw bytes) or, for an input with
+    image_preprocess, DIR/<name>.jpg|.png: the name says which."""
     # exists(), not is_file(): a FIFO or folder of that name gets load_npy's own clear refusal
-    if (directory / npy_name).exists() or not (directory / raw_name).exists():
+    picture = image_file(directory, npy_name) if image is not None else None
+    if (directory / npy_name).exists() or not ((directory / raw_name).exists() or picture):
         if not (directory / npy_name).exists():
+            also = " or an image <name>.jpg/.png" if image is not None else ""
             raise RuntimeInputError(f"--input_dir: input file {directory / npy_name} not found (nor MACE's "
-                                    f"raw {directory / raw_name}) for input '{spec.name}'")
+                                    f"raw {directory / raw_name}{also}) for input '{spec.name}'")
         return load_npy(directory / npy_name, spec, "--input_dir")
-    return read_raw(directory / raw_name, spec, "--input_dir")
+    if (directory / raw_name).exists():
+        return read_raw(directory / raw_name, spec, "--input_dir")
+    return images.image_input(picture, spec, image, "--input_dir")
 
 
 def write_outputs(output_dir, outputs: dict, output_format: str = "npy") -> None:
@@ -169,20 +208,25 @@ def write_outputs(output_dir, outputs: dict, output_format: str = "npy") -> None
             np.save(out / files[name], value)
 
 
-def make_inputs(config: DeploymentConfig, sg: SubgraphConfig, input_dir: Path | None, seed: int = 0):
+def make_inputs(config: DeploymentConfig, sg: SubgraphConfig, input_dir: Path | None, seed: int = 0,
+                build_dir: Path | None = None):
     """(inputs in the caller's layout, a word saying where they came from).
 
-    From `--input_dir` (DIR/<name>.npy, or MACE's raw DIR/model_input_<name>), else the subgraph's validation_inputs_data,
-    else seeded uniform random values in input_ranges."""
+    From `--input_dir` (DIR/<name>.npy, MACE's raw DIR/model_input_<name>, or DIR/<name>.jpg|.png
+    for an input with image_preprocess), else the subgraph's validation_inputs_data (files or URLs,
+    .npy or images), else seeded uniform random values in input_ranges."""
     specs = sg.inputs
     if input_dir:
         files = file_names([s.name for s in specs], "input")
         raw = raw_names(INPUT_PREFIX, [s.name for s in specs], "input")
-        return {s.name: _input_file(Path(input_dir), s, files[s.name], raw[s.name])
+        return {s.name: _input_file(Path(input_dir), s, files[s.name], raw[s.name],
+                                    images.for_input(sg.image_preprocess, s.name))
                 for s in specs}, f"files in {input_dir}"
     if sg.validation_inputs_data:
-        return {s.name: load_npy(local_path(f, config.base_dir), s, f"{sg.key_path}.validation_inputs_data")
-                for s, f in zip(specs, sg.validation_inputs_data)}, "validation_inputs_data"
+        where = f"{config.path}: {sg.key_path}.validation_inputs_data"
+        return {s.name: load_input(data_file(config, sg, "validation_inputs_data", i, build_dir), s, where,
+                                   images.for_input(sg.image_preprocess, s.name))
+                for i, s in enumerate(specs)}, "validation_inputs_data"
     inputs = {}
     for s in specs:
         rng = np.random.default_rng(seed + zlib.crc32(s.name.encode()))

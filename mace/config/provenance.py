@@ -27,7 +27,7 @@ BUILD_KEYS = ("input_tensors", "input_shapes", "input_data_formats", "input_data
               "output_data_types", "output_aliases", "runtime", "data_type", "winograd", "obfuscate",
               "quantize", "quantize_large_weights", "quantize_range_file", "quantize_calibration_data",
               "quantize_schema", "change_concat_ranges", "graph_optimize_options", "placement",
-              "placement_preference", "quantize_target_cosine")
+              "placement_preference", "quantize_target_cosine", "image_preprocess")
 LIBRARY_KEYS = ("model_graph_format", "model_data_format")
 
 
@@ -39,6 +39,15 @@ def rerun_hint(config: DeploymentConfig, build_dir=None) -> str:
 def _plain(value):
     """As JSON would give it back (tuples become lists), so recorded and current compare equal."""
     return json.loads(json.dumps(value, default=str))
+
+
+def build_values(sg) -> dict:
+    """The subgraph's BUILD_KEYS as recorded; image_preprocess only changes a quantized build
+    (its calibration images), so a float build records none and stays valid when it changes."""
+    values = {k: sg.values.get(k) for k in BUILD_KEYS}
+    if not (sg.quantize or sg.runtime == "dsp"):
+        values["image_preprocess"] = None
+    return _plain(values)
 
 
 def _file_record(value: str | None, path: Path | None) -> dict | None:
@@ -53,8 +62,7 @@ def made_from(config: DeploymentConfig, model: ModelConfig, model_path: Path, we
             "model_file": _file_record(model.model_file_path, Path(model_path)),
             "weight_file": _file_record(model.weight_file_path, Path(weight_path) if weight_path else None),
             "library": {k: config.values.get(k) for k in LIBRARY_KEYS},
-            "subgraphs": {sg.key_path: _plain({k: sg.values.get(k) for k in BUILD_KEYS})
-                          for sg in model.subgraphs}}
+            "subgraphs": {sg.key_path: build_values(sg) for sg in model.subgraphs}}
 
 
 def _current_sha(config, value: str | None, checksum: str | None, recorded: dict, cache: StatCache):
@@ -95,7 +103,7 @@ def changes(config: DeploymentConfig, model: ModelConfig, recorded: dict, cache:
         if was != now:
             out.append(f"{key}: built with {was!r}, now {now!r}")
     built = recorded.get("subgraphs") or {}
-    current = {sg.key_path: _plain({k: sg.values.get(k) for k in BUILD_KEYS}) for sg in model.subgraphs}
+    current = {sg.key_path: build_values(sg) for sg in model.subgraphs}
     for key_path in sorted(set(built) | set(current)):
         if key_path not in built or key_path not in current:
             out.append(f"{key_path}: {'added' if key_path in current else 'removed'} since convert")

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from mace.config.images import parse_image_preprocess
+
 ABIS = ("host", "armeabi-v7a", "arm64-v8a", "arm64", "armhf", "aarch64", "armv7l")
 PLATFORMS = ("tensorflow", "caffe", "onnx", "tflite", "megengine", "keras", "pytorch")
 RUNTIMES = ("cpu", "gpu", "dsp", "hta", "apu", "htp", "cpu+gpu")
@@ -185,6 +187,16 @@ def one_script(v) -> str:
     return s
 
 
+def path_or_paths(v):
+    """One path (a folder), or a YAML list of files."""
+    if isinstance(v, list):
+        out = [as_str(x) for x in v]
+        if not out or any(not x for x in out):
+            raise ValueError(f"expected a folder or a non-empty list of files, got {v!r}")
+        return out
+    return as_str(v)
+
+
 def any_value(v):
     return v
 
@@ -252,8 +264,9 @@ INHERITED_KEYS = [
     Key("quantize", as_flag, 0, doc="1: uint8 model (docs/quantization.md); runtime dsp always quantizes"),
     Key("quantize_large_weights", as_flag, 0, later="quantization"),
     Key("quantize_range_file", as_str, None, doc="`<tensor>@@<min>,<max>` lines (tools/quantize_stat.py)"),
-    Key("quantize_calibration_data", as_str, None,
-        doc="folder of sample inputs: convert calibrates ranges from them (one step)"),
+    Key("quantize_calibration_data", lambda v: path_or_paths(v), None,
+        doc="folder of sample inputs (.npy, .npz, or JPEG/PNG with image_preprocess), or a list of "
+            "such files: convert calibrates ranges from them (one step)"),
     Key("quantize_target_cosine", lambda v: _unit_float(v), None,
         doc="mixed precision: keep the fewest layers float until the quantized outputs' cosine "
             "on the calibration samples reaches this (docs/quantization.md)"),
@@ -264,12 +277,23 @@ INHERITED_KEYS = [
     Key("graph_optimize_options", list_of(as_str), [], doc="replace the pass list (names)"),
     Key("validation_threshold", parse_thresholds, {}, doc="{CPU: 0.999, GPU: 0.995, DSP: 0.98}"),
     Key("backend", as_str, "onnxruntime",
-        doc="validation reference of ONNX models (MACE: tensorflow, caffe2, pytorch; here onnxruntime runs "
-            "the ONNX file, and run notes which backend was asked for)"),
+        doc="validation reference of ONNX models: onnxruntime; tensorflow, keras or tflite with "
+            "original_model_file_path run that original in its framework; any other value (caffe2, "
+            "pytorch) is named in a note and onnxruntime runs the ONNX file"),
     Key("accuracy_validation_script", lambda v: one_script(v), None,
         doc="MACE's AccuracyValidator plugin: `run` evaluates it over its data set (one file)"),
-    Key("validation_inputs_data", list_of(as_str), [], doc=".npy files, one per input"),
-    Key("validation_outputs_data", list_of(as_str), [], doc=".npy files, one per output"),
+    Key("validation_inputs_data", list_of(as_str), [],
+        doc=".npy files (or images, with image_preprocess), one per input; local paths or http(s) URLs"),
+    Key("validation_inputs_data_sha256_checksum", list_of(lambda v: as_str(v).lower()), [],
+        doc="pymace's: sha256 of each validation_inputs_data entry, in order; required for URLs "
+            "(downloaded once into builds/downloads/, as model files)"),
+    Key("validation_outputs_data", list_of(as_str), [], doc=".npy files, one per output; local paths or URLs"),
+    Key("validation_outputs_data_sha256_checksum", list_of(lambda v: as_str(v).lower()), [],
+        doc="pymace's: sha256 of each validation_outputs_data entry, in order; required for URLs"),
+    Key("image_preprocess", lambda v: parse_image_preprocess(v), None,
+        doc="pymace's: how JPEG/PNG files become inputs (resize, center crop, channel_order, mean, std, "
+            "scale, layout), one mapping for every input or input name -> mapping "
+            "(docs/deployment_file.md, Images as inputs)"),
     Key("check_tensors", list_of(as_str), [], doc="tensors `run --validate` compares layer by layer"),
     Key("check_shapes", parse_shapes, [], doc="their shapes (framework layout), checked too"),
     Key("docker_image_tag", as_str, None, later="Caffe validation"),
@@ -292,6 +316,11 @@ MODEL_KEYS = [
     Key("weight_file_path", as_str, None, doc="Caffe .caffemodel"),
     Key("weight_sha256_checksum", lambda v: as_str(v).lower(), None),
     Key("subgraphs", any_value, required=True, doc="list (one graph) or dict name -> graph"),
+    Key("original_model_file_path", as_str, None,
+        doc="pymace's: the file an ONNX model was exported from (local path or URL); with backend "
+            "tensorflow, keras or tflite, `run --validate` runs it as the reference"),
+    Key("original_model_sha256_checksum", lambda v: as_str(v).lower(), None,
+        doc="pymace's: its sha256 (required with original_model_file_path)"),
 ] + INHERITED_KEYS
 
 SUBGRAPH_KEYS = [
@@ -303,6 +332,10 @@ SUBGRAPH_KEYS = [
     Key("output_data_formats", list_of(one_of(DATA_FORMATS, lower=False)), ["NHWC"]),
     Key("input_aliases", as_str_list, []),
     Key("output_aliases", as_str_list, []),
+    Key("original_input_tensors", as_str_list, [],
+        doc="pymace's: the inputs' names in original_model_file_path, in input_tensors order (default: the same)"),
+    Key("original_output_tensors", as_str_list, [],
+        doc="pymace's: the outputs' names in original_model_file_path (default: the same)"),
 ] + INHERITED_KEYS
 
 

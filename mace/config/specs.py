@@ -13,6 +13,7 @@ class TensorSpec:
     data_format: str = "NHWC"       # NHWC | NCHW | NONE: the caller's layout
     dtype: str = "float32"
     value_range: tuple = (-1.0, 1.0)
+    image: object = None            # config.images.ImagePreprocess when the input takes JPEG/PNG files
 
 
 @dataclass

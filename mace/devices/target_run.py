@@ -218,7 +218,7 @@ def _prepare(config, name: str, opts: RunOptions, tmp: Path) -> _Job:
     model = config.models[name]
     sg = model.graph
     pb, data = converted_paths(config, model, opts.build_dir, command="build")
-    inputs, source = make_inputs(config, sg, opts.input_dir, opts.seed)
+    inputs, source = make_inputs(config, sg, opts.input_dir, opts.seed, opts.build_dir)
     files = []
     for i, spec in enumerate(sg.inputs):
         files.append(tmp / f"{name}.input{i}.npy")

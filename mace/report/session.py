@@ -38,5 +38,5 @@ def open_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, inp
                seed: int = 0) -> ModelSession:
     """Load the model on its subgraph's runtime, as `run` does, with `run`'s inputs."""
     opened = open_engine(config, model, build_dir)
-    inputs, source = make_inputs(config, model.graph, input_dir, seed)
+    inputs, source = make_inputs(config, model.graph, input_dir, seed, build_dir)
     return ModelSession(config, model, opened.engine, inputs, source, opened.pb_path, build_dir, opened.notes)

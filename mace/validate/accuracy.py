@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.config.images import image_batch, is_image
 from mace.errors import ConfigError, ModelError
 
 CLASS_NAME = "AccuracyValidator"
@@ -102,6 +103,9 @@ def feed(validator, specs, start: int, end: int) -> tuple:
             raise ModelError(f"{CLASS_NAME}.preprocess({start}, {end}) gave no data for input '{s.name}' "
                              f"(it gave: {', '.join(map(str, raw)) or 'nothing'})")
         value = raw[s.name]
+        if s.image is not None and _image_paths(value):  # file names: decoded as image_preprocess says
+            value = image_batch(list(value) if isinstance(value, (list, tuple)) else [value], s, s.image,
+                                f"{CLASS_NAME}.preprocess({start}, {end})")
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
         a = np.asarray(value, dtype=s.dtype)
@@ -116,6 +120,11 @@ def feed(validator, specs, start: int, end: int) -> tuple:
                              f"the model takes {list(s.shape)} ({want})")
         inputs[s.name] = a.reshape(s.shape)
     return inputs, pad
+
+
+def _image_paths(value) -> bool:
+    items = value if isinstance(value, (list, tuple)) else [value]
+    return bool(items) and all(isinstance(v, (str, Path)) and is_image(v) for v in items)
 
 
 def infer(validator, run, specs, start: int, end: int) -> tuple:

@@ -3,22 +3,23 @@ deployment file's validation_outputs_data (`run --validate`)."""
 from __future__ import annotations
 
 from mace.config.deployment import ModelConfig, SubgraphConfig
-from mace.config.fetch import local_path
-from mace.config.files import fetch_model_files, read_npy
+from mace.config.files import data_file, read_npy
 from mace.config.regular_file import NotRegularFile
 from mace.config.specs import user_to_framework
 from mace.errors import ModelError, RuntimeInputError
 from mace.frontends import FRAMEWORK_FORMATS
 from mace.validate.metrics import compare
+from mace.validate.original import reference_for
 from mace.validate.reference import reference_runner
 
 
-def _reference_files(config, sg: SubgraphConfig) -> dict:
-    """validation_outputs_data: the expected outputs, one .npy per output in the caller's layout."""
+def _reference_files(config, sg: SubgraphConfig, build_dir=None) -> dict:
+    """validation_outputs_data: the expected outputs, one .npy per output in the caller's layout
+    (local files or URLs, downloaded and checksummed as model files)."""
     where = f"{config.path}: {sg.key_path}.validation_outputs_data"
     ref = {}
-    for s, f in zip(sg.outputs, sg.validation_outputs_data):
-        path = local_path(f, config.base_dir)
+    for i, s in enumerate(sg.outputs):
+        path = data_file(config, sg, "validation_outputs_data", i, build_dir)
         try:
             ref[s.name] = read_npy(path)
         except FileNotFoundError:
@@ -31,25 +32,32 @@ def _reference_files(config, sg: SubgraphConfig) -> dict:
 
 
 def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dict, outputs: dict,
-                     num_threads: int = 0, build_dir=None, use_files: bool = False) -> list:
-    """Compare `outputs` with the original framework on the same `inputs`, or with the
-    validation_outputs_data files (`use_files`: the inputs are validation_inputs_data)."""
+                     num_threads: int = 0, build_dir=None, use_files: bool = False, reference=None) -> list:
+    """Compare `outputs` with the original framework on the same `inputs` (`reference`: which model
+    runs, mace/validate/original.py), or with the validation_outputs_data files (`use_files`: the
+    inputs are validation_inputs_data)."""
     if use_files and sg.validation_outputs_data:
-        ref = _reference_files(config, sg)
+        ref = _reference_files(config, sg, build_dir)
         return [_compare(config, model, s.name, ref[s.name], outputs[s.name], sg.threshold())
                 for s in sg.outputs]
+    reference = reference or reference_for(config, model, sg, build_dir)
     fw_format = FRAMEWORK_FORMATS[model.platform]
-    model_path, weight_path = fetch_model_files(config, model, build_dir)
+    ref_format = FRAMEWORK_FORMATS[reference.platform]   # an original's (NHWC) may differ from the ONNX file's
     fw_inputs = {}
     for s in sg.inputs:
         perm = user_to_framework(s.shape, s.data_format, fw_format)
-        fw_inputs[s.name] = inputs[s.name].transpose(perm) if perm else inputs[s.name]
-    weights = {"weight_path": weight_path} if weight_path else {}  # Caffe's .caffemodel
-    ref = reference_runner(model.platform)(model_path, fw_inputs, list(sg.output_tensors),
-                                           max(num_threads, 0), **weights)  # 0: the framework's default
+        value = inputs[s.name].transpose(perm) if perm else inputs[s.name]
+        perm = user_to_framework(value.shape, fw_format, ref_format)
+        fw_inputs[reference.names.get(s.name, s.name)] = value.transpose(perm) if perm else value
+    weights = {"weight_path": reference.weight_path} if reference.weight_path else {}  # Caffe's .caffemodel
+    names = [reference.names.get(t, t) for t in sg.output_tensors]
+    ref = reference_runner(reference.platform)(reference.model_path, fw_inputs, names,
+                                               max(num_threads, 0), **weights)  # 0: the framework's default
     metrics = []
-    for s in sg.outputs:
-        value = ref[s.name]
+    for s, name in zip(sg.outputs, names):
+        value = ref[name]
+        perm = user_to_framework(value.shape, ref_format, fw_format)
+        value = value.transpose(perm) if perm else value
         perm = user_to_framework(value.shape, fw_format, s.data_format) \
             if s.data_format != "NONE" else None
         value = value.transpose(perm) if perm else value

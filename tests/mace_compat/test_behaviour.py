@@ -92,6 +92,47 @@ def test_report_dir_gets_mace_report_csv(work):
     assert rows[1][0] == "digits_cnn" and rows[1][4] == "CPU" and float(rows[1][7]) > 0
 
 
+def test_report_csv_appends_and_only_for_timed_runs(work):
+    ok(cli("run", "--config=deploy.yml", "--report", "--report_dir=rep2", "--round=1", cwd=work))
+    ok(cli("run", "--config=deploy.yml", "--report", "--report_dir=rep2", "--round=1", cwd=work))
+    rows = list(csv.reader(open(work / "rep2" / "report.csv")))
+    assert len(rows) == 3 and rows[0][0] == "model_name" and rows[1][0] == rows[2][0] == "digits_cnn"
+    r = ok(cli("run", "--config=deploy.yml", "--report", "--report_dir=rep0", "--round=0", cwd=work))
+    assert not (work / "rep0").exists() and "--round 0 has no timed runs" in r.stdout
+    r = ok(cli("run", "--config=deploy.yml", "--report_dir=rep3", cwd=work))
+    assert not (work / "rep3").exists() and "without --report nothing is written" in r.stdout
+    ok(cli("run", "--config=deploy.yml", "--report", cwd=work))   # default: builds/<library>/report.csv
+    assert list(csv.reader(open(work / "builds" / "digits" / "report.csv")))[1][0] == "digits_cnn"
+
+
+def test_convert_writes_mace_index_html_beside_the_pb(work):
+    from html.parser import HTMLParser
+
+    page = work / "builds" / "digits" / "model" / "digits_cnn_index.html"
+    text = page.read_text()
+
+    class Scripts(HTMLParser):
+        data, current = {}, None
+
+        def handle_starttag(self, tag, attrs):
+            self.current = dict(attrs).get("id") if tag == "script" else None
+
+        def handle_endtag(self, tag):
+            self.current = None
+
+        def handle_data(self, data):
+            if self.current:
+                self.data[self.current] = self.data.get(self.current, "") + data
+
+    parser = Scripts()
+    parser.feed(text)
+    model = json.loads(parser.data["model-data"])
+    names = json.dumps(model)
+    for op_type in ("Conv2D", "FullyConnected", "Softmax"):   # the converted digits model's ops
+        assert op_type in names, op_type
+    assert "Model digits_cnn" in text
+
+
 def test_restart_round_recreates_the_engine(work):
     r = ok(cli("run", "--config=deploy.yml", "--restart_round=3", "--round=1", cwd=work))
     m = re.search(r"restart_round 3: engine created 3 times, init\(ms\) ([\d.]+), ([\d.]+), ([\d.]+)", r.stdout)

@@ -143,3 +143,16 @@ def test_html_renders_in_headless_chromium(digits, browser, tmp_path):
     assert len(colors) > 20, f"blank screenshot: {len(colors)} colours"
     header = rows[20][:bpp * 3]  # the dark page header is drawn
     assert header[0] < 80 and header[1] < 80
+
+
+def test_convert_time_index_html_renders_in_headless_chromium(browser, tmp_path):
+    """MACE's <net>_index.html, written by convert itself (no benchmark yet: no latency bars)."""
+    work, config = converted_digits(tmp_path)
+    page = work / BUILD / config.library_name / "model" / "digits_cnn_index.html"
+    r = _chromium(browser, tmp_path / "profile", "--virtual-time-budget=5000", "--dump-dom", page.resolve().as_uri())
+    assert r.returncode == 0, r.stderr[-2000:]
+    body = re.search(r"<body([^>]*)>", r.stdout).group(1)
+    assert 'data-rendered="yes"' in body and 'data-nodes="5"' in body and "data-errors" not in body, body
+    assert len(re.findall(r'<g class="node[ "]', r.stdout)) == 5
+    assert r.stdout.count('class="bar"') == 0
+    assert [ln for ln in r.stderr.splitlines() if ":CONSOLE" in ln] == []

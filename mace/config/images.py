@@ -1,0 +1,224 @@
+"""JPEG/PNG files as model inputs: the `image_preprocess` key and the decoding it declares.
+
+A deployment file says once, per input, how a photograph becomes that input's tensor
+(docs/deployment_file.md, "Images as inputs"):
+
+    decode (Pillow) -> channel order (RGB, BGR or GRAY) -> resize -> center crop to the input's
+    H x W -> (pixel - mean) / std * scale -> layout (NHWC or NCHW) -> the input's dtype
+
+Pixels are 0..255 before `mean`; `mean` and `std` are given in the channel order asked for.
+`resize: N` scales the shorter side to N (aspect kept), `resize: H,W` to exactly that; without
+`resize` the image is scaled to the input's H x W. The crop's offsets are floor((size - crop) / 2).
+Pillow is an optional extra (`pip install 'pymace[images]'`), imported when an image is read.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from mace.config.regular_file import NotRegularFile, open_regular
+from mace.errors import ConfigError, RuntimeInputError
+
+SUFFIXES = (".jpg", ".jpeg", ".png")
+ALL_INPUTS = "*"        # the parsed key's name for "one declaration for every input"
+RESAMPLE = ("bilinear", "nearest", "bicubic", "lanczos", "box", "hamming")
+ORDERS = {"RGB": 3, "BGR": 3, "GRAY": 1}
+SPEC_KEYS = ("resize", "resample", "channel_order", "mean", "std", "scale", "layout")
+
+
+@dataclass(frozen=True)
+class ImagePreprocess:
+    resize: tuple = ()               # () exact input size, (n,) shorter side, (h, w) exact
+    resample: str = "bilinear"
+    channel_order: str = "RGB"
+    mean: tuple = (0.0,)             # one value, or one per channel
+    std: tuple = (1.0,)
+    scale: float = 1.0
+    layout: str = ""                 # NHWC | NCHW; "" = the input's input_data_formats
+
+
+def is_image(path) -> bool:
+    return Path(str(path)).suffix.lower() in SUFFIXES
+
+
+# ---- the deployment-file key -------------------------------------------------------------
+def _numbers(v, what: str) -> tuple:
+    items = v if isinstance(v, list) else str(v).split(",")
+    try:
+        out = tuple(float(x) for x in items)
+    except (TypeError, ValueError):
+        raise ValueError(f"{what}: expected a number or a list of numbers, got {v!r}") from None
+    if not out or any(not np.isfinite(x) for x in out):
+        raise ValueError(f"{what}: expected finite numbers, got {v!r}")
+    return out
+
+
+def _sizes(v) -> tuple:
+    items = v if isinstance(v, list) else str(v).split(",")
+    try:
+        out = tuple(int(str(x).strip()) for x in items)
+    except ValueError:
+        raise ValueError(f"resize: expected N (shorter side) or H,W, got {v!r}") from None
+    if len(out) not in (1, 2) or min(out) < 1:
+        raise ValueError(f"resize: expected N (shorter side) or H,W of positive sizes, got {v!r}")
+    return out
+
+
+def _one(raw, name: str) -> ImagePreprocess:
+    where = f"{name}: " if name != ALL_INPUTS else ""
+    if not isinstance(raw, dict):
+        raise ValueError(f"{where}expected a mapping of {', '.join(SPEC_KEYS)}, got {raw!r}")
+    unknown = [str(k) for k in raw if k not in SPEC_KEYS]
+    if unknown:
+        raise ValueError(f"{where}unknown key(s) {', '.join(unknown)}; keys: {', '.join(SPEC_KEYS)}")
+    order = str(raw.get("channel_order", "RGB")).strip().upper()
+    if order not in ORDERS:
+        raise ValueError(f"{where}channel_order: expected RGB, BGR or GRAY, got {raw['channel_order']!r}")
+    resample = str(raw.get("resample", "bilinear")).strip().lower()
+    if resample not in RESAMPLE:
+        raise ValueError(f"{where}resample: expected one of {', '.join(RESAMPLE)}, got {raw['resample']!r}")
+    layout = str(raw.get("layout", "")).strip().upper()
+    if layout not in ("", "NHWC", "NCHW"):
+        raise ValueError(f"{where}layout: expected NHWC or NCHW, got {raw['layout']!r}")
+    try:
+        mean = _numbers(raw.get("mean", 0), "mean")
+        std = _numbers(raw.get("std", 1), "std")
+        scale = _numbers(raw.get("scale", 1), "scale")
+        resize = _sizes(raw["resize"]) if raw.get("resize") is not None else ()
+    except ValueError as e:
+        raise ValueError(f"{where}{e}") from None
+    for key, values in (("mean", mean), ("std", std)):
+        if len(values) not in (1, ORDERS[order]):
+            raise ValueError(f"{where}{key}: {len(values)} values for {ORDERS[order]} channel(s) ({order})")
+    if 0.0 in std or len(scale) != 1 or scale[0] == 0.0:
+        raise ValueError(f"{where}std and scale must be non-zero (scale: one number)")
+    return ImagePreprocess(resize, resample, order, mean, std, scale[0], layout)
+
+
+def parse_image_preprocess(v) -> dict:
+    """The `image_preprocess` key: one mapping of SPEC_KEYS for every input, or
+    `{input name: mapping}` -> {name or ALL_INPUTS: every SPEC_KEY with its value}, plain data
+    (what `config` shows and --json writes; for_input makes the ImagePreprocess)."""
+    if v is None:
+        return {}
+    if not isinstance(v, dict) or not v:
+        raise ValueError(f"expected a mapping ({', '.join(SPEC_KEYS)}), or input name -> such a mapping; "
+                         f"got {v!r}")
+    if any(k in SPEC_KEYS for k in v):
+        return {ALL_INPUTS: asdict(_one(v, ALL_INPUTS))}
+    return {str(name): asdict(_one(raw, str(name))) for name, raw in v.items()}
+
+
+def for_input(table: dict, name: str):
+    """The ImagePreprocess of input `name`, or None when it takes no images."""
+    table = table or {}   # None: the key is not given
+    values = table.get(name) or table.get(ALL_INPUTS)
+    return ImagePreprocess(**values) if values else None
+
+
+# ---- decoding ----------------------------------------------------------------------------
+def _pillow():
+    try:
+        from PIL import Image  # optional extra: only image inputs need it
+    except ImportError:
+        raise ConfigError("image inputs need Pillow: pip install 'pymace[images]' (or pip install pillow)") \
+            from None
+    return Image
+
+
+def geometry(spec, prep: ImagePreprocess, where: str) -> tuple:
+    """(layout, batch, H, W, C) of an image input; a ConfigError when the shape cannot take images."""
+    layout = prep.layout or spec.data_format
+    shape = tuple(spec.shape)
+    if layout not in ("NHWC", "NCHW"):
+        raise ConfigError(f"{where}: input '{spec.name}' has input_data_formats {spec.data_format}: say "
+                          f"`layout: NHWC` or `layout: NCHW` in its image_preprocess")
+    if len(shape) not in (3, 4):
+        raise ConfigError(f"{where}: input '{spec.name}' has shape {list(shape)}; an image input is "
+                          f"{layout} (4-D, or 3-D without the batch)")
+    batch, dims = (shape[0], shape[1:]) if len(shape) == 4 else (1, shape)
+    h, w, c = dims if layout == "NHWC" else (dims[1], dims[2], dims[0])
+    if c != ORDERS[prep.channel_order]:
+        raise ConfigError(f"{where}: input '{spec.name}' {list(shape)} ({layout}) has {c} channel(s); "
+                          f"channel_order {prep.channel_order} gives {ORDERS[prep.channel_order]}")
+    return layout, batch, h, w, c
+
+
+def _resized_size(size: tuple, resize: tuple, target: tuple) -> tuple:
+    """(W, H) for Pillow: resize N = shorter side to N, aspect kept (rounded); H,W exact."""
+    w, h = size
+    if not resize:
+        return target[1], target[0]
+    if len(resize) == 2:
+        return resize[1], resize[0]
+    n = resize[0]
+    return (n, max(1, round(h * n / w))) if w <= h else (max(1, round(w * n / h)), n)
+
+
+def _open(path: Path, where: str, name: str):
+    Image = _pillow()
+    try:
+        with open_regular(path) as f, Image.open(f) as im:
+            im.load()
+            return im.copy()
+    except FileNotFoundError:
+        raise RuntimeInputError(f"{where}: image {path} for input '{name}' not found") from None
+    except NotRegularFile as e:
+        raise RuntimeInputError(f"{where}: image {path} is {e.strerror}") from None
+    except Image.DecompressionBombError as e:   # Pillow's own guard against huge images
+        raise RuntimeInputError(f"{where}: {path} is refused: {e}") from None
+    except (OSError, ValueError, SyntaxError) as e:  # Pillow's UnidentifiedImageError is an OSError
+        raise RuntimeInputError(f"{where}: {path} is not a readable JPEG/PNG image "
+                                f"({type(e).__name__}: {e})") from None
+
+
+def decode(path, spec, prep: ImagePreprocess, where: str) -> np.ndarray:
+    """One sample of input `spec` from an image file: (H, W, C) or (C, H, W), the input's dtype."""
+    layout, _, h, w, _ = geometry(spec, prep, where)
+    im = _open(Path(path), where, spec.name)
+    im = im.convert("L" if prep.channel_order == "GRAY" else "RGB")
+    Image = _pillow()
+    new = _resized_size(im.size, prep.resize, (h, w))
+    if new != im.size:
+        im = im.resize(new, getattr(Image.Resampling, prep.resample.upper()))
+    if im.width < w or im.height < h:
+        raise RuntimeInputError(f"{where}: {path} is {im.width}x{im.height} after resize {list(prep.resize)}, "
+                                f"smaller than input '{spec.name}' ({w}x{h}): resize to at least the input size")
+    left, top = (im.width - w) // 2, (im.height - h) // 2
+    pixels = np.asarray(im, dtype=np.float32)[top:top + h, left:left + w]
+    pixels = pixels.reshape(h, w, -1)
+    if prep.channel_order == "BGR":
+        pixels = pixels[..., ::-1]
+    mean = np.asarray(prep.mean, np.float32)
+    std = np.asarray(prep.std, np.float32)
+    value = (pixels - mean) / std * np.float32(prep.scale)
+    if layout == "NCHW":
+        value = value.transpose(2, 0, 1)
+    return _cast(value, spec, path, where)
+
+
+def _cast(value: np.ndarray, spec, path, where: str) -> np.ndarray:
+    dtype = np.dtype(spec.dtype)
+    if dtype.kind in "iu":   # quantized inputs take pixel values as they are; a value out of range is a mistake
+        info = np.iinfo(dtype)
+        value = np.rint(value)
+        if value.min() < info.min or value.max() > info.max:
+            raise RuntimeInputError(f"{where}: {path}: preprocessed values {value.min():g}..{value.max():g} "
+                                    f"do not fit input '{spec.name}' ({spec.dtype})")
+    return np.ascontiguousarray(value.astype(dtype))
+
+
+def image_input(path, spec, prep: ImagePreprocess, where: str) -> np.ndarray:
+    """The whole input `spec` from one image (its batch must be 1)."""
+    _, batch, _, _, _ = geometry(spec, prep, where)
+    if batch != 1:
+        raise RuntimeInputError(f"{where}: input '{spec.name}' has a batch of {batch}; one image fills a "
+                                f"batch of 1 (a folder of images gives one sample per image)")
+    return decode(path, spec, prep, where).reshape(spec.shape)
+
+
+def image_batch(paths, spec, prep: ImagePreprocess, where: str) -> np.ndarray:
+    """Images stacked along the batch axis: len(paths) samples of input `spec`."""
+    return np.stack([decode(p, spec, prep, where) for p in paths])
