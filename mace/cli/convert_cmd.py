@@ -42,6 +42,8 @@ def main(args) -> int:
         if args.vlog_level:
             for line in r.log:
                 console.print(f"  {r.model}: {escape(line)}")
+        for note in r.notes:
+            console.print(f"[yellow]note:[/yellow] {r.model}: {escape(note)}")
         table.add_row(r.model, str(r.op_count), f"{r.data_bytes / 1024:.1f} KiB", escape(str(r.pb_path)),
                       escape(str(r.data_path)))
         console.print(f"Model {r.model} converted")

@@ -14,6 +14,7 @@ write float intermediates (Winograd's tiles) have no counter argument and are le
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -94,3 +95,35 @@ class RangeCounters:
         self.cl.enqueue_copy(self.queue, self.host, self.buffer, is_blocking=True)
         rows = self.host.reshape(-1, self.stride)
         return {index: tuple(int(v) for v in rows[pos, :len(KINDS)]) for index, (_, pos) in self.slots.items()}
+
+
+UNDERFLOW_SHARE = 0.10   # a node with this share of its values below half's normal range is named
+
+
+def flagged(counts: list) -> list:
+    """Nodes of concern, in run order: saturating (clamped / NaN / Inf) or underflowing."""
+    return [c for c in counts if c.saturated or (not c.fp32 and c.underflow_share >= UNDERFLOW_SHARE)]
+
+
+def problem(c: NodeCounts) -> str:
+    if c.nonfinite:
+        return f"{c.nonfinite} of {c.values} values NaN/Inf"
+    if c.clamped:
+        return f"saturates: {c.clamped} of {c.values} values clamped at +-65504"
+    return (f"underflows: {100 * c.underflow_share:.0f}% of {c.values} values below half's normal range "
+            f"(2^-14; {c.flushed} flushed to 0)")
+
+
+def range_notes(counts: list, data_type: str) -> list:
+    """What `run`, `debug` and the report print: the first node half cannot hold, and the fix."""
+    bad = flagged(counts)
+    if not bad:
+        return []
+    first = bad[0]
+    others = ", ".join(c.name for c in bad[1:4]) + (", ..." if len(bad) > 4 else "")
+    line = (f"fp16 storage ({data_type}): first op it cannot hold is '{first.name}' ({first.type}, node "
+            f"{first.index}): {problem(first)}"
+            + (f"; {len(bad) - 1} more op(s): {others}" if len(bad) > 1 else ""))
+    hint = (f"hint: keep it in float on the GPU with `gpu_fp32_ops: [{json.dumps(first.name)}]` (or `gpu_fp32_ops: auto`, "
+            f"convert picks the ops) in the deployment file, or use `data_type: fp32_fp32`")
+    return [line, hint]

@@ -33,6 +33,7 @@ from mace.runtime.gpu.transfer import Transfer
 from mace.runtime.node import Node
 
 FP32_ARG = "gpu_fp32"   # op argument convert sets on nodes that keep float storage on the GPU
+FP32_REASON_ARG = "gpu_fp32_reason"   # and why (printed by run)
 
 
 class GpuRuntime(GpuDevice):
