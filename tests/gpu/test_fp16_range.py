@@ -140,3 +140,20 @@ def test_named_fp32_ops_and_a_wrong_name(work):
     bad = cli("convert", "--config=sat.yml", cwd=work, timeout=GPU_TIMEOUT)
     assert bad.returncode != 0 and "Traceback" not in bad.stderr
     assert "gpu_fp32_ops: no op named 'no_such_op'" in flat(bad.stderr)
+
+
+def test_range_check_debug_and_report_name_the_conv(work):
+    checksum, _ = saturating_model(work)
+    deployment(work, checksum)
+    assert cli("convert", "--config=sat.yml", cwd=work, timeout=GPU_TIMEOUT).returncode == 0
+    checked = cli("run", "--config=sat.yml", "--gpu_out_of_range_check", "--report", cwd=work,
+                  timeout=GPU_TIMEOUT)
+    text = flat(checked.stdout)
+    assert checked.returncode != 0 and "Traceback" not in checked.stderr
+    assert "out of range: sat: node 1 big_conv (Conv2D), tensor logits: saturates" in text, text
+    assert "fp16 storage range check: fp16 storage (fp16_fp32): first op it cannot hold is 'big_conv'" in text
+    assert "range check failed" in flat(checked.stderr)
+    debug = cli("debug", "--config=sat.yml", cwd=work, timeout=GPU_TIMEOUT)
+    text = flat(debug.stdout)
+    assert "sat: gpu vs framework: fp16 storage (fp16_fp32): first op it cannot hold is 'big_conv'" in text, text
+    assert 'gpu_fp32_ops: ["big_conv"]' in text

@@ -36,6 +36,7 @@ class NodeCounts:
     clamped: int = 0
     subnormal: int = 0
     flushed: int = 0
+    output: str = ""      # the node's first output tensor
 
     @property
     def saturated(self) -> bool:

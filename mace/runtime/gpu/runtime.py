@@ -105,7 +105,7 @@ class GpuRuntime(GpuDevice):
                 continue
             values = sum(int(np.prod(self.graph.specs[t][0], dtype=np.int64)) for t in node.op.output)
             out.append(NodeCounts(node.index, node.op.name, node.op.type, values,
-                                  node.op.name in self.fp32_ops, *counts[node.index]))
+                                  node.op.name in self.fp32_ops, *counts[node.index], output=node.op.output[0]))
         return out
 
     def ready(self, nodes) -> None:
