@@ -6,9 +6,9 @@ with fewer significant bits, below 2^-25 as zero. Convert runs the converted gra
 float over the sample inputs (calibration samples, else validation inputs, else `run`'s random
 ones) and, per node placed on the GPU, counts what half would clamp or flush and how much the
 rounding alone costs (SQNR). It then emulates fp16 storage on the CPU (each GPU node's outputs
-rounded to half, clamped, in place, as the next node reads them) and keeps nodes in float, the
-worst first (saturating nodes, then the lowest rounding SQNR), until the emulated outputs reach
-`target` cosine against the float run. The kept nodes get the op argument `gpu_fp32` (with
+rounded to half, clamped, in place, as the next node reads them) and keeps nodes in float: every
+saturating node, then the fewest of the others, worst rounding SQNR first, with which the
+emulated outputs reach `target` cosine against the float run (bisection: a few whole runs). The kept nodes get the op argument `gpu_fp32` (with
 `gpu_fp32_reason`), and the GPU runtime gives them float images (docs/gpu.md).
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from mace.validate.metrics import cosine, sqnr_db
 HALF_MAX = float(np.finfo(np.float16).max)        # 65504
 HALF_TINY = float(np.finfo(np.float16).tiny)      # 2^-14, smallest normal
 HALF_FLUSH = 2.0 ** -25                           # below this, half stores 0
-MAX_FALLBACK = 64                                 # nodes tried before giving up
+MAX_SAMPLES = 4                                   # sample inputs the check runs
 
 
 @dataclass
@@ -139,26 +139,46 @@ def emulated_cosine(engine: Engine, half_ops: set, samples: list, refs: list) ->
     return worst
 
 
-def _order(nodes: list) -> list:
-    """Fallback candidates, worst first: saturating nodes, then by rounding SQNR."""
-    return sorted(nodes, key=lambda r: (not r.saturated, r.sqnr_db, r.index))
+def _candidates(nodes: list) -> list:
+    """Nodes float storage could help, worst first: saturating ones, then by rounding SQNR
+    (a node with only half's ordinary rounding noise, > 60 dB, is no candidate)."""
+    bad = [r for r in nodes if r.saturated or r.subnormal or r.flushed or r.sqnr_db <= 60.0]
+    return sorted(bad, key=lambda r: (not r.saturated, r.sqnr_db, r.index))
 
 
 def check_fp16(graph, gpu_ops: set, samples: list, target: float = 0.999) -> Fp16Check:
-    """Pick the GPU nodes to keep in float so emulated fp16 storage reaches `target` cosine."""
+    """Pick the GPU nodes to keep in float so emulated fp16 storage reaches `target` cosine.
+
+    Saturating nodes are always kept; of the rest, the shortest worst-first prefix that reaches
+    the target, found by bisection (a few whole runs, not one per node)."""
+    samples = samples[:MAX_SAMPLES]
     engine = Engine(graph, device="cpu")
     nodes, refs = measure(engine, gpu_ops, samples)
     result = Fp16Check(nodes=nodes, target=target, samples=len(samples))
-    half = {r.name for r in nodes}
-    result.cosine_fp16 = result.cosine_fallback = emulated_cosine(engine, half, samples, refs)
-    for r in _order(nodes)[:MAX_FALLBACK]:
-        if result.cosine_fallback >= target and not r.saturated:
-            break
-        if not r.saturated and not (r.subnormal or r.flushed) and r.sqnr_db > 60.0:
-            break   # only rounding noise is left: float storage would not help
-        half.discard(r.name)
-        result.fp32.append(r)
-        result.cosine_fallback = emulated_cosine(engine, half, samples, refs)
+    every = {r.name for r in nodes}
+    order = _candidates(nodes)
+    must = sum(r.saturated for r in order)
+
+    def cos(k: int) -> float:
+        return emulated_cosine(engine, every - {r.name for r in order[:k]}, samples, refs)
+
+    result.cosine_fp16 = cos(0)
+    low, high, best = must, len(order), None
+    if result.cosine_fp16 < target or must:
+        best = cos(high)
+        if best >= target:   # bisect for the shortest prefix that still reaches the target
+            while low < high:
+                mid = (low + high) // 2
+                c = cos(mid)
+                if c >= target:
+                    high, best = mid, c
+                else:
+                    low = mid + 1
+        keep = high
+    else:
+        keep = 0
+    result.fp32 = order[:keep]
+    result.cosine_fallback = result.cosine_fp16 if best is None else best
     return result
 
 
