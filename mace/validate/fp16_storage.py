@@ -51,7 +51,7 @@ class NodeRange:
 
     def reason(self) -> str:
         if self.saturated:
-            what = f"{self.clamped} of {self.values} values beyond +-65504" if self.clamped else \
+            what = f"{self.clamped} of {self.values} values (all samples) beyond +-65504" if self.clamped else \
                 f"{self.nonfinite} NaN/Inf"
             return f"saturates in fp16: {what}"
         share = 100.0 * (self.subnormal + self.flushed) / max(self.values, 1)
