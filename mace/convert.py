@@ -120,7 +120,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     decided = transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name,
                         log=log.append).decided
     _check_output_shapes(config, graph, sg)
-    notes = gpu_fp32_notes(config, sg, graph)
+    notes = gpu_fp32_notes(config, sg, graph, log.append)
     mapping = obfuscate_graph(graph) if sg.obfuscate else None  # before any writer sees a name
     for info in graph.net.output_info:
         del info.dims[:]
@@ -139,7 +139,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
                          report, extras, made_from(config, model, model_path, weight_path), notes)
 
 
-def gpu_fp32_notes(config: DeploymentConfig, sg, graph) -> list:
+def gpu_fp32_notes(config: DeploymentConfig, sg, graph, log=None) -> list:
     """`gpu_fp32_ops` (names or auto): mark the GPU ops that keep float storage in an fp16 model."""
     asked = sg.values.get("gpu_fp32_ops")
     if not asked:
@@ -148,7 +148,7 @@ def gpu_fp32_notes(config: DeploymentConfig, sg, graph) -> list:
         return [f"gpu_fp32_ops ignored: runtime {sg.runtime}, data_type {sg.data_type} stores no half"]
     samples = calibration_samples(config, sg) or (lambda: [make_inputs(config, sg, None)[0]])
     return mark_fp32_ops(graph, asked, samples, f"{config.path}: {sg.key_path}",
-                         runtime_threshold(sg, "gpu"))
+                         runtime_threshold(sg, "gpu"), log)
 
 
 def build_files(config: DeploymentConfig, library: Path, r: ConvertResult) -> dict:

@@ -21,7 +21,7 @@ from mace.errors import ConfigError
 from mace.ir.args import set_arg
 from mace.ops.gpu.support import GPU
 from mace.runtime.engine import Engine
-from mace.runtime.gpu.runtime import FP32_ARG, FP32_REASON_ARG
+from mace.runtime.gpu.runtime import CHECKED_ARG, FP32_ARG, FP32_REASON_ARG
 from mace.runtime.observer import Event, register, unregister
 from mace.validate.metrics import cosine, sqnr_db
 
@@ -186,11 +186,17 @@ def _gpu_ops(graph) -> set:
     return {op.name for op in graph.net.op if op.device_type == GPU}
 
 
-def mark_fp32_ops(graph, asked, samples, where: str, threshold: float = 0.995) -> list:
-    """Apply a subgraph's `gpu_fp32_ops` to a converted, placed graph; returns notes for the user.
+SHOWN = 5   # kept ops listed one per line in the notes; the log (convert --vlog_level 1) has all
+
+
+def mark_fp32_ops(graph, asked, samples, where: str, threshold: float = 0.995, log=None) -> list:
+    """Apply a subgraph's `gpu_fp32_ops` to a converted, placed graph; returns notes for the user
+    (every kept op and its reason also goes to `log`).
 
     `asked`: op names, or "auto" (check_fp16 over `samples()`, aiming above `threshold`, the GPU
-    validation threshold, with a margin for what the emulation leaves out: weights in half)."""
+    validation threshold, with a margin for what the emulation leaves out: weights in half). After
+    auto, the net argument `gpu_fp16_checked` says the ops left in half were measured, so `run`
+    names only what saturates there, not each harmless underflow."""
     gpu_ops = _gpu_ops(graph)
     ops = {op.name: op for op in graph.net.op}
     if asked == "auto":
@@ -198,11 +204,14 @@ def mark_fp32_ops(graph, asked, samples, where: str, threshold: float = 0.995) -
         target = 1.0 - (1.0 - threshold) / 5.0
         result = check_fp16(graph, gpu_ops, feeds, target)
         chosen = [(r.name, r.reason()) for r in result.fp32]
+        set_arg(graph.net, CHECKED_ARG, float(result.cosine_fallback))
         head = (f"gpu_fp32_ops auto: fp16 storage emulated on {result.samples} sample(s): output cosine "
                 f"{result.cosine_fp16:.5f}")
         if not chosen:
             return [head + ", no op needs float storage"]
-        notes = [head + f" -> {result.cosine_fallback:.5f} with {len(chosen)} op(s) kept in float"
+        saturating = sum(r.saturated for r in result.fp32)
+        notes = [head + f" -> {result.cosine_fallback:.5f} with {len(chosen)} of {len(gpu_ops)} GPU op(s) "
+                 f"kept in float ({saturating} saturate, {len(chosen) - saturating} underflow)"
                  + ("" if result.reached else f" (target {target:.4f} not reached)")]
     else:
         unknown = [n for n in asked if n not in ops]
@@ -211,8 +220,15 @@ def mark_fp32_ops(graph, asked, samples, where: str, threshold: float = 0.995) -
                               f"(names as `run` and `debug` print them)")
         chosen = [(n, "named in gpu_fp32_ops") for n in asked if n in gpu_ops]
         notes = [f"gpu_fp32_ops: {n} runs on the CPU, in float already" for n in asked if n not in gpu_ops]
-    for name, reason in chosen:
+    for i, (name, reason) in enumerate(chosen):
         set_arg(ops[name], FP32_ARG, 1)
         set_arg(ops[name], FP32_REASON_ARG, reason)
-        notes.append(f"GPU op {name} ({ops[name].type}) keeps float storage: {reason}")
+        line = f"GPU op {name} ({ops[name].type}) keeps float storage: {reason}"
+        if log:
+            log(line)
+        if i < SHOWN:
+            notes.append(line)
+    if len(chosen) > SHOWN:
+        notes.append(f"... and {len(chosen) - SHOWN} more op(s) kept in float (convert --vlog_level 1 "
+                     f"lists each with its reason; `gpu_fp32: 1` in the .pb_txt)")
     return notes

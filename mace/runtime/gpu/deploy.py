@@ -14,7 +14,9 @@ from mace.ir.args import get_arg
 from mace.runtime.gpu.cache_files import TUNING, cache_path
 from mace.runtime.gpu.programs import is_fp16
 from mace.runtime.gpu.range_counts import range_notes
-from mace.runtime.gpu.runtime import FP32_REASON_ARG
+from mace.runtime.gpu.runtime import CHECKED_ARG, FP32_REASON_ARG
+
+SHOWN = 5   # kept ops `run` lists one per line
 from mace.runtime.gpu.context import GpuUnavailable, gpu_context, unavailable_reason
 
 GPU_RUNTIMES = ("gpu", "cpu+gpu")
@@ -59,9 +61,12 @@ def engine_notes(engine) -> list:
              f"OpenCL {gpu.gctx.device.name.strip()} ({gpu.data_type}): programs built {stats['built']}, "
              f"loaded from cache {stats['loaded']}; tuned parameters loaded {gpu.tuner.loaded}"
              + (", tuned now" if gpu.tuner.tuning else "")]
+    kept = [op for op in gpu.graph.net.op if op.name in gpu.fp32_ops]
     notes += [f"GPU op {op.name} ({op.type}) keeps float storage: "
-              + (get_arg(op, FP32_REASON_ARG, "") or "named in gpu_fp32_ops")
-              for op in gpu.graph.net.op if op.name in gpu.fp32_ops]
+              + (get_arg(op, FP32_REASON_ARG, "") or "named in gpu_fp32_ops") for op in kept[:SHOWN]]
+    if len(kept) > SHOWN:
+        notes.append(f"... and {len(kept) - SHOWN} more GPU op(s) keep float storage "
+                     f"({len(kept)} of {len(gpu.on_gpu)}; `gpu_fp32: 1` in the .pb_txt)")
     return notes + list(dict.fromkeys(gpu.notes))
 
 
@@ -70,7 +75,8 @@ def range_check_notes(engine) -> list:
     gpu = getattr(engine, "gpu", None)
     if gpu is None or gpu.counters is None:
         return []
-    return range_notes(gpu.range_counts(engine.nodes), gpu.data_type)
+    checked = get_arg(gpu.graph.net, CHECKED_ARG, None) is not None   # auto measured the half ops
+    return range_notes(gpu.range_counts(engine.nodes), gpu.data_type, underflow=not checked)
 
 
 __all__ = ["GPU_RUNTIMES", "GpuUnavailable", "engine_notes", "engine_setup", "opencl_dir", "range_check_notes"]

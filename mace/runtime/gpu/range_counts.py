@@ -101,9 +101,10 @@ class RangeCounters:
 UNDERFLOW_SHARE = 0.10   # a node with this share of its values below half's normal range is named
 
 
-def flagged(counts: list) -> list:
-    """Nodes of concern, in run order: saturating (clamped / NaN / Inf) or underflowing."""
-    return [c for c in counts if c.saturated or (not c.fp32 and c.underflow_share >= UNDERFLOW_SHARE)]
+def flagged(counts: list, underflow: bool = True) -> list:
+    """Nodes of concern, in run order: saturating (clamped / NaN / Inf) or (`underflow`) underflowing."""
+    return [c for c in counts if c.saturated
+            or (underflow and not c.fp32 and c.underflow_share >= UNDERFLOW_SHARE)]
 
 
 def problem(c: NodeCounts) -> str:
@@ -115,9 +116,10 @@ def problem(c: NodeCounts) -> str:
             f"(2^-14; {c.flushed} flushed to 0)")
 
 
-def range_notes(counts: list, data_type: str) -> list:
-    """What `run`, `debug` and the report print: the first node half cannot hold, and the fix."""
-    bad = flagged(counts)
+def range_notes(counts: list, data_type: str, underflow: bool = True) -> list:
+    """What `run`, `debug` and the report print: the first node half cannot hold, and the fix.
+    `underflow=False` (convert measured the ops left in half): saturation only."""
+    bad = flagged(counts, underflow)
     if not bad:
         return []
     first = bad[0]

@@ -34,6 +34,7 @@ from mace.runtime.node import Node
 
 FP32_ARG = "gpu_fp32"   # op argument convert sets on nodes that keep float storage on the GPU
 FP32_REASON_ARG = "gpu_fp32_reason"   # and why (printed by run)
+CHECKED_ARG = "gpu_fp16_checked"      # net argument: `gpu_fp32_ops: auto` measured the ops left in half
 
 
 class GpuRuntime(GpuDevice):
