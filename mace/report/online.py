@@ -92,10 +92,9 @@ def device_memory(engine) -> dict:
     if gpu is None:
         return {}
     try:
-        pixel = 4 * (2 if gpu.fp16 else 4)
         staging = sum(int(t.buffer.size) for n in engine.nodes
                       for _, t in getattr(n.kernel, "uploads", []) + getattr(n.kernel, "downloads", []))
-        return {"OpenCL activation images": int(gpu.image_plan.pixels) * pixel,
+        return {"OpenCL activation images": int(gpu.image_bytes),   # half, and float for gpu_fp32_ops
                 "OpenCL staging buffers": staging}
     except AttributeError:  # a GPU runtime laid out differently: say nothing rather than guess
         return {}

@@ -60,6 +60,11 @@ def test_fp32_ops_keep_float_images_and_count_only_nan():
     kept, counts = counts_of(g, {"x": x}, gpu_fp32_ops=["op0"])
     assert counts["op0"].fp32 and counts["op0"].clamped == 0
     np.testing.assert_allclose(kept["y"], want, atol=1e-5)
+    e = Engine(g, device="gpu", options={"data_type": "fp16_fp32", "gpu_fp32_ops": ["op0"]})
+    # op0's output and the input it reads are float images (2 x 1 pixels of 16 bytes, live at
+    # the same time: two blocks); softmax's output stays half (2 x 1 pixels of 8 bytes)
+    assert e.gpu.float_tensors == {"x", "a"} and e.gpu.float_blocks == 2
+    assert e.gpu.image_bytes == 2 * 32 + 16
 
 
 # ---- through the CLI, against onnxruntime --------------------------------------------------------

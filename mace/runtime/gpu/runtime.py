@@ -177,9 +177,17 @@ class GpuRuntime(GpuDevice):
                             for t in lives})
             plans.append(plan)
         merged = plans[0]
+        self.float_blocks = len(plans[1].blocks)   # the last ones: float images
         merged.blocks = plans[0].blocks + plans[1].blocks
         merged.tensor_pixels += plans[1].tensor_pixels
         return tensors, merged
+
+    @property
+    def image_bytes(self) -> int:
+        """Bytes of the activation images: 4 channels of half or float per pixel."""
+        blocks = self.image_plan.blocks
+        half = blocks[:len(blocks) - self.float_blocks] if self.fp16 else []
+        return sum(w * h * 8 for w, h in half) + sum(w * h * 16 for w, h in blocks[len(half):])
 
     def _float_tensors(self) -> set:
         """Tensors in float images in an fp16 model: the outputs of fp32 nodes, and uploaded
