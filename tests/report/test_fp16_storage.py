@@ -58,3 +58,15 @@ def test_mark_fp32_ops_writes_the_op_arguments():
     assert get_arg(ops["op0"], "gpu_fp32", 0) == 1 and get_arg(ops["op1"], "gpu_fp32", 0) == 0
     assert "saturates in fp16: 4 of 8 values" in get_arg(ops["op0"], "gpu_fp32_reason", "")
     assert any("GPU op op0 (Eltwise) keeps float storage" in n for n in notes)
+
+
+def test_a_nan_from_a_flushed_value_is_a_miss_not_a_pass():
+    # op0: x * 2^-30 is below 2^-25 for every x here: half stores 0, and op1's a / a is 0 / 0 = NaN
+    # (in float it is 1 everywhere). A NaN cosine must read as a miss (min() would keep 1.0).
+    x = np.arange(1, 9, dtype=np.float32).reshape(1, 1, 1, 8)
+    g = placed(chain_graph([("Eltwise", ["x", "tiny"], ["a"], {"type": "PROD"}),
+                            ("Eltwise", ["a", "a"], ["y"], {"type": "DIV"})], {"x": x},
+                           {"tiny": np.float32([2.0 ** -30])}))
+    r = check_fp16(g, {"op0", "op1"}, [{"x": x}], target=0.999)
+    assert {n.name: n.flushed for n in r.nodes}["op0"] == 8
+    assert r.cosine_fp16 == -1.0 and [n.name for n in r.fp32] == ["op0"] and r.cosine_fallback > 0.9999999
