@@ -97,7 +97,8 @@ def _check_output_shapes(config, graph, sg) -> None:
 
 
 def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
-                  build_dir: Path | None = None, dump_dir: Path | None = None) -> ConvertResult:
+                  build_dir: Path | None = None, dump_dir: Path | None = None, progress=None) -> ConvertResult:
+    """`progress(text)`, when given, hears about steps that take a while (gpu_fp32_ops: auto)."""
     _check_supported(config, model)
     sg = model.graph   # the model as one graph: named subgraphs joined
     plan = placement.plan_for(config, model)
@@ -120,7 +121,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     decided = transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name,
                         log=log.append).decided
     _check_output_shapes(config, graph, sg)
-    notes = gpu_fp32_notes(config, sg, graph, log.append)
+    notes = gpu_fp32_notes(config, sg, graph, log.append, progress)
     mapping = obfuscate_graph(graph) if sg.obfuscate else None  # before any writer sees a name
     for info in graph.net.output_info:
         del info.dims[:]
@@ -139,7 +140,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
                          report, extras, made_from(config, model, model_path, weight_path), notes)
 
 
-def gpu_fp32_notes(config: DeploymentConfig, sg, graph, log=None) -> list:
+def gpu_fp32_notes(config: DeploymentConfig, sg, graph, log=None, progress=None) -> list:
     """`gpu_fp32_ops` (names or auto): mark the GPU ops that keep float storage in an fp16 model."""
     asked = sg.values.get("gpu_fp32_ops")
     if not asked:
@@ -148,7 +149,7 @@ def gpu_fp32_notes(config: DeploymentConfig, sg, graph, log=None) -> list:
         return [f"gpu_fp32_ops ignored: runtime {sg.runtime}, data_type {sg.data_type} stores no half"]
     samples = calibration_samples(config, sg) or (lambda: [make_inputs(config, sg, None)[0]])
     return mark_fp32_ops(graph, asked, samples, f"{config.path}: {sg.key_path}",
-                         runtime_threshold(sg, "gpu"), log)
+                         runtime_threshold(sg, "gpu"), log, progress)
 
 
 def build_files(config: DeploymentConfig, library: Path, r: ConvertResult) -> dict:
@@ -168,8 +169,9 @@ def build_files(config: DeploymentConfig, library: Path, r: ConvertResult) -> di
 
 
 def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,
-                       dump_dir: Path | None = None) -> list:
-    """Convert the named models (default: all); returns one ConvertResult per model."""
+                       dump_dir: Path | None = None, progress=None) -> list:
+    """Convert the named models (default: all); returns one ConvertResult per model.
+    `progress(text)`: see convert_model."""
     names = [m.name for m in models_of(config, models)]
     final_dir = library_dir(config, build_dir) / "model"
     # folders this call creates are removed again if it fails: a failed first convert leaves nothing
@@ -178,7 +180,9 @@ def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, 
     scratch = Path(tempfile.mkdtemp(prefix=".convert.", dir=final_dir.parent))
     try:
         try:
-            results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir) for n in names]
+            results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir,
+                                     progress and (lambda text, n=n: progress(f"{n}: {text}")))
+                       for n in names]
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             for d in created:  # innermost first; stops at a folder something else wrote into

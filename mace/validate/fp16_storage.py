@@ -149,20 +149,26 @@ def _candidates(nodes: list) -> list:
     return sorted(bad, key=lambda r: (not r.saturated, r.sqnr_db, r.index))
 
 
-def check_fp16(graph, gpu_ops: set, samples: list, target: float = 0.999) -> Fp16Check:
+def check_fp16(graph, gpu_ops: set, samples: list, target: float = 0.999, progress=None) -> Fp16Check:
     """Pick the GPU nodes to keep in float so emulated fp16 storage reaches `target` cosine.
 
     Saturating nodes are always kept; of the rest, the shortest worst-first prefix that reaches
     the target, found by bisection (a few whole runs, not one per node)."""
     samples = samples[:MAX_SAMPLES]
+    say = progress or (lambda text: None)
     engine = Engine(graph, device="cpu")
+    say(f"gpu_fp32_ops auto: float runs over {len(samples)} sample(s)")
     nodes, refs = measure(engine, gpu_ops, samples)
+    runs = [0]
     result = Fp16Check(nodes=nodes, target=target, samples=len(samples))
     every = {r.name for r in nodes}
     order = _candidates(nodes)
     must = sum(r.saturated for r in order)
 
     def cos(k: int) -> float:
+        runs[0] += 1
+        say(f"gpu_fp32_ops auto: emulated fp16 run {runs[0]} (of about {2 + max(len(order), 1).bit_length()}), "
+            f"{k} of {len(order)} candidate op(s) in float")
         return emulated_cosine(engine, every - {r.name for r in order[:k]}, samples, refs)
 
     result.cosine_fp16 = cos(0)
@@ -192,7 +198,8 @@ def _gpu_ops(graph) -> set:
 SHOWN = 5   # kept ops listed one per line in the notes; the log (convert --vlog_level 1) has all
 
 
-def mark_fp32_ops(graph, asked, samples, where: str, threshold: float = 0.995, log=None) -> list:
+def mark_fp32_ops(graph, asked, samples, where: str, threshold: float = 0.995, log=None,
+                  progress=None) -> list:
     """Apply a subgraph's `gpu_fp32_ops` to a converted, placed graph; returns notes for the user
     (every kept op and its reason also goes to `log`).
 
@@ -205,7 +212,7 @@ def mark_fp32_ops(graph, asked, samples, where: str, threshold: float = 0.995, l
     if asked == "auto":
         feeds = samples()
         target = 1.0 - (1.0 - threshold) / 5.0
-        result = check_fp16(graph, gpu_ops, feeds, target)
+        result = check_fp16(graph, gpu_ops, feeds, target, progress)
         chosen = [(r.name, r.reason()) for r in result.fp32]
         set_arg(graph.net, CHECKED_ARG, float(result.cosine_fallback))
         head = (f"gpu_fp32_ops auto: fp16 storage emulated on {result.samples} sample(s): output cosine "
