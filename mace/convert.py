@@ -31,10 +31,10 @@ from mace.quantize.calibrate import calibration_samples, calibration_source
 from mace.quantize.ranges import read_range_file
 from mace.quantize.report import write_report as write_quantize_report
 from mace.report.offline import report_path, write_report
-from mace.transform.pipeline import pass_names, transform
-from mace.transform.placement import plan as placement
 from mace.runtime.gpu.deploy import GPU_RUNTIMES
 from mace.runtime.gpu.programs import is_fp16
+from mace.transform.pipeline import pass_names, transform
+from mace.transform.placement import plan as placement
 from mace.validate.divergence import runtime_threshold
 from mace.validate.fp16_storage import mark_fp32_ops
 
