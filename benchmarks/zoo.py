@@ -317,6 +317,9 @@ def deployment(model: dict, path: Path, work: Path, runtime: str, cal: Path) -> 
              "runtime": "gpu" if runtime == "gpu" else "cpu", "subgraphs": [sg]}
     if runtime == "gpu":
         entry["data_type"] = "fp16_fp32"
+        # ops half cannot hold keep float images: convert finds them on the calibration samples
+        entry["gpu_fp32_ops"] = "auto"
+        entry["quantize_calibration_data"] = str(cal)
     if runtime == "quant":
         entry["quantize"] = 1
         entry["quantize_calibration_data"] = str(cal)

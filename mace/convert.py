@@ -20,7 +20,7 @@ from mace.codegen.obfuscate import obfuscate_graph
 from mace.codegen.outputs import finish_library, model_extras
 from mace.config.deployment import DeploymentConfig, ModelConfig, placed_runtimes
 from mace.config.fetch import local_path, sha256_of
-from mace.config.files import code_dir, fetch_model_files, library_dir, models_of
+from mace.config.files import code_dir, fetch_model_files, library_dir, make_inputs, models_of
 from mace.config.provenance import made_from
 from mace.config.specs import ModelSpec
 from mace.errors import ConfigError, ModelError
@@ -32,8 +32,12 @@ from mace.quantize.ranges import read_range_file
 from mace.quantize.report import write_report as write_quantize_report
 from mace.report.html import render_html
 from mace.report.offline import report_path, write_report
+from mace.runtime.gpu.deploy import GPU_RUNTIMES
+from mace.runtime.gpu.programs import is_fp16
 from mace.transform.pipeline import pass_names, transform
 from mace.transform.placement import plan as placement
+from mace.validate.divergence import runtime_threshold
+from mace.validate.fp16_storage import mark_fp32_ops
 
 SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu", "dsp")
 QUANTIZED_RUNTIMES = ("cpu", "dsp")   # quantize: 1 runs on these (dsp always quantizes)
@@ -50,6 +54,7 @@ class ConvertResult:
     report: object = None  # mace.report.offline.OfflineReport, also written as <model>_report.txt
     extra_files: list = field(default_factory=list)  # (file, place under builds/<library>/): code, maps
     made_from: dict = field(default_factory=dict)    # the build manifest's record of the sources
+    notes: list = field(default_factory=list)        # what convert decided that the user should see
 
 
 def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
@@ -93,7 +98,8 @@ def _check_output_shapes(config, graph, sg) -> None:
 
 
 def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
-                  build_dir: Path | None = None, dump_dir: Path | None = None) -> ConvertResult:
+                  build_dir: Path | None = None, dump_dir: Path | None = None, progress=None) -> ConvertResult:
+    """`progress(text)`, when given, hears about steps that take a while (gpu_fp32_ops: auto)."""
     _check_supported(config, model)
     sg = model.graph   # the model as one graph: named subgraphs joined
     plan = placement.plan_for(config, model)
@@ -116,6 +122,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     decided = transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name,
                         log=log.append).decided
     _check_output_shapes(config, graph, sg)
+    notes = gpu_fp32_notes(config, sg, graph, log.append, progress)
     mapping = obfuscate_graph(graph) if sg.obfuscate else None  # before any writer sees a name
     for info in graph.net.output_info:
         del info.dims[:]
@@ -132,7 +139,19 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     if "quantize" in decided:   # the calibration report: <model>_quantize_report.txt/.json
         extras += write_quantize_report(decided["quantize"], out_dir, model.name, mapping)
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
-                         report, extras, made_from(config, model, model_path, weight_path))
+                         report, extras, made_from(config, model, model_path, weight_path), notes)
+
+
+def gpu_fp32_notes(config: DeploymentConfig, sg, graph, log=None, progress=None) -> list:
+    """`gpu_fp32_ops` (names or auto): mark the GPU ops that keep float storage in an fp16 model."""
+    asked = sg.values.get("gpu_fp32_ops")
+    if not asked:
+        return []
+    if sg.runtime not in GPU_RUNTIMES or not is_fp16(sg.data_type):
+        return [f"gpu_fp32_ops ignored: runtime {sg.runtime}, data_type {sg.data_type} stores no half"]
+    samples = calibration_samples(config, sg) or (lambda: [make_inputs(config, sg, None)[0]])
+    return mark_fp32_ops(graph, asked, samples, f"{config.path}: {sg.key_path}",
+                         runtime_threshold(sg, "gpu"), log, progress)
 
 
 def _index_html(config, graph, report, out_dir: Path, model: str) -> tuple:
@@ -166,8 +185,9 @@ def build_files(config: DeploymentConfig, library: Path, r: ConvertResult) -> di
 
 
 def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,
-                       dump_dir: Path | None = None) -> list:
-    """Convert the named models (default: all); returns one ConvertResult per model."""
+                       dump_dir: Path | None = None, progress=None) -> list:
+    """Convert the named models (default: all); returns one ConvertResult per model.
+    `progress(text)`: see convert_model."""
     names = [m.name for m in models_of(config, models)]
     final_dir = library_dir(config, build_dir) / "model"
     # folders this call creates are removed again if it fails: a failed first convert leaves nothing
@@ -176,7 +196,9 @@ def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, 
     scratch = Path(tempfile.mkdtemp(prefix=".convert.", dir=final_dir.parent))
     try:
         try:
-            results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir) for n in names]
+            results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir,
+                                     progress and (lambda text, n=n: progress(f"{n}: {text}")))
+                       for n in names]
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             for d in created:  # innermost first; stops at a folder something else wrote into

@@ -13,6 +13,7 @@ from mace.config.deployment import DeploymentConfig, ModelConfig
 from mace.config.files import make_inputs, models_of, write_outputs
 from mace.errors import ConfigError
 from mace.runtime.affinity import pin_threads, set_wait_policy, thread_limit
+from mace.runtime.gpu.deploy import range_check_notes
 from mace.runtime.open import open_engine
 from mace.runtime.profiler import OpProfiler
 from mace.runtime.results import ModelRunResult, Timing, timed
@@ -43,6 +44,8 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
                 notes += opened.notes + describe_placement(engine.graph)
                 inputs, source = make_inputs(config, sg, input_dir, seed, build_dir)
             outputs, warmup_ms = timed(lambda: engine.run(inputs))
+            if restart == 0:   # what fp16 storage clamped or flushed in that run, and the fix
+                notes += range_check_notes(engine)
             timing = Timing(opened.init_ms, warmup_ms)
             profiler = OpProfiler() if profile and restart == restarts - 1 else None
             if profiler:

@@ -92,3 +92,5 @@ def print_findings(console, report) -> None:
                           f"({len(f.validation.checks)} tensors compared)")
         else:
             console.print(f"[bold red]{escape(head)}: first divergence at[/bold red] {escape(describe(f.first))}")
+        for note in f.range_notes:
+            console.print(f"[yellow]{escape(head)}:[/yellow] {escape(note)}")

@@ -34,7 +34,9 @@ def main(args) -> int:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
     if stat_config(config, args.quantize_stat):
         console.print("converting float for quantize statistics (quantize and obfuscate off, runtime cpu)")
-    results = convert_deployment(config, args.build_dir, args.models, args.dump_passes)
+    with console.status("converting") as status:   # long steps (gpu_fp32_ops: auto) say where they are
+        results = convert_deployment(config, args.build_dir, args.models, args.dump_passes,
+                                     lambda text: status.update(escape(text)))
     table = Table(title=f"Library {escape(config.library_name)}")
     for col in ("model", "ops", "weights", "graph file", "data file"):
         table.add_column(col)
@@ -42,6 +44,8 @@ def main(args) -> int:
         if args.vlog_level:
             for line in r.log:
                 console.print(f"  {r.model}: {escape(line)}")
+        for note in r.notes:
+            console.print(f"[yellow]note:[/yellow] {r.model}: {escape(note)}")
         table.add_row(r.model, str(r.op_count), f"{r.data_bytes / 1024:.1f} KiB", escape(str(r.pb_path)),
                       escape(str(r.data_path)))
         console.print(f"Model {r.model} converted")

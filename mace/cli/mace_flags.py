@@ -123,7 +123,8 @@ FLAGS = (
              "N"),
     MaceFlag("--gpu_out_of_range_check", ("run",), ALL_ERAS, "behaviour",
              "after the run, check every node output for NaN/Inf and, with fp16 storage, for values "
-             "beyond half's range (+-65504); fails the run when one is found"),
+             "beyond half's range (+-65504) or mostly below its normal range (GPU ops: counted by the "
+             "OpenCL stores before the half conversion); fails the run when one is found"),
     MaceFlag("--check_gpu_out_of_memory", ("run",), UNVERIFIED, "note",
              "GPU memory is allocated through pyopencl, which raises a clear error when it runs out; "
              "nothing to switch on"),

@@ -44,7 +44,9 @@ def add_arguments(p) -> None:
                         "slice, or one index; MACE's -1 means off); as --validate_all_layers otherwise")
     p.add_argument("--gpu_out_of_range_check", action="store_true",
                    help="check every node output for NaN/Inf and, with fp16 storage (data_type fp16_*), "
-                        "for values beyond half's range; fails the run when one is found")
+                        "for values beyond half's range or mostly below its normal range (GPU ops: "
+                        "counted by the stores before the half conversion); fails the run when one "
+                        "is found and names the gpu_fp32_ops fix")
 
 
 RANGE = "out of range:"   # marks the range check's failures among the layer checks
@@ -132,6 +134,8 @@ def _range_check(console, session, data: dict) -> list:
     for f in r.findings:
         console.print(f"[red]out of range:[/red] {r.model}: node {f.index} {escape(f.op)} ({f.type}), "
                       f"tensor {escape(f.tensor)}: {f.problem}")
+    if r.hint:
+        console.print(escape(r.hint))
     return [f"{RANGE} tensor '{f.tensor}' of {r.model}: {f.problem}" for f in r.findings]
 
 

@@ -261,6 +261,9 @@ INHERITED_KEYS = [
     Key("nnlib_graph_mode", as_int, 0, later="DSP runtime"),
     Key("obfuscate", as_flag, 0, doc="opaque op and internal tensor names in every output (docs/codegen.md)"),
     Key("winograd", lambda v: _choice_int(v, (0, 2, 4)), 0, doc="Winograd block for 3x3 stride-1 convs on GPU and CPU (0 off)"),
+    Key("gpu_fp32_ops", lambda v: parse_fp32_ops(v), [],
+        doc="GPU fp16 models: ops that keep float storage, a list of op names or auto (convert picks "
+            "those that saturate or underflow in half on the sample inputs; docs/gpu.md)"),
     Key("quantize", as_flag, 0, doc="1: uint8 model (docs/quantization.md); runtime dsp always quantizes"),
     Key("quantize_large_weights", as_flag, 0, later="quantization"),
     Key("quantize_range_file", as_str, None, doc="`<tensor>@@<min>,<max>` lines (tools/quantize_stat.py)"),
@@ -363,6 +366,13 @@ def parse_op_item(v):
     if not s:
         raise ValueError("empty op name")
     return ("name", s)
+
+
+def parse_fp32_ops(v):
+    """`auto`, or op names (a list or one comma-separated string)."""
+    if isinstance(v, str) and v.strip().lower() == "auto":
+        return "auto"
+    return as_str_list(v)
 
 
 def parse_placement(v):

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from mace.ir.opstats import graph_stats
 from mace.report.benchmark import profile_runs
 from mace.report.offline import LAYER_HEADERS, layer_rows, totals_lines, used_consts
+from mace.runtime.gpu.deploy import range_check_notes
 from mace.runtime.observer import kernel_buffers
 from mace.util.text import banner, spaced, table
 
@@ -36,6 +37,7 @@ class OnlineReport:
     layers: list = field(default_factory=list)        # OpStatic
     latency_ms: dict = field(default_factory=dict)    # op index -> mean ms
     device_bytes: dict = field(default_factory=dict)  # e.g. {"opencl_image": n} on a device runtime
+    range_notes: list = field(default_factory=list)   # GPU fp16 storage: the first op it cannot hold
 
     @property
     def layers_ms(self) -> float:
@@ -74,7 +76,8 @@ def online_report(engine, inputs: dict, rounds: int = 10, model: str = "", runti
         peak_rss_bytes=peak_rss_bytes(),
         layers=graph_stats(engine.graph),
         latency_ms={i: statistics.fmean(t) for i, t in timer.times.items() if t},
-        device_bytes=device_memory(engine))
+        device_bytes=device_memory(engine),
+        range_notes=range_check_notes(engine))
 
 
 def device_memory(engine) -> dict:
@@ -89,10 +92,9 @@ def device_memory(engine) -> dict:
     if gpu is None:
         return {}
     try:
-        pixel = 4 * (2 if gpu.fp16 else 4)
         staging = sum(int(t.buffer.size) for n in engine.nodes
                       for _, t in getattr(n.kernel, "uploads", []) + getattr(n.kernel, "downloads", []))
-        return {"OpenCL activation images": int(gpu.image_plan.pixels) * pixel,
+        return {"OpenCL activation images": int(gpu.image_bytes),   # half, and float for gpu_fp32_ops
                 "OpenCL staging buffers": staging}
     except AttributeError:  # a GPU runtime laid out differently: say nothing rather than guess
         return {}
@@ -121,5 +123,6 @@ def render_text(report: OnlineReport) -> str:
         *totals_lines(sum(s.ops for s in report.layers), report.params, report.weight_bytes),
         f"Sum of layer latencies: {report.layers_ms:.3f} ms per run; a run takes {report.total_ms:.3f} ms, "
         f"{report.profiled_ms:.3f} ms with the per-layer timer attached",
+        *(["", "fp16 storage range check:", *report.range_notes] if report.range_notes else []),
     ]
     return "\n".join(lines) + "\n"

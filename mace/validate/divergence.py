@@ -18,7 +18,7 @@ import numpy as np
 from mace.config import schema
 from mace.report.dump import capture_outputs
 from mace.runtime.engine import Engine
-from mace.runtime.gpu.deploy import engine_setup
+from mace.runtime.gpu.deploy import engine_setup, range_check_notes
 from mace.validate.layers import LayerValidation, compare_layers, isolate, validate_layers
 
 # Runtimes each subgraph `runtime` asks for; the CPU runtime is always the baseline.
@@ -32,6 +32,7 @@ class Finding:
     against: str                       # "framework" or "cpu"
     validation: LayerValidation | None = None
     skipped: str = ""                  # why this comparison was not made
+    range_notes: list = field(default_factory=list)   # what fp16 storage clamped / flushed, and the fix
 
     @property
     def first(self):
@@ -78,6 +79,14 @@ def _runtime_engine(session, runtime: str):
     return candidate, ""
 
 
+def _range_notes(engine, inputs: dict) -> list:
+    """The GPU's per-node fp16 range counts of one whole run (a divergence often starts there)."""
+    if getattr(engine, "gpu", None) is None or engine.gpu.counters is None:
+        return []
+    engine.run(inputs)
+    return range_check_notes(engine)
+
+
 def compare_runtimes(engine, reference, inputs: dict, threshold: float, runtime: str,
                      model: str = "") -> LayerValidation:
     """Every node output of `engine` against the same tensor of `reference` (same IR, same layouts)."""
@@ -106,7 +115,8 @@ def locate_divergence(session, num_threads: int = 0) -> DebugReport:
         cpu = engine if runtime == "cpu" else cpu
         threshold = runtime_threshold(sg, runtime)
         report.findings.append(Finding(runtime, "framework", validate_layers(
-            session, num_threads, engine=engine, runtime=runtime, threshold=threshold)))
+            session, num_threads, engine=engine, runtime=runtime, threshold=threshold),
+            range_notes=_range_notes(engine, session.inputs)))
         if runtime != "cpu" and cpu is not None:
             report.findings.append(Finding(runtime, "cpu", compare_runtimes(
                 engine, cpu, session.inputs, threshold, runtime, session.model.name)))

@@ -2,8 +2,11 @@
 
 MACE's flag made its OpenCL kernels check their reads. Here the same question is asked of the
 values: a NaN or Inf anywhere, and with fp16 storage (data_type fp16_*: GPU images in half)
-any magnitude beyond half's largest finite value, which the image store clamps or turns to Inf.
-It runs once more with an observer (mace/runtime/observer.py) and reads each float output.
+any magnitude beyond half's largest finite value, which the image store clamps, or a node whose
+values mostly fall below half's normal range (underflow). It runs once more: ops on the GPU are
+judged by the counts their stores made before converting to half (the values read back are
+already clamped: mace/runtime/gpu/range_counts.py), other ops by their float outputs, read
+with an observer (mace/runtime/observer.py).
 """
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mace.runtime.gpu.range_counts import flagged, problem, range_notes
 from mace.runtime.observer import Event, register, unregister
 
 HALF_MAX = float(np.finfo(np.float16).max)   # 65504
@@ -32,6 +36,7 @@ class RangeCheck:
     half_storage: bool
     checked: int = 0          # float tensors looked at
     findings: list = field(default_factory=list)
+    hint: str = ""            # how to keep the ops found on the GPU in float
 
 
 def _problem(value: np.ndarray, half: bool) -> str | None:
@@ -50,8 +55,13 @@ def check_ranges(engine, inputs: dict, model: str, data_type: str) -> RangeCheck
     """Run `engine` on `inputs` once and look at every float node output."""
     half = data_type.startswith("fp16")
     result = RangeCheck(model, data_type, half)
+    gpu = getattr(engine, "gpu", None)
+    counted = gpu is not None and gpu.counters is not None
+    on_gpu = {n.index for n in engine.nodes if counted and gpu.runs(n.op)}
 
     def after(flags, node) -> None:
+        if node.index in on_gpu:
+            return   # judged by the GPU's own counts below
         for t in node.outputs:
             if np.dtype(t.dtype).kind != "f":
                 continue   # quantized and integer tensors cannot overflow this way
@@ -65,4 +75,17 @@ def check_ranges(engine, inputs: dict, model: str, data_type: str) -> RangeCheck
         engine.run(inputs)
     finally:
         unregister(engine, handle)
+    if counted:
+        _gpu_findings(result, gpu.range_counts(engine.nodes))
     return result
+
+
+def _gpu_findings(result: RangeCheck, counts: list) -> None:
+    bad = {c.index for c in flagged(counts)}
+    for c in counts:
+        result.checked += 1
+        if c.index in bad:
+            result.findings.append(RangeFinding(c.index, c.name, c.type, c.output, problem(c)))
+    result.findings.sort(key=lambda f: f.index)
+    notes = range_notes(counts, result.data_type)
+    result.hint = notes[-1] if notes else ""

@@ -29,6 +29,8 @@ class GpuKernelContext(KernelContext):
     gpu: object = None                            # the GpuRuntime
     tensors_in: list = field(default_factory=list)   # GpuTensor, or ndarray for constants
     tensors_out: list = field(default_factory=list)
+    fp32: bool = False         # float storage for this node in an fp16 model (per-node fallback)
+    counters: object = None    # the node's range-check counters (None: not counting)
 
 
 def i32(*values) -> list:
@@ -79,6 +81,7 @@ class GpuKernel(Kernel):
         self.gpu = ctx.gpu
         self.ins, self.outs = ctx.tensors_in, ctx.tensors_out
         self.owned = []   # images made here: kernel arguments do not keep them alive
+        self.fp32, self.counters = ctx.fp32, ctx.counters
         self.prepare(ctx)
 
     def prepare(self, ctx):
@@ -92,7 +95,9 @@ class GpuKernel(Kernel):
 
     # ---- helpers ---------------------------------------------------------
     def kernel(self, program: str, name: str):
-        return self.gpu.kernel(program, name)
+        kern = self.gpu.kernel(program, name, self.fp32)
+        # with the range check on, the kernel also gets this node's counter slot
+        return self.counters(kern) if self.counters else kern
 
     def launch(self, kern, name: str, gws):
         self.gpu.launch(kern, name, tuple(int(g) for g in gws))
@@ -105,11 +110,11 @@ class GpuKernel(Kernel):
         return t.image
 
     def upload(self, array, layout: str):
-        return self.own(self.gpu.upload_const(array, layout))
+        return self.own(self.gpu.upload_const(array, layout, self.fp32))
 
     def scratch(self, width: int, height: int, fp32: bool = False):
         """An image of this kernel's own (intermediate results)."""
-        return self.own(self.gpu.new_image(width, height, fp32))
+        return self.own(self.gpu.new_image(width, height, fp32 or self.fp32))
 
     def own(self, image):
         self.owned.append(image)

@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mace.ir.args import get_arg
 from mace.runtime.gpu.cache_files import TUNING, cache_path
+from mace.runtime.gpu.programs import is_fp16
+from mace.runtime.gpu.range_counts import range_notes
+from mace.runtime.gpu.runtime import CHECKED_ARG, FP32_REASON_ARG
+
+SHOWN = 5   # kept ops `run` lists one per line
 from mace.runtime.gpu.context import GpuUnavailable, gpu_context, unavailable_reason
 
 GPU_RUNTIMES = ("gpu", "cpu+gpu")
@@ -38,7 +44,10 @@ def engine_setup(config, sg, build_dir=None, tuning: bool = False, perf_hint: in
                "opencl_cache_dir": str(directory),
                "opencl_tuning": bool(tuning or (auto_tuning and config.target_socs and not tuned.exists())),
                "limit_opencl_kernel_time": sg.limit_opencl_kernel_time,
-               "gpu_perf_hint": perf_hint, "gpu_priority_hint": priority_hint}
+               "gpu_perf_hint": perf_hint, "gpu_priority_hint": priority_hint,
+               # counting stores cost a few compares per stored pixel: always on with half storage,
+               # so no run can saturate silently (range_counts.py)
+               "gpu_range_check": is_fp16(sg.data_type)}
     return "gpu", options, []
 
 
@@ -52,7 +61,22 @@ def engine_notes(engine) -> list:
              f"OpenCL {gpu.gctx.device.name.strip()} ({gpu.data_type}): programs built {stats['built']}, "
              f"loaded from cache {stats['loaded']}; tuned parameters loaded {gpu.tuner.loaded}"
              + (", tuned now" if gpu.tuner.tuning else "")]
+    kept = [op for op in gpu.graph.net.op if op.name in gpu.fp32_ops]
+    notes += [f"GPU op {op.name} ({op.type}) keeps float storage: "
+              + (get_arg(op, FP32_REASON_ARG, "") or "named in gpu_fp32_ops") for op in kept[:SHOWN]]
+    if len(kept) > SHOWN:
+        notes.append(f"... and {len(kept) - SHOWN} more GPU op(s) keep float storage "
+                     f"({len(kept)} of {len(gpu.on_gpu)}; `gpu_fp32: 1` in the .pb_txt)")
     return notes + list(dict.fromkeys(gpu.notes))
 
 
-__all__ = ["GPU_RUNTIMES", "GpuUnavailable", "engine_notes", "engine_setup", "opencl_dir"]
+def range_check_notes(engine) -> list:
+    """After a run: the first op fp16 storage could not hold, and the hint (range_counts.py)."""
+    gpu = getattr(engine, "gpu", None)
+    if gpu is None or gpu.counters is None:
+        return []
+    checked = get_arg(gpu.graph.net, CHECKED_ARG, None) is not None   # auto measured the half ops
+    return range_notes(gpu.range_counts(engine.nodes), gpu.data_type, underflow=not checked)
+
+
+__all__ = ["GPU_RUNTIMES", "GpuUnavailable", "engine_notes", "engine_setup", "opencl_dir", "range_check_notes"]

@@ -5,8 +5,11 @@ one to run transforms and kernels without a model.
 
 Options read here: opencl_cache_dir (with the library name: where the cache
 files go), opencl_cache_name (the device part of their names; default the OpenCL
-device's name, a board names them `<model>.<soc>` as MACE does), opencl_tuning, limit_opencl_kernel_time, gpu_perf_hint,
-gpu_priority_hint.
+device's name, a board names them `<model>.<soc>` as MACE does), opencl_tuning,
+limit_opencl_kernel_time, gpu_perf_hint, gpu_priority_hint, gpu_range_check (counting
+stores: range_counts.py). Programs of the fp32_fp32 build serve the nodes that keep float
+storage in an fp16 model (the per-node fallback, docs/gpu.md); they are compiled when first
+asked for and not written to the binary cache file.
 """
 from __future__ import annotations
 
@@ -32,7 +35,9 @@ class GpuDevice:
         self.queue = self.gctx.queue_for(int(opts.get("gpu_perf_hint") or 0),
                                          int(opts.get("gpu_priority_hint") or 0))
         self.notes = list(self.gctx.notes)
-        self.programs = ProgramCache(self.gctx, data_type, self._cache_file(KERNELS))
+        self.range_check = bool(opts.get("gpu_range_check"))
+        self.programs = ProgramCache(self.gctx, data_type, self._cache_file(KERNELS), self.range_check)
+        self._programs32 = None
         self.tuner = Tuner(self.gctx, self.queue, self._cache_file(TUNING), bool(opts.get("opencl_tuning")))
         self.limit_kernel_time = bool(opts.get("limit_opencl_kernel_time"))
         self.launches = 0
@@ -52,9 +57,10 @@ class GpuDevice:
         return cl.create_image(self.context, cl.mem_flags.READ_WRITE, fmt,
                                shape=(max(int(width), 1), max(int(height), 1)))
 
-    def upload_const(self, array, layout: str):
-        """A new image holding a constant `array` in `layout` (what kernels call at setup)."""
-        return upload_const(self, array, layout)
+    def upload_const(self, array, layout: str, fp32: bool = False):
+        """A new image holding a constant `array` in `layout` (what kernels call at setup);
+        `fp32`: a float image whatever the data type."""
+        return upload_const(self, array, layout, fp32)
 
     def dummy_image(self):
         """A 1x1 image for image arguments a kernel variant does not read."""
@@ -62,10 +68,17 @@ class GpuDevice:
             self._dummy = self.new_image(1, 1)
         return self._dummy
 
-    def kernel(self, program: str, name: str):
-        return self.cl.Kernel(self.programs.program(program), name)
+    def kernel(self, program: str, name: str, fp32: bool = False):
+        """A kernel of the data type's build, or of the float build (`fp32`, in an fp16 model)."""
+        programs = self.programs
+        if fp32 and self.fp16:
+            if self._programs32 is None:
+                self._programs32 = ProgramCache(self.gctx, "fp32_fp32", None, self.range_check)
+            programs = self._programs32
+        return self.cl.Kernel(programs.program(program), name)
 
     def launch(self, kern, name: str, gws: tuple) -> None:
+        kern = getattr(kern, "cl_kernel", kern)   # a CountedKernel (range check) wraps one
         lws = self.tuner.lws(name, kern, gws, lambda l: self._enqueue(kern, gws, l, False))
         self._enqueue(kern, gws, lws, self.limit_kernel_time)
 

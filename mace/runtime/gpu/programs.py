@@ -2,7 +2,8 @@
 
 Each file under mace/ops/gpu/cl/ is one program; common.cl is prepended to all.
 Build options carry the data type (`-DFP16_STORAGE=1` for fp16_fp32/fp16_fp16,
-0 for fp32_fp32). A program's key hashes its source and options, so editing a
+0 for fp32_fp32) and, when asked, the range check's counting stores (`-DRANGE_CHECK=1`).
+A program's key hashes its source and options, so editing a
 kernel invalidates its cached binary by itself. Programs are shared by every
 engine of the process; the cache file (see cache_files.py) makes the next
 process's init skip the compiler.
@@ -27,8 +28,11 @@ def is_fp16(data_type: str) -> bool:
     return data_type in FP16_TYPES
 
 
-def build_options(data_type: str) -> str:
-    return f"-DFP16_STORAGE={int(is_fp16(data_type))}"
+def build_options(data_type: str, range_check: bool = False) -> str:
+    # The range check's counting stores take one more kernel argument; the argument names tell
+    # the runtime which kernels have it (range_check.py).
+    check = " -DRANGE_CHECK=1 -cl-kernel-arg-info" if range_check else ""
+    return f"-DFP16_STORAGE={int(is_fp16(data_type))}{check}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -40,9 +44,9 @@ def source(name: str) -> str:
 class ProgramCache:
     """Programs for one engine: in-process sharing first, then the cache file, then the compiler."""
 
-    def __init__(self, gctx, data_type: str, cache_file: Path | None = None):
+    def __init__(self, gctx, data_type: str, cache_file: Path | None = None, range_check: bool = False):
         self.gctx = gctx
-        self.options = build_options(data_type)
+        self.options = build_options(data_type, range_check)
         self.cache_file = cache_file
         self.on_disk = read_cache(cache_file, KERNELS, gctx.fingerprint()) if cache_file else {}
         self.new = {}           # key -> binary not yet in the cache file

@@ -9,7 +9,10 @@ is uploaded before its first GPU reader, and a GPU result that a CPU op or the
 caller reads is downloaded right after it is made, so node order is run order.
 
 Engine options read here: data_type, library + opencl_cache_dir (cache files),
-opencl_tuning, limit_opencl_kernel_time, gpu_perf_hint, gpu_priority_hint.
+opencl_tuning, limit_opencl_kernel_time, gpu_perf_hint, gpu_priority_hint,
+gpu_range_check (count what fp16 storage clamps or flushes, per node: range_counts.py)
+and gpu_fp32_ops (op names that keep float images in an fp16 model, added to those
+convert marked with the op argument `gpu_fp32`: the per-node fallback of docs/gpu.md).
 """
 from __future__ import annotations
 
@@ -25,8 +28,13 @@ from mace.ops.gpu.images import GpuTensor, ImageLife, as_nhwc, channel_major_siz
 from mace.ops.gpu.kernel import GpuKernelContext
 from mace.ops.registry import select_kernel
 from mace.runtime.gpu.device import GpuDevice
+from mace.runtime.gpu.range_counts import NodeCounts, RangeCounters
 from mace.runtime.gpu.transfer import Transfer
 from mace.runtime.node import Node
+
+FP32_ARG = "gpu_fp32"   # op argument convert sets on nodes that keep float storage on the GPU
+FP32_REASON_ARG = "gpu_fp32_reason"   # and why (printed by run)
+CHECKED_ARG = "gpu_fp16_checked"      # net argument: `gpu_fp32_ops: auto` measured the ops left in half
 
 
 class GpuRuntime(GpuDevice):
@@ -39,8 +47,11 @@ class GpuRuntime(GpuDevice):
         self.reasons = self._place()
         self.transfer_log = None   # (tensor, "upload"|"download") -> [ms] while a benchmark asks
         self.on_gpu = {op.name for op in self.graph.net.op if op.device_type == placement.GPU}
+        self.fp32_ops = self._fp32_ops(opts.get("gpu_fp32_ops") or ())
         self.uploads, self.downloads, self.host_readers = self._transfer_points()
         self.tensors, self.image_plan = self._allocate()
+        self.counters = RangeCounters(self, len(self.on_gpu)) if self.range_check else None
+        self._first_node = None
 
     # ---- engine hooks ------------------------------------------------------
     def runs(self, op) -> bool:
@@ -63,14 +74,40 @@ class GpuRuntime(GpuDevice):
             output_shapes=[tuple(g.specs[t][0]) for t in op.output],
             output_dtypes=[np.dtype(g.specs[t][1]) for t in op.output],
             consts=[g.consts.get(t) for t in op.input], options=self.engine.options,
-            gpu=self, tensors_in=ins, tensors_out=outs)
+            gpu=self, tensors_in=ins, tensors_out=outs, fp32=op.name in self.fp32_ops,
+            counters=functools.partial(self.counters.wrap, index=index) if self.counters else None)
         cls, tag = select_kernel(op.type, ["gpu"])
         try:
             kern = cls(ctx)
         except Exception as e:
             raise RuntimeError(f"cannot prepare op '{op.name}' ({op.type}) on the GPU: {e}") from e
         staged = Staged(self, kern, self.uploads.get(op.name, ()), self.downloads.get(op.name, ()))
+        if self._first_node is None:
+            self._first_node = staged.first = True   # it zeroes the range counters of a run
         return Node(index, op, staged, tag, ins, outs)
+
+    # ---- fp16 range: the fallback and the counts -------------------------------
+    def _fp32_ops(self, asked) -> set:
+        """GPU ops that keep float storage: marked at convert, or named in the options."""
+        if not self.fp16:
+            return set()
+        asked = set(asked)
+        return {op.name for op in self.graph.net.op if op.name in self.on_gpu
+                and (op.name in asked or get_arg(op, FP32_ARG, 0))}
+
+    def range_counts(self, nodes) -> list:
+        """NodeCounts of the last run for every GPU node (the range check must be on)."""
+        if self.counters is None:
+            return []
+        counts = self.counters.read()
+        out = []
+        for node in nodes:
+            if node.index not in counts:
+                continue
+            values = sum(int(np.prod(self.graph.specs[t][0], dtype=np.int64)) for t in node.op.output)
+            out.append(NodeCounts(node.index, node.op.name, node.op.type, values,
+                                  node.op.name in self.fp32_ops, *counts[node.index], output=node.op.output[0]))
+        return out
 
     def ready(self, nodes) -> None:
         """After every node is built: tune (if asked), write the cache files."""
@@ -127,13 +164,38 @@ class GpuRuntime(GpuDevice):
             for t in list(op.output) + [t for t in op.input if t not in g.consts]:
                 first.setdefault(t, i)
                 last[t] = i
-        lives = [ImageLife(t, channel_major_size(as_nhwc(g.specs[t][0])), first[t], last[t])
-                 for t in first]
-        plan = plan_images(lives)
-        blocks = [self.new_image(w, h) for w, h in plan.blocks]
-        tensors = {t.name: GpuTensor(t.name, tuple(g.specs[t.name][0]), blocks[plan.assignment[t.name]],
-                                     plan.assignment[t.name]) for t in lives}
-        return tensors, plan
+        self.float_tensors = self._float_tensors()
+        tensors, plans = {}, []
+        for fp32 in (False, True):   # half and float images never share a block
+            lives = [ImageLife(t, channel_major_size(as_nhwc(g.specs[t][0])), first[t], last[t])
+                     for t in first if (t in self.float_tensors) == fp32]
+            plan = plan_images(lives)
+            blocks = [self.new_image(w, h, fp32) for w, h in plan.blocks]
+            offset = sum(len(p.blocks) for p in plans)
+            tensors.update({t.name: GpuTensor(t.name, tuple(g.specs[t.name][0]),
+                                              blocks[plan.assignment[t.name]], offset + plan.assignment[t.name])
+                            for t in lives})
+            plans.append(plan)
+        merged = plans[0]
+        self.float_blocks = len(plans[1].blocks)   # the last ones: float images
+        merged.blocks = plans[0].blocks + plans[1].blocks
+        merged.tensor_pixels += plans[1].tensor_pixels
+        return tensors, merged
+
+    @property
+    def image_bytes(self) -> int:
+        """Bytes of the activation images: 4 channels of half or float per pixel."""
+        blocks = self.image_plan.blocks
+        half = blocks[:len(blocks) - self.float_blocks] if self.fp16 else []
+        return sum(w * h * 8 for w, h in half) + sum(w * h * 16 for w, h in blocks[len(half):])
+
+    def _float_tensors(self) -> set:
+        """Tensors in float images in an fp16 model: the outputs of fp32 nodes, and uploaded
+        (host-made) tensors they read, so nothing on their way is cut to half."""
+        ops = [op for op in self.graph.net.op if op.name in self.fp32_ops]
+        made_on_gpu = {t for op in self.graph.net.op if op.name in self.on_gpu for t in op.output}
+        return {t for op in ops for t in op.output} | \
+            {t for op in ops for t in op.input if t not in made_on_gpu and t not in self.graph.consts}
 
 
 class Staged:
@@ -141,14 +203,17 @@ class Staged:
 
     def __init__(self, runtime: GpuRuntime, kernel, uploads, downloads):
         self.runtime, self.kernel = runtime, kernel
-        tensors = runtime.tensors
-        self.uploads = [(t, Transfer(runtime, "nhwc", tensors[t].shape, tensors[t].image, True))
+        self.first = False
+        tensors, fp32 = runtime.tensors, runtime.float_tensors
+        self.uploads = [(t, Transfer(runtime, "nhwc", tensors[t].shape, tensors[t].image, True, t in fp32))
                         for t in uploads]
-        self.downloads = [(t, Transfer(runtime, "nhwc", tensors[t].shape, tensors[t].image, False))
+        self.downloads = [(t, Transfer(runtime, "nhwc", tensors[t].shape, tensors[t].image, False, t in fp32))
                           for t in downloads]
 
     def run(self, inputs, outputs):
         host, log = self.runtime.engine.buffers, self.runtime.transfer_log
+        if self.first and self.runtime.counters:
+            self.runtime.counters.reset()
         if log is not None:   # a benchmark times each transfer apart from the kernel
             return self._run_logged(inputs, outputs, host, log)
         for name, transfer in self.uploads:

@@ -35,14 +35,15 @@ def _dims(layout: str, shape) -> tuple:
 class Transfer:
     """One host <-> image copy for a fixed tensor: the staging buffer and kernel are made once."""
 
-    def __init__(self, runtime, layout: str, shape, image, to_image: bool):
+    def __init__(self, runtime, layout: str, shape, image, to_image: bool, fp32: bool = False):
         cl = runtime.cl
         self.runtime, self.image, self.to_image = runtime, image, to_image
         self.shape = tuple(shape)
         nbytes = max(int(np.prod(self.shape, dtype=np.int64)), 1) * 4
         self.buffer = cl.Buffer(runtime.context, cl.mem_flags.READ_WRITE, nbytes)
         name = LAYOUTS[layout][0 if to_image else 1]
-        self.kernel = runtime.kernel("buffer_transform", name)
+        # a float image takes the float build's transform: the half build clamps at +-65504
+        self.kernel = runtime.kernel("buffer_transform", name, fp32)
         dims = [np.int32(d) for d in _dims(layout, shape)]
         args = (self.buffer, image) if to_image else (image, self.buffer)
         self.kernel.set_args(*args, *dims)
@@ -65,11 +66,11 @@ class Transfer:
             np.copyto(host, tmp, casting="unsafe")
 
 
-def upload_const(runtime, array: np.ndarray, layout: str):
+def upload_const(runtime, array: np.ndarray, layout: str, fp32: bool = False):
     """A new image holding `array` in `layout` (weights, biases, constant operands)."""
     array = np.ascontiguousarray(array, dtype=np.float32)
-    image = runtime.new_image(*image_size(layout, array.shape))
-    Transfer(runtime, layout, array.shape, image, to_image=True).upload(array)
+    image = runtime.new_image(*image_size(layout, array.shape), fp32)
+    Transfer(runtime, layout, array.shape, image, to_image=True, fp32=fp32).upload(array)
     return image
 
 

@@ -12,7 +12,7 @@ __kernel void nhwc_to_image(__global const float *buf, __write_only image2d_t im
   int base = (y * W + w) * C + cb * 4;  // y * W + w == (n * H + h) * W + w
   float v[4];
   for (int k = 0; k < 4; ++k) v[k] = cb * 4 + k < C ? buf[base + k] : 0.0f;
-  WRITE(img, x, y, (float4)(v[0], v[1], v[2], v[3]));
+  WRITE_UNCOUNTED(img, x, y, (float4)(v[0], v[1], v[2], v[3]));
 }
 
 __kernel void image_to_nhwc(__read_only image2d_t img, __global float *buf,
@@ -36,7 +36,7 @@ __kernel void nhwc_to_image_hm(__global const float *buf, __write_only image2d_t
   float v[4];
   for (int k = 0; k < 4; ++k)
     v[k] = h0 + k < H ? buf[((n * H + h0 + k) * W + w) * C + c] : 0.0f;
-  WRITE(img, x, y, (float4)(v[0], v[1], v[2], v[3]));
+  WRITE_UNCOUNTED(img, x, y, (float4)(v[0], v[1], v[2], v[3]));
 }
 
 __kernel void image_hm_to_nhwc(__read_only image2d_t img, __global float *buf,
@@ -59,7 +59,7 @@ __kernel void filter_to_image(__global const float *buf, __write_only image2d_t 
   int o0 = n / hw * 4, t = n % hw;
   float v[4];
   for (int k = 0; k < 4; ++k) v[k] = o0 + k < O ? buf[((o0 + k) * I + m) * hw + t] : 0.0f;
-  WRITE(img, m, n, (float4)(v[0], v[1], v[2], v[3]));
+  WRITE_UNCOUNTED(img, m, n, (float4)(v[0], v[1], v[2], v[3]));
 }
 
 __kernel void image_to_filter(__read_only image2d_t img, __global float *buf,
@@ -83,7 +83,7 @@ __kernel void dw_filter_to_image(__global const float *buf, __write_only image2d
   int mm = m / hw, t = m % hw;
   float v[4];
   for (int k = 0; k < 4; ++k) v[k] = n * 4 + k < I ? buf[(mm * I + n * 4 + k) * hw + t] : 0.0f;
-  WRITE(img, m, n, (float4)(v[0], v[1], v[2], v[3]));
+  WRITE_UNCOUNTED(img, m, n, (float4)(v[0], v[1], v[2], v[3]));
 }
 
 __kernel void image_to_dw_filter(__read_only image2d_t img, __global float *buf,
@@ -103,7 +103,7 @@ __kernel void arg_to_image(__global const float *buf, __write_only image2d_t img
   if (i >= (W + 3) / 4) return;
   float v[4];
   for (int k = 0; k < 4; ++k) v[k] = i * 4 + k < W ? buf[i * 4 + k] : 0.0f;
-  WRITE(img, i, 0, (float4)(v[0], v[1], v[2], v[3]));
+  WRITE_UNCOUNTED(img, i, 0, (float4)(v[0], v[1], v[2], v[3]));
 }
 
 __kernel void image_to_arg(__read_only image2d_t img, __global float *buf, int W) {

@@ -20,7 +20,44 @@ __constant sampler_t SAMPLER = CLK_NORMALIZED_COORDS_FALSE | CLK_ADDRESS_CLAMP |
 #define STORE_RANGE(v) (v)
 #endif
 
+#if RANGE_CHECK
+// The counting variant (docs/gpu.md "fp16 range check"), compiled in when asked: every kernel
+// that stores an op's output takes one more argument, the node's counter slot, and each store
+// counts what half storage does to its values before it does it. Atomics only run for
+// a pixel with something to count, so a healthy model pays a few compares per store.
+#define RANGE_ARG , __global int *range_counts
+#define RANGE_PASS , range_counts
+#define RANGE_NONFINITE 0   // NaN or Inf
+#define RANGE_CLAMPED 1     // |v| > 65504: clamped (fp16 storage)
+#define RANGE_SUBNORMAL 2   // 2^-25 <= |v| < 2^-14: half subnormal, under 11 significant bits
+#define RANGE_FLUSHED 3     // 0 < |v| < 2^-25: rounds to zero in half
+
+inline float4 counted_store(float4 v, __global int *counts) {
+  float4 a = fabs(v);
+  int4 bad = isnan(v) || isinf(v);
+  int nonfinite = -(bad.x + bad.y + bad.z + bad.w);
+  if (nonfinite) atomic_add(&counts[RANGE_NONFINITE], nonfinite);
+#if FP16_STORAGE
+  int4 big = !bad && a > 65504.0f;
+  int4 sub = a >= 2.98023224e-8f && a < 6.10351562e-5f;
+  int4 flush = a > 0.0f && a < 2.98023224e-8f;
+  int clamped = -(big.x + big.y + big.z + big.w);
+  int subnormal = -(sub.x + sub.y + sub.z + sub.w);
+  int flushed = -(flush.x + flush.y + flush.z + flush.w);
+  if (clamped) atomic_add(&counts[RANGE_CLAMPED], clamped);
+  if (subnormal) atomic_add(&counts[RANGE_SUBNORMAL], subnormal);
+  if (flushed) atomic_add(&counts[RANGE_FLUSHED], flushed);
+#endif
+  return STORE_RANGE(v);
+}
+#define WRITE(img, x, y, v) write_imagef(img, (int2)((x), (y)), counted_store((v), range_counts))
+#else
+#define RANGE_ARG
+#define RANGE_PASS
 #define WRITE(img, x, y, v) write_imagef(img, (int2)((x), (y)), STORE_RANGE(v))
+#endif
+// Host <-> image copies (buffer_transform.cl) are transfers, not an op's output: never counted.
+#define WRITE_UNCOUNTED(img, x, y, v) write_imagef(img, (int2)((x), (y)), STORE_RANGE(v))
 // For intermediates kept in float images whatever the data type.
 #define WRITE_F32(img, x, y, v) write_imagef(img, (int2)((x), (y)), v)
 

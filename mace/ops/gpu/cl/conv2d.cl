@@ -9,7 +9,7 @@ inline void conv2d_block(__read_only image2d_t input, __read_only image2d_t filt
                          __read_only image2d_t bias, __write_only image2d_t output,
                          int in_h, int in_w, int in_c, int out_h, int out_w, int out_c, int nh_total,
                          int k_h, int k_w, int s_h, int s_w, int d_h, int d_w, int pad_t, int pad_l,
-                         int has_bias, int act, float alpha, float limit) {
+                         int has_bias, int act, float alpha, float limit RANGE_ARG) {
   int ob = get_global_id(0), wb = get_global_id(1), nh = get_global_id(2);
   if (ob >= (out_c + 3) / 4 || wb * 4 >= out_w || nh >= nh_total) return;
   int n = nh / out_h, oh = nh % out_h, ow0 = wb * 4;
@@ -55,25 +55,25 @@ inline void conv2d_block(__read_only image2d_t input, __read_only image2d_t filt
       int out_c, int nh_total, int k_h, int k_w, int s_h, int s_w, int d_h, int d_w,       \
       int pad_t, int pad_l, int has_bias, int act, float alpha, float limit
 
-__kernel void conv2d(CONV_ARGS) {
+__kernel void conv2d(CONV_ARGS RANGE_ARG) {
   conv2d_block(input, filter, bias, output, in_h, in_w, in_c, out_h, out_w, out_c, nh_total, k_h,
-               k_w, s_h, s_w, d_h, d_w, pad_t, pad_l, has_bias, act, alpha, limit);
+               k_w, s_h, s_w, d_h, d_w, pad_t, pad_l, has_bias, act, alpha, limit RANGE_PASS);
 }
 
 // The same body with the window size known to the compiler (loops unrolled).
-__kernel void conv2d_3x3(CONV_ARGS) {
+__kernel void conv2d_3x3(CONV_ARGS RANGE_ARG) {
   conv2d_block(input, filter, bias, output, in_h, in_w, in_c, out_h, out_w, out_c, nh_total, 3, 3,
-               s_h, s_w, d_h, d_w, pad_t, pad_l, has_bias, act, alpha, limit);
+               s_h, s_w, d_h, d_w, pad_t, pad_l, has_bias, act, alpha, limit RANGE_PASS);
 }
 
-__kernel void conv2d_1x1(CONV_ARGS) {
+__kernel void conv2d_1x1(CONV_ARGS RANGE_ARG) {
   conv2d_block(input, filter, bias, output, in_h, in_w, in_c, out_h, out_w, out_c, nh_total, 1, 1,
-               s_h, s_w, 1, 1, pad_t, pad_l, has_bias, act, alpha, limit);
+               s_h, s_w, 1, 1, pad_t, pad_l, has_bias, act, alpha, limit RANGE_PASS);
 }
 
 // Depthwise (channel multiplier 1): one pixel of 4 channels per work item.
 // gws = [(C+3)/4, out_w, N * out_h]
-__kernel void depthwise_conv2d(CONV_ARGS) {
+__kernel void depthwise_conv2d(CONV_ARGS RANGE_ARG) {
   int cb = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
   if (cb >= (out_c + 3) / 4 || ow >= out_w || nh >= nh_total) return;
   int n = nh / out_h, oh = nh % out_h;
@@ -93,7 +93,7 @@ __kernel void depthwise_conv2d(CONV_ARGS) {
 // Transposed convolution: output cell (oh, ow) gathers every input cell whose taps land
 // on it. pad_t / pad_l are the cells cropped from the full result (may be negative).
 // gws = [(out_c+3)/4, out_w, N * out_h]; filter: conv layout of the OIHW view (O = C_out).
-__kernel void deconv2d(CONV_ARGS) {
+__kernel void deconv2d(CONV_ARGS RANGE_ARG) {
   int ob = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
   if (ob >= (out_c + 3) / 4 || ow >= out_w || nh >= nh_total) return;
   int n = nh / out_h, oh = nh % out_h;

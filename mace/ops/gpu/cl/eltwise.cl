@@ -23,7 +23,7 @@ inline float4 operand(__read_only image2d_t img, int mode, float scalar, int x, 
 
 __kernel void eltwise(__read_only image2d_t a, __read_only image2d_t b, __write_only image2d_t out,
                       int width, int height, int W, int H, int channels, int mode_a, int mode_b,
-                      float scalar_a, float scalar_b, int kind, int act, float alpha, float limit) {
+                      float scalar_a, float scalar_b, int kind, int act, float alpha, float limit RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   if (x >= width || y >= height) return;
   float4 u = operand(a, mode_a, scalar_a, x, y, W, H), v = operand(b, mode_b, scalar_b, x, y, W, H);
@@ -60,7 +60,7 @@ __kernel void eltwise(__read_only image2d_t a, __read_only image2d_t b, __write_
 
 __kernel void eltwise_unary(__read_only image2d_t a, __write_only image2d_t out, int width,
                             int height, int W, int channels, int kind, int act, float alpha,
-                            float limit) {
+                            float limit RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   if (x >= width || y >= height) return;
   float4 u = READ(a, x, y), r;
@@ -88,7 +88,7 @@ __kernel void eltwise_unary(__read_only image2d_t a, __write_only image2d_t out,
 __kernel void activation(__read_only image2d_t a, __read_only image2d_t slope,
                          __write_only image2d_t out, int width, int height, int W, int H,
                          int channels, int act, float alpha, float limit, int prelu_mode,
-                         float slope_scalar) {
+                         float slope_scalar RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   if (x >= width || y >= height) return;
   float4 u = READ(a, x, y), r;
@@ -104,7 +104,7 @@ __kernel void activation(__read_only image2d_t a, __read_only image2d_t slope,
 // y = x * scale + offset per channel, then the fused activation.
 __kernel void batch_norm(__read_only image2d_t a, __read_only image2d_t scale,
                          __read_only image2d_t offset, __write_only image2d_t out, int width,
-                         int height, int W, int channels, int act, float alpha, float limit) {
+                         int height, int W, int channels, int act, float alpha, float limit RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   if (x >= width || y >= height) return;
   int cb = x / W;

@@ -15,7 +15,7 @@ inline float element(__read_only image2d_t img, int flat, int rows, int cols, in
 // gws = [(N+3)/4, M, batch]
 __kernel void matmul(__read_only image2d_t a, __read_only image2d_t bm, __write_only image2d_t out,
                      int M, int N, int K, int batch, int ta, int tb, int a_flat, int b_flat,
-                     int out_flat) {
+                     int out_flat RANGE_ARG) {
   int nb = get_global_id(0), m = get_global_id(1), bt = get_global_id(2);
   if (nb * 4 >= N || m >= M || bt >= batch) return;
   int n0 = nb * 4;

@@ -5,7 +5,7 @@
 __kernel void pooling(__read_only image2d_t input, __write_only image2d_t output, int in_h,
                       int in_w, int channels, int out_h, int out_w, int nh_total, int k_h, int k_w,
                       int s_h, int s_w, int d_h, int d_w, int pad_t, int pad_l, int is_max,
-                      int include_pad, int count_h, int count_w) {
+                      int include_pad, int count_h, int count_w RANGE_ARG) {
   int cb = get_global_id(0), ow = get_global_id(1), nh = get_global_id(2);
   if (cb >= (channels + 3) / 4 || ow >= out_w || nh >= nh_total) return;
   int n = nh / out_h, oh = nh % out_h;
@@ -31,7 +31,7 @@ __kernel void pooling(__read_only image2d_t input, __write_only image2d_t output
 // Reduce over H and W: output (N, 1, 1, C) or (N, C), the same image. gws = [(C+3)/4, N]
 // kind: 0 mean, 1 sum, 2 max, 3 min
 __kernel void reduce_hw(__read_only image2d_t input, __write_only image2d_t output, int in_h,
-                        int in_w, int channels, int batch, int kind) {
+                        int in_w, int channels, int batch, int kind RANGE_ARG) {
   int cb = get_global_id(0), n = get_global_id(1);
   if (cb >= (channels + 3) / 4 || n >= batch) return;
   float4 acc = kind == 2 ? (float4)(-INFINITY) : kind == 3 ? (float4)(INFINITY) : (float4)(0.0f);

@@ -5,7 +5,7 @@
 // gws = [W * (C+3)/4, N * H]; c0..c3: each input's channels (0: absent).
 __kernel void concat(__read_only image2d_t in0, __read_only image2d_t in1, __read_only image2d_t in2,
                      __read_only image2d_t in3, __write_only image2d_t out, int W, int height,
-                     int c0, int c1, int c2, int c3) {
+                     int c0, int c1, int c2, int c3 RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   int total = c0 + c1 + c2 + c3;
   if (x >= W * ((total + 3) / 4) || y >= height) return;
@@ -27,7 +27,7 @@ __kernel void concat(__read_only image2d_t in0, __read_only image2d_t in1, __rea
 
 // Softmax (or log-softmax) over the channels of one (n, h, w). gws = [W, N * H]
 __kernel void softmax(__read_only image2d_t input, __write_only image2d_t out, int W, int height,
-                      int channels, int use_log) {
+                      int channels, int use_log RANGE_ARG) {
   int w = get_global_id(0), y = get_global_id(1);
   if (w >= W || y >= height) return;
   int blocks = (channels + 3) / 4;
@@ -56,7 +56,7 @@ __kernel void resize_bilinear(__read_only image2d_t input, __write_only image2d_
                               __global const int *row_lo, __global const int *row_hi,
                               __global const float *row_w, __global const int *col_lo,
                               __global const int *col_hi, __global const float *col_w, int in_h,
-                              int in_w, int out_h, int out_w, int nh_total, int blocks) {
+                              int in_w, int out_h, int out_w, int nh_total, int blocks RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   if (y >= nh_total || x >= out_w * blocks) return;
   int cb = x / out_w, ow = x % out_w, n = y / out_h, oh = y % out_h;
@@ -70,7 +70,7 @@ __kernel void resize_bilinear(__read_only image2d_t input, __write_only image2d_
 
 __kernel void resize_nearest(__read_only image2d_t input, __write_only image2d_t out,
                              __global const int *rows, __global const int *cols, int in_h, int in_w,
-                             int out_h, int out_w, int nh_total, int blocks) {
+                             int out_h, int out_w, int nh_total, int blocks RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   if (y >= nh_total || x >= out_w * blocks) return;
   int cb = x / out_w, ow = x % out_w, n = y / out_h, oh = y % out_h;
@@ -99,7 +99,7 @@ inline int pad_source(int o, int begin, int size, int mode) {
 // gws = [out_w * (out_c+3)/4, out_n * out_h]; dims are NHWC views, begin_* the leading pads
 __kernel void pad(__read_only image2d_t input, __write_only image2d_t out, int in_n, int in_h,
                   int in_w, int in_c, int out_n, int out_h, int out_w, int out_c, int begin_n,
-                  int begin_h, int begin_w, int begin_c, int mode, float value) {
+                  int begin_h, int begin_w, int begin_c, int mode, float value RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   if (x >= out_w * ((out_c + 3) / 4) || y >= out_n * out_h) return;
   int cb = x / out_w, ow = x % out_w, n = y / out_h, oh = y % out_h;
@@ -119,7 +119,7 @@ __kernel void pad(__read_only image2d_t input, __write_only image2d_t out, int i
 // gws = [out_w * (out_c+3)/4, N * out_h]
 __kernel void space_depth(__read_only image2d_t input, __write_only image2d_t out, int in_h,
                           int in_w, int in_c, int out_h, int out_w, int out_c, int nh_total,
-                          int block, int crd, int to_space) {
+                          int block, int crd, int to_space RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   if (x >= out_w * ((out_c + 3) / 4) || y >= nh_total) return;
   int cb = x / out_w, ow = x % out_w, n = y / out_h, oh = y % out_h;
@@ -148,7 +148,7 @@ __kernel void space_depth(__read_only image2d_t input, __write_only image2d_t ou
 // gws = [out_w * (out_c+3)/4, out_n * out_h]
 __kernel void gather_permute(__read_only image2d_t input, __write_only image2d_t out, int in_h,
                              int in_w, int in_c, int out_n, int out_h, int out_w, int out_c,
-                             int d0, int d1, int d2, int d3, int s0, int s1, int s2, int s3) {
+                             int d0, int d1, int d2, int d3, int s0, int s1, int s2, int s3 RANGE_ARG) {
   int x = get_global_id(0), y = get_global_id(1);
   if (x >= out_w * ((out_c + 3) / 4) || y >= out_n * out_h) return;
   int cb = x / out_w, ow = x % out_w;

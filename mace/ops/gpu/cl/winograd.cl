@@ -67,7 +67,7 @@ __kernel void winograd_gemm(__read_only image2d_t u, __read_only image2d_t v,
   __kernel void NAME(__read_only image2d_t m, __read_only image2d_t bias,                    \
                      __write_only image2d_t output, int out_h, int out_w, int out_c,          \
                      int tiles_h, int tiles_w, int tiles, int has_bias, int act, float alpha, \
-                     float limit) {                                                           \
+                     float limit RANGE_ARG) {                                                           \
     int ob = get_global_id(0), p = get_global_id(1), o4 = (out_c + 3) / 4;                   \
     if (ob >= o4 || p >= tiles) return;                                                      \
     int per_n = tiles_h * tiles_w, n = p / per_n;                                            \
