@@ -141,10 +141,56 @@ def _freeze_saved_model(path: Path):
     try:
         loaded = tf.saved_model.load(str(path))
     except Exception as e:
-        raise ModelError(f"{path}: TensorFlow cannot load this SavedModel ({type(e).__name__}: {e})") \
-            from None
+        return _freeze_saved_model_v1(path, e)
     signatures = dict(loaded.signatures)
     if not signatures:
         raise ModelError(f"{path}: the SavedModel has no signatures to convert")
     name = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
     return _freeze(signatures[name], path)
+
+
+
+def _freeze_saved_model_v1(path: Path, error: Exception):
+    """The SavedModel read as TF1 reads it: the serving MetaGraph in a session, its variables
+    restored by name and folded into constants.
+
+    Reviving the Python objects fails for some Keras exports whose optimizer state the
+    installed TensorFlow no longer understands (basic-pitch's: '_UserObject' object has no
+    attribute 'add_slot'); the serving graph needs none of those objects. The frozen graph
+    is named as a TF2 signature's is: a placeholder per argument name, outputs `Identity`,
+    `Identity_1`, ... in sorted key order (TF1 graphs keep inner names such as
+    `serving_default_input_2` and outputs deep inside the model)."""
+    tf = import_tf()
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_from_session_graph)
+
+    graph = tf.Graph()
+    try:
+        with graph.as_default(), tf.compat.v1.Session(graph=graph) as sess:
+            meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], str(path))
+            signatures = meta.signature_def
+            name = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
+            signature = signatures[name]
+            outputs = [signature.outputs[k].name for k in sorted(signature.outputs)]
+            nodes = list(dict.fromkeys(split_tensor(t)[0] for t in outputs))
+            graph_def = convert_variables_to_constants_from_session_graph(
+                sess, graph.as_graph_def(), nodes)
+    except Exception:  # noqa: BLE001 - the first error is the one that says what is wrong
+        raise ModelError(f"{path}: TensorFlow cannot load this SavedModel "
+                         f"({type(error).__name__}: {error})") from None
+    renamed = {split_tensor(signature.inputs[k].name)[0]: k for k in sorted(signature.inputs)}
+    for node in graph_def.node:
+        node.name = renamed.get(node.name, node.name)
+        for i, inp in enumerate(node.input):
+            control = inp.startswith("^")
+            src, sep, rest = inp.lstrip("^").partition(":")
+            if src in renamed:
+                node.input[i] = ("^" if control else "") + renamed[src] + sep + rest
+    ids = []
+    for i, tensor in enumerate(outputs):
+        ids.append("Identity" if i == 0 else f"Identity_{i}")
+        src, index = split_tensor(tensor)
+        node = graph_def.node.add(name=ids[-1], op="Identity")
+        node.input.append(src if index == 0 else f"{src}:{index}")
+        node.attr["T"].type = signature.outputs[sorted(signature.outputs)[i]].dtype
+    return tf.compat.v1.graph_util.extract_sub_graph(graph_def, ids)
