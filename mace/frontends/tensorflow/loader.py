@@ -3,7 +3,8 @@
 Accepted: a frozen GraphDef `.pb` (binary; `.pbtxt` as text), a Keras model file
 (`.h5`, `.hdf5`, `.keras`) or a SavedModel directory. Keras models and
 SavedModels are frozen here (variables become constants through
-convert_variables_to_constants_v2 on a concrete function), so the converter and
+convert_variables_to_constants_v2 on a concrete function; a SavedModel whose
+Python objects cannot be revived, through TF1's loader), so the converter and
 the validation reference see the very same graph. TensorFlow is imported only
 by the functions that need it: it takes seconds.
 """
