@@ -41,12 +41,16 @@ def add_n(ctx, node):
 @tf_op("DivNoNan")
 def div_no_nan(ctx, node):
     """x / y, and 0 where y is 0 (Keras normalisation layers divide by a range that may be
-    empty): Select(y == 0, 0, x / y). The division's inf/nan there is never picked."""
+    empty): Select(y == 0, 0, x / Select(y == 0, 1, y)), so no division by zero is made."""
     x, y = ctx.inputs(node)
-    zero = ctx.add_const(ctx.temp(node, "zero"), np.zeros((), ctx.dtype(x)))
-    is_zero, quotient = ctx.temp(node, "y_is_zero"), ctx.temp(node, "quotient")
+    dtype = ctx.dtype(x)
+    zero = ctx.add_const(ctx.temp(node, "zero"), np.zeros((), dtype))
+    one = ctx.add_const(ctx.temp(node, "one"), np.ones((), dtype))
+    is_zero, safe_y = ctx.temp(node, "y_is_zero"), ctx.temp(node, "safe_y")
+    quotient = ctx.temp(node, "quotient")
     ctx.add("Eltwise", node, [y, zero], [is_zero], name=is_zero, type="EQUAL")
-    ctx.add("Eltwise", node, [x, y], [quotient], name=quotient, type="DIV")
+    ctx.add("Select", node, [is_zero, one, y], [safe_y], name=safe_y)
+    ctx.add("Eltwise", node, [x, safe_y], [quotient], name=quotient, type="DIV")
     ctx.add("Select", node, [is_zero, zero, quotient])
 
 
