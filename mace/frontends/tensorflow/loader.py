@@ -122,7 +122,7 @@ def _freeze_keras(path: Path):
     try:
         model = keras.models.load_model(str(path), compile=False)
     except Exception as e:
-        raise ModelError(f"{path}: Keras cannot load this file ({type(e).__name__}: {e})") from None
+        model = _load_keras2_sequential(keras, path, e)
     try:
         inputs = list(model.inputs)
     except (AttributeError, ValueError):
@@ -133,6 +133,45 @@ def _freeze_keras(path: Path):
     specs = [tf.TensorSpec(t.shape, t.dtype, name=t.name.split(":")[0]) for t in inputs]
     fn = tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0], training=False))
     return _freeze(fn.get_concrete_function(*specs), path)
+
+
+
+def _load_keras2_sequential(keras, path: Path, error: Exception):
+    """A Sequential model saved by Keras before 2.2.3 (its `model_config` lists the layers
+    directly, the first one carrying `batch_input_shape`), which Keras 3's loader refuses
+    ("pop expected at most 1 argument"). Rewritten on a copy in today's form, an InputLayer
+    first, it loads with its weights as it is."""
+    import json
+    import shutil
+    import tempfile
+
+    import h5py
+
+    fail = ModelError(f"{path}: Keras cannot load this file ({type(error).__name__}: {error})")
+    try:
+        with h5py.File(path, "r") as f:
+            config = json.loads(f.attrs["model_config"])
+    except Exception:  # noqa: BLE001 - not an HDF5 model file: Keras's own error says more
+        raise fail from None
+    layers = config.get("config")
+    if config.get("class_name") != "Sequential" or not isinstance(layers, list) or not layers:
+        raise fail
+    first = layers[0]["config"]
+    if "batch_input_shape" not in first:
+        raise fail
+    shape = first.pop("batch_input_shape")
+    entry = {"class_name": "InputLayer", "config": {"batch_shape": shape, "name": f"{first['name']}_input",
+                                                    "dtype": first.get("dtype", "float32")}}
+    config["config"] = {"name": "sequential", "layers": [entry] + layers}
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "model.h5"
+        shutil.copyfile(path, copy)
+        with h5py.File(copy, "r+") as f:
+            f.attrs["model_config"] = json.dumps(config)
+        try:
+            return keras.models.load_model(str(copy), compile=False)
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            raise fail from None
 
 
 def _freeze_saved_model(path: Path):
