@@ -96,6 +96,8 @@ def extract(archive: Path, member: str, into: Path) -> Path:
         return target
     for name in (n for n in members(archive) if n.startswith(member)):
         out = target / name[len(member):]
+        if not out.resolve().is_relative_to(target.resolve()):  # '..' in an archive's names
+            raise RuntimeError(f"{archive.name}: member {name!r} points outside {member}")
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_bytes(read_member(archive, name))
     return target
