@@ -371,9 +371,10 @@ def tf_session(model: dict, path: Path, inputs: dict):
     from mace.frontends.tensorflow.loader import import_tf, load_graph_def, tensor_name
 
     tf = import_tf()
+    graph_def = load_graph_def(path)  # frozen eagerly, outside the graph below
     graph = tf.Graph()
     with graph.as_default():
-        tf.import_graph_def(load_graph_def(path), name="")
+        tf.import_graph_def(graph_def, name="")
     sess = tf.compat.v1.Session(graph=graph)
     feed = {tensor_name(n): v for n, v in inputs.items()}
     fetch = [tensor_name(n) for n in outputs_of(model, path)]
