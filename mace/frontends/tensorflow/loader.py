@@ -3,7 +3,8 @@
 Accepted: a frozen GraphDef `.pb` (binary; `.pbtxt` as text), a Keras model file
 (`.h5`, `.hdf5`, `.keras`) or a SavedModel directory. Keras models and
 SavedModels are frozen here (variables become constants through
-convert_variables_to_constants_v2 on a concrete function), so the converter and
+convert_variables_to_constants_v2 on a concrete function; a SavedModel whose
+Python objects cannot be revived, through TF1's loader), so the converter and
 the validation reference see the very same graph. TensorFlow is imported only
 by the functions that need it: it takes seconds.
 """
@@ -121,7 +122,7 @@ def _freeze_keras(path: Path):
     try:
         model = keras.models.load_model(str(path), compile=False)
     except Exception as e:
-        raise ModelError(f"{path}: Keras cannot load this file ({type(e).__name__}: {e})") from None
+        model = _load_keras2_sequential(keras, path, e)
     try:
         inputs = list(model.inputs)
     except (AttributeError, ValueError):
@@ -134,6 +135,45 @@ def _freeze_keras(path: Path):
     return _freeze(fn.get_concrete_function(*specs), path)
 
 
+
+def _load_keras2_sequential(keras, path: Path, error: Exception):
+    """A Sequential model saved by Keras before 2.2.3 (its `model_config` lists the layers
+    directly, the first one carrying `batch_input_shape`), which Keras 3's loader refuses
+    ("pop expected at most 1 argument"). Rewritten on a copy in today's form, an InputLayer
+    first, it loads with its weights as it is."""
+    import json
+    import shutil
+    import tempfile
+
+    import h5py
+
+    fail = ModelError(f"{path}: Keras cannot load this file ({type(error).__name__}: {error})")
+    try:
+        with h5py.File(path, "r") as f:
+            config = json.loads(f.attrs["model_config"])
+    except Exception:  # noqa: BLE001 - not an HDF5 model file: Keras's own error says more
+        raise fail from None
+    layers = config.get("config")
+    if config.get("class_name") != "Sequential" or not isinstance(layers, list) or not layers:
+        raise fail
+    first = layers[0]["config"]
+    if "batch_input_shape" not in first:
+        raise fail
+    shape = first.pop("batch_input_shape")
+    entry = {"class_name": "InputLayer", "config": {"batch_shape": shape, "name": f"{first['name']}_input",
+                                                    "dtype": first.get("dtype", "float32")}}
+    config["config"] = {"name": "sequential", "layers": [entry] + layers}
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = Path(tmp) / "model.h5"
+        shutil.copyfile(path, copy)
+        with h5py.File(copy, "r+") as f:
+            f.attrs["model_config"] = json.dumps(config)
+        try:
+            return keras.models.load_model(str(copy), compile=False)
+        except Exception:  # noqa: BLE001 - the original error is the one to report
+            raise fail from None
+
+
 def _freeze_saved_model(path: Path):
     tf = import_tf()
     if not (path / "saved_model.pb").exists():
@@ -141,10 +181,56 @@ def _freeze_saved_model(path: Path):
     try:
         loaded = tf.saved_model.load(str(path))
     except Exception as e:
-        raise ModelError(f"{path}: TensorFlow cannot load this SavedModel ({type(e).__name__}: {e})") \
-            from None
+        return _freeze_saved_model_v1(path, e)
     signatures = dict(loaded.signatures)
     if not signatures:
         raise ModelError(f"{path}: the SavedModel has no signatures to convert")
     name = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
     return _freeze(signatures[name], path)
+
+
+
+def _freeze_saved_model_v1(path: Path, error: Exception):
+    """The SavedModel read as TF1 reads it: the serving MetaGraph in a session, its variables
+    restored by name and folded into constants.
+
+    Reviving the Python objects fails for some Keras exports whose optimizer state the
+    installed TensorFlow no longer understands (basic-pitch's: '_UserObject' object has no
+    attribute 'add_slot'); the serving graph needs none of those objects. The frozen graph
+    is named as a TF2 signature's is: a placeholder per argument name, outputs `Identity`,
+    `Identity_1`, ... in sorted key order (TF1 graphs keep inner names such as
+    `serving_default_input_2` and outputs deep inside the model)."""
+    tf = import_tf()
+    from tensorflow.python.framework.convert_to_constants import (
+        convert_variables_to_constants_from_session_graph)
+
+    graph = tf.Graph()
+    try:
+        with graph.as_default(), tf.compat.v1.Session(graph=graph) as sess:
+            meta = tf.compat.v1.saved_model.loader.load(sess, ["serve"], str(path))
+            signatures = meta.signature_def
+            name = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
+            signature = signatures[name]
+            outputs = [signature.outputs[k].name for k in sorted(signature.outputs)]
+            nodes = list(dict.fromkeys(split_tensor(t)[0] for t in outputs))
+            graph_def = convert_variables_to_constants_from_session_graph(
+                sess, graph.as_graph_def(), nodes)
+    except Exception:  # noqa: BLE001 - the first error is the one that says what is wrong
+        raise ModelError(f"{path}: TensorFlow cannot load this SavedModel "
+                         f"({type(error).__name__}: {error})") from None
+    renamed = {split_tensor(signature.inputs[k].name)[0]: k for k in sorted(signature.inputs)}
+    for node in graph_def.node:
+        node.name = renamed.get(node.name, node.name)
+        for i, inp in enumerate(node.input):
+            control = inp.startswith("^")
+            src, sep, rest = inp.lstrip("^").partition(":")
+            if src in renamed:
+                node.input[i] = ("^" if control else "") + renamed[src] + sep + rest
+    ids = []
+    for i, tensor in enumerate(outputs):
+        ids.append("Identity" if i == 0 else f"Identity_{i}")
+        src, index = split_tensor(tensor)
+        node = graph_def.node.add(name=ids[-1], op="Identity")
+        node.input.append(src if index == 0 else f"{src}:{index}")
+        node.attr["T"].type = signature.outputs[sorted(signature.outputs)[i]].dtype
+    return tf.compat.v1.graph_util.extract_sub_graph(graph_def, ids)

@@ -1,4 +1,4 @@
-"""Element-wise math (-> Eltwise, numpy broadcasting is TensorFlow's), AddN, Select,
+"""Element-wise math (-> Eltwise, numpy broadcasting is TensorFlow's), AddN, DivNoNan, Select,
 reductions (Mean, Sum, Max, Min, Prod -> Reduce), ArgMax/ArgMin, Cast."""
 import numpy as np
 
@@ -36,6 +36,22 @@ def add_n(ctx, node):
         ctx.alias(node, 0, inputs[0])
     else:
         ctx.add("Eltwise", node, inputs, type="SUM")
+
+
+@tf_op("DivNoNan")
+def div_no_nan(ctx, node):
+    """x / y, and 0 where y is 0 (Keras normalisation layers divide by a range that may be
+    empty): Select(y == 0, 0, x / Select(y == 0, 1, y)), so no division by zero is made."""
+    x, y = ctx.inputs(node)
+    dtype = ctx.dtype(x)
+    zero = ctx.add_const(ctx.temp(node, "zero"), np.zeros((), dtype))
+    one = ctx.add_const(ctx.temp(node, "one"), np.ones((), dtype))
+    is_zero, safe_y = ctx.temp(node, "y_is_zero"), ctx.temp(node, "safe_y")
+    quotient = ctx.temp(node, "quotient")
+    ctx.add("Eltwise", node, [y, zero], [is_zero], name=is_zero, type="EQUAL")
+    ctx.add("Select", node, [is_zero, one, y], [safe_y], name=safe_y)
+    ctx.add("Eltwise", node, [x, safe_y], [quotient], name=quotient, type="DIV")
+    ctx.add("Select", node, [is_zero, zero, quotient])
 
 
 @tf_op("SelectV2")

