@@ -1,4 +1,5 @@
-"""`--cpu_wait_policy`, shared by `run` and `benchmark` (host runs; docs/cli.md)."""
+"""`--cpu_wait_policy`, shared by `run` and `benchmark` (on the host and, through the device
+runner, on boards; docs/cli.md)."""
 from __future__ import annotations
 
 from mace.util.omp_wait import DEFAULT as DEFAULT_WAIT_POLICY, POLICIES as WAIT_POLICIES

@@ -76,7 +76,8 @@ def run(config, args, run_host, console, profile: bool = False, **options) -> tu
                       output_dir=getattr(args, "output_dir", None), num_threads=args.num_threads,
                       seed=args.seed, profile=profile, timeout=args.device_timeout,
                       lock_timeout=args.device_lock_timeout,
-                      cpu_affinity_policy=getattr(args, "cpu_affinity_policy", 0), **options)
+                      cpu_affinity_policy=getattr(args, "cpu_affinity_policy", 0),
+                      cpu_wait_policy=getattr(args, "cpu_wait_policy", None), **options)
     models_of(config, opts.models)   # an unknown name is an error before any device is touched
     device_results, errors = run_on_targets(config, boards, opts, notify=_say, several=several)
     for name, info in {r.device: r.device_info for r in device_results}.items():

@@ -58,6 +58,8 @@ def parse_args(argv):
     p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
                    help="pin the threads: 0 none, 1 big cores, 2 little cores, 3 high performance, "
                         "4 power save (MACE's CPUAffinityPolicy)")
+    p.add_argument("--cpu_wait_policy", choices=("passive", "short", "spin"), default=None,
+                   help="how the compute pool's idle threads wait (converter.py run --cpu_wait_policy)")
     g = p.add_argument_group("runtime (what `converter.py run` passes for the model's runtime)")
     g.add_argument("--runtime", default="cpu", choices=("cpu", "gpu", "cpu+gpu", "dsp"),
                    help="gpu/cpu+gpu: the GPU engine where pyopencl finds an OpenCL device, else the "
@@ -221,6 +223,9 @@ def run(args) -> dict:
     from mace.devices.board_engine import open_board_engine
     from mace.runtime.profiler import OpProfiler
 
+    from mace.util import omp_wait
+
+    omp_wait.set_policy(args.cpu_wait_policy)   # before the engine starts the compute pool
     inputs = read_inputs(args.input)
     affinity = pin(args.cpu_affinity_policy, args.omp_num_threads)
     opened, init_ms = _timed(lambda: open_board_engine(args))

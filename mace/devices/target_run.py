@@ -104,6 +104,7 @@ class RunOptions:
     timeout: float = 300.0          # --device_timeout: each step on the device
     lock_timeout: float = 3600.0    # --device_lock_timeout: waiting for another run
     cpu_affinity_policy: int = 0    # applied by the runner on the device
+    cpu_wait_policy: str | None = None  # the compute pool's waiting, set by the runner (None: default)
     benchmark: bool = False         # MACE's benchmark tables instead of a run (rounds, warmup)
     warmup: int = 1
     tuning: bool = False            # GPU: --tuning (search work-group sizes on the board)
@@ -306,6 +307,8 @@ def _run_model(device, config, job: _Job, remote_dir: str, opts: RunOptions, tmp
         argv += ["--omp_num_threads", str(opts.num_threads)]
     if opts.cpu_affinity_policy:
         argv += ["--cpu_affinity_policy", str(opts.cpu_affinity_policy)]
+    if opts.cpu_wait_policy:
+        argv += [f"--cpu_wait_policy={opts.cpu_wait_policy}"]
     if opts.benchmark:
         argv += ["--benchmark", "--warmup", str(opts.warmup)]
     else:

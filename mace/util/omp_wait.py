@@ -43,10 +43,12 @@ _started: str | None = None     # what the OpenMP layer started with ("environme
 
 
 def set_policy(name: str | None) -> str | None:
-    """Ask for policy `name` (None: the default) before the pool starts. Returns a note
-    when the pool already runs under another one (libgomp reads its settings once)."""
+    """Ask for policy `name` before the pool starts (None: nothing asked, so the user's own
+    OMP_WAIT_POLICY / GOMP_SPINCOUNT, else DEFAULT). Returns a note when the pool already runs
+    under another one (libgomp reads its settings once)."""
     global _chosen
-    name = name or DEFAULT
+    if name is None:
+        return None
     if name not in POLICIES:
         raise ValueError(f"cpu_wait_policy '{name}': expected one of {', '.join(POLICIES)}")
     _chosen = name

@@ -170,3 +170,17 @@ def test_without_big_little_big_cores_are_all_cores_capped_by_threads():
 def test_policy_cores_refuses_an_unknown_policy():
     with pytest.raises(ValueError, match="cpu_affinity_policy 9"):
         affinity.policy_cores(9, cpus=[0, 1])
+
+
+def test_the_cli_path_without_the_flag_keeps_a_users_environment():
+    # run/benchmark always call set_wait_policy(flag value); None must not replace GOMP_SPINCOUNT
+    r = python(START_POOL.format(policy=None), {"OMP_DISPLAY_ENV": "VERBOSE", "GOMP_SPINCOUNT": "12345"})
+    facts = pool_or_skip(r)
+    assert facts["started"] == "environment" and gomp_settings(r.stderr)["GOMP_SPINCOUNT"] == "12345"
+
+
+def test_boards_get_the_wait_policy_flag():
+    from mace.devices.runner import parse_args
+
+    assert parse_args(["--model", "m.pb", "--cpu_wait_policy=short"]).cpu_wait_policy == "short"
+    assert parse_args(["--model", "m.pb"]).cpu_wait_policy is None
