@@ -59,6 +59,7 @@ class MixedPrecision:
     float_ops: list = field(default_factory=list)   # (op, SQNR drop dB, outputs' cosine before)
     steps: list = field(default_factory=list)       # outputs' cosine after each step (first: all int8)
     reached: bool = False
+    cpu_ops: list = field(default_factory=list)     # runtime dsp: the float ops placed on the CPU
 
 
 @dataclass
@@ -78,7 +79,7 @@ class CalibrationReport:
         mixed = self.mixed_precision
         if mixed is not None:
             mixed = MixedPrecision(mixed.target, mixed.samples, [(o(n), d, c) for n, d, c in mixed.float_ops],
-                                   list(mixed.steps), mixed.reached)
+                                   list(mixed.steps), mixed.reached, [o(n) for n in mixed.cpu_ops])
         return CalibrationReport(acts, consts, [(o(n), ty, why) for n, ty, why in self.float_ops],
                                  [t(n) for n in self.unmatched_ranges], mixed)
 
@@ -170,6 +171,9 @@ def _mixed_lines(m: MixedPrecision) -> list:
                  f"({'target met' if m.reached else 'TARGET NOT MET: every quantizable op tried'})."]
     for (name, drop, before), after in zip(m.float_ops, m.steps[1:]):
         lines.append(f"  {name}: SQNR drop {drop:.1f} dB in int8; cosine {before:.6f} -> {after:.6f}")
+    if m.cpu_ops:
+        lines.append(f"  runtime dsp: {len(m.cpu_ops)} float op(s) placed on the CPU (the DSP runs the "
+                     f"int8 ops; Quantize/Dequantize at the group edges): {', '.join(m.cpu_ops)}")
     return lines
 
 

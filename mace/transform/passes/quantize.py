@@ -17,8 +17,9 @@ quantizes a copy, runs it and the float graph over the calibration samples
 (options["samples"]), and while the worst output's cosine is below the target keeps the
 quantizable op with the largest SQNR drop float (mace/quantize/mixed_precision.py), one
 op at a time; the calibration report lists each with its drop and the cosine before and
-after. On runtime dsp convert stops and names those ops, to be placed on the cpu
-(docs/placement.md).
+after. On runtime dsp the ops kept float go to a cpu group (`place_float_ops_on_cpu`): the
+quantized ops are placed on the DSP (HEXAGON), the float ones and the Quantize/Dequantize at
+the group edges on the CPU, with the net arg the placement machinery sets (docs/placement.md).
 """
 from __future__ import annotations
 
@@ -37,6 +38,9 @@ from mace.transform.decided import Decided
 from mace.transform.shape_inference import infer_shapes
 
 INT8 = "int8"
+# net arg: device_type was chosen per op at convert (mace/transform/placement/plan.py's PLACED_ARG;
+# spelt here because placement imports this module)
+PLACED_ARG = "op_placement"
 
 
 def wants_quantize(options) -> bool:
@@ -96,6 +100,8 @@ def quantize_graph(graph, options) -> bool:
     mixed = None
     if options.get("target_cosine"):
         mixed = _mixed_precision(graph, plan, ranges, options)
+    if mixed is not None and options.get("runtime") == "dsp" and _mixed_kept(plan):
+        place_float_ops_on_cpu(graph, plan)
     q = _Rewriter(graph, plan, ranges, options.get("per_channel", True))
     q.run()
     # convert writes it as <model>_quantize_report.txt/.json (mace/quantize/report.py)
@@ -153,13 +159,23 @@ def _mixed_precision(graph, plan, ranges, options) -> MixedPrecision:
         result.float_ops.append((name, drop, cos))
         _float_producers(graph, plan, name)
     result.reached = result.steps[-1] >= target
-    kept = [name for name, why in plan.items() if why and "quantize_target_cosine" in why]
-    if options.get("runtime") == "dsp" and kept:
-        # The DSP runtime runs float ops only in cpu groups declared by `placement`.
-        raise ModelError(f"{where}: quantize_target_cosine {target:g} needs {len(kept)} op(s) float, "
-                         f"which runtime dsp cannot run: {', '.join(kept)}; place them on the cpu "
-                         f"(placement: [{{ops: [...], runtime: cpu}}], docs/placement.md)")
+    if options.get("runtime") == "dsp":
+        result.cpu_ops = _mixed_kept(plan)
     return result
+
+
+def _mixed_kept(plan) -> list:
+    return [name for name, why in plan.items() if why and "quantize_target_cosine" in why]
+
+
+def place_float_ops_on_cpu(graph, plan) -> None:
+    """runtime dsp with ops kept float: a dsp/cpu placement as `placement:` rules would make
+    (docs/placement.md): quantized ops on HEXAGON, the others on the CPU. The Quantize and
+    Dequantize ops the rewrite adds at the group edges stay on the CPU (the default), as they
+    do for placed models."""
+    for op in graph.net.op:
+        op.device_type = pb.HEXAGON if plan.get(op.name) is None else pb.CPU
+    set_arg(graph.net, PLACED_ARG, 1)
 
 
 class _Rewriter:
