@@ -49,6 +49,7 @@ class ConvertResult:
     report: object = None  # mace.report.offline.OfflineReport, also written as <model>_report.txt
     extra_files: list = field(default_factory=list)  # (file, place under builds/<library>/): code, maps
     made_from: dict = field(default_factory=dict)    # the build manifest's record of the sources
+    mixed: object = None   # quantize_target_cosine's search (mace.quantize.report.MixedPrecision)
 
 
 def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
@@ -92,7 +93,9 @@ def _check_output_shapes(config, graph, sg) -> None:
 
 
 def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
-                  build_dir: Path | None = None, dump_dir: Path | None = None) -> ConvertResult:
+                  build_dir: Path | None = None, dump_dir: Path | None = None,
+                  progress=None) -> ConvertResult:
+    """`progress(text)`, when given, hears the long steps (the mixed-precision search)."""
     _check_supported(config, model)
     sg = model.graph   # the model as one graph: named subgraphs joined
     plan = placement.plan_for(config, model)
@@ -106,6 +109,8 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
         placement.assign_parts(plan, graph)
         options["placement"] = plan
     options.update(quantize_options(config, sg))
+    if progress is not None and "target_cosine" in options:
+        options["progress"] = lambda text: progress(f"{model.name}: {text}")
     if sg.graph_optimize_options:
         unknown = set(sg.graph_optimize_options) - set(pass_names())
         if unknown:
@@ -129,8 +134,9 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     extras = model_extras(config, model.name, out_dir, pb_path, data_path, mapping)
     if "quantize" in decided:   # the calibration report: <model>_quantize_report.txt/.json
         extras += write_quantize_report(decided["quantize"], out_dir, model.name, mapping)
+    mixed = decided["quantize"].mixed_precision if "quantize" in decided else None
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
-                         report, extras, made_from(config, model, model_path, weight_path))
+                         report, extras, made_from(config, model, model_path, weight_path), mixed)
 
 
 def build_files(config: DeploymentConfig, library: Path, r: ConvertResult) -> dict:
@@ -150,8 +156,9 @@ def build_files(config: DeploymentConfig, library: Path, r: ConvertResult) -> di
 
 
 def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,
-                       dump_dir: Path | None = None) -> list:
-    """Convert the named models (default: all); returns one ConvertResult per model."""
+                       dump_dir: Path | None = None, progress=None) -> list:
+    """Convert the named models (default: all); returns one ConvertResult per model.
+    `progress(text)`: see convert_model."""
     names = [m.name for m in models_of(config, models)]
     final_dir = library_dir(config, build_dir) / "model"
     # folders this call creates are removed again if it fails: a failed first convert leaves nothing
@@ -160,7 +167,8 @@ def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, 
     scratch = Path(tempfile.mkdtemp(prefix=".convert.", dir=final_dir.parent))
     try:
         try:
-            results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir) for n in names]
+            results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir, progress)
+                       for n in names]
         except BaseException:
             shutil.rmtree(scratch, ignore_errors=True)
             for d in created:  # innermost first; stops at a folder something else wrote into

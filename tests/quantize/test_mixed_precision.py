@@ -52,6 +52,9 @@ def _deployment(work, **extra):
 def _convert_and_validate(work, cfg):
     r = cli("convert", f"--config={cfg}", cwd=work, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+    if "quantize_target_cosine" in cfg.read_text():   # convert says what the search did
+        assert "mixed precision (quantize_target_cosine 0.99): 1 op(s) kept float (difference_conv)" \
+            in " ".join(r.stdout.split()), r.stdout
     report = work / "run.json"
     r = cli("run", f"--config={cfg}", "--validate", f"--json={report}",
             cwd=work, timeout=300)
@@ -112,6 +115,9 @@ def test_dsp_runs_the_float_layers_in_a_cpu_group(tmp_path):
     assert validation["cosine"] >= 0.99, validation
     assert quant["mixed_precision"]["cpu_ops"] == ["terms_conv", "difference_conv"]
     assert "placed on the CPU" in text and "terms_conv, difference_conv" in text
+    r = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
+    assert "runtime dsp: 2 float op(s) on the CPU (terms_conv, difference_conv), the rest on the DSP" \
+        in " ".join(r.stdout.split()), r.stdout
     model = tmp_path / "builds" / "amp" / "model"
     graph = load_model(model / "amp.pb", model / "amp.data")
     where = {op.name: pb.DeviceType.Name(op.device_type) for op in graph.net.op}

@@ -138,9 +138,13 @@ def _mixed_precision(graph, plan, ranges, options) -> MixedPrecision:
     if not samples:
         raise ModelError(f"{where}: quantize_target_cosine needs calibration samples "
                          f"(quantize_calibration_data, or validation_inputs_data)")
+    progress = options.get("progress") or (lambda text: None)   # convert's status line
+    progress(f"mixed precision: float reference over {len(samples)} calibration sample(s)")
     reference = tensor_values(graph, samples)
     result = MixedPrecision(target, len(samples))
     while True:
+        progress(f"mixed precision: int8 with {len(result.float_ops)} op(s) kept float, measuring "
+                 f"(target cosine {target:g}" + (f", last {result.steps[-1]:.4f})" if result.steps else ")"))
         trial = _copy(graph)
         q = _Rewriter(trial, plan, ranges, options.get("per_channel", True))
         q.run()
