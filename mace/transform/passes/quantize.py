@@ -16,8 +16,9 @@ Mixed precision (options["target_cosine"], the .yml's quantize_target_cosine): t
 quantizes a copy, runs it and the float graph over the calibration samples
 (options["samples"]), and while the worst output's cosine is below the target keeps the
 quantizable ops with the largest SQNR drop float (mace/quantize/mixed_precision.py), one
-op a step at first, then more (_mixed_precision); the calibration report lists each with its drop and the cosine before and
-after. On runtime dsp the ops kept float go to a cpu group (`place_float_ops_on_cpu`): the
+op a step at first, then more (_mixed_precision); the calibration report lists each with
+its drop and the cosine before and after. On the DSP (runtime dsp, or dsp groups of a
+placement) the ops kept float go to a cpu group (`place_float_ops_on_cpu`): the
 quantized ops are placed on the DSP (HEXAGON), the float ones and the Quantize/Dequantize at
 the group edges on the CPU, with the net arg the placement machinery sets (docs/placement.md).
 """
@@ -98,9 +99,12 @@ def quantize_graph(graph, options) -> bool:
     sources = {}
     ranges = merged_ranges(graph, options, sources)
     mixed = None
+    on_dsp = options.get("runtime") == "dsp" or any(op.device_type == pb.HEXAGON for op in graph.net.op)
     if options.get("target_cosine"):
         mixed = _mixed_precision(graph, plan, ranges, options)
-    if mixed is not None and options.get("runtime") == "dsp" and _mixed_kept(plan):
+        if on_dsp:
+            mixed.cpu_ops = _mixed_kept(plan)
+    if mixed is not None and mixed.cpu_ops:
         place_float_ops_on_cpu(graph, plan)
     q = _Rewriter(graph, plan, ranges, options.get("per_channel", True))
     q.run()
@@ -173,8 +177,6 @@ def _mixed_precision(graph, plan, ranges, options) -> MixedPrecision:
             added += 1
         result.added.append(added)
     result.reached = result.steps[-1] >= target
-    if options.get("runtime") == "dsp":
-        result.cpu_ops = _mixed_kept(plan)
     return result
 
 
