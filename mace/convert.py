@@ -55,6 +55,7 @@ class ConvertResult:
     extra_files: list = field(default_factory=list)  # (file, place under builds/<library>/): code, maps
     made_from: dict = field(default_factory=dict)    # the build manifest's record of the sources
     notes: list = field(default_factory=list)        # what convert decided that the user should see
+    mixed: object = None   # quantize_target_cosine's search (mace.quantize.report.MixedPrecision)
 
 
 def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
@@ -113,6 +114,8 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
         placement.assign_parts(plan, graph)
         options["placement"] = plan
     options.update(quantize_options(config, sg))
+    if progress is not None and "target_cosine" in options:
+        options["progress"] = lambda text: progress(f"{model.name}: {text}")
     if sg.graph_optimize_options:
         unknown = set(sg.graph_optimize_options) - set(pass_names())
         if unknown:
@@ -138,8 +141,10 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     extras.append(_index_html(config, graph, report, out_dir, model.name))
     if "quantize" in decided:   # the calibration report: <model>_quantize_report.txt/.json
         extras += write_quantize_report(decided["quantize"], out_dir, model.name, mapping)
+    mixed = decided["quantize"].mixed_precision if "quantize" in decided else None
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
-                         report, extras, made_from(config, model, model_path, weight_path), notes)
+                         report, extras, made_from(config, model, model_path, weight_path), notes,
+                         mixed)
 
 
 def gpu_fp32_notes(config: DeploymentConfig, sg, graph, log=None, progress=None) -> list:

@@ -14,6 +14,11 @@ from mace.quantize.stat import stat_config
 from mace.report.offline import render_text
 
 HELP = "convert the models of a deployment file into the IR (.pb + .data, and MACE's <model>_index.html)"
+EPILOG = ("quantize_target_cosine: X in the .yml (with quantize: 1 or runtime: dsp, and calibration "
+          "samples) keeps the fewest layers float until the quantized outputs' cosine on the "
+          "calibration samples reaches X; convert prints how many, <model>_quantize_report.txt lists "
+          "them with their SQNR drops, and on runtime dsp they run on the CPU, the rest on the DSP "
+          "(docs/quantization.md).")
 
 
 def add_arguments(p) -> None:
@@ -52,6 +57,8 @@ def main(args) -> int:
         html = index_html(r)
         if html:
             console.print(f"Store to html file: {escape(str(html))}")
+        if r.mixed is not None:
+            console.print(escape(mixed_summary(r.model, r.mixed)))
     console.print(table)
     if args.report:
         for r in results:
@@ -59,3 +66,14 @@ def main(args) -> int:
     if args.dump_passes:
         console.print(f"IR after each pass written to {escape(args.dump_passes)}/")
     return 0
+
+
+def mixed_summary(model: str, m) -> str:
+    """One line: what quantize_target_cosine's search kept float, and where it runs."""
+    kept = ", ".join(name for name, _, _ in m.float_ops) or "none"
+    where = (f"; runtime dsp: {len(m.cpu_ops)} float op(s) on the CPU ({', '.join(m.cpu_ops)}), "
+             f"the rest on the DSP" if m.cpu_ops else "")
+    verdict = "target met" if m.reached else "TARGET NOT MET (every quantizable op tried)"
+    return (f"  {model}: mixed precision (quantize_target_cosine {m.target:g}): {len(m.float_ops)} op(s) "
+            f"kept float ({kept}); calibration cosine {m.steps[0]:.4f} -> {m.steps[-1]:.4f}, {verdict}"
+            f"{where}; see {model}_quantize_report.txt")

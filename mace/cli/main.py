@@ -59,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module in COMMANDS.items():
         parent = parents[getattr(module, "MULTI_CONFIG", False)]
         p = sub.add_parser(name, parents=[parent], help=module.HELP, description=module.HELP,
+                           epilog=getattr(module, "EPILOG", None),
                            formatter_class=argparse.ArgumentDefaultsHelpFormatter)
         module.add_arguments(p)
         if name in mace_flags.COMMANDS:  # MACE's flags: mapped, or accepted with a note

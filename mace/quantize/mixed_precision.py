@@ -24,21 +24,23 @@ EXACT_DB = 100.0   # what an unquantized input counts as (float32 rounding is ~1
 
 
 def tensor_values(graph, samples, dequantize_outputs: bool = False) -> list:
-    """[{tensor: float64 array}] per sample: inputs and every op output (uint8 ones dequantized)."""
+    """[{tensor: float32 array}] per sample: inputs and every op output (uint8 ones dequantized).
+    float32, not 64: every tensor of every sample is held (a 256x256 segmentation net: GBs);
+    the sums are taken in float64 (_joined)."""
     engine = Engine(graph, device="cpu")
     params = {t: graph.quant_params(t) for op in graph.net.op for t in op.output} \
         if dequantize_outputs else {}
     per_sample = []
     for inputs in samples:
-        values = {n: np.asarray(v, np.float64) for n, v in inputs.items()}
+        values = {n: np.asarray(v, np.float32) for n, v in inputs.items()}
 
         def observe(event, node, _engine, values=values):
             if event != "after":
                 return
             for name, out in zip(node.op.output, node.outputs):
                 p = params.get(name)
-                values[name] = dequantize(np.array(out), p).astype(np.float64) if p is not None \
-                    else np.array(out, np.float64)
+                values[name] = dequantize(np.array(out), p).astype(np.float32) if p is not None \
+                    else np.array(out, np.float32)
 
         engine.observers.append(observe)
         try:
@@ -51,7 +53,7 @@ def tensor_values(graph, samples, dequantize_outputs: bool = False) -> list:
 
 def _joined(values: list, name: str):
     parts = [v[name].reshape(-1) for v in values if name in v]
-    return np.concatenate(parts) if len(parts) == len(values) and parts else None
+    return np.concatenate(parts).astype(np.float64) if len(parts) == len(values) and parts else None
 
 
 def _cosine(a, b) -> float:

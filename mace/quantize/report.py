@@ -59,6 +59,8 @@ class MixedPrecision:
     float_ops: list = field(default_factory=list)   # (op, SQNR drop dB, outputs' cosine before)
     steps: list = field(default_factory=list)       # outputs' cosine after each step (first: all int8)
     reached: bool = False
+    cpu_ops: list = field(default_factory=list)     # runtime dsp: the float ops placed on the CPU
+    added: list = field(default_factory=list)       # how many of float_ops each step added
 
 
 @dataclass
@@ -78,7 +80,8 @@ class CalibrationReport:
         mixed = self.mixed_precision
         if mixed is not None:
             mixed = MixedPrecision(mixed.target, mixed.samples, [(o(n), d, c) for n, d, c in mixed.float_ops],
-                                   list(mixed.steps), mixed.reached)
+                                   list(mixed.steps), mixed.reached, [o(n) for n in mixed.cpu_ops],
+                                   list(mixed.added))
         return CalibrationReport(acts, consts, [(o(n), ty, why) for n, ty, why in self.float_ops],
                                  [t(n) for n in self.unmatched_ranges], mixed)
 
@@ -168,8 +171,14 @@ def _mixed_lines(m: MixedPrecision) -> list:
                  f"sample(s)): all-int8 outputs' cosine {m.steps[0]:.6f}; "
                  f"{len(m.float_ops)} op(s) kept float; final cosine {m.steps[-1]:.6f} "
                  f"({'target met' if m.reached else 'TARGET NOT MET: every quantizable op tried'})."]
-    for (name, drop, before), after in zip(m.float_ops, m.steps[1:]):
-        lines.append(f"  {name}: SQNR drop {drop:.1f} dB in int8; cosine {before:.6f} -> {after:.6f}")
+    ops = iter(m.float_ops)
+    for count, after in zip(m.added or [1] * len(m.float_ops), m.steps[1:]):
+        for name, drop, before in [next(ops) for _ in range(count)]:   # the ops of one step
+            lines.append(f"  {name}: SQNR drop {drop:.1f} dB in int8; cosine {before:.6f} -> {after:.6f}"
+                         + (f" (one of {count} kept float in this step)" if count > 1 else ""))
+    if m.cpu_ops:
+        lines.append(f"  runtime dsp: {len(m.cpu_ops)} float op(s) placed on the CPU (the DSP runs the "
+                     f"int8 ops; Quantize/Dequantize at the group edges): {', '.join(m.cpu_ops)}")
     return lines
 
 

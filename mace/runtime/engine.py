@@ -31,6 +31,7 @@ from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
 from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, bind_step, in_place_concats, keeps_blas
 from mace.ops.registry import Kernel, KernelContext, select_kernel
+from mace.proto import pb
 from mace.runtime.gpu.runtime import GpuRuntime
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 from mace.runtime.node import Node
@@ -61,8 +62,13 @@ class Engine:
         self.quantized = is_quantized(graph)
         if self.quantized and INT8_TAG not in self.tags:
             self.tags = INT8_TAGS + self.tags
+        # a dsp model with cpu groups (placed at convert, e.g. quantize_target_cosine's float ops):
+        # the ops placed on the CPU fall through to the float kernels after the int8 ones
+        self.cpu_tags = (self.tags + DEVICE_TAGS["cpu"]
+                         if device == "dsp" and get_arg(graph.net, "op_placement", 0) else self.tags)
         if self.options.get("reference_kernels"):
             self.tags = [t for t in self.tags if t not in FAST_TAGS]
+            self.cpu_tags = [t for t in self.cpu_tags if t not in FAST_TAGS]
         self.gpu = _gpu_runtime(self) if device in GPU_DEVICES else None  # ops placed on the GPU
         self.aliases = {}   # tensor -> (Concat output, first channel): see _in_place_concats
         self.plan = self._plan()
@@ -147,12 +153,12 @@ class Engine:
             input_quant=[g.quant_params(t) for t in op.input] if self.quantized else [],
             output_quant=[g.quant_params(t) for t in op.output] if self.quantized else [],
         )
-        cls, tag = self._select(op.type, ctx)
+        cls, tag = self._select(op.type, ctx, self.cpu_tags if op.device_type == pb.CPU else self.tags)
         return Node(index, op, cls(ctx), tag, ins, [self.buffers[t] for t in op.output])
 
-    def _select(self, op_type: str, ctx) -> tuple:
+    def _select(self, op_type: str, ctx, tags) -> tuple:
         """The first kernel in tag order that takes this node (a class's `accepts(ctx)`)."""
-        tags = list(self.tags)
+        tags = list(tags)
         while True:
             cls, tag = select_kernel(op_type, tags)
             accepts = getattr(cls, "accepts", None)

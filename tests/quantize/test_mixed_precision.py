@@ -52,6 +52,9 @@ def _deployment(work, **extra):
 def _convert_and_validate(work, cfg):
     r = cli("convert", f"--config={cfg}", cwd=work, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+    if "quantize_target_cosine" in cfg.read_text():   # convert says what the search did
+        assert "mixed precision (quantize_target_cosine 0.99): 1 op(s) kept float (difference_conv)" \
+            in " ".join(r.stdout.split()), r.stdout
     report = work / "run.json"
     r = cli("run", f"--config={cfg}", "--validate", f"--json={report}",
             cwd=work, timeout=300)
@@ -100,10 +103,42 @@ def test_target_must_be_in_0_1(tmp_path, value):
     assert r.returncode != 0 and "quantize_target_cosine" in r.stderr + r.stdout
 
 
-def test_dsp_names_the_ops_the_target_needs_float(tmp_path):
+def test_dsp_runs_the_float_layers_in_a_cpu_group(tmp_path):
+    """runtime dsp: the ops the target keeps float are placed on the CPU, the rest on the DSP
+    (int8 kernels in the simulator), Quantize/Dequantize at the group edges; run --validate
+    through the DSP backend passes against onnxruntime and the report says where each op went."""
+    from mace.ir.model_io import load_model
+    from mace.proto import pb
+
     cfg = _deployment(tmp_path, quantize_target_cosine=0.99, runtime="dsp")
+    validation, quant, text = _convert_and_validate(tmp_path, cfg)
+    assert validation["cosine"] >= 0.99, validation
+    assert quant["mixed_precision"]["cpu_ops"] == ["terms_conv", "difference_conv"]
+    assert "placed on the CPU" in text and "terms_conv, difference_conv" in text
     r = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
-    out = r.stderr + r.stdout
-    assert r.returncode != 0 and "Traceback" not in out
-    assert "terms_conv, difference_conv" in out and "placement" in out
-    assert not (tmp_path / "builds" / "amp" / "model" / "amp.pb").exists()
+    assert "runtime dsp: 2 float op(s) on the CPU (terms_conv, difference_conv), the rest on the DSP" \
+        in " ".join(r.stdout.split()), r.stdout
+    model = tmp_path / "builds" / "amp" / "model"
+    graph = load_model(model / "amp.pb", model / "amp.data")
+    where = {op.name: pb.DeviceType.Name(op.device_type) for op in graph.net.op}
+    assert where["stage_conv"] == "HEXAGON" and where["terms_conv"] == where["difference_conv"] == "CPU"
+    edges = [op.type for op in graph.net.op if op.device_type == pb.CPU]
+    assert edges == ["Quantize", "Dequantize", "Conv2D", "Conv2D"], edges   # the group edges on the CPU
+    r = cli("run", f"--config={cfg}", "--validate", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "runtime dsp" in r.stdout + r.stderr
+    assert "placement groups (3): #0 cpu op 0, #1 dsp op 1, #2 cpu ops 2-4" in r.stdout + r.stderr
+
+
+def test_dsp_float_ops_get_cpu_kernels_and_no_dsp_cycles(tmp_path):
+    """The simulator's engine gives the CPU-placed ops float kernels and the DSP ones int8."""
+    from mace.runtime.dsp.engine import create_dsp_engine
+
+    cfg = _deployment(tmp_path, quantize_target_cosine=0.99, runtime="dsp")
+    assert cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300).returncode == 0
+    model = tmp_path / "builds" / "amp" / "model"
+    engine = create_dsp_engine(model / "amp.pb", model / "amp.data")
+    tags = {n.op.name: n.tag for n in engine.nodes}
+    assert tags["stage_conv"].startswith("int8")
+    assert not tags["terms_conv"].startswith("int8") and not tags["difference_conv"].startswith("int8")
+    assert [c.name for c in engine.node_costs()] == ["stage_conv"]

@@ -2,7 +2,8 @@
 
 Execution is an Engine(graph, device="dsp"): only the "int8" kernels of
 mace/ops/int8, integer-only and bit-exact, so outputs are byte-identical to a
-`quantize: 1` model on the CPU. Every node also gets an estimated cycle count
+`quantize: 1` model on the CPU. Ops a convert placed on the CPU (quantize_target_cosine's
+float layers) run the CPU's float kernels and get no cycle estimate. Every node also gets an estimated cycle count
 from mace/runtime/dsp/cost_model.py (one HVX thread, 128-byte vectors, 1 GHz):
 
     cycles = ceil(MACs / 128)  (conv, depthwise, deconv, FC, MatMul)
@@ -14,6 +15,8 @@ time of the simulation is measured separately by `run` and `benchmark`.
 """
 from __future__ import annotations
 
+from mace.ir.args import get_arg
+from mace.proto import pb
 from mace.runtime.dsp.backend import DspBackend
 from mace.runtime.dsp.cost_model import CostModel
 from mace.runtime.engine import Engine
@@ -38,7 +41,10 @@ class HexagonSimulator(DspBackend):
 
     def load(self, graph, options: dict) -> None:
         self.engine = Engine(graph, device="dsp", options=options)
-        self._costs = [self.cost_model.estimate(i, op, graph) for i, op in enumerate(graph.net.op)]
+        # a model with cpu groups (op_placement): only the ops placed on the DSP cost DSP cycles
+        placed = get_arg(graph.net, "op_placement", 0)
+        self._costs = [self.cost_model.estimate(i, op, graph) for i, op in enumerate(graph.net.op)
+                       if not placed or op.device_type == pb.HEXAGON]
 
     def set_inputs(self, inputs: dict) -> None:
         self._inputs = inputs  # the engine copies them into its buffers when it runs

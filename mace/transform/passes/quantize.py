@@ -15,10 +15,12 @@ the pass lists those that cannot be, as MACE does at convert time.
 Mixed precision (options["target_cosine"], the .yml's quantize_target_cosine): the pass
 quantizes a copy, runs it and the float graph over the calibration samples
 (options["samples"]), and while the worst output's cosine is below the target keeps the
-quantizable op with the largest SQNR drop float (mace/quantize/mixed_precision.py), one
-op at a time; the calibration report lists each with its drop and the cosine before and
-after. On runtime dsp convert stops and names those ops, to be placed on the cpu
-(docs/placement.md).
+quantizable ops with the largest SQNR drop float (mace/quantize/mixed_precision.py), one
+op a step at first, then more (_mixed_precision); the calibration report lists each with
+its drop and the cosine before and after. On the DSP (runtime dsp, or dsp groups of a
+placement) the ops kept float go to a cpu group (`place_float_ops_on_cpu`): the
+quantized ops are placed on the DSP (HEXAGON), the float ones and the Quantize/Dequantize at
+the group edges on the CPU, with the net arg the placement machinery sets (docs/placement.md).
 """
 from __future__ import annotations
 
@@ -37,6 +39,9 @@ from mace.transform.decided import Decided
 from mace.transform.shape_inference import infer_shapes
 
 INT8 = "int8"
+# net arg: device_type was chosen per op at convert (mace/transform/placement/plan.py's PLACED_ARG;
+# spelt here because placement imports this module)
+PLACED_ARG = "op_placement"
 
 
 def wants_quantize(options) -> bool:
@@ -94,8 +99,13 @@ def quantize_graph(graph, options) -> bool:
     sources = {}
     ranges = merged_ranges(graph, options, sources)
     mixed = None
+    on_dsp = options.get("runtime") == "dsp" or any(op.device_type == pb.HEXAGON for op in graph.net.op)
     if options.get("target_cosine"):
         mixed = _mixed_precision(graph, plan, ranges, options)
+        if on_dsp:
+            mixed.cpu_ops = _mixed_kept(plan)
+    if mixed is not None and mixed.cpu_ops:
+        place_float_ops_on_cpu(graph, plan)
     q = _Rewriter(graph, plan, ranges, options.get("per_channel", True))
     q.run()
     # convert writes it as <model>_quantize_report.txt/.json (mace/quantize/report.py)
@@ -124,17 +134,26 @@ def _float_producers(graph, plan, name) -> None:
 
 
 def _mixed_precision(graph, plan, ranges, options) -> MixedPrecision:
-    """Keep float, one at a time, the quantizable op that loses the most SQNR, until the
-    outputs' cosine over the calibration samples reaches the target. Updates `plan`."""
+    """Keep float the quantizable ops that lose the most SQNR, a few per step, until the
+    outputs' cosine over the calibration samples reaches the target. Updates `plan`.
+
+    A step adds one op while few are kept, then half as many again as are kept (1, 1, 1, 2,
+    3, 4, 6, ...): every step quantizes and runs the model over all samples (seconds to
+    minutes on a shared CPU), so a model that needs 40 ops float gets there in ~12 steps,
+    not 40; the damage is measured again after each step."""
     target, where = float(options["target_cosine"]), options.get("where", "")
     samples = options.get("samples")
     samples = samples() if samples else None
     if not samples:
         raise ModelError(f"{where}: quantize_target_cosine needs calibration samples "
                          f"(quantize_calibration_data, or validation_inputs_data)")
+    progress = options.get("progress") or (lambda text: None)   # convert's status line
+    progress(f"mixed precision: float reference over {len(samples)} calibration sample(s)")
     reference = tensor_values(graph, samples)
     result = MixedPrecision(target, len(samples))
     while True:
+        progress(f"mixed precision: int8 with {len(result.float_ops)} op(s) kept float, measuring "
+                 f"(target cosine {target:g}" + (f", last {result.steps[-1]:.4f})" if result.steps else ")"))
         trial = _copy(graph)
         q = _Rewriter(trial, plan, ranges, options.get("per_channel", True))
         q.run()
@@ -147,19 +166,32 @@ def _mixed_precision(graph, plan, ranges, options) -> MixedPrecision:
         candidates = [(d[0], name) for name, d in damage.items() if plan.get(name) is None]
         if not candidates:
             break
-        drop, name = max(candidates)
-        plan[name] = (f"kept float for quantize_target_cosine {target:g}: it loses {drop:.1f} dB "
-                      f"SQNR in int8 (outputs' cosine {cos:.4f} with it quantized)")
-        result.float_ops.append((name, drop, cos))
-        _float_producers(graph, plan, name)
+        added = 0
+        for drop, name in sorted(candidates, reverse=True)[:max(1, len(result.float_ops) // 2)]:
+            if plan.get(name) is not None:   # already kept float: it feeds an op chosen before
+                continue
+            plan[name] = (f"kept float for quantize_target_cosine {target:g}: it loses {drop:.1f} dB "
+                          f"SQNR in int8 (outputs' cosine {cos:.4f} with it quantized)")
+            result.float_ops.append((name, drop, cos))
+            _float_producers(graph, plan, name)
+            added += 1
+        result.added.append(added)
     result.reached = result.steps[-1] >= target
-    kept = [name for name, why in plan.items() if why and "quantize_target_cosine" in why]
-    if options.get("runtime") == "dsp" and kept:
-        # The DSP runtime runs float ops only in cpu groups declared by `placement`.
-        raise ModelError(f"{where}: quantize_target_cosine {target:g} needs {len(kept)} op(s) float, "
-                         f"which runtime dsp cannot run: {', '.join(kept)}; place them on the cpu "
-                         f"(placement: [{{ops: [...], runtime: cpu}}], docs/placement.md)")
     return result
+
+
+def _mixed_kept(plan) -> list:
+    return [name for name, why in plan.items() if why and "quantize_target_cosine" in why]
+
+
+def place_float_ops_on_cpu(graph, plan) -> None:
+    """runtime dsp with ops kept float: a dsp/cpu placement as `placement:` rules would make
+    (docs/placement.md): quantized ops on HEXAGON, the others on the CPU. The Quantize and
+    Dequantize ops the rewrite adds at the group edges stay on the CPU (the default), as they
+    do for placed models."""
+    for op in graph.net.op:
+        op.device_type = pb.HEXAGON if plan.get(op.name) is None else pb.CPU
+    set_arg(graph.net, PLACED_ARG, 1)
 
 
 class _Rewriter:

@@ -32,12 +32,10 @@ from mace.ops.gpu.support import gpu_reason
 from mace.ops.registry import spec
 from mace.proto import pb
 from mace.transform.passes.cleanup import remove_dead_ops
-from mace.transform.passes.quantize import quantize_plan
+from mace.transform.passes.quantize import PLACED_ARG, quantize_plan
 from mace.transform.placement.auto import auto_place
 
 DEVICE = {"cpu": pb.CPU, "gpu": pb.GPU, "dsp": pb.HEXAGON}
-# net arg: every op's device_type was chosen at convert (the GPU runtime keeps CPU ops there)
-PLACED_ARG = "op_placement"
 
 
 @dataclass
