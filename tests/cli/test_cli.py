@@ -42,7 +42,7 @@ def test_convert_writes_graph_data_and_text(work):
     model_dir = work / "out" / "digits" / "model"
     assert sorted(p.name for p in model_dir.iterdir()) == \
         ["digits_cnn.data", "digits_cnn.manifest.json", "digits_cnn.pb", "digits_cnn.pb_txt",
-         "digits_cnn.stat_cache.json", "digits_cnn_report.txt"]
+         "digits_cnn.stat_cache.json", "digits_cnn_index.html", "digits_cnn_report.txt"]
     assert (model_dir / "digits_cnn.pb").stat().st_size > 0
     assert (model_dir / "digits_cnn.data").stat().st_size > 10_000  # conv + FC weights, float32
     text = (model_dir / "digits_cnn.pb_txt").read_text()
@@ -115,7 +115,7 @@ def test_convert_one_model_by_name(work):
     ok(cli("convert", "--config=two.yml", "--build_dir=out", "--model_name=conv", cwd=work))
     assert sorted(p.name for p in (work / "out" / "digits" / "model").iterdir()) == \
         ["conv.data", "conv.manifest.json", "conv.pb", "conv.pb_txt", "conv.stat_cache.json",
-         "conv_report.txt"]
+         "conv_index.html", "conv_report.txt"]
 
 
 # ---- run ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from mace.config.files import code_dir
 from mace.runtime.from_code import create_engine_from_package
 from tests.codegen.helpers import convert, digits_models, inputs_for, squeezenet_models
 
-RUNTIME = ["__init__.py", "_blas.py", "errors.py", "runtime", "ir", "ops", "proto", "quantize"]
+RUNTIME = ["__init__.py", "_blas.py", "errors.py", "runtime", "ir", "ops", "proto", "quantize", "util"]
 IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 
 SCRIPT = """
