@@ -88,3 +88,47 @@ def test_bert_encoder_has_no_reference_blas_kernel_and_one_gelu_per_layer(opset)
     assert len(gelus) == 2
     assert not any(a.s == b"ERF" for op in engine.graph.net.op for a in op.arg)
     assert not keeps_blas(engine.nodes)
+
+
+# ---- onnxruntime QDQ exports: HardSwish inlined with a Q/DQ pair on its gate -----------------
+def _qdq_hardswish_model(gate_scale):
+    """Conv -> HardSigmoid(1/6, 1/2) -> QuantizeLinear/DequantizeLinear (uint8, `gate_scale`)
+    -> Mul by the Conv's output: what quantize_static writes for a HardSwish."""
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("HardSigmoid", ["c"], ["g"], alpha=1 / 6, beta=0.5),
+             helper.make_node("QuantizeLinear", ["g", "s", "z"], ["q"]),
+             helper.make_node("DequantizeLinear", ["q", "s", "z"], ["dq"]),
+             helper.make_node("Mul", ["c", "dq"], ["y"])]
+    consts = {"w": rand(8, 3, 3, 3, seed=1), "b": rand(8, seed=2), "s": np.array(gate_scale, F32),
+              "z": np.array(0, np.uint8)}
+    return graph_model(nodes, {"x": rand(1, 3, 12, 12, low=-4, high=4)}, {"y": F32}, consts, opset=13)
+
+
+def _ours(model, x, skip=()):
+    from mace import onnx_backend
+
+    engine = onnx_backend.prepare(model, {"x": x}, options={"skip_passes": list(skip)})
+    return engine.run({"x": x})["y"], op_types(engine)
+
+
+def test_qdq_hardswish_becomes_the_convs_fused_activation():
+    model = _qdq_hardswish_model(1 / 255)   # the gate's range [0, 1]: its clamp is the identity
+    x = rand(1, 3, 12, 12, low=-4, high=4)
+    got, types = _ours(model, x)
+    unfused, before = _ours(model, x, skip=["fuse_hardswish"])
+    assert before.count("Activation") == 2 and "Eltwise" in before   # HardSigmoid, clamp; Mul
+    assert "Activation" not in types and "Eltwise" not in types, types
+    np.testing.assert_allclose(got, unfused, rtol=1e-5, atol=1e-5)   # the pass changes nothing
+    from tests.ops.onnx_case import run_ort
+    want = run_ort(model, {"x": x})[0]   # onnxruntime also rounds the gate to 1/255 steps
+    np.testing.assert_allclose(got, want, atol=np.abs(want).max() / 255)
+
+
+def test_qdq_gate_clamped_below_one_is_kept():
+    """A gate quantized to [0, 0.6] (its calibration range) really clamps: not a HardSwish."""
+    model = _qdq_hardswish_model(0.6 / 255)
+    x = rand(1, 3, 12, 12, low=-4, high=4)
+    got, types = _ours(model, x)
+    assert "Eltwise" in types
+    unfused, _ = _ours(model, x, skip=["fuse_hardswish"])
+    np.testing.assert_allclose(got, unfused, rtol=1e-6, atol=1e-6)
