@@ -20,7 +20,8 @@ def _gelu_nodes(x, y, half_first=False, by_mul=False):
              else helper.make_node("Div", [x, "sqrt2"], ["a"]))
     nodes = [scale, helper.make_node("Erf", ["a"], ["e"]), helper.make_node("Add", ["one", "e"], ["e1"])]
     if half_first:   # (x * 0.5) * (1 + erf)
-        return nodes + [helper.make_node("Mul", [x, "half"], ["xh"]), helper.make_node("Mul", ["xh", "e1"], [y])]
+        return nodes + [helper.make_node("Mul", [x, "half"], ["xh"]),
+                        helper.make_node("Mul", ["xh", "e1"], [y])]
     return nodes + [helper.make_node("Mul", [x, "e1"], ["m"]), helper.make_node("Mul", ["m", "half"], [y])]
 
 
@@ -52,7 +53,8 @@ def test_gelu_pieces_read_elsewhere_stay_as_they_are():
 def test_gelu_with_another_constant_is_not_fused():
     """x * 0.6 * (1 + erf(x / sqrt 2)) is not a GELU."""
     x = rand(2, 8, low=-3, high=3)
-    model = graph_model(_gelu_nodes("x", "y"), {"x": x}, {"y": F32}, {**GELU_CONSTS, "half": np.array(0.6, F32)})
+    consts = {**GELU_CONSTS, "half": np.array(0.6, F32)}
+    model = graph_model(_gelu_nodes("x", "y"), {"x": x}, {"y": F32}, consts)
     _, engine = check_model(model, {"x": x})
     assert "Activation" not in op_types(engine)
 

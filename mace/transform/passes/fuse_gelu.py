@@ -3,8 +3,8 @@
 PyTorch before opset 20 exports `nn.GELU()` as `x * 0.5 * (1 + erf(x / sqrt(2)))`:
 Div (or Mul by 1/sqrt(2)) -> Erf -> Add 1 -> Mul by x -> Mul by 0.5 (the 0.5 product
 may come first, on x). Five elementwise passes over the widest activation of a
-transformer block ([seq, 4 * hidden]) become one; MiniLM-L3 spent more time in these
-than in its attention. The tensors in between must have no other reader.
+transformer block ([seq, 4 * hidden]) become one op.
+The tensors in between must have no other reader.
 """
 from __future__ import annotations
 
@@ -30,6 +30,8 @@ def _eltwise(op, kind) -> bool:
 
 def _other(graph, op, value):
     """The input of binary `op` that is not the constant `value` (None if neither is)."""
+    if len(op.input) != 2:
+        return None
     for i, j in ((0, 1), (1, 0)):
         c = _scalar(graph, op.input[j])
         if c is not None and abs(c - value) < _TOL * max(1.0, abs(value)):
