@@ -88,6 +88,7 @@ def test_bert_encoder_has_no_reference_blas_kernel_and_one_gelu_per_layer(opset)
     gelus = [op for op in engine.graph.net.op if op.type == "Activation"
              and any(a.name == "activation" and a.s == b"GELU" for a in op.arg)]
     assert len(gelus) == 2
+    assert op_types(engine).count("LayerNorm") == 5   # embeddings + 2 a layer, decomposed or not
     assert not any(a.s == b"ERF" for op in engine.graph.net.op for a in op.arg)
     assert not keeps_blas(engine.nodes)
 
@@ -134,3 +135,36 @@ def test_qdq_gate_clamped_below_one_is_kept():
     assert "Eltwise" in types
     unfused, _ = _ours(model, x, skip=["fuse_hardswish"])
     np.testing.assert_allclose(got, unfused, rtol=1e-6, atol=1e-6)
+
+
+# ---- torch.onnx's decomposed LayerNorm (opset < 17) --------------------------------------------
+def _decomposed_layer_norm(opset, eps_reader=False):
+    from onnx import helper as h
+
+    if opset >= 18:
+        mean = lambda a, o: [h.make_node("ReduceMean", [a, "axes"], [o])]  # noqa: E731
+    else:
+        mean = lambda a, o: [h.make_node("ReduceMean", [a], [o], axes=[-1])]  # noqa: E731
+    nodes = [*mean("x", "mu"), h.make_node("Sub", ["x", "mu"], ["d"]),
+             h.make_node("Pow", ["d", "two"], ["d2"]), *mean("d2", "var"),
+             h.make_node("Add", ["var", "eps"], ["ve"]), h.make_node("Sqrt", ["ve"], ["sd"]),
+             h.make_node("Div", ["d", "sd"], ["n"]), h.make_node("Mul", ["n", "g"], ["ng"]),
+             h.make_node("Add", ["ng", "b"], ["y"])]
+    consts = {"two": np.array(2.0, F32), "eps": np.array(1e-12, F32), "g": rand(16, seed=1),
+              "b": rand(16, seed=2), "axes": np.array([-1], np.int64)}
+    outputs = {"y": F32, **({"sd": F32} if eps_reader else {})}
+    return graph_model(nodes, {"x": rand(2, 5, 16, low=-3, high=5)}, outputs, consts, opset)
+
+
+@pytest.mark.parametrize("opset", [11, 13, 18])
+def test_decomposed_layer_norm_becomes_one_op(opset):
+    x = rand(2, 5, 16, low=-3, high=5)
+    _, engine = check_model(_decomposed_layer_norm(opset), {"x": x})
+    assert op_types(engine) == ["LayerNorm"]
+    assert len(engine.graph.net.op[0].framework_op) == 9
+
+
+def test_decomposed_layer_norm_with_a_piece_read_elsewhere_stays():
+    x = rand(2, 5, 16, low=-3, high=5)
+    _, engine = check_model(_decomposed_layer_norm(13, eps_reader=True), {"x": x})
+    assert "LayerNorm" not in op_types(engine)
