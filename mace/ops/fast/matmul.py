@@ -1,14 +1,20 @@
-"""MatMul, fast CPU kernel: float32 products of rank 2 or 3 as GEMMs on the compute pool.
+"""MatMul, fast CPU kernel: float32 products of rank 2 or more as GEMMs on the compute pool.
 
 The reference's np.matmul is one call into OpenBLAS; on the pool (mace/ops/fast/_pool.py)
 that call would get one thread, so a graph holding the reference MatMul keeps OpenBLAS's
 threads for every kernel (Kernel.uses_blas). This kernel puts the products on the pool
 instead: a 2-D product split by rows or columns, a batch of them side by side (either
-operand may be shared across the batch). A constant operand is transposed once at load;
-a transposed input `b` is read in place (cblas's transposed B); a transposed input `a`
-and other ranks are left to the reference. Off the pool it is np.matmul.
+operand may be shared across the batch). Batch axes of higher ranks fold into one (an
+attention's [1, heads, seq, d] products are one stack of heads*seq GEMMs): the reference on
+those would take the pool from every kernel of a transformer (MiniLM: ~20x slower than
+onnxruntime on a busy 2-core machine, OpenBLAS's threads spinning on 16-row GEMMs). A
+constant operand is transposed once at load; a transposed input `b` is read in place
+(cblas's transposed B); a transposed input `a`, 1-D operands and broadcasts other than a
+whole operand shared are left to the reference. Off the pool it is np.matmul.
 """
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
@@ -18,10 +24,16 @@ from mace.ops.fast._pool import matmul
 from mace.ops.registry import kernel
 
 
+def _stacked(shape, out) -> bool:
+    """An operand whose batch axes are the output's, or hold one matrix (shared by the stack)."""
+    batch = tuple(shape[:-2])
+    return int(np.prod(batch)) == 1 or (1,) * (len(out) - len(shape)) + batch == tuple(out[:-2])
+
+
 def plain_float(ctx) -> bool:
     (sa, sb), out = ctx.input_shapes[:2], ctx.output_shapes[0]
-    ranks_ok = len(sa) in (2, 3) and len(sb) in (2, 3) and len(out) == max(len(sa), len(sb))
-    batch_ok = len(sa) < 3 or len(sb) < 3 or sa[0] == sb[0]
+    ranks_ok = len(sa) >= 2 and len(sb) >= 2 and len(out) == max(len(sa), len(sb))
+    batch_ok = ranks_ok and _stacked(sa, out) and _stacked(sb, out)
     transposed_input_a = ctx.arg("transpose_a", 0) and ctx.consts[0] is None
     return (ranks_ok and batch_ok and not transposed_input_a
             and all(np.dtype(d) == F32 for d in list(ctx.input_dtypes[:2]) + [ctx.output_dtypes[0]]))
@@ -43,4 +55,17 @@ class MatMulFast(FastKernel):
         a = self.consts[0] if self.consts[0] is not None else inputs[0]
         b = self.consts[1] if self.consts[1] is not None else inputs[1]
         trans_b = self.tb and self.consts[1] is None   # b as given is [.., n, k]
-        return matmul(a, b, outputs[0], trans_b)
+        folded = _fold(a), _fold(b), _fold(outputs[0])   # batch axes as one (views)
+        if any(x is None for x in folded):   # a strided buffer: numpy's broadcasting
+            return partial(np.matmul, a, np.swapaxes(b, -1, -2) if trans_b else b, out=outputs[0])
+        return matmul(*folded, trans_b)
+
+
+def _fold(x):
+    """x as one matrix (a batch of one) or a 3-D stack, a view; None where that would copy."""
+    n = int(np.prod(x.shape[:-2]))
+    if x.ndim == 2 or (x.ndim == 3 and n > 1):   # the pool's stacks take any strides
+        return x
+    if n == 1:
+        return x[(0,) * (x.ndim - 2)]
+    return x.reshape(n, *x.shape[-2:]) if x.flags.c_contiguous else None
