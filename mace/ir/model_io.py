@@ -37,7 +37,7 @@ def save_model(graph: Graph, pb_path: Path, data_path: Path) -> None:
         data_type = from_numpy(value.dtype)
         # The bytes must be what the tag says: a float64 constant (TF/Caffe weights, folded
         # numpy math) is tagged DT_FLOAT, so it is written as float32, never as 8-byte values.
-        value = np.ascontiguousarray(value, dtype=to_numpy(data_type))
+        value = np.asarray(value, dtype=to_numpy(data_type), order="C")   # not ascontiguousarray: 0-d stays 0-d
         t = net.tensors.add(name=name, data_type=data_type,
                             offset=offset, data_size=value.nbytes)
         t.dims.extend(value.shape)

@@ -125,3 +125,15 @@ def test_float64_constants_are_written_as_the_float32_their_tag_says(tmp_path):
     got = load_model(tmp_path / "m.pb", tmp_path / "m.data").consts["wide"]
     assert got.dtype == np.float32
     np.testing.assert_array_equal(got, wide.astype(np.float32))
+
+
+def test_scalar_constants_stay_0_d(tmp_path):
+    model = _chain_model(1)
+    engine = onnx_backend.prepare(model, {"x": np.zeros((1, 8, 16, 16), np.float32)})
+    graph = engine.graph
+    graph.consts["index"] = np.array(3, np.int64)
+    graph.consts["wide_scalar"] = np.array(0.5)  # float64, 0-d
+    save_model(graph, tmp_path / "m.pb", tmp_path / "m.data")
+    loaded = load_model(tmp_path / "m.pb", tmp_path / "m.data").consts
+    assert loaded["index"].shape == () and int(loaded["index"]) == 3
+    assert loaded["wide_scalar"].shape == () and loaded["wide_scalar"].dtype == np.float32
