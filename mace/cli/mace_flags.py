@@ -129,8 +129,8 @@ FLAGS = (
              "GPU memory is allocated through pyopencl, which raises a clear error when it runs out; "
              "nothing to switch on"),
     MaceFlag("--restart_round", ("run",), ALL_ERAS, "behaviour",
-             "create the engine and run --round times, that many times over (host runs); each init "
-             "time is noted", "N"),
+             "create the engine and run --round times, that many times over (here and on boards); "
+             "each init time is noted", "N"),
     MaceFlag("--report", ("run",), ALL_ERAS, "same",
              "print the execution report and write MACE's report.csv (model_name, device_name, soc, "
              "abi, runtime, init, warmup, run_avg, tuned)"),

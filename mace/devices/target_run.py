@@ -105,6 +105,7 @@ class RunOptions:
     lock_timeout: float = 3600.0    # --device_lock_timeout: waiting for another run
     cpu_affinity_policy: int = 0    # applied by the runner on the device
     cpu_wait_policy: str | None = None  # the compute pool's waiting, set by the runner (None: default)
+    restart_round: int = 1          # MACE's --restart_round: engines created on the device
     benchmark: bool = False         # MACE's benchmark tables instead of a run (rounds, warmup)
     warmup: int = 1
     tuning: bool = False            # GPU: --tuning (search work-group sizes on the board)
@@ -309,6 +310,8 @@ def _run_model(device, config, job: _Job, remote_dir: str, opts: RunOptions, tmp
         argv += ["--cpu_affinity_policy", str(opts.cpu_affinity_policy)]
     if opts.cpu_wait_policy:
         argv += [f"--cpu_wait_policy={opts.cpu_wait_policy}"]
+    if opts.restart_round > 1 and not opts.benchmark:
+        argv += ["--restart_round", str(int(opts.restart_round))]
     if opts.benchmark:
         argv += ["--benchmark", "--warmup", str(opts.warmup)]
     else:
@@ -392,6 +395,10 @@ def _notes(device, abi: str, job: _Job, raw: dict, info: dict) -> list:
     elif affinity.get("policy"):
         notes.append(f"cpu_affinity_policy {affinity['policy']} ({affinity['name']}): threads pinned to "
                      f"cores {affinity['cores']} of device {device.name}")
+    inits = raw.get("restart_init_ms") or []
+    if len(inits) > 1:
+        notes.append(f"restart_round {len(inits)}: engine created {len(inits)} times on device {device.name}, "
+                     "init(ms) " + ", ".join(f"{float(t):.3f}" for t in inits) + "; the table shows the last")
     return notes + _engine_notes(device, job, raw)
 
 

@@ -72,6 +72,13 @@ def test_build_then_validate_on_a_board_with_only_numpy(built, sshd, numpy_only_
     assert not is_locked(board(sshd))
 
 
+def test_restart_round_creates_the_engine_again_on_the_board(built, sshd, numpy_only_python):
+    flag = devices_file(built, "restart.yml", sshd, numpy_only_python)
+    r = ok(run(built, flag, "--restart_round=3", "--round=1", "--cpu_wait_policy=short"))
+    note = next(ln for ln in r.stdout.splitlines() if "restart_round 3" in ln)
+    assert "engine created 3 times on device board" in note and note.count(",") >= 2
+
+
 def test_unreachable_port(built, sshd, numpy_only_python):
     port = free_port()
     flag = devices_file(built, "closed.yml", sshd, numpy_only_python, port=port)
