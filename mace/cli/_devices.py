@@ -78,7 +78,8 @@ def run(config, args, run_host, console, profile: bool = False, **options) -> tu
                       lock_timeout=args.device_lock_timeout,
                       cpu_affinity_policy=getattr(args, "cpu_affinity_policy", 0),
                       cpu_wait_policy=getattr(args, "cpu_wait_policy", None),
-                      restart_round=getattr(args, "restart_round", 1), **options)
+                      restart_round=getattr(args, "restart_round", 1),
+                      output_format=getattr(args, "output_format", "npy"), **options)
     models_of(config, opts.models)   # an unknown name is an error before any device is touched
     device_results, errors = run_on_targets(config, boards, opts, notify=_say, several=several)
     for name, info in {r.device: r.device_info for r in device_results}.items():

@@ -145,7 +145,8 @@ FLAGS = (
              "inputs from DIR: <name>.npy, MACE's raw model_input_<name> files, or <name>.jpg/.png "
              "for an input with image_preprocess", "DIR"),
     MaceFlag("--output_dir", ("run",), MID_LATEST, "same",
-             "outputs to DIR as .npy, or MACE's raw model_out_<name> files with --output_format raw", "DIR"),
+             "outputs to DIR as .npy, or MACE's raw model_out_<name> files with --output_format raw "
+             "(host and board runs)", "DIR"),
     MaceFlag("--cl_binary_to_code", ("run",), MID_LATEST, "note",
              "there is no C++ library to embed OpenCL binaries in; they stay files under "
              "builds/<library>/opencl/ that run loads (for a board: pushes, and pulls back when it rebuilt them)"),

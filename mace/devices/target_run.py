@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.deployment import DeploymentConfig
-from mace.config.files import converted_paths, file_names, library_dir, make_inputs
+from mace.config.files import converted_paths, library_dir, make_inputs, write_outputs
 from mace.devices import process
 from mace.devices.base import DeviceError
 from mace.devices.build import RUNNER, built_for, file_entry
@@ -106,6 +106,7 @@ class RunOptions:
     cpu_affinity_policy: int = 0    # applied by the runner on the device
     cpu_wait_policy: str | None = None  # the compute pool's waiting, set by the runner (None: default)
     restart_round: int = 1          # MACE's --restart_round: engines created on the device
+    output_format: str = "npy"      # --output_format: npy, or MACE's raw files
     benchmark: bool = False         # MACE's benchmark tables instead of a run (rounds, warmup)
     warmup: int = 1
     tuning: bool = False            # GPU: --tuning (search work-group sizes on the board)
@@ -435,12 +436,8 @@ def _result(config, device, abi: str, job: _Job, raw: dict, info: dict, opts: Ru
     result = ModelRunResult(job.model.name, sg.runtime, job.input_source, timing, raw["arrays"], notes=notes,
                             op_stats=[OpStat(**s) for s in raw.get("op_stats", [])],
                             device=device.name, device_info=info)
-    out = opts.output_dir
-    if out:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        names = file_names(result.outputs, "output")
-        for name, value in result.outputs.items():
-            np.save(Path(out) / names[name], value)
+    if opts.output_dir:   # as on the host: .npy, or MACE's raw model_out_<name> files
+        write_outputs(opts.output_dir, result.outputs, opts.output_format)
     if opts.validate:
         try:
             result.metrics = validate_outputs(config, job.model, sg, job.inputs, result.outputs,

@@ -72,11 +72,15 @@ def test_build_then_validate_on_a_board_with_only_numpy(built, sshd, numpy_only_
     assert not is_locked(board(sshd))
 
 
-def test_restart_round_creates_the_engine_again_on_the_board(built, sshd, numpy_only_python):
+def test_restart_round_and_raw_outputs_on_the_board(built, sshd, numpy_only_python):
     flag = devices_file(built, "restart.yml", sshd, numpy_only_python)
-    r = ok(run(built, flag, "--restart_round=3", "--round=1", "--cpu_wait_policy=short"))
+    r = ok(run(built, flag, "--restart_round=3", "--round=1", "--cpu_wait_policy=short",
+               "--output_dir=raw_out", "--output_format=raw"))
     note = next(ln for ln in r.stdout.splitlines() if "restart_round 3" in ln)
     assert "engine created 3 times on device board" in note and note.count(",") >= 2
+    # MACE's raw output files come back from a board as from a host run
+    raw = np.fromfile(built / "raw_out" / "model_out_prob", np.float32)
+    assert raw.size == 10 and abs(float(raw.sum()) - 1.0) < 1e-4
 
 
 def test_unreachable_port(built, sshd, numpy_only_python):
