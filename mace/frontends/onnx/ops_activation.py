@@ -17,17 +17,21 @@ def _make(onnx_type, kind):
 for _t, _k in SIMPLE.items():
     _make(_t, _k)
 
-
-@onnx_op("LeakyRelu")
-def leaky_relu(ctx, node):
-    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="LEAKYRELU",
-            activation_coefficient=float(ctx.attr(node, "alpha", 0.01)))
+# one `alpha` attribute -> activation_coefficient: (our kind, ONNX's default alpha)
+WITH_ALPHA = {"LeakyRelu": ("LEAKYRELU", 0.01), "Elu": ("ELU", 1.0), "Swish": ("SWISH", 1.0),
+              "Celu": ("CELU", 1.0), "ThresholdedRelu": ("THRESHOLDEDRELU", 1.0)}
 
 
-@onnx_op("Elu")
-def elu(ctx, node):
-    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="ELU",
-            activation_coefficient=float(ctx.attr(node, "alpha", 1.0)))
+def _make_alpha(onnx_type, kind, default):
+    @onnx_op(onnx_type)
+    def mapper(ctx, node):
+        ctx.add("Activation", node, [ctx.inp(node, 0)], activation=kind,
+                activation_coefficient=float(ctx.attr(node, "alpha", default)))
+    return mapper
+
+
+for _t, (_k, _alpha) in WITH_ALPHA.items():
+    _make_alpha(_t, _k, _alpha)
 
 
 @onnx_op("Selu")
@@ -35,24 +39,6 @@ def selu(ctx, node):
     ctx.add("Activation", node, [ctx.inp(node, 0)], activation="SELU",
             activation_coefficient=float(ctx.attr(node, "alpha", 1.67326319217681884765625)),
             beta=float(ctx.attr(node, "gamma", 1.05070102214813232421875)))
-
-
-@onnx_op("Swish")
-def swish(ctx, node):
-    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="SWISH",
-            activation_coefficient=float(ctx.attr(node, "alpha", 1.0)))
-
-
-@onnx_op("Celu")
-def celu(ctx, node):
-    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="CELU",
-            activation_coefficient=float(ctx.attr(node, "alpha", 1.0)))
-
-
-@onnx_op("ThresholdedRelu")
-def thresholded_relu(ctx, node):
-    ctx.add("Activation", node, [ctx.inp(node, 0)], activation="THRESHOLDEDRELU",
-            activation_coefficient=float(ctx.attr(node, "alpha", 1.0)))
 
 
 @onnx_op("Shrink")
