@@ -5,7 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # GPU tests run on PoCL (OpenCL on the CPU). The PoCL inside the pyopencl wheel (LLVM 14) cannot
 # build kernels on CPUs newer than its LLVM (e.g. AMD Zen 5); Debian's PoCL can, so add it where apt
-# works. Without a working OpenCL platform the GPU tests skip, saying why.
+# works. Without a working OpenCL platform the GPU tests skip, saying why. Where the wheel's PoCL
+# does build kernels, the tests hide the system platforms (tests/conftest.py): Debian's PoCL
+# shares libLLVM and segfaults in a process that has imported TensorFlow.
 if ! dpkg -s pocl-opencl-icd >/dev/null 2>&1 && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
   (apt-get update -qq && apt-get install -y -qq pocl-opencl-icd) >/dev/null 2>&1 \
     || echo "warning: pocl-opencl-icd not installed" >&2
