@@ -78,7 +78,7 @@ AVX512 = {"avx512f", "avx512bw", "avx512vl", "avx512dq", "avx512cd"}
 
 
 # ---------------------------------------------------------------- variants of our engine
-WAITS = ("passive", "short", "spin", "gomp")   # --cpu_wait_policy values, and libgomp's own
+WAITS = ("auto", "passive", "short", "spin", "gomp")   # --cpu_wait_policy values, and libgomp's own
 GOMP_DEFAULT_SPINCOUNT = "300000"   # libgomp's documented default (OMP_WAIT_POLICY unset)
 
 

