@@ -67,7 +67,9 @@ LOAD_MODELS = ("resnet50", "squeezenet")
 LOAD_RUNS = {"squeezenet": (300, 10), "resnet50": (100, 3)}
 LOAD_RATIO_TARGET = 1.2     # our median / onnxruntime's median
 LOAD_TAIL_TARGET = 2.0      # our p99 run / our median run
-LOAD_VARIANTS = "env@passive,env@short,env@gomp"
+# spin and gomp keep their threads spinning between runs too, taking a core from the other
+# engines' runs: measure them in a run of their own (--variants env@spin)
+LOAD_VARIANTS = "env@auto,env@passive"
 # One competing process: a pure-Python loop keeps one core busy (no threads of its own).
 LOAD_CMD = [sys.executable, "-c", "while True: pass"]
 DEFAULT_ROUNDS = 5

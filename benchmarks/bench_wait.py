@@ -25,7 +25,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 ROWS = {   # label: (--cpu_wait_policy or None, extra environment)
-    "passive": ("passive", {}), "short": ("short", {}), "spin": ("spin", {}),
+    "auto": ("auto", {}), "passive": ("passive", {}), "short": ("short", {}), "spin": ("spin", {}),
     "gomp (libgomp's default)": (None, {"GOMP_SPINCOUNT": "300000"}),
     "nopool, OpenBLAS default timeout": (None, {"MACE_NO_POOL": "1"}),
     "nopool, OPENBLAS_THREAD_TIMEOUT=4": (None, {"MACE_NO_POOL": "1", "OPENBLAS_THREAD_TIMEOUT": "4"}),
