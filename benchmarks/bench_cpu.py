@@ -67,8 +67,7 @@ LOAD_MODELS = ("resnet50", "squeezenet")
 LOAD_RUNS = {"squeezenet": (300, 10), "resnet50": (100, 3)}
 LOAD_RATIO_TARGET = 1.2     # our median / onnxruntime's median
 LOAD_TAIL_TARGET = 2.0      # our p99 run / our median run
-# spin and gomp keep their threads spinning between runs too, taking a core from the other
-# engines' runs: measure them in a run of their own (--variants env@spin)
+# --load measures each variant on its own (beside its own onnxruntime child)
 LOAD_VARIANTS = "env@auto,env@passive"
 # One competing process: a pure-Python loop keeps one core busy (no threads of its own).
 LOAD_CMD = [sys.executable, "-c", "while True: pass"]
@@ -546,9 +545,11 @@ def load_markdown(phases: dict, args, elapsed_s: float) -> str:
            "the same, so that the policy chosen for load costs nothing on a quiet machine.", "",
            *[f"- **{k}**: {v}" for k, v in machine_info()],
            f"- whole run took {elapsed_s:.0f} s", "",
-           "Each row is one variant of ours against the same onnxruntime child (both interleaved, "
-           f"{args.rounds} rounds, the order rotating). *wait policy* is `--cpu_wait_policy` "
-           "(mace/util/omp_wait.py): `passive` sleeps at once, `short` spins briefly, `spin` never "
+           "Each row is one variant of ours measured on its own beside its own onnxruntime child "
+           f"(the two interleaved, {args.rounds} rounds, the order rotating; no other variant's "
+           "process alive). *wait policy* is `--cpu_wait_policy` "
+           "(mace/util/omp_wait.py): `auto` spins ~100,000 iterations and runs each inference on "
+           "the cores other processes leave free, `passive` sleeps at once, `short` spins briefly, `spin` never "
            "sleeps, `gomp` is libgomp's own default (spin ~300,000 iterations, the behaviour before "
            "the policy existed); in brackets what the compute pool really started with. A p99 over "
            "a few hundred runs is the 2nd-4th slowest run. The load average is the machine's: "
@@ -735,7 +736,13 @@ def load_main(args, models: list, variants: list, out, start: float) -> int:
         print(f"--load, {phase} phase", flush=True)
         load = start_load() if phase == "loaded" else None
         try:
-            rows, results = run_models(args, models, variants, load_status)
+            # one variant at a time, each beside its own onnxruntime child: a policy's idle
+            # threads (spinning, or not) would otherwise speed up or slow down the other's runs
+            rows, results = [], []
+            for v in variants:
+                more_rows, more = run_models(args, models, [v], load_status)
+                rows += more_rows
+                results += more
         finally:
             if load is not None:
                 load.kill()

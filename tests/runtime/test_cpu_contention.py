@@ -8,34 +8,54 @@ import subprocess
 import sys
 import time
 
-import numpy as np
 import pytest
 
-from mace.util.cpu_contention import Contention, runnable_others
+from mace.util.cpu_contention import Contention, cpu_ticks
 from tests.runtime.test_cpu_wait_and_affinity import pool_or_skip, python
 
-linux = pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="/proc (Linux) only")
+linux = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="/proc (Linux) only")
 
 
-def probes(*values):
-    it = iter(values)
-    return lambda: next(it)
+class Machine:
+    """A fake clock and /proc/stat: `tick(seconds, others=cores busy, ours=cores busy)`."""
+
+    def __init__(self, cores: int):
+        self.cores, self.t, self.ticks = cores, 0.0, [0.0, 0.0, 0.0]
+
+    def tick(self, seconds: float, others: float = 0.0, ours: float = 0.0):
+        self.t += seconds
+        self.ticks[0] += 100 * seconds * self.cores
+        self.ticks[1] += 100 * seconds * (others + ours)
+        self.ticks[2] += 100 * seconds * ours
+
+    def contention(self) -> Contention:
+        return Contention(cores=self.cores, system_cores=self.cores, probe=lambda: tuple(self.ticks),
+                          clock=lambda: self.t)
 
 
-def test_threads_are_what_others_leave_free():
-    c = Contention(cores=4, probe=probes(0, 3, 3, 2, 2, 9, 9))
-    assert c.threads(4) == 4                  # nothing else runs
-    assert c.threads(4) == 4                  # one check alone does not change the answer
-    assert c.threads(4) == 1                  # two agree: 3 of 4 cores busy
-    assert c.threads(4) == 1                  # 2 busy once: not yet
-    assert c.threads(4) == 2                  # twice: 2 free
+def test_threads_are_the_cores_others_leave_free():
+    m = Machine(4)
+    c = m.contention()
+    assert c.threads(4) == 4                      # no window measured yet
+    m.tick(0.2, others=0.1, ours=3.9)
+    assert c.threads(4) == 4                      # a daemon's blip takes no core
+    m.tick(0.2, others=2.7, ours=1.3)
+    assert c.threads(4) == 1                      # 2.7 cores busy elsewhere: 3 taken
+    m.tick(0.05, others=4.0)
+    assert c.threads(4) == 1                      # inside a window: the last answer holds
+    m.tick(0.3, others=1.0, ours=3.0)   # this window: 1.4 cores elsewhere on average
+    assert c.threads(4) == 3
+    assert c.threads(2) == 2                      # never more than the run asked for
+    m.tick(0.2, others=6.0)
+    assert c.threads(4) == 1                      # at least one thread
+
+
+def test_our_own_spinning_threads_are_not_contention():
+    m = Machine(2)
+    c = m.contention()
+    c.threads(2)
+    m.tick(0.5, ours=2.0)   # both our threads busy (running or spinning) the whole window
     assert c.threads(2) == 2
-    assert c.threads(8) == 1                  # more busy than cores: still one thread
-
-
-def test_threads_never_exceed_what_the_run_asked_for():
-    c = Contention(cores=8, probe=probes(0, 0))
-    assert c.threads(2) == 2 and c.threads(3) == 3
 
 
 def test_without_proc_the_run_gets_what_it_asked_for():
@@ -43,16 +63,17 @@ def test_without_proc_the_run_gets_what_it_asked_for():
 
 
 @linux
-def test_a_busy_competitor_is_seen():
-    assert runnable_others() is not None
+def test_a_busy_competitor_is_seen_as_a_core():
+    c = Contention()
+    before = cpu_ticks()
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        time.sleep(0.5)
-        seen = [runnable_others() for _ in range(20)]
+        time.sleep(1.0)
+        after = cpu_ticks()
     finally:
         spinner.kill()
         spinner.wait()
-    assert max(seen) >= 1, seen   # the spinner is runnable whenever we look
+    assert after is not None and c.others(before, after) >= 0.7, c.others(before, after)
 
 
 SIZED_RUN = """
@@ -65,6 +86,7 @@ SIZED_RUN = """
     if p is None or p.width() < 2:
         print(json.dumps({"pool": False})); raise SystemExit
     def run_threads():
+        time.sleep(0.15)   # a window of the contention measure
         blas = p.enter()
         try:
             return p._numba_threads
