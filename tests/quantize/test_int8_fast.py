@@ -205,6 +205,35 @@ def test_concat_fast_equals_reference():
     assert_same_bytes(graph, x, "Concat")
 
 
+def test_a_concats_own_producers_write_its_parameters_and_it_copies():
+    """Convs made only for a Concat requantize straight to the Concat's range (as TFLite asks):
+    the Concat copies (no rescale tables), byte-equal to the reference, and the result stays
+    within a step of the float graph. `a` is read twice, so it keeps its own range."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (1, 6, 6, 3)).astype(np.float32)
+    ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME", "activation": "RELU"}),
+           ("Conv2D", ["x", "w2"], ["b"], {"padding": "SAME", "activation": "RELU"}),
+           ("Conv2D", ["x", "w3"], ["c"], {"padding": "SAME"}),
+           ("Concat", ["b", "c"], ["y"], {"axis": 3}),
+           ("Eltwise", ["a", "a"], ["z"], {"type": "SUM"})]
+    consts = {"w1": rng.uniform(-1, 1, (4, 3, 3, 3)).astype(np.float32),
+              "w2": 0.2 * rng.uniform(-1, 1, (6, 3, 3, 3)).astype(np.float32),
+              "w3": 3 * rng.uniform(-1, 1, (5, 3, 1, 1)).astype(np.float32)}
+    graph = make_graph(x.shape, ops, consts, outputs=["y", "z"])
+    float_y = Engine(copy.deepcopy(graph)).run({"x": x})["y"]
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    fast, _ = assert_same_bytes(graph, x, "Concat")
+    concat = next(n for n in fast.nodes if n.op.type == "Concat")
+    assert all(t is None for t in concat.kernel.tables)
+    producers = {op.output[0]: op for op in graph.net.op}
+    params = [producers[t].quantize_info[0] for t in concat.op.input] + [concat.op.quantize_info[0]]
+    assert len({(i.scale, i.zero_point) for i in params}) == 1
+    out = fast.run({"x": x})["y"]
+    step = params[0].scale
+    assert np.abs(out - float_y).max() <= step, (np.abs(out - float_y).max(), step)
+
+
 DEPTHWISE_CASES = {
     "3x3_same": ((1, 9, 9, 8), (8, 1, 3, 3), {"padding": "SAME"}),
     "stride2_pads": ((2, 8, 7, 5), (5, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 2, 1]}),

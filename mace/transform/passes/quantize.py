@@ -194,6 +194,30 @@ def place_float_ops_on_cpu(graph, plan) -> None:
     set_arg(graph.net, PLACED_ARG, 1)
 
 
+def shared_concat_ranges(graph, plan, ranges, consumers) -> dict:
+    """`ranges` with each quantized Concat's inputs given the Concat's own range, where the
+    input is made by a quantized op that requantizes to any range (`output_range` "own":
+    convs, FCs, eltwise) for this Concat alone. The producers then write the Concat's
+    parameters and the int8 Concat copies instead of rescaling each byte through a table
+    (TFLite asks the same of its quantized Concat); the Concat's range covers its inputs',
+    so nothing clips: a narrower input only gets the coarser step. Ranges from QAT
+    (FakeQuant, Q/DQ pairs) are the model's own and stay."""
+    producers = graph.producers()
+    fixed = set(qat_ranges(graph.net)) | set(graph.output_names)
+    shared = dict(ranges)
+    for op in graph.net.op:
+        if op.type != "Concat" or plan.get(op.name) is not None or op.output[0] not in ranges:
+            continue
+        for t in op.input:
+            src = producers.get(t)
+            if (src is None or t in fixed or t not in ranges or plan.get(src.name) is not None
+                    or [c.name for c in consumers.get(t, [])] != [op.name]
+                    or getattr(int8_kernel(src.type), "output_range", "own") != "own"):
+                continue
+            shared[t] = ranges[op.output[0]]
+    return shared
+
+
 class _Rewriter:
     def __init__(self, graph, plan, ranges, per_channel):
         self.g, self.plan, self.ranges, self.per_channel = graph, plan, ranges, per_channel
@@ -216,6 +240,7 @@ class _Rewriter:
     def run(self):
         g, new_ops = self.g, []
         outputs = set(g.output_names)
+        self.ranges = shared_concat_ranges(g, self.plan, self.ranges, self.consumers)
         for op in list(g.net.op):
             if not self.quantized(op):
                 new_ops.append(op)

@@ -655,6 +655,48 @@ def qpool_par(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, 
 
 
 @njit(**OPTS)
+def qmaxpool(x, kh, kw, sh, sw, dh, dw, pt, pl, table, identity, out, r0, r1):
+    """uint8 MAX pooling, output rows r0:r1 (image-major): qpool's MAX in uint8 lanes (64 to
+    an AVX-512 register, not 8 int64s), written straight into the output row; taps outside
+    the input skipped (the reference's pads hold code 0, the lowest); then `table` unless
+    `identity` (the output's parameters are the input's: the usual case)."""
+    n, oh, ow, c = out.shape
+    h, wd = x.shape[1], x.shape[2]
+    for row in range(r0, r1):
+        b, oy = row // oh, row % oh
+        orow = out[b, oy]
+        for ox in range(ow):
+            for ch in range(c):
+                orow[ox, ch] = 0
+        for i in range(kh):
+            iy = oy * sh - pt + i * dh
+            if iy < 0 or iy >= h:
+                continue
+            xrow = x[b, iy]
+            for j in range(kw):
+                off = j * dw - pl
+                x0 = max(0, (-off + sw - 1) // sw)
+                x1 = min(ow, (wd - off + sw - 1) // sw)
+                for ox in range(x0, x1):
+                    xs = xrow[ox * sw + off]
+                    a = orow[ox]
+                    for ch in range(c):
+                        a[ch] = max(a[ch], xs[ch])
+        if not identity:
+            for ox in range(ow):
+                for ch in range(c):
+                    orow[ox, ch] = table[orow[ox, ch]]
+
+
+@njit(**PAR)
+def qmaxpool_par(x, kh, kw, sh, sw, dh, dw, pt, pl, table, identity, out, parts):
+    rows = out.shape[0] * out.shape[1]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qmaxpool(x, kh, kw, sh, sw, dh, dw, pt, pl, table, identity, out, r0, r1)
+
+
+@njit(**OPTS)
 def lookup(x, table, out, r0, r1):
     """Flat uint8 x -> out[r0:r1] = table[x]: a uint8 -> uint8 op as its 256-entry table."""
     for k in range(r0, r1):

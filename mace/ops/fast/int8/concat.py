@@ -1,6 +1,7 @@
 """Concat, fast int8: each uint8 input rescaled (its 256-entry table, mace/ops/int8/concat.py)
-or copied straight into its columns of the output viewed as [outer rows, inner], by one
-compiled loop per input, split across the compute pool. numpy's `take` into a strided
+or, where it has the output's parameters already (the quantize pass gives a Concat's
+producers its range: shared_concat_ranges), copied straight into its columns of the output
+viewed as [outer rows, inner], by one compiled loop per input, split across the compute pool. numpy's `take` into a strided
 slice was most of a quantized SqueezeNet's non-conv time."""
 from __future__ import annotations
 
@@ -12,8 +13,7 @@ from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.concat import ConcatInt8
 from mace.ops.registry import kernel
 
-IDENTITY = np.arange(256, dtype=np.uint8)
-
+IDENTITY = np.arange(256, dtype=np.uint8)   # a table that changes nothing (pooling uses it too)
 
 @kernel("Concat", "int8:fast")
 class ConcatInt8Fast(ConcatInt8):
@@ -32,8 +32,10 @@ class ConcatInt8Fast(ConcatInt8):
         steps, col = [], 0
         for x, table in zip(inputs, self.tables):
             width = int(np.prod(x.shape[self.axis:], dtype=np.int64))
-            table = IDENTITY if table is None else table
-            steps.append(loop("lookup_cols", (x.reshape(rows, width), table, out2d, col), rows, 2 * x.size,
-                              lib=qloops()))
+            if table is None:   # the output's parameters already (the quantize pass shares them)
+                steps.append(loop("copy_cols", (x.reshape(rows, width), out2d, col), rows, 2 * x.size))
+            else:
+                steps.append(loop("lookup_cols", (x.reshape(rows, width), table, out2d, col), rows,
+                                  2 * x.size, lib=qloops()))
             col += width
         return sequence(steps)

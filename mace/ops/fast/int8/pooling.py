@@ -1,7 +1,8 @@
-"""Pooling MAX / AVG, fast int8: one compiled loop (_qloops.qpool) per output row range, taps
-outside the input skipped: MAX takes the largest code and applies the reference's rescale
-table; AVG sums the centred codes and requantizes per output position with the reference's
-multipliers (mace/ops/int8/pooling.py), split across the compute pool by output rows."""
+"""Pooling MAX / AVG, fast int8: one compiled loop per output row range, taps outside the
+input skipped: MAX (_qloops.qmaxpool) takes the largest code in uint8 lanes and applies the
+reference's rescale table where the output's parameters differ; AVG (_qloops.qpool) sums
+the centred codes and requantizes per output position with the reference's multipliers
+(mace/ops/int8/pooling.py). Both split across the compute pool by output rows."""
 from __future__ import annotations
 
 import numpy as np
@@ -27,6 +28,7 @@ class PoolingInt8Fast(PoolingInt8):
         super().setup(ctx)
         self.xp = self.acc = None   # the reference's padded buffer and sums: unused here
         if self.is_max:
+            self.identity = self.table is None
             self.table = IDENTITY if self.table is None else self.table
             self.columns, self.zx, self.zero = (NONE, NONE, NONE), 0, 0
             return
@@ -40,6 +42,10 @@ class PoolingInt8Fast(PoolingInt8):
     def bind(self, inputs, outputs, scratch=None):
         out = outputs[0]
         n, oh, ow, c = out.shape
+        if self.is_max:
+            args = (inputs[0], *self.k, *self.strides, *self.dil, self.pads[0], self.pads[1],
+                    self.table, self.identity, out)
+            return loop("qmaxpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
         args = (inputs[0], self.is_max, self.zx, *self.k, *self.strides, *self.dil, self.pads[0],
                 self.pads[1], self.table, *self.columns, self.zero, out)
         return loop("qpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
