@@ -8,12 +8,14 @@ up to 3x longer. So `auto` spins, and runs each inference on the cores others le
 free (at least one): one thread never waits at a barrier, so a descheduled sibling
 cannot stall it.
 
-"Others" is CPU time, not a snapshot: over windows of at least WINDOW_S, the machine's
-busy time (/proc/stat: user, nice, system, irq, softirq, steal, so a hypervisor taking
-our virtual CPUs counts too) less our own process's (os.times), in cores. A snapshot of
-runnable threads (/proc/loadavg) saw a kernel thread or a spinning thread of our own that
-had just gone to sleep in a third of the checks on a quiet machine. Linux only; elsewhere
-every run gets the threads it asked for. Between windows a check costs one clock read.
+"Others" is the number of runnable threads that are not ours, sampled before each run
+(/proc/loadavg's running count less our threads in state R, read before and after it so
+a thread of ours going to sleep or waking meanwhile counts as ours) and averaged over
+windows of at least WINDOW_S and MIN_SAMPLES runs: a single sample sees a kernel thread
+now and then, a competitor is there in nearly every one. CPU time was tried first
+(/proc/stat busy ticks less our process's): on a VM our own threads' sleeping and waking
+showed as a third to half a core of someone else's. Linux only; elsewhere every run gets
+the threads it asked for. A sample costs ~20-60 us.
 """
 from __future__ import annotations
 
@@ -21,25 +23,50 @@ import os
 import time
 from pathlib import Path
 
-WINDOW_S = 0.1     # /proc/stat counts in 10 ms ticks: shorter windows would be mostly rounding
-BUSY_CORE = 0.5    # others busy this much of a core on average take it away
-_STAT = Path("/proc/stat")
-_TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+WINDOW_S = 0.1
+MIN_SAMPLES = 3
+BUSY_CORE = 0.5    # others runnable this much of the time on average take a core
+_LOADAVG = Path("/proc/loadavg")
+_TASKS = Path("/proc/self/task")
 
 
-def cpu_ticks() -> tuple | None:
-    """(all CPUs' ticks, busy ticks, our process's ticks) so far; None where /proc cannot say."""
-    try:
-        with open(_STAT, "rb") as f:
-            fields = [int(v) for v in f.readline().split()[1:9]]
-    except (OSError, ValueError):
-        return None
-    if len(fields) < 8:
-        return None
-    user, nice, system, idle, iowait, irq, softirq, steal = fields
-    t = os.times()
-    return (sum(fields), user + nice + system + irq + softirq + steal,
-            (t.user + t.system) * _TICK)
+def _running(paths: list) -> set:
+    out = set()
+    for path in paths:
+        try:
+            with open(path, "rb") as f:
+                stat = f.read()
+        except OSError:   # the thread ended
+            continue
+        if stat[stat.rindex(b")") + 2:stat.rindex(b")") + 3] == b"R":
+            out.add(path)
+    return out
+
+
+class Runnable:
+    """Samples of other processes' runnable threads (our thread list cached, refreshed
+    every `refresh` samples: numba's and OpenBLAS's threads start once)."""
+
+    def __init__(self, refresh: int = 64):
+        self.refresh, self._n, self._paths = refresh, 0, []
+
+    def __call__(self) -> int | None:
+        try:
+            if self._n % self.refresh == 0:
+                self._paths = [os.path.join(e.path, "stat") for e in os.scandir(_TASKS)]
+            self._n += 1
+            with open(_LOADAVG, "rb") as f:
+                first = f.read()
+            system = int(first.split()[3].split(b"/")[0])
+            if system <= 1:   # the caller alone: nothing else runnable
+                return 0
+            before = _running(self._paths)
+            with open(_LOADAVG, "rb") as f:
+                system = int(f.read().split()[3].split(b"/")[0])
+            ours = before | _running(self._paths)
+        except (OSError, ValueError, IndexError):
+            return None
+        return max(0, system - max(len(ours), 1))
 
 
 def usable_cores() -> int:
@@ -52,30 +79,24 @@ def usable_cores() -> int:
 class Contention:
     """Threads a run should use: `want`, less the cores others keep busy (at least 1)."""
 
-    def __init__(self, cores: int | None = None, probe=cpu_ticks, clock=time.monotonic,
-                 system_cores: int | None = None):
+    def __init__(self, cores: int | None = None, probe=None, clock=time.monotonic):
         self.cores = cores or usable_cores()
-        self.system_cores = system_cores or os.cpu_count() or self.cores
-        self._probe, self._clock = probe, clock
-        self._last: tuple | None = None     # (time, ticks) at the window's start
-        self.free: int | None = None        # cores left to us over the last window
-
-    def others(self, before: tuple, now: tuple) -> float:
-        """Cores others kept busy on average between two cpu_ticks() samples."""
-        total = now[0] - before[0]
-        if total <= 0:
-            return 0.0
-        busy = (now[1] - before[1]) - (now[2] - before[2])
-        return max(0.0, busy) / total * self.system_cores
+        self._probe = probe or Runnable()
+        self._clock = clock
+        self._start: float | None = None   # the window's first sample
+        self._samples: list = []
+        self.free: int | None = None       # cores left to us over the last window
 
     def threads(self, want: int) -> int:
+        others = self._probe()
+        if others is None:
+            return want
         t = self._clock()
-        if self._last is None or t - self._last[0] >= WINDOW_S:
-            ticks = self._probe()
-            if ticks is None:
-                return want
-            if self._last is not None:
-                taken = int(self.others(self._last[1], ticks) + 1 - BUSY_CORE)
-                self.free = max(1, self.cores - taken)
-            self._last = (t, ticks)
+        if self._start is None:
+            self._start = t
+        self._samples.append(others)
+        if t - self._start >= WINDOW_S and len(self._samples) >= MIN_SAMPLES:
+            mean = sum(self._samples) / len(self._samples)
+            self.free = max(1, self.cores - int(mean + 1 - BUSY_CORE))
+            self._start, self._samples = t, []
         return want if self.free is None else max(1, min(want, self.free))

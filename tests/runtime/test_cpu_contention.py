@@ -10,70 +10,84 @@ import time
 
 import pytest
 
-from mace.util.cpu_contention import Contention, cpu_ticks
+from mace.util.cpu_contention import MIN_SAMPLES, WINDOW_S, Contention, Runnable
 from tests.runtime.test_cpu_wait_and_affinity import pool_or_skip, python
 
-linux = pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="/proc (Linux) only")
+linux = pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="/proc (Linux) only")
 
 
 class Machine:
-    """A fake clock and /proc/stat: `tick(seconds, others=cores busy, ours=cores busy)`."""
+    """A fake clock and runnable count: each check samples `others` and advances the clock."""
 
-    def __init__(self, cores: int):
-        self.cores, self.t, self.ticks = cores, 0.0, [0.0, 0.0, 0.0]
-
-    def tick(self, seconds: float, others: float = 0.0, ours: float = 0.0):
-        self.t += seconds
-        self.ticks[0] += 100 * seconds * self.cores
-        self.ticks[1] += 100 * seconds * (others + ours)
-        self.ticks[2] += 100 * seconds * ours
+    def __init__(self, cores: int, step: float = 1.01 * WINDOW_S / MIN_SAMPLES):
+        self.cores, self.t, self.step, self.others = cores, 0.0, step, 0
 
     def contention(self) -> Contention:
-        return Contention(cores=self.cores, system_cores=self.cores, probe=lambda: tuple(self.ticks),
-                          clock=lambda: self.t)
+        def probe():
+            self.t += self.step
+            return self.others
+        return Contention(cores=self.cores, probe=probe, clock=lambda: self.t)
+
+
+def window(c: Contention, m: Machine, others, want: int) -> int:
+    """One window's MIN_SAMPLES checks with `others` runnable (one value per check)."""
+    assert len(others) == MIN_SAMPLES
+    got = None
+    for o in others:
+        m.others = o
+        got = c.threads(want)
+    return got
 
 
 def test_threads_are_the_cores_others_leave_free():
     m = Machine(4)
     c = m.contention()
-    assert c.threads(4) == 4                      # no window measured yet
-    m.tick(0.2, others=0.1, ours=3.9)
-    assert c.threads(4) == 4                      # a daemon's blip takes no core
-    m.tick(0.2, others=2.7, ours=1.3)
-    assert c.threads(4) == 1                      # 2.7 cores busy elsewhere: 3 taken
-    m.tick(0.05, others=4.0)
-    assert c.threads(4) == 1                      # inside a window: the last answer holds
-    m.tick(0.3, others=1.0, ours=3.0)   # this window: 1.4 cores elsewhere on average
-    assert c.threads(4) == 3
-    assert c.threads(2) == 2                      # never more than the run asked for
-    m.tick(0.2, others=6.0)
-    assert c.threads(4) == 1                      # at least one thread
+    assert c.threads(4) == 4                                  # no window measured yet
+    assert window(c, m, [0, 1, 0], 4) == 4                 # a kernel thread's blip takes no core
+    assert window(c, m, [3, 2, 3], 4) == 1                 # ~3 others runnable: 3 cores taken
+    assert window(c, m, [1, 1, 2], 4) == 3
+    assert c.threads(2) == 2                                  # never more than the run asked for
+    assert window(c, m, [9, 9, 9], 4) == 1                 # at least one thread
 
 
-def test_our_own_spinning_threads_are_not_contention():
-    m = Machine(2)
+def test_the_answer_holds_until_a_window_is_complete():
+    m = Machine(2, step=WINDOW_S)   # each check a whole window long, but MIN_SAMPLES are needed
     c = m.contention()
-    c.threads(2)
-    m.tick(0.5, ours=2.0)   # both our threads busy (running or spinning) the whole window
-    assert c.threads(2) == 2
+    m.others = 1
+    assert [c.threads(2) for _ in range(MIN_SAMPLES)] == [2] * (MIN_SAMPLES - 1) + [1]
 
 
 def test_without_proc_the_run_gets_what_it_asked_for():
     assert Contention(cores=2, probe=lambda: None).threads(2) == 2
 
 
+def test_our_own_running_threads_are_not_counted(tmp_path, monkeypatch):
+    """/proc as the kernel writes it: 4 runnable threads, 2 of them ours (one with a space
+    and a ')' in its name), one of ours asleep."""
+    from mace.util import cpu_contention
+
+    (tmp_path / "loadavg").write_text("1.02 0.80 0.61 4/120 5555\n")
+    for tid, name, state in (("10", "python", "R"), ("11", "numba (w) 1)", "R"), ("12", "python", "S")):
+        (tmp_path / "task" / tid).mkdir(parents=True)
+        (tmp_path / "task" / tid / "stat").write_text(f"{tid} ({name}) {state} 1 2 3 4\n")
+    monkeypatch.setattr(cpu_contention, "_LOADAVG", tmp_path / "loadavg")
+    monkeypatch.setattr(cpu_contention, "_TASKS", tmp_path / "task")
+    assert Runnable()() == 2
+    (tmp_path / "loadavg").write_text("1.02 0.80 0.61 1/120 5555\n")
+    assert Runnable()() == 0   # the caller alone
+
+
 @linux
-def test_a_busy_competitor_is_seen_as_a_core():
-    c = Contention()
-    before = cpu_ticks()
+def test_a_busy_competitor_is_seen():
+    probe = Runnable()
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        time.sleep(1.0)
-        after = cpu_ticks()
+        time.sleep(0.5)
+        seen = [probe() for _ in range(50)]
     finally:
         spinner.kill()
         spinner.wait()
-    assert after is not None and c.others(before, after) >= 0.7, c.others(before, after)
+    assert sum(seen) / len(seen) >= 0.7, seen   # the spinner: runnable whenever we look
 
 
 SIZED_RUN = """
