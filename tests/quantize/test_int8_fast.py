@@ -453,6 +453,25 @@ def test_softmax_fast_equals_reference(shape):
     assert_same_bytes(graph, x, "Softmax")
 
 
+def _resize(size, in_hw, mode="half_pixel"):
+    return {"size": list(size), "scale": [size[0] / in_hw[0], size[1] / in_hw[1]],
+            "coordinate_transformation_mode": mode}
+
+
+@pytest.mark.parametrize("shape, args, own_range", [
+    ((1, 4, 5, 3), _resize((8, 10), (4, 5)), None),                       # 2x up, half_pixel
+    ((2, 7, 3, 17), _resize((4, 5), (7, 3), "align_corners"), (-2.0, 5.0)),  # down/up, rescaled
+    ((1, 6, 6, 1), _resize((9, 4), (6, 6), "asymmetric"), (0.0, 0.1)),   # a tiny range: clamps
+    ((1, 40, 30, 8), _resize((80, 61), (40, 30)), None),                  # pooled split by rows
+])
+@pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])
+def test_resize_bilinear_fast_equals_reference(shape, args, own_range, sign):
+    x = one_signed(np.random.default_rng(shape[1]), shape, sign)
+    graph = quantized_with_range(x, [("ResizeBilinear", ["x"], ["y"], args)], own_range)
+    with threadpool_limits(2):
+        assert_same_bytes(graph, x, "ResizeBilinear")
+
+
 @pytest.mark.skipif(pool() is None, reason=NO_POOL)
 @pytest.mark.parametrize("op_type,args,shape,own_range", [
     ("ChannelShuffle", {"group": 4}, (1, 40, 40, 24), (-0.5, 3.0)),   # the rescale's lookup_par

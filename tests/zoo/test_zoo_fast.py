@@ -10,6 +10,7 @@ import importlib.util
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -47,3 +48,29 @@ def test_fast_model_through_cli(model):
         assert r.get("cosine") is not None, f"{model['name']} ({runtime}): {r.get('detail')}"
         assert r["cosine"] >= zoo.THRESHOLDS[runtime], \
             f"{model['name']} ({runtime}): cosine {r['cosine']:.5f} < {zoo.THRESHOLDS[runtime]}"
+
+
+@pytest.mark.parametrize("kind", ["scenes", "people", "qr"])
+def test_photo_sets_never_calibrate_on_the_validation_image(kind):
+    pytest.importorskip("sklearn", reason="scikit-learn's sample photographs are in every set")
+    if kind != "scenes":
+        pytest.importorskip("skimage", reason="scikit-image's photographs are this set")
+    views = zoo.photographs(kind)
+    assert len(views) >= 1 + zoo.CALIBRATION_SAMPLES
+    for v in views:
+        assert v.dtype == np.uint8 and v.ndim == 3 and v.shape[2] == 3 and min(v.shape[:2]) >= 25
+    val = views[0]
+    assert not any(v.shape == val.shape and np.array_equal(v, val) for v in views[1:])
+    if kind == "people":   # the astronaut: a person in a colour photograph
+        assert val.shape == (512, 512, 3) and val.std(axis=2).mean() > 5
+
+
+def test_qr_symbol_has_its_finder_patterns():
+    q = zoo.qr_symbol(0)
+    assert q.shape == (33, 33)   # 25 modules and a 4-module quiet zone on each side
+    ring = np.ones((7, 7), bool)
+    ring[1:6, 1:6] = False
+    ring[2:5, 2:5] = True
+    for y, x in ((4, 4), (4, 22), (22, 4)):
+        np.testing.assert_array_equal(q[y:y + 7, x:x + 7], ring)
+    assert not q[:4].any() and not q[:, :4].any()   # the quiet zone

@@ -697,6 +697,40 @@ def qmaxpool_par(x, kh, kw, sh, sw, dh, dw, pt, pl, table, identity, out, parts)
 
 
 @njit(**OPTS)
+def qresize_bilinear(x, zx, r_lo, r_hi, r_wlo, r_whi, c_lo, c_hi, c_wlo, c_whi, mult, left, shift,
+                     zero, out, r0, r1):
+    """uint8 bilinear resize, NHWC, output rows r0:r1 (image-major): each output row blends
+    two input rows (centred codes x 10-bit weights), then each pixel two of those columns,
+    and requantizes (mace/ops/int8/resize.py, the same integers)."""
+    n, oh, ow, c = out.shape
+    w = x.shape[2]
+    row = np.empty((w, c), np.int64)
+    for rr in range(r0, r1):
+        b, oy = rr // oh, rr % oh
+        top, bot = x[b, r_lo[oy]], x[b, r_hi[oy]]
+        wt, wb = r_wlo[oy], r_whi[oy]
+        for ix in range(w):
+            for ch in range(c):
+                row[ix, ch] = (np.int64(top[ix, ch]) - zx) * wt + (np.int64(bot[ix, ch]) - zx) * wb
+        orow = out[b, oy]
+        for ox in range(ow):
+            a, bb = row[c_lo[ox]], row[c_hi[ox]]
+            wl, wh = c_wlo[ox], c_whi[ox]
+            for ch in range(c):
+                orow[ox, ch] = _requant(a[ch] * wl + bb[ch] * wh, mult, left, shift, zero, 0, 255)
+
+
+@njit(**PAR)
+def qresize_bilinear_par(x, zx, r_lo, r_hi, r_wlo, r_whi, c_lo, c_hi, c_wlo, c_whi, mult, left, shift,
+                         zero, out, parts):
+    rows = out.shape[0] * out.shape[1]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        qresize_bilinear(x, zx, r_lo, r_hi, r_wlo, r_whi, c_lo, c_hi, c_wlo, c_whi, mult, left, shift,
+                         zero, out, r0, r1)
+
+
+@njit(**OPTS)
 def lookup(x, table, out, r0, r1):
     """Flat uint8 x -> out[r0:r1] = table[x]: a uint8 -> uint8 op as its 256-entry table."""
     for k in range(r0, r1):
