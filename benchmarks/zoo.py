@@ -112,21 +112,84 @@ def extract(archive: Path, member: str, into: Path) -> Path:
 
 # ---- inputs ---------------------------------------------------------------------------------
 
-def photographs() -> list:
-    """Real photographs: scikit-learn's two sample images, and crops of them at other places and
-    scales, so the calibration set never holds the validation image itself."""
+def photographs(kind: str = "scenes") -> list:
+    """[validation image, 9 calibration images] of one photo set (the manifest's `photos`),
+    uint8 RGB. The calibration images never hold the validation image itself.
+
+    scenes  scikit-learn's china.jpg validates; crops of flower.jpg and of other parts of
+            china.jpg calibrate
+    people  scikit-image's astronaut (a person, face and hands) validates; its cameraman,
+            faces from its Labeled Faces in the Wild subset (one, 2x2, 3x3) and scene crops
+            calibrate (face and person models see what they were trained on)
+    qr      a QR-code symbol on a photograph (scikit-image's coffee, motorcycle, ...; all
+            bundled in its wheel, none downloaded): the symbol is drawn here (finder, timing
+            and alignment patterns, data modules from a fixed seed): a detector looks for the
+            pattern, it never decodes
+    """
     from sklearn.datasets import load_sample_images
 
     china, flower = load_sample_images().images
-    views = [china]  # the validation image
+    crops = []
     for img in (flower, china):
         h, w = img.shape[:2]
         for k, (fy, fx, s) in enumerate([(0, 0, .5), (.5, .5, .5), (0, .5, .5), (.5, 0, .5), (.25, .25, .6)]):
             if img is china and k == 4:
                 continue
             y, x, ch, cw = int(fy * h), int(fx * w), int(s * h), int(s * w)
-            views.append(img[y:y + ch, x:x + cw])
-    return views  # [validation, 9 calibration views]
+            crops.append(img[y:y + ch, x:x + cw])
+    if kind == "scenes":
+        return [china] + crops
+    from skimage import data
+
+    if kind == "people":
+        faces = (data.lfw_subset() * 255).astype(np.uint8)   # 200 faces, 25 x 25, gray
+        def grid(first: int, n: int) -> np.ndarray:
+            rows = [np.hstack(faces[first + r * n:first + (r + 1) * n]) for r in range(n)]
+            return _rgb(np.vstack(rows))
+        return [data.astronaut(), _rgb(data.camera()), _rgb(faces[0]), _rgb(faces[7]),
+                _rgb(faces[120]), grid(20, 2), grid(40, 3), crops[0], crops[5], crops[2]]
+    if kind == "qr":
+        scenes = [china, _rgb(data.camera()), data.coffee(), data.chelsea(), data.rocket(),
+                  data.astronaut(), data.stereo_motorcycle()[0], crops[0], crops[5], crops[2]]
+        return [_with_qr(img, seed) for seed, img in enumerate(scenes)]
+    raise ValueError(f"photos: {kind!r} (expected scenes, people or qr)")
+
+
+def _rgb(gray: np.ndarray) -> np.ndarray:
+    return np.repeat(gray[..., None], 3, axis=2) if gray.ndim == 2 else gray
+
+
+def qr_symbol(seed: int, modules: int = 25) -> np.ndarray:
+    """A version-2-sized QR symbol (True = dark) with its fixed patterns and random data modules."""
+    rng = np.random.default_rng(seed)
+    q = rng.random((modules, modules)) < 0.5
+    finder = np.ones((7, 7), bool)
+    finder[1:6, 1:6] = False
+    finder[2:5, 2:5] = True
+    for y, x in ((0, 0), (0, modules - 7), (modules - 7, 0)):
+        q[max(y - 1, 0):y + 8, max(x - 1, 0):x + 8] = False   # the separator
+        q[y:y + 7, x:x + 7] = finder
+    q[6, 8:modules - 8] = np.arange(8, modules - 8) % 2 == 0   # timing patterns
+    q[8:modules - 8, 6] = np.arange(8, modules - 8) % 2 == 0
+    a = modules - 7   # alignment pattern centre
+    q[a - 2:a + 3, a - 2:a + 3] = True
+    q[a - 1:a + 2, a - 1:a + 2] = False
+    q[a, a] = True
+    return np.pad(q, 4)   # the quiet zone
+
+
+def _with_qr(img: np.ndarray, seed: int) -> np.ndarray:
+    """`img` with a QR symbol printed on it (white paper, black modules) at a place and size
+    from `seed`, as a photographed code."""
+    img = _rgb(img).copy()
+    h, w = img.shape[:2]
+    rng = np.random.default_rng(100 + seed)
+    q = qr_symbol(seed)
+    cell = max(2, int(min(h, w) * rng.uniform(0.35, 0.6)) // q.shape[0])
+    sym = np.repeat(np.repeat(np.where(q, 20, 235), cell, 0), cell, 1).astype(np.uint8)
+    y, x = int(rng.uniform(0, h - sym.shape[0])), int(rng.uniform(0, w - sym.shape[1]))
+    img[y:y + sym.shape[0], x:x + sym.shape[1]] = sym[..., None]
+    return img
 
 
 PHRASES = ["Summer Palace 1998", "Exit 12 North", "OPEN 9:00-17:30", "Flower Market",
@@ -305,7 +368,7 @@ def make_inputs(model: dict, sample: int, img, archive: Path, archives: dict | N
 
 def write_inputs(model: dict, work: Path, archive: Path, archives: dict | None = None) -> tuple:
     """(validation dir, calibration dir): one .npy per input, one sub-folder per sample."""
-    views = photographs()
+    views = photographs(model.get("photos", "scenes"))
     val, cal = work / "inputs", work / "calibration"
     val.mkdir()
     for name, x in make_inputs(model, 0, views[0], archive, archives).items():
