@@ -561,6 +561,18 @@ def load_markdown(phases: dict, args, elapsed_s: float) -> str:
     return "\n".join(out + [LOAD_END])
 
 
+NOTES_MARK = "<!-- notes: written by hand or by other scripts; bench_cpu.py keeps them -->"
+NOTES_END = "<!-- end of notes -->"
+
+
+def kept_notes(path) -> str:
+    """The hand-written notes (Ray, transformers) between NOTES_MARK and NOTES_END, kept."""
+    old = Path(path).read_text() if Path(path).exists() else ""
+    if NOTES_MARK not in old or NOTES_END not in old:
+        return ""
+    return "\n" + old[old.index(NOTES_MARK):old.index(NOTES_END) + len(NOTES_END)] + "\n"
+
+
 def kept_load_section(path) -> str:
     """The load section of the file, kept when a quiet run rewrites the rest."""
     old = Path(path).read_text() if Path(path).exists() else ""
@@ -795,8 +807,8 @@ def main(argv=None) -> int:
     print("\n" + "\n".join(summary(results)))
     if out:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(markdown(rows, results, args, elapsed) + kept_load_section(out)
-                             + kept_gpu_section(out))
+        Path(out).write_text(markdown(rows, results, args, elapsed) + kept_notes(out)
+                             + kept_load_section(out) + kept_gpu_section(out))
         print(f"\nwrote {out}")
     # Timing misses do not fail the run (they depend on the machine); broken models do.
     return 1 if any(status(r).startswith(("FAILED", "DISAGREES")) for r in results) else 0
