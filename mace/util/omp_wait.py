@@ -37,6 +37,8 @@ Spinning 100,000 iterations (about 5 ms of pause instructions on that CPU) ran t
 9 and 104 ms; 10,000 and 30,000 were in between (26 / 126 ms, 14 / 105 ms). With one busy
 competing process the order reverses (`passive` 12 / 177 ms, 100,000 spins 54 / 276 ms),
 which `auto` answers by running on one thread while the competitor holds the other core.
+At other hours of the same day `passive` ran level with spinning (10 / 100 ms): how slowly
+the hypervisor wakes a halted virtual CPU varies, and spinning is never the slower quiet.
 """
 from __future__ import annotations
 
