@@ -121,6 +121,9 @@ def photographs(kind: str = "scenes") -> list:
     people  scikit-image's astronaut (a person, face and hands) validates; its cameraman,
             faces from its Labeled Faces in the Wild subset (one, 2x2, 3x3) and scene crops
             calibrate (face and person models see what they were trained on)
+    faces   face crops, for face classifiers and the face-candidate stages of detectors (what a
+            face detector hands them): the astronaut's face validates; eight faces of the
+            Labeled Faces in the Wild subset calibrate
     qr      a QR-code symbol on a photograph (scikit-image's coffee, motorcycle, ...; all
             bundled in its wheel, none downloaded): the symbol is drawn here (finder, timing
             and alignment patterns, data modules from a fixed seed): a detector looks for the
@@ -148,11 +151,21 @@ def photographs(kind: str = "scenes") -> list:
             return _rgb(np.vstack(rows))
         return [data.astronaut(), _rgb(data.camera()), _rgb(faces[0]), _rgb(faces[7]),
                 _rgb(faces[120]), grid(20, 2), grid(40, 3), crops[0], crops[5], crops[2]]
+    if kind == "faces":
+        faces = (data.lfw_subset() * 255).astype(np.uint8)
+        y, x, size = ASTRONAUT_FACE
+        face = data.astronaut()[y:y + size, x:x + size]
+        return [face] + [_rgb(faces[i]) for i in (0, 7, 30, 61, 95, 120, 150, 199, 42)]
     if kind == "qr":
         scenes = [china, _rgb(data.camera()), data.coffee(), data.chelsea(), data.rocket(),
                   data.astronaut(), data.stereo_motorcycle()[0], crops[0], crops[5], crops[2]]
         return [_with_qr(img, seed) for seed, img in enumerate(scenes)]
-    raise ValueError(f"photos: {kind!r} (expected scenes, people or qr)")
+    raise ValueError(f"photos: {kind!r} (expected scenes, people, faces or qr)")
+
+
+# The astronaut's face (y, x, side), with a 20-pixel margin around the box OpenCV's frontal-face
+# Haar cascade finds (x 177, y 66, 95 x 95): how face classifiers' pipelines crop
+ASTRONAUT_FACE = (46, 157, 135)
 
 
 def _rgb(gray: np.ndarray) -> np.ndarray:

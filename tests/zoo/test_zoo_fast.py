@@ -50,7 +50,7 @@ def test_fast_model_through_cli(model):
             f"{model['name']} ({runtime}): cosine {r['cosine']:.5f} < {zoo.THRESHOLDS[runtime]}"
 
 
-@pytest.mark.parametrize("kind", ["scenes", "people", "qr"])
+@pytest.mark.parametrize("kind", ["scenes", "people", "faces", "qr"])
 def test_photo_sets_never_calibrate_on_the_validation_image(kind):
     pytest.importorskip("sklearn", reason="scikit-learn's sample photographs are in every set")
     if kind != "scenes":
