@@ -605,10 +605,9 @@ def qdepthwise32_par(x, zx, w, bias, fold, mult, shift, rnd, zero, qmin, qmax, s
 
 
 @njit(**OPTS)
-def qpool(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shift, zero, out, r0, r1):
-    """uint8 pooling, output rows r0:r1 (image-major), taps outside the input skipped. MAX: the
-    max code (the reference's pads hold 0, the lowest), then `table` (its rescale, or the
-    identity). AVG: sum(x - zx) requantized per output position by mult/left/shift [oh, ow]."""
+def qavgpool(x, zx, kh, kw, sh, sw, dh, dw, pt, pl, mult, left, shift, zero, out, r0, r1):
+    """uint8 AVG pooling, output rows r0:r1 (image-major), taps outside the input skipped:
+    sum(x - zx) requantized per output position by mult/left/shift [oh, ow]."""
     n, oh, ow, c = out.shape
     h, wd = x.shape[1], x.shape[2]
     acc = np.empty((ow, c), np.int64)
@@ -629,35 +628,27 @@ def qpool(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shif
                 for ox in range(x0, x1):
                     xs = xrow[ox * sw + off]
                     a = acc[ox]
-                    if is_max:
-                        for ch in range(c):
-                            a[ch] = max(a[ch], np.int64(xs[ch]))
-                    else:
-                        for ch in range(c):
-                            a[ch] += np.int64(xs[ch]) - zx
+                    for ch in range(c):
+                        a[ch] += np.int64(xs[ch]) - zx
         orow = out[b, oy]
         for ox in range(ow):
-            if is_max:
-                for ch in range(c):
-                    orow[ox, ch] = table[acc[ox, ch]]
-            else:
-                m, sl, sr = mult[oy, ox], left[oy, ox], shift[oy, ox]
-                for ch in range(c):
-                    orow[ox, ch] = _requant(acc[ox, ch], m, sl, sr, zero, 0, 255)
+            m, sl, sr = mult[oy, ox], left[oy, ox], shift[oy, ox]
+            for ch in range(c):
+                orow[ox, ch] = _requant(acc[ox, ch], m, sl, sr, zero, 0, 255)
 
 
 @njit(**PAR)
-def qpool_par(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shift, zero, out, parts):
+def qavgpool_par(x, zx, kh, kw, sh, sw, dh, dw, pt, pl, mult, left, shift, zero, out, parts):
     rows = out.shape[0] * out.shape[1]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        qpool(x, is_max, zx, kh, kw, sh, sw, dh, dw, pt, pl, table, mult, left, shift, zero, out, r0, r1)
+        qavgpool(x, zx, kh, kw, sh, sw, dh, dw, pt, pl, mult, left, shift, zero, out, r0, r1)
 
 
 @njit(**OPTS)
 def qmaxpool(x, kh, kw, sh, sw, dh, dw, pt, pl, table, identity, out, r0, r1):
-    """uint8 MAX pooling, output rows r0:r1 (image-major): qpool's MAX in uint8 lanes (64 to
-    an AVX-512 register, not 8 int64s), written straight into the output row; taps outside
+    """uint8 MAX pooling, output rows r0:r1 (image-major): the largest code in uint8 lanes (64
+    to an AVX-512 register, not 8 int64s), written straight into the output row; taps outside
     the input skipped (the reference's pads hold code 0, the lowest); then `table` unless
     `identity` (the output's parameters are the input's: the usual case)."""
     n, oh, ow, c = out.shape

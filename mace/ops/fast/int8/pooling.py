@@ -1,6 +1,6 @@
 """Pooling MAX / AVG, fast int8: one compiled loop per output row range, taps outside the
 input skipped: MAX (_qloops.qmaxpool) takes the largest code in uint8 lanes and applies the
-reference's rescale table where the output's parameters differ; AVG (_qloops.qpool) sums
+reference's rescale table where the output's parameters differ; AVG (_qloops.qavgpool) sums
 the centred codes and requantizes per output position with the reference's multipliers
 (mace/ops/int8/pooling.py). Both split across the compute pool by output rows."""
 from __future__ import annotations
@@ -12,9 +12,6 @@ from mace.ops.fast.int8._qjit import qloops
 from mace.ops.fast.int8.concat import IDENTITY
 from mace.ops.int8.pooling import PoolingInt8
 from mace.ops.registry import kernel
-
-NONE = np.zeros((1, 1), np.int64)
-
 
 @kernel("Pooling", "int8:fast")
 class PoolingInt8Fast(PoolingInt8):
@@ -30,14 +27,12 @@ class PoolingInt8Fast(PoolingInt8):
         if self.is_max:
             self.identity = self.table is None
             self.table = IDENTITY if self.table is None else self.table
-            self.columns, self.zx, self.zero = (NONE, NONE, NONE), 0, 0
             return
         shape = tuple(self.out_hw)
         mult = np.broadcast_to(np.asarray(self.mult, np.int64).reshape(shape), shape)
         shift = np.broadcast_to(np.asarray(self.shift, np.int64).reshape(shape), shape)
         left = np.maximum(1 - shift, 0)
         self.columns = tuple(np.ascontiguousarray(a) for a in (mult, left, shift + left))
-        self.table, self.zx, self.zero = IDENTITY, self.zero_in, self.zero_out
 
     def bind(self, inputs, outputs, scratch=None):
         out = outputs[0]
@@ -46,9 +41,9 @@ class PoolingInt8Fast(PoolingInt8):
             args = (inputs[0], *self.k, *self.strides, *self.dil, self.pads[0], self.pads[1],
                     self.table, self.identity, out)
             return loop("qmaxpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
-        args = (inputs[0], self.is_max, self.zx, *self.k, *self.strides, *self.dil, self.pads[0],
-                self.pads[1], self.table, *self.columns, self.zero, out)
-        return loop("qpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
+        args = (inputs[0], self.zero_in, *self.k, *self.strides, *self.dil, self.pads[0], self.pads[1],
+                *self.columns, self.zero_out, out)
+        return loop("qavgpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs, None)()
