@@ -29,6 +29,7 @@ from mace.transform.passes.fuse_activation import fuse_activation
 from mace.transform.passes.fuse_gelu import fuse_gelu
 from mace.transform.passes.fuse_hardswish import fuse_hardswish
 from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
+from mace.transform.passes.lower_fake_quantize import lower_fake_quantize
 from mace.transform.passes.quantize import quantize_graph, wants_quantize
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.to_nhwc import to_nhwc
@@ -59,6 +60,8 @@ def _infer(graph, options) -> bool:
 PASSES = [
     Pass("sort_topologically", sort_topologically, repeat=False),
     Pass("infer_shapes", _infer, repeat=False),
+    # before the fusions: quantizing, a Q/DQ pair's rounding is the quantize pass's own
+    Pass("lower_fake_quantize", lower_fake_quantize, repeat=False, when=wants_quantize),
     Pass("remove_identity", remove_identity),
     Pass("fold_constants", fold_constants),
     Pass("remove_dead_ops", remove_dead_ops),

@@ -58,6 +58,10 @@ CASES = [
     ("round", "Eltwise", {"a": r(*X) * 3}, None, dict(type="ROUND")),
     ("mean2", "Eltwise", {"a": r(*X), "b": r(*X, seed=2)}, None, dict(type="MEAN")),
     ("relu", "Activation", {"x": r(*X)}, None, dict(activation="RELU")),
+    # a quarter step off the grid (exact in half): the rounding is never a near-tie; both clamps hit
+    ("fake_quantize", "FakeQuantize",
+     {"x": ((np.random.default_rng(5).integers(-150, 200, X) + 0.25) * 0.0625).astype(np.float32)},
+     None, dict(scale=0.0625, zero_point=100, quant_min=0, quant_max=255)),
     ("relu6", "Activation", {"x": r(*X) * 4}, None, dict(activation="RELUX", max_limit=6.0)),
     ("leaky", "Activation", {"x": r(*X)}, None, dict(activation="LEAKYRELU", activation_coefficient=0.2)),
     ("sigmoid", "Activation", {"x": r(*X)}, None, dict(activation="SIGMOID")),

@@ -16,7 +16,10 @@ pytestmark = pytest.mark.skipif(_pool.pool() is None, reason=(
 
 
 @pytest.fixture
-def two_threads():
+def two_threads(monkeypatch):
+    # two threads whatever else the machine runs: the `auto` wait policy would size runs to
+    # the cores other processes leave free (another test worker: one); it has its own tests
+    monkeypatch.setattr(_pool.pool(), "_contention", None)
     with threadpool_limits(2):
         yield _pool.pool()
 

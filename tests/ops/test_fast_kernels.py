@@ -471,3 +471,23 @@ def test_matmul_matches_reference(sa, sb, ta, tb, consts, jit):
     close(got, np.matmul(*ops))
     if jit == "numba":
         assert fast.pooled
+
+
+@pytest.mark.parametrize("zero, lo, hi", [(131, 0, 255), (0, 0, 255), (-3, -128, 127)])
+@pytest.mark.parametrize("shape", [(1, 6, 5, 40), (2, 9)])
+def test_fake_quantize_matches_reference_bit_for_bit(zero, lo, hi, shape, jit):
+    from mace.ops.fast._jit import loops
+    if loops() is None:
+        pytest.skip("the fast FakeQuantize is the compiled loop only")
+    rng = np.random.default_rng(abs(zero) + len(shape))
+    scale = np.float32(0.037)
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    x.reshape(-1)[:4] = np.float32(scale * np.float32(2.5)), -1e6, 1e6, 0.0   # a tie, both clamps
+    args = dict(scale=float(scale), zero_point=zero, quant_min=lo, quant_max=hi)
+    graph = graph_of({"x": shape}, [("FakeQuantize", ["x"], ["y"], args)])
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast" and ref.nodes[0].tag == "cpu"
+    got, want = fast.run({"x": x})["y"], ref.run({"x": x})["y"]
+    np.testing.assert_array_equal(got, want)
+    steps = want / scale
+    np.testing.assert_allclose(steps.reshape(-1)[1:3], [lo - zero, hi - zero], rtol=1e-6)

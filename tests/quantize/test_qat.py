@@ -23,6 +23,7 @@ from mace.ir.qat_ranges import qat_ranges
 from mace.ir.args import get_arg
 from mace.ir.model_io import load_net
 from mace.onnx_backend import prepare
+from mace.quantize.calibrate import collect_ranges
 from mace.ir.quant_params import activation_params, params_from_info
 from tests.cli_helpers import cli
 
@@ -39,9 +40,12 @@ def onnx_model(nodes, inits, x_shape, out_name, out_shape):
     return model
 
 
-def ort_run(model, x):
-    return ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
-        None, {"x": x})[0]
+def ort_run(model, x, optimize=True):
+    options = ort.SessionOptions()
+    if not optimize:   # the nodes as written, one by one
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
 
 
 def rand(*shape, seed=0, lo=-1.0, hi=1.0):
@@ -92,12 +96,20 @@ def test_a_pair_on_an_activation_keeps_its_range(dtype, zero, relu):
     lo, hi = float(scale * (info.min - zero)), float(scale * (info.max - zero))
     ranges = qat_ranges(engine.graph.net)
     held = {t: r for t, r in ranges.items() if t in {o for op in engine.graph.net.op for o in op.output}}
-    assert list(held.values()) == [(pytest.approx(lo), pytest.approx(hi), 8, 0)]
-    # the float model computes what onnxruntime does, less the rounding to the scale
+    # the pair's input and its FakeQuantize's output
+    assert list(held.values()) == [(pytest.approx(lo), pytest.approx(hi), 8, 0)] * 2
+    # the float model computes what onnxruntime does, rounding included (FakeQuantize)
     got, want = engine.run({"x": x})["y"], ort_run(model, x)
-    np.testing.assert_allclose(got, want, atol=1.5 * scale + 1e-6)   # half a step, times 3
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    steps = got / (3 * scale)
+    np.testing.assert_allclose(steps, np.rint(steps), atol=1e-4)   # every value on the grid
     assert (float(got.min()) >= 0.0) == relu   # clamped at 0 exactly when the range starts at 0
-    kinds = {get_arg(op, "activation", "") for op in engine.graph.net.op}
+    assert [op.type for op in engine.graph.net.op].count("FakeQuantize") == 1
+    # quantizing, the pair is the clamp it implies: RELUX exactly when the range starts at 0
+    q = prepare(model, {"x": x}, options={"quantize": True,
+                                          "calibrate": lambda g: collect_ranges(g, [{"x": x}])})
+    assert "FakeQuantize" not in {op.type for op in q.graph.net.op}
+    kinds = {get_arg(op, "activation", "") for op in q.graph.net.op}
     assert ("RELUX" in kinds) == relu
 
 
@@ -116,13 +128,17 @@ def test_the_range_of_a_folded_relu_lands_on_the_fused_conv():
     model = onnx_model(nodes, inits, [1, 3, 6, 6], "y", [1, 6, 6, 6])
     x = rand(1, 3, 6, 6)
     float_engine = prepare(model, {"x": x})
-    conv = [op for op in float_engine.graph.net.op if op.type == "Conv2D"]
+    want = ort_run(model, x)
+    # The float model rounds the input (step 2/255) and the output (step 0.01) as the ONNX
+    # graph says: what onnxruntime computes running the nodes one by one. Its optimised
+    # graph rewrites the pairs (a fifth of the outputs one step away).
+    got = float_engine.run({"x": x})["y"]
+    np.testing.assert_array_equal(got, ort_run(model, x, optimize=False))
+    np.testing.assert_allclose(got, want, atol=0.0101)
+    q = prepare(model, {"x": x}, options={"quantize": True})
+    conv = [op for op in q.graph.net.op if op.type == "Conv2D"]
     assert len(conv) == 1 and get_arg(conv[0], "activation") == "RELUX"
     assert get_arg(conv[0], "max_limit") == pytest.approx(2.55)
-    want = ort_run(model, x)
-    # onnxruntime rounds the input (step 2/255) and the output (step 0.01); the float model does not
-    np.testing.assert_allclose(float_engine.run({"x": x})["y"], want, atol=0.03)
-    q = prepare(model, {"x": x}, options={"quantize": True})
     (qconv,) = [op for op in q.graph.net.op if op.type == "Conv2D"]
     assert same_params(params_from_info(qconv.quantize_info[0]), 0.0, 2.55)
     (quant,) = [op for op in q.graph.net.op if op.type == "Quantize"]

@@ -107,10 +107,13 @@ def _qdq_hardswish_model(gate_scale):
     return graph_model(nodes, {"x": rand(1, 3, 12, 12, low=-4, high=4)}, {"y": F32}, consts, opset=13)
 
 
-def _ours(model, x, skip=()):
+def _ours(model, x, skip=(), lowered=True):
+    """Our output and op types; `lowered`: the pairs become clamps, as when quantizing
+    (lower_fake_quantize), the quantize pass itself left out so the graph stays float."""
     from mace import onnx_backend
 
-    engine = onnx_backend.prepare(model, {"x": x}, options={"skip_passes": list(skip)})
+    options = {"skip_passes": list(skip) + ["quantize"], "quantize": lowered}
+    engine = onnx_backend.prepare(model, {"x": x}, options=options)
     return engine.run({"x": x})["y"], op_types(engine)
 
 
@@ -125,6 +128,10 @@ def test_qdq_hardswish_becomes_the_convs_fused_activation():
     from tests.ops.onnx_case import run_ort
     want = run_ort(model, {"x": x})[0]   # onnxruntime also rounds the gate to 1/255 steps
     np.testing.assert_allclose(got, want, atol=np.abs(want).max() / 255)
+    # a float run keeps the gate's rounding (FakeQuantize): no HardSwish to fuse
+    exact, float_types = _ours(model, x, lowered=False)
+    assert "FakeQuantize" in float_types and "FakeQuantize" not in types
+    np.testing.assert_allclose(exact, want, rtol=1e-5, atol=1e-5)
 
 
 def test_qdq_gate_clamped_below_one_is_kept():

@@ -11,13 +11,14 @@ keeps what the pairs knew:
   onnxruntime computes it; QuantizeLinear of a constant folds likewise.
 * On an activation, QuantizeLinear and DequantizeLinear compute what ONNX says, with
   float ops (divide, round, add, clip, cast; cast, subtract, multiply).
-* A Q -> DQ pair on an activation x becomes x with its range
+* A Q -> DQ pair on an activation x becomes FakeQuantize(x) (mace/ops/fake_quantize.py:
+  the pair's rounding and saturation in float, as onnxruntime computes it), with its range
   scale * (qmin - zero_point) .. scale * (qmax - zero_point) recorded for the quantize
-  pass (mace/ir/qat_ranges.py; uint8: qmin 0, qmax 255; int8: -128, 127).
-  The pair clamps to that range; when the range starts at exactly 0 an exporter may
-  have folded a Relu/Clip into it (onnxruntime removes them), so that pair becomes
-  RELUX(max) and fuses into its producer; otherwise it is an Identity. The
-  QuantizeLinear's own ops are then read by nobody and removed (remove_dead_ops).
+  pass (mace/ir/qat_ranges.py; uint8: qmin 0, qmax 255; int8: -128, 127). Quantizing, the
+  pass lower_fake_quantize turns it into the clamp it implies (RELUX when the range starts
+  at exactly 0: an exporter may have folded a Relu/Clip into the pair, onnxruntime removes
+  them; else an Identity), which fuses into its producer. The QuantizeLinear's own ops are
+  then read by nobody and removed (remove_dead_ops).
 
 Per-axis pairs on activations, blocked quantization (block_size) and non-integer
 types (float8, 4-bit) are refused with the node's name.
@@ -27,6 +28,7 @@ import numpy as np
 from mace.errors import ModelError
 from mace.frontends.onnx.registry import onnx_op
 from mace.ir.qat_ranges import record_ranges
+from mace.ops.fake_quantize import real_range
 
 DEFAULT_AXIS = 1
 
@@ -131,7 +133,7 @@ def dequantize_linear(ctx, node):
 
 
 def _pair(ctx, node, x, q_scale, q_zp, scale, zp):
-    """Q -> DQ on activation x: x itself (clamped by RELUX when the range starts at 0)."""
+    """Q -> DQ on activation x: FakeQuantize (x on the pair's grid), its range recorded."""
     if scale.size != 1 or q_scale.size != 1:
         raise _fail(node, ctx, "per-axis quantization of an activation is not supported "
                                "(one scale per tensor)")
@@ -142,14 +144,14 @@ def _pair(ctx, node, x, q_scale, q_zp, scale, zp):
                                "reads (a Q -> DQ pair must share them)")
     info = np.iinfo(zp.dtype)
     s, z = np.float32(scale.reshape(-1)[0]), int(zp.reshape(-1)[0])
-    lo, hi = float(s * np.float32(info.min - z)), float(s * np.float32(info.max - z))
-    if z == info.min:
-        ctx.add("Activation", node, [x], activation="RELUX", max_limit=hi)
-    else:
-        ctx.add("Identity", node, [x])
+    if not (np.isfinite(s) and s > 0):
+        raise _fail(node, ctx, f"scale {s} must be a positive finite number")
+    ctx.add("FakeQuantize", node, [x], scale=float(s), zero_point=z, quant_min=int(info.min),
+            quant_max=int(info.max))
+    lo, hi = real_range(s, z, info.min, info.max)
     out = node.output[0]
-    # x carries the range too: the pair clamps it there, and x keeps its name when the
-    # Identity goes away (remove_identity) or the RELUX fuses into x's producer.
+    # x carries the range too: quantizing, the pair becomes x's clamp (lower_fake_quantize)
+    # and x keeps its name when that goes away or fuses into x's producer.
     record_ranges(ctx.graph.net, [(out, lo, hi, info.bits, 0), (x, lo, hi, info.bits, 0)])
 
 

@@ -341,6 +341,14 @@ def binary_clip(a, b, code, lo, hi, out, r0, r1):
             out[i] = min(max(max(a[i], b[i]), lo), hi)
 
 
+@njit(cache=True, nogil=True)   # no fastmath: x / scale stays a division, as onnxruntime's
+def fake_quantize(x, scale, zero, lo, hi, out, r0, r1):
+    """out = (clamp(rint(x / scale) + zero, lo, hi) - zero) * scale, flat elements r0:r1."""
+    x, out = x[r0:r1], out[r0:r1]
+    for i in range(out.shape[0]):
+        out[i] = (min(max(np.rint(x[i] / scale) + zero, lo), hi) - zero) * scale
+
+
 @njit(**OPTS)
 def scale_shift_clip(x, scale, offset, lo, hi, out, r0, r1):
     """out[r, c] = clip(x[r, c] * scale[c] + offset[c], lo, hi), rows r0:r1: BatchNorm in one pass."""
@@ -810,6 +818,14 @@ def binary_clip_par(a, b, code, lo, hi, out, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         binary_clip(a, b, code, lo, hi, out, r0, r1)
+
+
+@njit(**PAR)
+def fake_quantize_par(x, scale, zero, lo, hi, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        fake_quantize(x, scale, zero, lo, hi, out, r0, r1)
 
 
 @njit(**PAR)

@@ -1,9 +1,10 @@
 """Element-wise ops on the GPU: Eltwise (binary with per-channel / per-(n, c) / scalar
-broadcasting, unary), Activation (PReLU included) and BatchNorm."""
+broadcasting, unary), Activation (PReLU included), BatchNorm and FakeQuantize."""
 
 import numpy as np
 
 from mace.ops import activation, batch_norm, eltwise  # noqa: F401 (registers the op types first)
+from mace.ops.fake_quantize import grid
 from mace.ir.args import get_arg
 from mace.ops.gpu.images import as_nhwc, cdiv
 from mace.ops.gpu.kernel import ACTIVATIONS, GpuKernel, act_args, fusable, i32
@@ -152,3 +153,17 @@ class BatchNormGpu(GpuKernel):
 
     def enqueue(self):
         self.launch(self.k, "batch_norm", self.gws)
+
+
+@kernel("FakeQuantize", "gpu")
+class FakeQuantizeGpu(GpuKernel):
+    def prepare(self, ctx):
+        scale, zero, qmin, qmax = grid(ctx.op)
+        n, h, w, c = as_nhwc(ctx.output_shapes[0])
+        self.gws = pixel_gws(ctx.output_shapes[0])
+        self.k = self.kernel("eltwise", "fake_quantize")
+        self.k.set_args(self.image_in(0), self.outs[0].image, *i32(*self.gws, w, c),
+                        *(np.float32(v) for v in (scale, zero, qmin, qmax)))
+
+    def enqueue(self):
+        self.launch(self.k, "fake_quantize", self.gws)

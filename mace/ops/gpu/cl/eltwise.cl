@@ -111,3 +111,14 @@ __kernel void batch_norm(__read_only image2d_t a, __read_only image2d_t scale,
   float4 r = READ(a, x, y) * READ(scale, cb, 0) + READ(offset, cb, 0);
   WRITE(out, x, y, tail_zero(activate(r, act, alpha, limit), cb, channels));
 }
+
+// FakeQuantize (mace/ops/fake_quantize.py): x on a quantization grid and back, the
+// rounding and saturation of an ONNX QuantizeLinear -> DequantizeLinear pair.
+__kernel void fake_quantize(__read_only image2d_t a, __write_only image2d_t out, int width,
+                            int height, int W, int channels, float scale, float zero, float qmin,
+                            float qmax RANGE_ARG) {
+  int x = get_global_id(0), y = get_global_id(1);
+  if (x >= width || y >= height) return;
+  float4 q = clamp(rint(READ(a, x, y) / scale) + zero, qmin, qmax);
+  WRITE(out, x, y, tail_zero((q - zero) * scale, x / W, channels));
+}

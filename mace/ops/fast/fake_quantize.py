@@ -1,0 +1,29 @@
+"""FakeQuantize, fast CPU kernel: the reference's six numpy passes in one compiled loop
+(_loops.fake_quantize; no fastmath there, so x / scale stays a division and the bytes
+are the reference's). Every FakeQuantize of a float32 tensor takes it when numba is there."""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops.fake_quantize import grid
+from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._jit import loops
+from mace.ops.fast._pool import loop
+from mace.ops.registry import kernel
+
+
+def _accepts(ctx) -> bool:
+    return loops() is not None and np.dtype(ctx.input_dtypes[0]) == F32
+
+
+@kernel("FakeQuantize", "cpu:fast")
+class FakeQuantizeFast(FastKernel):
+    accepts = staticmethod(_accepts)
+
+    def setup(self, ctx):
+        scale, zero, lo, hi = grid(ctx.op)
+        self.args = (np.float32(scale), np.float32(zero), np.float32(lo), np.float32(hi))
+
+    def bind(self, inputs, outputs, scratch=None):
+        x, out = inputs[0].reshape(-1), outputs[0].reshape(-1)
+        return loop("fake_quantize", (x, *self.args, out), out.size, 2 * out.size)
