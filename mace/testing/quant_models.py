@@ -23,9 +23,11 @@ def uniform_samples(shape, n: int, seed: int = 0, lo: float = -1.0, hi: float = 
 
 
 def qdq_model(float_path, qdq_path, input_name: str, samples, per_channel: bool = True,
-              activation_int8: bool = False) -> Path:
+              activation_int8: bool = False, qoperator: bool = False, op_types=None) -> Path:
     """Quantize an ONNX model to QDQ format with onnxruntime, calibrated on `samples`
     (arrays in the model's layout): uint8 activations (int8 when asked), int8 weights.
+    `qoperator`: QOperator format instead (QLinearConv, com.microsoft's QLinearAdd, ...);
+    `op_types`: quantize only those op types (default: all onnxruntime can).
 
     The model is pre-processed first as onnxruntime recommends (BatchNormalization folded
     into Conv), so each layer is quantized once, as MACE quantizes it after its own folds."""
@@ -43,8 +45,9 @@ def qdq_model(float_path, qdq_path, input_name: str, samples, per_channel: bool 
         def get_next(self):
             return next(self.items, None)
 
-    quantize_static(str(folded), str(qdq_path), Reader(), quant_format=QuantFormat.QDQ,
-                    per_channel=per_channel,
+    fmt = QuantFormat.QOperator if qoperator else QuantFormat.QDQ
+    quantize_static(str(folded), str(qdq_path), Reader(), quant_format=fmt,
+                    op_types_to_quantize=op_types, per_channel=per_channel,
                     activation_type=QuantType.QInt8 if activation_int8 else QuantType.QUInt8,
                     weight_type=QuantType.QInt8)
     return Path(qdq_path)

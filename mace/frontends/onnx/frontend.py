@@ -38,8 +38,13 @@ class OnnxContext:
     def convert_nodes(self, nodes) -> None:
         """Map ONNX nodes in order, folding what is constant as each arrives (the model's
         graph, and the branch of an `If` that the converter inlines)."""
+        from mace.frontends.onnx.ops_qlinear import GRID_PASSTHROUGH, on_grid
+
         for node in nodes:
-            map_node(self.graph, self.mappers[node.op_type], self, node, self.keep, self.path,
+            mapper = self.mappers[node.op_type]
+            if node.op_type in GRID_PASSTHROUGH:
+                mapper = on_grid(mapper)   # reading a QOperator model's integers: their floats
+            map_node(self.graph, mapper, self, node, self.keep, self.path,
                      lambda: f"node '{self.op_name(node)}' ({node.op_type})")
 
     def name(self, t: str) -> str:
@@ -185,10 +190,17 @@ def _all_nodes(graph):
                     yield from _all_nodes(g)
 
 
+def _known_domain(node) -> bool:
+    from mace.frontends.onnx.ops_qlinear import COM_MICROSOFT
+
+    return node.domain in ("", "ai.onnx") or (node.domain == "com.microsoft"
+                                              and node.op_type in COM_MICROSOFT)
+
+
 def _check_ops(model, path: Path, mappers: dict) -> None:
     bad = {}
     for node in _all_nodes(model.graph):
-        if node.domain not in ("", "ai.onnx") or node.op_type not in mappers:
+        if node.op_type not in mappers or not _known_domain(node):
             bad.setdefault(node.op_type, []).append(node.name or node.output[0])
     if bad:
         listing = "; ".join(f"{t} (node {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"

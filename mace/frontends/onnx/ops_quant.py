@@ -177,13 +177,14 @@ def _quantize_ops(ctx, node, x, scale, zp):
     ctx.add("Cast", node, [t[3]], to=zp.dtype.name)
 
 
-def _dequantize_ops(ctx, node, x, scale, zp):
-    """y = (float(x) - zero_point) * scale."""
+def _dequantize_ops(ctx, node, x, scale, zp, out=None):
+    """y = (float(x) - zero_point) * scale, into `out` (default: the node's output)."""
     s, z = _param_consts(ctx, node, x, scale, zp)
     t = [ctx.temp(node, k) for k in ("float", "centered")]
     ctx.add("Cast", node, [x], [t[0]], name=t[0], to="float32")
     ctx.add("Eltwise", node, [t[0], z], [t[1]], name=t[1], type="SUB")
-    ctx.add("Eltwise", node, [t[1], s], type="PROD")
+    ctx.add("Eltwise", node, [t[1], s], None if out is None else [out],
+            name=None if out is None else out, type="PROD")
 
 
 @onnx_op("DynamicQuantizeLinear")
