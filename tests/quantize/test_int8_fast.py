@@ -240,12 +240,17 @@ DEPTHWISE_CASES = {
     "multiplier2": ((1, 6, 6, 3), (6, 1, 3, 3), {"padding": "SAME"}),
     "5x5_dilated_relu": ((1, 12, 11, 4), (4, 1, 5, 5), {"dilations": [2, 1], "padding": "SAME",
                                                         "activation": "RELU"}),
-    # the int32 loop's channel blocks: exactly one, a ragged overlapping last one, and the
-    # plain loop past 4 blocks; the 3x3 interior with strides and a column dilation
+    # the int32 loop at 16, 37 and 70 channels (vector steps and a scalar rest); the 3x3
+    # interior with strides and a column dilation
     "c16_same": ((1, 6, 7, 16), (16, 1, 3, 3), {"padding": "SAME"}),
     "c37_stride2_pads": ((1, 9, 10, 37), (37, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
     "c70_dilated_w": ((2, 7, 11, 70), (70, 1, 3, 3), {"dilations": [1, 2], "padding": "SAME"}),
     "c24_valid_stride_1x2": ((1, 8, 9, 24), (24, 1, 3, 3), {"strides": [1, 2], "padding": "VALID"}),
+    # the interior's float rows: kept between output rows (stride 1), across images (batch 2),
+    # and slotted by row dilation 2 and 3 (a window's rows never share a slot)
+    "c20_dilated_h3_batch2": ((2, 12, 8, 20), (20, 1, 3, 3), {"dilations": [3, 1], "padding": "SAME"}),
+    "c33_dilated_h2_stride2": ((1, 13, 9, 33), (33, 1, 3, 3), {"dilations": [2, 2], "strides": [2, 1],
+                                                               "pads": [2, 2, 2, 2]}),
 }
 
 
@@ -484,3 +489,4 @@ def test_lookups_and_softmax_split_across_the_compute_pool(op_type, args, shape,
     with threadpool_limits(2):
         fast, _ = assert_same_bytes(graph, x, op_type)
         assert fast.pooled
+
