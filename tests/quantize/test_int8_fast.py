@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_limits
 
+from mace.ir.quant_params import params_from_info
 from mace.ops.fast._pool import pool
 from mace.ops.fast.int8 import _qjit
 from mace.quantize.calibrate import collect_ranges
@@ -490,3 +491,30 @@ def test_lookups_and_softmax_split_across_the_compute_pool(op_type, args, shape,
         fast, _ = assert_same_bytes(graph, x, op_type)
         assert fast.pooled
 
+
+
+@pytest.mark.parametrize("act", ["", "RELU", "RELUX"])
+@pytest.mark.parametrize("shape", [(1, 7, 9, 20), (2, 3, 5, 67)])
+def test_batchnorm_int8_fast_equals_reference_and_the_float_op(act, shape):
+    """A lone BatchNorm (DenseNet's pre-activation form): int8, its [C, 256] tables looked up
+    by the compiled loop; within half an output step of the float op on the dequantized input."""
+    rng = np.random.default_rng(len(act) + shape[-1])
+    x = rng.uniform(-2, 3, shape).astype(np.float32)
+    c = shape[-1]
+    consts = {"w": rng.uniform(-1.5, 1.5, c).astype(np.float32), "b": rng.uniform(-1, 1, c).astype(np.float32)}
+    args = {"activation": act, "max_limit": 1.5} if act else {}
+    graph = quantized("BatchNorm", x, consts, args)
+    bn = next(op for op in graph.net.op if op.type == "BatchNorm")
+    assert all(graph.consts[t].dtype == np.float32 for t in bn.input[1:])   # float_inputs
+    fast, _ = assert_same_bytes(graph, x, "BatchNorm")
+    quant = next(op for op in graph.net.op if op.type == "Quantize")
+    p_in, p_out = params_from_info(quant.quantize_info[0]), params_from_info(bn.quantize_info[0])
+    got = fast.run({"x": x})["y"]
+    # the input's codes as the Quantize kernel computes them (its buffer is reused by then)
+    codes = np.clip(np.rint(x * (1.0 / np.float64(p_in.scale))) + p_in.zero_point, 0, 255)
+    want = (codes - p_in.zero_point) * p_in.scale * consts["w"] + consts["b"]
+    if act:
+        want = np.clip(want, 0, 1.5 if act == "RELUX" else None)
+    # the output's codes hold its calibrated range (the float x's, not the rounded input's)
+    want = np.clip(want, -p_out.zero_point * p_out.scale, (255 - p_out.zero_point) * p_out.scale)
+    assert np.abs(got - want).max() <= 0.5 * p_out.scale + 1e-6

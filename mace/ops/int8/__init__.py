@@ -9,5 +9,6 @@ Conventions each kernel class declares for the quantize pass:
   weight_inputs         {input index: per-channel axis or None} for constant weights
                         (or a staticmethod op -> that dict, when the axis depends on args)
   bias_input            index of an int32 bias input (scale = input scale * weight scale) or None
+  float_inputs          indices of constant inputs left float (read at load, e.g. BatchNorm's)
   output_range          "own" (needs a range), "input" (inherits input 0's), or (lo, hi) fixed
 """

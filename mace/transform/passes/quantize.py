@@ -274,10 +274,11 @@ class _Rewriter:
         weights = getattr(cls, "weight_inputs", {}) or {}
         weights = dict(weights(op) if callable(weights) else weights)  # axis may depend on op args
         bias_index = getattr(cls, "bias_input", None)
+        keep_float = getattr(cls, "float_inputs", ())
         for i, t in enumerate(op.input):
             if t in g.consts:
-                if i == bias_index or g.consts[t].dtype.kind != "f":
-                    params.append(None)          # bias needs the others first; ints stay
+                if i == bias_index or g.consts[t].dtype.kind != "f" or i in keep_float:
+                    params.append(None)   # bias needs the others first; ints and float_inputs stay
                     continue
                 axis = weights.get(i) if self.per_channel else None
                 value = g.consts[t]

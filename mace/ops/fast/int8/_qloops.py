@@ -716,12 +716,31 @@ def lookup(x, table, out, r0, r1):
         out[k] = table[x[k]]
 
 
+@njit(**OPTS)
+def lookup_channels(x, tables, out, r0, r1):
+    """uint8 x [rows, C] -> out[r] = tables[c, x[r, c]] for rows r0:r1: a per-channel
+    uint8 -> uint8 op (quantized BatchNorm) as one 256-entry table per channel."""
+    c = x.shape[1]
+    for r in range(r0, r1):
+        xr, orow = x[r], out[r]
+        for ch in range(c):
+            orow[ch] = tables[ch, xr[ch]]
+
+
 @njit(**PAR)
 def lookup_par(x, table, out, parts):
     rows = out.shape[0]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         lookup(x, table, out, r0, r1)
+
+
+@njit(**PAR)
+def lookup_channels_par(x, tables, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        lookup_channels(x, tables, out, r0, r1)
 
 
 @njit(**OPTS)

@@ -1,0 +1,29 @@
+"""BatchNorm, fast int8: the reference's [C, 256] tables (mace/ops/int8/batch_norm.py), one
+compiled lookup per element (_qloops.lookup_channels) split across the compute pool by rows
+of channels; the same bytes by construction."""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops.fast._pool import loop
+from mace.ops.fast.int8._qjit import qloops
+from mace.ops.int8.batch_norm import BatchNormInt8
+from mace.ops.registry import kernel
+
+
+@kernel("BatchNorm", "int8:fast")
+class BatchNormInt8Fast(BatchNormInt8):
+    @staticmethod
+    def accepts(ctx) -> bool:
+        return qloops() is not None and BatchNormInt8.accepts(ctx)
+
+    def bind(self, inputs, outputs, scratch=None):
+        x, out = inputs[0], outputs[0]
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return lambda: BatchNormInt8.run(self, inputs, outputs)
+        c = self.tables.shape[0]
+        x, out = x.reshape(-1, c), out.reshape(-1, c)
+        return loop("lookup_channels", (x, self.tables, out), out.shape[0], 2 * out.size, lib=qloops())
+
+    def run(self, inputs, outputs):
+        self.bind(inputs, outputs)()
