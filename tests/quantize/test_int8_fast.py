@@ -339,9 +339,11 @@ def test_global_mean_fast_equals_reference(sign):
 
 
 def test_quantize_and_dequantize_edges_round_like_the_reference():
-    """Half-step values (round half to even), values beyond the range (clamped), infinities."""
+    """Half-step values (round half to even), values beyond the range (clamped), beyond int32
+    once scaled (the fast Quantize's rounding domain), infinities."""
     x = rng_ties = (np.arange(-300, 300, dtype=np.float64) + 0.5) * (2 / 255)
-    x = np.concatenate([rng_ties, [np.inf, -np.inf, 5.0, -5.0, 0.0]]).astype(np.float32).reshape(1, -1)
+    x = np.concatenate([rng_ties, [np.inf, -np.inf, 5.0, -5.0, 0.0, -0.0, 1e30, -1e30, 3e7, -3e7]])
+    x = x.astype(np.float32).reshape(1, -1)
     graph = make_graph(x.shape, [("Activation", ["x"], ["y"], {"activation": "RELU"})])
     quantize_graph(graph, {"quantize": True, "quantize_ranges": {"x": (-1.0, 1.0), "y": (0.0, 1.0)},
                            "runtime": "cpu"})

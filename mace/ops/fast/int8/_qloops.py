@@ -760,12 +760,33 @@ def lookup2_par(a, b, table, out, parts):
         lookup2(a, b, table, out, r0, r1)
 
 
+@intrinsic
+def _round_i32(typingctx, x):
+    """Round half to even of a double inside int32's range, to int32: x + 1.5 * 2^52 puts the
+    integer in the mantissa's low 32 bits (the addition's own rounding, half to even, is the
+    rounding), read back by a bitcast. An fadd without fast-math flags, so LLVM never folds
+    it, and it vectorizes (np.rint does not, in numba: the Quantize edge took 3 ns/element)."""
+    sig = types.int32(types.float64)
+
+    def codegen(context, builder, signature, args):
+        magic = ir.Constant(ir.DoubleType(), 6755399441055744.0)
+        t = builder.fadd(args[0], magic)
+        return builder.trunc(builder.bitcast(t, ir.IntType(64)), ir.IntType(32))
+    return sig, codegen
+
+
 @njit(**OPTS)
 def quantize(x, inv_scale, zero, out, r0, r1):
     """Flat float32 x -> out[r0:r1] = clamp(rint(x * inv_scale) + zero, 0, 255) in float64, as
-    the Quantize reference computes it (round half to even)."""
-    for k in range(r0, r1):
-        out[k] = np.uint8(min(max(np.rint(np.float64(x[k]) * inv_scale) + zero, 0.0), 255.0))
+    the Quantize reference computes it (round half to even; clamped to int32 first, the
+    rounding's domain, which changes no byte)."""
+    xs, os = x[r0:r1], out[r0:r1]
+    z = np.int32(zero)
+    for k in range(xs.shape[0]):
+        v = min(max(np.float64(xs[k]) * inv_scale, -2147483648.0), 2147483647.0)
+        q = _round_i32(v) + z
+        q = q if q > 0 else 0
+        os[k] = np.uint8(q if q < 255 else 255)
 
 
 @njit(**PAR)
