@@ -4,7 +4,8 @@ StopGradient, Snapshot, NoOp, and fake quantization.
 Identities need no op: their outputs are aliases of their inputs (an op is
 emitted only when the tensor is a model output). FakeQuantWithMinMaxVars/Args
 on a constant (weights) is applied here, exactly as TensorFlow does; on an activation it
-becomes an alias and its range is kept as net args for quantization:
+becomes a FakeQuantize op (TensorFlow's nudged grid) and its range is kept as net args for
+quantization:
 fake_quant_tensors, fake_quant_min, fake_quant_max, fake_quant_num_bits,
 fake_quant_narrow_range (parallel lists; see docs/tensorflow.md).
 """
@@ -92,6 +93,13 @@ def fake_quant_op(ctx, node):
         divide = node.op == "FakeQuantWithMinMaxVars"
         ctx.const_output(node, 0, fake_quant(value, lo, hi, bits, narrow, divide))
         return
-    ctx.alias(node, 0, x)
-    recorded = ctx.out(node) if ctx.out(node) in ctx.keep else x
-    ctx.fake_quant.append((recorded, lo, hi, bits, narrow))
+    # on an activation: its rounding in a float run (FakeQuantize on the nudged grid; ties go
+    # half to even where TensorFlow rounds half up), its range for the quantize pass, which
+    # turns the op back into the clamp it implies (lower_fake_quantize)
+    nmin, _, scale, _ = nudged_range(lo, hi, bits, narrow)
+    qmin, qmax = (1 if narrow else 0), (1 << bits) - 1
+    zero = qmin - int(np.rint(nmin / scale))
+    out = ctx.out(node)
+    ctx.add("FakeQuantize", node, [x], [out], scale=float(scale), zero_point=zero,
+            quant_min=qmin, quant_max=qmax)
+    ctx.fake_quant.extend([(x, lo, hi, bits, narrow), (out, lo, hi, bits, narrow)])
