@@ -712,7 +712,8 @@ def qresize_bilinear_par(x, zx, r_lo, r_hi, r_wlo, r_whi, c_lo, c_hi, c_wlo, c_w
 @njit(**OPTS)
 def lookup(x, table, out, r0, r1):
     """Flat uint8 x -> out[r0:r1] = table[x]: a uint8 -> uint8 op as its 256-entry table."""
-    for k in range(r0, r1):
+    x, out = x[r0:r1], out[r0:r1]   # sliced first: no wraparound checks (see lookup2)
+    for k in range(out.shape[0]):
         out[k] = table[x[k]]
 
 
@@ -747,8 +748,10 @@ def lookup_channels_par(x, tables, out, parts):
 def lookup2(a, b, table, out, r0, r1):
     """Flat uint8 a, b -> out[r0:r1] = table[a * 256 + b]: a binary uint8 op (the int8 Eltwise)
     as its 65536-entry table, one load per element where the arithmetic (two term tables,
-    an int64 requantization) did not vectorize."""
-    for k in range(r0, r1):
+    an int64 requantization) did not vectorize. Sliced first, as binary_clip: indices from
+    range(n) need no wraparound check, and the loop becomes vector gathers (2.3-2.6x)."""
+    a, b, out = a[r0:r1], b[r0:r1], out[r0:r1]
+    for k in range(out.shape[0]):
         out[k] = table[(np.intp(a[k]) << 8) | np.intp(b[k])]
 
 
@@ -801,7 +804,8 @@ def quantize_par(x, inv_scale, zero, out, parts):
 def dequantize(q, scale, zero, out, r0, r1):
     """Flat uint8 q -> out[r0:r1] = float32((q - zero) * scale), the product in float64 as
     numpy's int32 x float32 promotion computes it."""
-    for k in range(r0, r1):
+    q, out = q[r0:r1], out[r0:r1]   # sliced first: no wraparound checks (see lookup2)
+    for k in range(out.shape[0]):
         out[k] = np.float32(np.float64(np.int64(q[k]) - zero) * scale)
 
 
