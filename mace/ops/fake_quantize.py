@@ -3,10 +3,12 @@
     y = (clamp(round_half_even(x / scale) + zero_point, quant_min, quant_max) - zero_point) * scale
 
 It is what an ONNX QuantizeLinear -> DequantizeLinear pair on an activation computes
-(the frontend emits one per pair, mace/frontends/onnx/ops_quant.py), in float32 as
-onnxruntime does: divide, round half to even, add, saturate; subtract, multiply. Without
-the rounding a float run of a QDQ model drifts from what the model defines (MTCNN's
-R-Net: cosine 0.9987 against onnxruntime instead of 0.99999).
+(the frontend emits one per pair, mace/frontends/onnx/ops_quant.py, and one per quantized
+tensor of a QOperator model, ops_qlinear.py), in float32 as onnxruntime does: divide, round
+half to even, add, saturate; subtract, multiply; and TensorFlow's FakeQuant on its nudged
+grid (ties half to even where TensorFlow rounds half up). Without the rounding a float run
+of a QDQ model drifts from what the model defines (MTCNN's R-Net: cosine 0.9987 against
+onnxruntime instead of 0.99999).
 
 Quantizing a model (quantize: 1, runtime: dsp) makes it redundant: the quantize pass
 rounds to the same grid (the pair's range is recorded, mace/ir/qat_ranges.py), so

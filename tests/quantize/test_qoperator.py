@@ -143,3 +143,14 @@ def test_other_microsoft_ops_are_refused_by_name():
                    {"x": [2, 2]}, {"y": [2, 2]})
     with pytest.raises(UnsupportedOpError, match="QLinearReduceMean"):
         prepare(model, {"x": np.zeros((2, 2), np.float32)})
+
+
+def test_qgemm_with_alpha_and_a_bias_is_refused_by_name():
+    inits = {**_grid("a", 0.1, 10), "w": np.ones((3, 2), np.int8), "w_s": np.array(0.1, np.float32),
+             "w_z": np.array(0, np.int8), "c": np.zeros(2, np.int32)}
+    node = helper.make_node("QGemm", ["aq", "a_s", "a_z", "w", "w_s", "w_z", "c"], ["y"], domain=MS,
+                            alpha=0.5, name="head")
+    nodes = [helper.make_node("QuantizeLinear", ["x", "a_s", "a_z"], ["aq"]), node]
+    model = _model(nodes, inits, {"x": [1, 3]}, {"y": [1, 2]})
+    with pytest.raises(Exception, match="QGemm 'head': alpha other than 1"):
+        prepare(model, {"x": np.zeros((1, 3), np.float32)})

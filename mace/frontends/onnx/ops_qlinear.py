@@ -4,8 +4,8 @@ float ops on the quantization grid.
 
 onnxruntime's quantize_static with QuantFormat.QOperator (and the ONNX model zoo's int8
 models) write quantized layers as single nodes over uint8/int8 tensors; ops that only move
-data (MaxPool, Reshape, Flatten, Transpose, ...) read the integers directly and map as usual. As with QDQ pairs
-(ops_quant.py), MACE runs them in float and keeps what they knew:
+data (MaxPool, Reshape, Flatten, Transpose, ...) read those integers directly. As with QDQ
+pairs (ops_quant.py), MACE runs them in float and keeps what they knew:
 
 * the quantized input is read as float on its grid: the float tensor a QuantizeLinear or an
   earlier QLinear node rounded (one FakeQuantize per quantized tensor, shared by its
@@ -187,6 +187,9 @@ def qlinear_matmul(ctx, node):
 def qgemm(ctx, node):
     """com.microsoft QGemm: A, a_scale, a_zp, B, b_scale, b_zp, C (int32), y_scale, y_zp;
     without y_scale the output is float."""
+    if ctx.inp(node, 6) is not None and float(ctx.attr(node, "alpha", 1.0)) != 1.0:
+        raise _fail(node, ctx, "alpha other than 1 with a bias is not supported (the bias's "
+                               "scale would depend on it)")
     a = _float_input(ctx, node, 0, 1, 2, "a")
     a_scale = _tensor_params(ctx, node, 1, 2, "a")[0]
     trans_b = int(ctx.attr(node, "transB", 0))

@@ -22,7 +22,8 @@ FUSED = ("", "NOOP", "RELU", "RELUX")
 def channel_tables(p_in, p_out, scale, offset, qmin: int, qmax: int) -> np.ndarray:
     """uint8 [C, 256]: the requantized output of every code in every channel."""
     real = np.float64(p_in.scale) * (np.arange(UINT8_LEVELS, dtype=np.float64) - int(p_in.zero_point))
-    y = real[None, :] * np.asarray(scale, np.float64)[:, None] + np.asarray(offset, np.float64)[:, None]
+    y = (real[None, :] * np.asarray(scale, np.float64).reshape(-1, 1)
+         + np.asarray(offset, np.float64).reshape(-1, 1))
     q = np.rint(y / np.float64(p_out.scale)) + int(p_out.zero_point)
     return np.clip(q, qmin, qmax).astype(np.uint8)
 
