@@ -47,9 +47,11 @@ _FEATURES = _host_features()
 VNNI = 1 if "+avx512vnni" in _FEATURES else 0
 NR = 32            # columns of a packed panel (two 16-lane int32 vectors)
 KB = 4             # k's per dot-product step: a panel row is NR x KB bytes
-# rows per tile: 6 x 2 int32 accumulators (+ 2 of W', 1 broadcast) fit AVX-512's 32
-# registers; AVX2's 16 registers of 8 lanes hold a 16-lane vector in two
-MR = 6 if "+avx512f" in _FEATURES else 2
+# rows per tile: 12 x 2 int32 accumulators (+ 2 of W', broadcasts) fit AVX-512's 32
+# registers (12 rows against 6: VGG-19 quantized ~15% faster, ResNet-50, MobileNet v2 and
+# SqueezeNet 5-20%, each A/B in one process); AVX2's 16 registers of 8 lanes hold a 16-lane
+# vector in two
+MR = 12 if "+avx512f" in _FEATURES else 2
 ROW_BLOCK = 8 * MR
 # tile modes (a literal): bit 0 the dot-product instruction, bit 1 the short epilogue
 VNNI_MODE, SHORT = 1, 2
@@ -243,9 +245,21 @@ def _qtiles(mode, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps,
 
 @njit(**OPTS)
 def _qtiles_vnni(m, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
-    """m: a literal mode with the VNNI bit; r up to 6 rows."""
+    """m: a literal mode with the VNNI bit; r up to MR (12) rows."""
     if nv == 2:
-        if r == 6:
+        if r == 12:
+            _qtile(12, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 11:
+            _qtile(11, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 10:
+            _qtile(10, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 9:
+            _qtile(9, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 8:
+            _qtile(8, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 7:
+            _qtile(7, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        elif r == 6:
             _qtile(6, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
         elif r == 5:
             _qtile(5, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
@@ -257,6 +271,18 @@ def _qtiles_vnni(m, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, ep
             _qtile(2, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
         else:
             _qtile(1, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 12:
+        _qtile(12, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 11:
+        _qtile(11, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 10:
+        _qtile(10, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 9:
+        _qtile(9, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 8:
+        _qtile(8, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+    elif r == 7:
+        _qtile(7, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     elif r == 6:
         _qtile(6, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     elif r == 5:
