@@ -232,7 +232,7 @@ def _qstore(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, 
 
 @njit(**OPTS)
 def _qtiles(mode, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
-    """_qtile for the mode, r (1..MR) rows and nv (1, 2) vectors, as literals."""
+    """_qtile for the mode, r rows (_tile_rows) and nv (1, 2) vectors, as literals."""
     if mode == 3:
         _qtiles_vnni(3, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     elif mode == 1:
@@ -245,52 +245,24 @@ def _qtiles(mode, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps,
 
 @njit(**OPTS)
 def _qtiles_vnni(m, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
-    """m: a literal mode with the VNNI bit; r up to MR (12) rows."""
+    """m: a literal mode with the VNNI bit; r one of _tile_rows' sizes (12, 8, 4, 2, 1)."""
     if nv == 2:
         if r == 12:
             _qtile(12, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 11:
-            _qtile(11, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 10:
-            _qtile(10, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 9:
-            _qtile(9, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
         elif r == 8:
             _qtile(8, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 7:
-            _qtile(7, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 6:
-            _qtile(6, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 5:
-            _qtile(5, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
         elif r == 4:
             _qtile(4, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-        elif r == 3:
-            _qtile(3, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
         elif r == 2:
             _qtile(2, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
         else:
             _qtile(1, 2, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     elif r == 12:
         _qtile(12, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif r == 11:
-        _qtile(11, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif r == 10:
-        _qtile(10, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif r == 9:
-        _qtile(9, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     elif r == 8:
         _qtile(8, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif r == 7:
-        _qtile(7, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif r == 6:
-        _qtile(6, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif r == 5:
-        _qtile(5, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     elif r == 4:
         _qtile(4, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif r == 3:
-        _qtile(3, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     elif r == 2:
         _qtile(2, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     else:
@@ -309,6 +281,20 @@ def _qtiles_portable(m, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep
         _qtile(2, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     else:
         _qtile(1, 1, m, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+
+
+@njit(**OPTS)
+def _tile_rows(mr, left):
+    """Rows of the next tile: mr, else the largest of 8, 4, 2, 1 that fits. Every size is a
+    tile compiled apart, so remainders go in few sizes: all of 1..12 doubled numba's first
+    compile of this module (41 -> 81 s)."""
+    if left >= mr:
+        return mr
+    if left >= 8:
+        return 8
+    if left >= 4:
+        return 4
+    return 2 if left >= 2 else 1
 
 
 @njit(**OPTS)
@@ -335,8 +321,9 @@ def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg4, seg_stride, pan
             nw = min(NR, n - n0)
             nv = 2 if nw > 16 else 1
             b, e = pb + jb * kstep, pe + n0 * 8
-            for i in range(ib, ie, mr):
-                r = min(mr, ie - i)
+            i = ib
+            while i < ie:
+                r = _tile_rows(mr, ie - i)
                 for x in range(r):
                     q = i + x
                     rows[x] = base + (q // per_line) * line_step + (q % per_line) * row_step
@@ -351,6 +338,7 @@ def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg4, seg_stride, pan
                     for x in range(r):
                         for y in range(nw):
                             c[i + x, n0 + y] = tmp[x, y]
+                i += r
 
 
 @njit(**OPTS)
