@@ -13,6 +13,7 @@ import numpy as np
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph
+from mace.frontends.onnx.ops_qlinear import COM_MICROSOFT, GRID_PASSTHROUGH, on_grid
 from mace.frontends.onnx.registry import load_mappers
 from mace.ir.graph import Graph
 from mace.transform.shape_inference import infer_op, infer_shapes
@@ -38,8 +39,6 @@ class OnnxContext:
     def convert_nodes(self, nodes) -> None:
         """Map ONNX nodes in order, folding what is constant as each arrives (the model's
         graph, and the branch of an `If` that the converter inlines)."""
-        from mace.frontends.onnx.ops_qlinear import GRID_PASSTHROUGH, on_grid
-
         for node in nodes:
             mapper = self.mappers[node.op_type]
             if node.op_type in GRID_PASSTHROUGH:
@@ -191,8 +190,6 @@ def _all_nodes(graph):
 
 
 def _known_domain(node) -> bool:
-    from mace.frontends.onnx.ops_qlinear import COM_MICROSOFT
-
     return node.domain in ("", "ai.onnx") or (node.domain == "com.microsoft"
                                               and node.op_type in COM_MICROSOFT)
 
