@@ -23,10 +23,8 @@ import numpy as np
 from onnx import helper
 
 from mace.frontends.onnx.ops_quant import (_along, _dequantize_ops, _fail, _params, _pending,
-                                           _quantize_ops)
+                                           _quantize_ops, fake_quantize)
 from mace.frontends.onnx.registry import onnx_op
-from mace.ir.qat_ranges import record_ranges
-from mace.ops.fake_quantize import real_range
 
 
 def _grid_floats(ctx) -> dict:
@@ -48,14 +46,6 @@ def _tensor_params(ctx, node, i_scale, i_zp, what):
     return s, zp.reshape(-1)[0]
 
 
-def _fake_quantize(ctx, node, x, s, zp, out):
-    info = np.iinfo(zp.dtype)
-    ctx.add("FakeQuantize", node, [x], [out], name=out, scale=float(s), zero_point=int(zp),
-            quant_min=int(info.min), quant_max=int(info.max))
-    lo, hi = real_range(s, int(zp), info.min, info.max)
-    record_ranges(ctx.graph.net, [(out, lo, hi, info.bits, 0), (x, lo, hi, info.bits, 0)])
-
-
 def _same_grid(pending, s, zp) -> bool:
     _, scale, zero = pending
     return (scale.size == 1 and np.float32(scale.reshape(-1)[0]) == s and zero.dtype == zp.dtype
@@ -72,7 +62,7 @@ def _float_input(ctx, node, i, i_scale, i_zp, what):
     pending = _pending(ctx).get(q)
     out = ctx.temp(node, f"{what}_float")
     if pending is not None and _same_grid(pending, s, zp):
-        _fake_quantize(ctx, node, pending[0], s, zp, out)   # the float it was rounded from
+        fake_quantize(ctx, node, pending[0], s, zp, out)   # the float it was rounded from
     else:
         _dequantize_ops(ctx, node, q, np.asarray(s), np.asarray(zp), out=out)
     _grid_floats(ctx)[(q, float(s), int(zp))] = out
@@ -102,7 +92,7 @@ def _requantized_output(ctx, node, raw, i_scale, i_zp):
     """The float result `raw` onto the output's grid (FakeQuantize); the integers too."""
     s, zp = _tensor_params(ctx, node, i_scale, i_zp, "y")
     fq = ctx.temp(node, "grid")
-    _fake_quantize(ctx, node, raw, s, zp, fq)
+    fake_quantize(ctx, node, raw, s, zp, fq)
     _integer_output(ctx, node, raw, fq, s, zp)
 
 

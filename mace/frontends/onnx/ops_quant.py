@@ -142,16 +142,20 @@ def _pair(ctx, node, x, q_scale, q_zp, scale, zp):
             or not np.array_equal(q_zp.reshape(-1), zp.reshape(-1))):
         raise _fail(node, ctx, "its scale/zero point differ from those of the QuantizeLinear it "
                                "reads (a Q -> DQ pair must share them)")
-    info = np.iinfo(zp.dtype)
-    s, z = np.float32(scale.reshape(-1)[0]), int(zp.reshape(-1)[0])
+    s = np.float32(scale.reshape(-1)[0])
     if not (np.isfinite(s) and s > 0):
         raise _fail(node, ctx, f"scale {s} must be a positive finite number")
-    ctx.add("FakeQuantize", node, [x], scale=float(s), zero_point=z, quant_min=int(info.min),
-            quant_max=int(info.max))
-    lo, hi = real_range(s, z, info.min, info.max)
-    out = node.output[0]
-    # x carries the range too: quantizing, the pair becomes x's clamp (lower_fake_quantize)
-    # and x keeps its name when that goes away or fuses into x's producer.
+    fake_quantize(ctx, node, x, s, zp.reshape(-1)[0], node.output[0])
+
+
+def fake_quantize(ctx, node, x, s, zp, out):
+    """out = FakeQuantize(x) on the grid (s, zp; zp's dtype the integer type), its range
+    recorded on both. x carries the range too: quantizing, the op becomes x's clamp
+    (lower_fake_quantize) and x keeps its name when that goes away or fuses into x's producer."""
+    info = np.iinfo(zp.dtype)
+    ctx.add("FakeQuantize", node, [x], [out], name=None if out == node.output[0] else out,
+            scale=float(s), zero_point=int(zp), quant_min=int(info.min), quant_max=int(info.max))
+    lo, hi = real_range(s, int(zp), info.min, info.max)
     record_ranges(ctx.graph.net, [(out, lo, hi, info.bits, 0), (x, lo, hi, info.bits, 0)])
 
 
