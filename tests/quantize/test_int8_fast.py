@@ -75,6 +75,9 @@ CONV_CASES = {
     "5x3_stride_1x2": ((1, 9, 9, 5), (17, 5, 5, 3), {"strides": [1, 2], "padding": "VALID"}),
     "group2": ((1, 6, 6, 4), (6, 2, 3, 3), {"group": 2, "pads": [1, 1, 1, 1]}),
     "group4_1x1": ((1, 7, 5, 8), (12, 2, 1, 1), {"group": 4}),
+    # ShuffleNet's: groups of 34 straddle the 32-column panels (column runs, see below)
+    "group4_1x1_c136": ((1, 6, 5, 136), (136, 34, 1, 1), {"group": 4}),
+    "group3_1x1_stride2_batch2": ((2, 7, 7, 48), (60, 16, 1, 1), {"group": 3, "strides": [2, 2]}),
     "dilation_rows": ((1, 10, 10, 4), (4, 4, 3, 3), {"dilations": [2, 1], "padding": "SAME"}),
     "pointwise_o70": ((1, 5, 5, 8), (70, 8, 1, 1), {}),
     "pointwise_c7_stride2": ((1, 9, 8, 7), (16, 7, 1, 1), {"strides": [2, 2]}),
@@ -99,6 +102,31 @@ def test_conv2d_fast_equals_reference(name, per_channel, sign):
         assert quantize.type == "Quantize"
         assert graph.quant_params(quantize.output[0]).zero_point == (0 if sign > 0 else 255)
     assert_same_bytes(graph, x, "Conv2D")
+
+
+GROUPED_1X1 = dict(CONV_CASES, pool_rows=((1, 40, 12, 136), (136, 34, 1, 1), {"group": 4}),
+                   pool_panels=((1, 2, 2, 544), (544, 136, 1, 1), {"group": 4}))
+
+
+@pytest.mark.parametrize("name", ["group4_1x1", "group4_1x1_c136", "group3_1x1_stride2_batch2",
+                                  "pool_rows", "pool_panels"])
+def test_grouped_1x1_convs_run_as_column_runs(name):
+    """Per-channel int8 weights (zero points 0): one GEMM whose panels read only their
+    groups' input channels, in place; each run's [k0, k1) covers its columns' groups. Two
+    threads: split by output rows or by panels where there is a compute pool."""
+    x_shape, w_shape, args = GROUPED_1X1[name]
+    rng = np.random.default_rng(3)
+    x = rng.uniform(-1, 1, x_shape).astype(np.float32)
+    consts = {"w": rng.uniform(-1, 1, w_shape).astype(np.float32),
+              "b": rng.uniform(-1, 1, w_shape[0]).astype(np.float32)}
+    with threadpool_limits(2):
+        fast, _ = assert_same_bytes(quantized("Conv2D", x, consts, args), x, "Conv2D")
+    kernel = next(n for n in fast.nodes if n.op.type == "Conv2D").kernel
+    og, cg = w_shape[0] // args["group"], w_shape[1]
+    assert kernel.runs and len(kernel.gemms) == 1
+    for c0, c1, k0, k1 in kernel.runs:
+        assert k0 <= (c0 // og) * cg and ((c1 - 1) // og + 1) * cg <= k1 <= x_shape[3]
+        assert k0 % 4 == 0 and (k1 - k0) % 4 == 0
 
 
 def test_conv2d_output_zero_points_at_the_extremes_and_no_bias():

@@ -63,6 +63,17 @@ class QPanels:
         self.mode = lib.VNNI | (lib.SHORT if self._short(lib, self.ep[:, :o], nseg * seg4 * lib.KB) else 0)
         self.zero, self.qmin, self.qmax = int(stage.zero), int(stage.qmin), int(stage.qmax)
         self.lib, self.kh, self.seg_len, self.parts = lib, nseg, seg_len, max(1, parts)
+        # every panel reads all of A's row: seg4 steps per segment from its first byte
+        self.ksteps = np.full(count, seg4, np.int64)
+        self.koffs = np.zeros(count, np.int64)
+
+    def read_runs(self, starts, widths) -> None:
+        """Panel j reads only widths[j] bytes (a multiple of KB) of each A row, from byte
+        starts[j]: a grouped 1x1 conv's column runs (int8/conv2d.py). The runs give no
+        window sums: the kernel uses them only where the weights' zero points are 0."""
+        assert not self.needs_sums and self.kh == 1
+        self.koffs = np.asarray(starts, np.int64)
+        self.ksteps = np.asarray(widths, np.int64) // self.lib.KB
 
     @staticmethod
     def _short(lib, ep, k_padded: int) -> bool:
@@ -109,7 +120,8 @@ class QPanels:
                               m * self.kh * self.seg_len, self.parts, lib))
         else:
             sums = np.zeros(0, np.int64)
-        args = (self.mode, xp, ow, sh, sw, dh, self.kh, self.panels, self.ep, sums, self.zero,
+        args = (self.mode, xp, ow, sh, sw, dh, self.kh, self.panels, self.ksteps, self.koffs, self.ep,
+                sums, self.zero,
                 self.qmin, self.qmax, out2d)
         work = m * self.panels.shape[1] * lib.KB * n
         if self.parts == 1 or (lines >= self.parts and by_rows(m, n, self.parts)):

@@ -298,13 +298,15 @@ def _tile_rows(mr, left):
 
 
 @njit(**OPTS)
-def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg4, seg_stride, panels, ep, rowsum,
-           zero, qmin, qmax, c, r0, r1, j0, j1):
+def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg_stride, panels, ksteps, koffs, ep,
+           rowsum, zero, qmin, qmax, c, r0, r1, j0, j1):
     """c[r0:r1, panel columns j0:j1] (uint8, contiguous rows) from A's rows r0:r1: row q
     starts at address base + (q // per_line) * line_step + (q % per_line) * row_step and
-    runs in segments (see _qtile); panels [P, nseg * seg4, NR * KB] int8; ep [EP_ROWS,
-    P * NR] int64; rowsum [rows] int64 window sums, or empty (no per-tensor term). Full
-    panels are stored in place, a ragged last one through a small tile buffer."""
+    runs in segments (see _qtile); panels [P, nseg * seg4, NR * KB] int8, of which panel j
+    uses ksteps[j] steps per segment from A's byte koffs[j] (_qgemm.QPanels: seg4 and 0 but
+    for a grouped 1x1 conv's column runs); ep [EP_ROWS, P * NR] int64; rowsum [rows] int64
+    window sums, or empty (no per-tensor term). Full panels are stored in place, a ragged
+    last one through a small tile buffer."""
     n, ldc = c.shape[1], c.strides[0]
     mr = MR if dot & VNNI_MODE else 2
     pb, pc, pe = panels.ctypes.data, c.ctypes.data, ep.ctypes.data
@@ -321,12 +323,13 @@ def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg4, seg_stride, pan
             nw = min(NR, n - n0)
             nv = 2 if nw > 16 else 1
             b, e = pb + jb * kstep, pe + n0 * 8
+            seg4, at = ksteps[jb], base + koffs[jb]
             i = ib
             while i < ie:
                 r = _tile_rows(mr, ie - i)
                 for x in range(r):
                     q = i + x
-                    rows[x] = base + (q // per_line) * line_step + (q % per_line) * row_step
+                    rows[x] = at + (q // per_line) * line_step + (q % per_line) * row_step
                     if has_sums:
                         rs[x] = rowsum[q]
                 if nw == 16 * nv:
@@ -359,23 +362,24 @@ def window_sums(xp, ow, sh, sw, dh, kh, kwc, out, r0, r1):
 
 
 @njit(**OPTS)
-def qconv(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, r0, r1):
+def qconv(dot, xp, ow, sh, sw, dh, kh, panels, ksteps, koffs, ep, rowsum, zero, qmin, qmax, out2d,
+          r0, r1):
     """Output lines r0:r1 of a conv of one image from its padded uint8 input xp [Hp, Wp, C]
     (C-contiguous, a few bytes of slack after it when a window row's bytes are not a
-    multiple of 4): output pixel (y, x)'s A row is its window, kh runs of kw * C bytes."""
+    multiple of 4): output pixel (y, x)'s A row is its window, kh runs of kw * C bytes
+    (ksteps, koffs: _qgemm's)."""
     line, pixel = xp.shape[1] * xp.shape[2], xp.shape[2]
-    seg4 = panels.shape[1] // kh
-    _qgemm(dot, xp.ctypes.data, ow, sh * line, sw * pixel, kh, seg4, dh * line, panels, ep, rowsum,
-           zero, qmin, qmax, out2d, r0 * ow, r1 * ow, 0, panels.shape[0])
+    _qgemm(dot, xp.ctypes.data, ow, sh * line, sw * pixel, kh, dh * line, panels, ksteps, koffs, ep,
+           rowsum, zero, qmin, qmax, out2d, r0 * ow, r1 * ow, 0, panels.shape[0])
 
 
 @njit(**OPTS)
-def qconv_panels(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, j0, j1):
+def qconv_panels(dot, xp, ow, sh, sw, dh, kh, panels, ksteps, koffs, ep, rowsum, zero, qmin, qmax,
+                 out2d, j0, j1):
     """qconv's panels j0:j1 (columns j0 * NR : j1 * NR), all output lines."""
     line, pixel = xp.shape[1] * xp.shape[2], xp.shape[2]
-    seg4 = panels.shape[1] // kh
-    _qgemm(dot, xp.ctypes.data, ow, sh * line, sw * pixel, kh, seg4, dh * line, panels, ep, rowsum,
-           zero, qmin, qmax, out2d, 0, out2d.shape[0], j0, j1)
+    _qgemm(dot, xp.ctypes.data, ow, sh * line, sw * pixel, kh, dh * line, panels, ksteps, koffs, ep,
+           rowsum, zero, qmin, qmax, out2d, 0, out2d.shape[0], j0, j1)
 
 
 # ---- the compute pool's drivers -------------------------------------------------
@@ -387,19 +391,23 @@ def _part(rows, parts, p):
 
 
 @njit(**PAR)
-def qconv_par(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, parts):
+def qconv_par(dot, xp, ow, sh, sw, dh, kh, panels, ksteps, koffs, ep, rowsum, zero, qmin, qmax, out2d,
+              parts):
     lines = out2d.shape[0] // ow
     for p in prange(parts):
         r0, r1 = _part(lines, parts, p)
-        qconv(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, r0, r1)
+        qconv(dot, xp, ow, sh, sw, dh, kh, panels, ksteps, koffs, ep, rowsum, zero, qmin, qmax, out2d,
+              r0, r1)
 
 
 @njit(**PAR)
-def qconv_panels_par(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, parts):
+def qconv_panels_par(dot, xp, ow, sh, sw, dh, kh, panels, ksteps, koffs, ep, rowsum, zero, qmin, qmax,
+                     out2d, parts):
     count = panels.shape[0]
     for p in prange(parts):
         j0, j1 = _part(count, parts, p)
-        qconv_panels(dot, xp, ow, sh, sw, dh, kh, panels, ep, rowsum, zero, qmin, qmax, out2d, j0, j1)
+        qconv_panels(dot, xp, ow, sh, sw, dh, kh, panels, ksteps, koffs, ep, rowsum, zero, qmin, qmax,
+                     out2d, j0, j1)
 
 
 @njit(**PAR)
