@@ -405,8 +405,10 @@ def test_batchnorm_matches_reference(act, shape, jit):
                                             2.0 if act == "RELUX" else np.inf), rtol=1e-6, atol=1e-6)
 
 
+# groups 2, 3, 4, 8 take the loop's inlined interleavings, the others its strided stores
 @pytest.mark.parametrize("shape,group", [((1, 5, 7, 12), 3), ((2, 3, 3, 8), 4), ((1, 1, 1, 6), 2),
-                                         ((3, 10), 5), ((1, 4, 4, 9), 9)])
+                                         ((3, 10), 5), ((1, 4, 4, 9), 9), ((1, 3, 5, 136), 4),
+                                         ((2, 40), 8), ((1, 2, 2, 66), 2)])
 def test_channel_shuffle_matches_reference(shape, group, jit):
     from mace.ops.fast._jit import loops
     if loops() is None:
