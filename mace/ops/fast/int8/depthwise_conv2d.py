@@ -59,7 +59,7 @@ class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
             rnd = np.left_shift(np.int64(1), shift - 1)
             fold = bias - self.zx * w.sum(axis=(0, 1))   # the 3x3 interior's zero-point share
             i32 = lambda a: a.astype(np.int32)   # noqa: E731
-            self.name, self.columns = "qdepthwise32", (i32(w), i32(bias), i32(fold), i32(mult), shift, rnd)
+            self.name, self.columns = "qdepthwise32", (w.astype(np.int16), i32(bias), i32(fold), i32(mult), shift, rnd)
         else:
             self.name, self.columns = "qdepthwise", (w, bias, mult, left, shift)
 
