@@ -269,8 +269,9 @@ DEPTHWISE_CASES = {
     "multiplier2": ((1, 6, 6, 3), (6, 1, 3, 3), {"padding": "SAME"}),
     "5x5_dilated_relu": ((1, 12, 11, 4), (4, 1, 5, 5), {"dilations": [2, 1], "padding": "SAME",
                                                         "activation": "RELU"}),
-    # the int32 loop at 16, 37 and 70 channels (vector steps and a scalar rest); the 3x3
-    # interior with strides and a column dilation
+    # the int32 loop at 16, 37 and 70 channels (16-lane blocks, the last one overlapping its
+    # neighbour; 8 channels above take the loop over channels); the 3x3 interior with strides
+    # and a column dilation, interiors of odd and even widths (two pixels per call)
     "c16_same": ((1, 6, 7, 16), (16, 1, 3, 3), {"padding": "SAME"}),
     "c37_stride2_pads": ((1, 9, 10, 37), (37, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
     "c70_dilated_w": ((2, 7, 11, 70), (70, 1, 3, 3), {"dilations": [1, 2], "padding": "SAME"}),

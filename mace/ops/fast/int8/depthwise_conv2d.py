@@ -3,9 +3,10 @@ by output rows. The reference (mace/ops/int8/depthwise_conv2d.py) makes kh*kw fl
 
 Where the sums provably fit int32 (|bias| + kh * kw * 255 * 255 < 2^31, so the reference's
 int32 clip is a no-op) and each output channel reads its own input channel (multiplier 1:
-every depthwise conv of MobileNet v2 and ShuffleNet), _qloops.qdepthwise32 accumulates a
-row in int32 lanes, tap by tap over the channels, and requantizes it per channel in the
-same call; otherwise _qloops.qdepthwise does the same in int64, one channel at a time.
+every depthwise conv of MobileNet v2 and ShuffleNet), _qloops.qdepthwise32 accumulates in
+int32 lanes (int16 taps: the products fit vpmaddwd) and requantizes per channel in the same
+call, a 3x3 filter's interior pixels 16 channels at a time in explicit 512-bit vectors;
+otherwise _qloops.qdepthwise does the same in int64, one channel at a time.
 """
 from __future__ import annotations
 
@@ -59,7 +60,8 @@ class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
             rnd = np.left_shift(np.int64(1), shift - 1)
             fold = bias - self.zx * w.sum(axis=(0, 1))   # the 3x3 interior's zero-point share
             i32 = lambda a: a.astype(np.int32)   # noqa: E731
-            self.name, self.columns = "qdepthwise32", (w.astype(np.int16), i32(bias), i32(fold), i32(mult), shift, rnd)
+            taps16 = w.astype(np.int16)   # centred int8 (or uint8) taps: within +-255
+            self.name, self.columns = "qdepthwise32", (taps16, i32(bias), i32(fold), i32(mult), shift, rnd)
         else:
             self.name, self.columns = "qdepthwise", (w, bias, mult, left, shift)
 
