@@ -315,9 +315,20 @@ def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg_stride, panels, k
     tmp = np.empty((MR, NR), np.uint8)
     rows = np.empty(MR, np.int64)
     rs = np.zeros(MR, np.int64)
+    offs = np.empty(ROW_BLOCK, np.int64)
     has_sums = rowsum.shape[0] > 0
     for ib in range(r0, r1, ROW_BLOCK):
         ie = min(r1, ib + ROW_BLOCK)
+        # the block's A row offsets, walked pixel by pixel: one division per block, not two
+        # per row and panel (with a few k steps, as in a 3-channel first conv, those
+        # divisions took as long as the tile)
+        line, col = ib // per_line, ib % per_line
+        for q in range(ie - ib):
+            offs[q] = line * line_step + col * row_step
+            col += 1
+            if col == per_line:
+                col = 0
+                line += 1
         for jb in range(j0, j1):
             n0 = jb * NR
             nw = min(NR, n - n0)
@@ -328,10 +339,9 @@ def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg_stride, panels, k
             while i < ie:
                 r = _tile_rows(mr, ie - i)
                 for x in range(r):
-                    q = i + x
-                    rows[x] = at + (q // per_line) * line_step + (q % per_line) * row_step
+                    rows[x] = at + offs[i - ib + x]
                     if has_sums:
-                        rs[x] = rowsum[q]
+                        rs[x] = rowsum[i + x]
                 if nw == 16 * nv:
                     _qtiles(dot, r, nv, rows.ctypes.data, rs.ctypes.data, nseg, seg4, seg_stride, b,
                             pc + i * ldc + n0, ldc, e, eps, zero, qmin, qmax)
