@@ -12,7 +12,7 @@ A grouped 1x1 conv with int8 weights (zero points 0) runs as one GEMM whose pane
 of the groups their columns belong to; a column's weights outside its own group are 0,
 so the bytes are the reference's. Per group, ShuffleNet's 34 columns took a full panel
 and a 2-column one, a copy of the group's channels and a step per group; the runs skip
-all three for ~20% more products (its 1x1 convs 1.4-1.7x faster).
+all three for ~20-60% more products (its 1x1 convs 1.4-2.5x faster).
 """
 from __future__ import annotations
 
@@ -31,6 +31,10 @@ from mace.ops.int8.conv2d import Conv2DInt8
 from mace.ops.registry import kernel
 
 U8 = np.dtype(np.uint8)
+# column runs at up to this many times the per-group 16-column vector steps: measured 2x
+# (112 channels in 4 groups) to 12x (128 in 32) faster than per group at up to 2x the
+# products, where the per-group copies, ragged panels and steps cost more than the products
+RUNS_MAX_COST = 2.5
 
 
 def quantized_weights(ctx) -> bool:
@@ -133,8 +137,8 @@ def column_runs(g, lib) -> list:
     """(c0, c1, k0, k1) per run of NR output columns of a grouped 1x1 conv: the input
     channels [k0, k1) of the groups its columns belong to, widened to whole 4-byte steps
     within the row (C a multiple of 4: no load runs past the input). Empty where the runs
-    would not pay: ungrouped, not 1x1, padded, or more than 1.5x the per-group products
-    (counted in 16-column vectors: a group of 34 columns costs three)."""
+    would not pay: ungrouped, not 1x1, padded, or more than RUNS_MAX_COST times the
+    per-group products (counted in 16-column vectors: a group of 34 columns costs three)."""
     if g.group == 1 or (g.kh, g.kw) != (1, 1) or any(g.pads) or g.c % lib.KB:
         return []
     runs = []
@@ -149,4 +153,4 @@ def column_runs(g, lib) -> list:
     per_group = g.group * -(-g.cg // lib.KB) * lib.KB * sum(
         vectors(min(lib.NR, g.og - j)) for j in range(0, g.og, lib.NR))
     spans = sum((k1 - k0) * vectors(c1 - c0) for c0, c1, k0, k1 in runs)
-    return runs if spans <= 1.5 * per_group else []
+    return runs if spans <= RUNS_MAX_COST * per_group else []
