@@ -534,6 +534,31 @@ def _requant32(v, mult, rnd, shift, zero, qmin, qmax):
     return t if t < qmax else qmax
 
 
+def _vload(builder, addr, vec):
+    """A vector load from an int64 address (no alignment assumed)."""
+    return builder.load(builder.inttoptr(addr, vec.as_pointer()), align=1)
+
+
+def _splat16(builder, x):
+    """An int64 scalar in all 16 lanes."""
+    vec = ir.VectorType(ir.IntType(64), 16)
+    undef = ir.Constant(vec, ir.Undefined)
+    return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(ir.IntType(32), 0)), undef,
+                                  ir.Constant(ir.VectorType(ir.IntType(32), 16), None))
+
+
+def _requant16_ir(builder, acc, mult, rnd, shift, zero, lo, hi, out_):
+    """Store _requant32 of 16 int32 lanes `acc` as bytes at address out_: mult the int32
+    multipliers sign-extended to 16 x i64, rnd and shift 16 x i64, zero / lo / hi splats."""
+    v64 = ir.VectorType(ir.IntType(64), 16)
+    t = builder.ashr(builder.add(builder.mul(builder.sext(acc, v64), mult), rnd), shift)
+    t = builder.add(t, zero)
+    t = builder.select(builder.icmp_signed("<", t, lo), lo, t)
+    t = builder.select(builder.icmp_signed(">", t, hi), hi, t)
+    v8 = ir.VectorType(ir.IntType(8), 16)
+    builder.store(builder.trunc(t, v8), builder.inttoptr(out_, v8.as_pointer()), align=1)
+
+
 @intrinsic
 def _requant16(typingctx, acc, mult, rnd, shift, out, zero, qmin, qmax):
     """16 channels of _requant32 in explicit 16-lane vectors (addresses of acc int32, mult
@@ -546,24 +571,10 @@ def _requant16(typingctx, acc, mult, rnd, shift, out, zero, qmin, qmax):
 
     def codegen(context, builder, signature, args):
         acc_, mult_, rnd_, shift_, out_, zero_, qmin_, qmax_ = args
-        i8, i32 = ir.IntType(8), ir.IntType(32)
-        v32, v64 = ir.VectorType(i32, 16), ir.VectorType(ir.IntType(64), 16)
-
-        def vload(addr, vec):
-            return builder.load(builder.inttoptr(addr, vec.as_pointer()), align=1)
-
-        def splat(x):
-            undef = ir.Constant(v64, ir.Undefined)
-            return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(i32, 0)), undef,
-                                          ir.Constant(ir.VectorType(i32, 16), None))
-        t = builder.mul(builder.sext(vload(acc_, v32), v64), builder.sext(vload(mult_, v32), v64))
-        t = builder.ashr(builder.add(t, vload(rnd_, v64)), vload(shift_, v64))
-        t = builder.add(t, splat(zero_))
-        lo, hi = splat(qmin_), splat(qmax_)
-        t = builder.select(builder.icmp_signed("<", t, lo), lo, t)
-        t = builder.select(builder.icmp_signed(">", t, hi), hi, t)
-        builder.store(builder.trunc(t, ir.VectorType(i8, 16)),
-                      builder.inttoptr(out_, ir.VectorType(i8, 16).as_pointer()), align=1)
+        v32, v64 = ir.VectorType(ir.IntType(32), 16), ir.VectorType(ir.IntType(64), 16)
+        _requant16_ir(builder, _vload(builder, acc_, v32), builder.sext(_vload(builder, mult_, v32), v64),
+                      _vload(builder, rnd_, v64), _vload(builder, shift_, v64),
+                      *(_splat16(builder, x) for x in (zero_, qmin_, qmax_)), out_)
         return context.get_dummy_value()
     return sig, codegen
 
@@ -576,36 +587,24 @@ def _dw3x3_ir(builder, npix, args):
     i8, i16, i32, i64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
     v8, v16, v32, v64 = (ir.VectorType(t, 16) for t in (i8, i16, i32, i64))
 
-    def vload(addr, vec):
-        return builder.load(builder.inttoptr(addr, vec.as_pointer()), align=1)
-
-    def splat(x):
-        undef = ir.Constant(v64, ir.Undefined)
-        return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(i32, 0)), undef,
-                                      ir.Constant(ir.VectorType(i32, 16), None))
-
     def at(base, *offsets):
         for off in offsets:
             base = builder.add(base, off)
         return base
-    taps = [builder.sext(vload(at(w_, builder.mul(wrow_, ir.Constant(i64, t))), v16), v32) for t in range(9)]
-    fold = vload(fold_, v32)
-    mult, rnd, shift = builder.sext(vload(mult_, v32), v64), vload(rnd_, v64), vload(shift_, v64)
-    zero, lo, hi = splat(zero_), splat(qmin_), splat(qmax_)
+    taps = [builder.sext(_vload(builder, at(w_, builder.mul(wrow_, ir.Constant(i64, t))), v16), v32)
+            for t in range(9)]
+    fold = _vload(builder, fold_, v32)
+    mult = builder.sext(_vload(builder, mult_, v32), v64)
+    rnd, shift = _vload(builder, rnd_, v64), _vload(builder, shift_, v64)
+    zero, lo, hi = (_splat16(builder, x) for x in (zero_, qmin_, qmax_))
     for k in range(npix):
         shift_k = builder.mul(step_, ir.Constant(i64, k))
         acc = fold
         for r, row in enumerate((p0_, p1_, p2_)):
             for j, d in enumerate((None, d1_, d2_)):
                 addr = at(row, shift_k) if d is None else at(row, shift_k, d)
-                acc = builder.add(acc, builder.mul(builder.zext(vload(addr, v8), v32), taps[3 * r + j]))
-        t = builder.ashr(builder.add(builder.mul(builder.sext(acc, v64), mult), rnd), shift)
-        t = builder.add(t, zero)
-        t = builder.select(builder.icmp_signed("<", t, lo), lo, t)
-        t = builder.select(builder.icmp_signed(">", t, hi), hi, t)
-        builder.store(builder.trunc(t, v8),
-                      builder.inttoptr(at(out_, builder.mul(ostep_, ir.Constant(i64, k))), v8.as_pointer()),
-                      align=1)
+                acc = builder.add(acc, builder.mul(builder.zext(_vload(builder, addr, v8), v32), taps[3 * r + j]))
+        _requant16_ir(builder, acc, mult, rnd, shift, zero, lo, hi, at(out_, builder.mul(ostep_, ir.Constant(i64, k))))
 
 
 @intrinsic(prefer_literal=True)
