@@ -138,7 +138,8 @@ def column_runs(g, lib) -> list:
     channels [k0, k1) of the groups its columns belong to, widened to whole 4-byte steps
     within the row (C a multiple of 4: no load runs past the input). Empty where the runs
     would not pay: ungrouped, not 1x1, padded, or more than RUNS_MAX_COST times the
-    per-group products (counted in 16-column vectors: a group of 34 columns costs three)."""
+    per-group products (counted in 16-column vectors: a group of 34 columns costs three);
+    or where a run's K passes _qgemm.MAX_K."""
     if g.group == 1 or (g.kh, g.kw) != (1, 1) or any(g.pads) or g.c % lib.KB:
         return []
     runs = []
@@ -153,4 +154,6 @@ def column_runs(g, lib) -> list:
     per_group = g.group * -(-g.cg // lib.KB) * lib.KB * sum(
         vectors(min(lib.NR, g.og - j)) for j in range(0, g.og, lib.NR))
     spans = sum((k1 - k0) * vectors(c1 - c0) for c0, c1, k0, k1 in runs)
+    if max(k1 - k0 for _, _, k0, k1 in runs) > MAX_K:   # a run's int32 dot products could overflow
+        return []
     return runs if spans <= RUNS_MAX_COST * per_group else []
