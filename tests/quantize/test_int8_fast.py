@@ -276,6 +276,12 @@ DEPTHWISE_CASES = {
     "c37_stride2_pads": ((1, 9, 10, 37), (37, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 0, 1]}),
     "c70_dilated_w": ((2, 7, 11, 70), (70, 1, 3, 3), {"dilations": [1, 2], "padding": "SAME"}),
     "c24_valid_stride_1x2": ((1, 8, 9, 24), (24, 1, 3, 3), {"strides": [1, 2], "padding": "VALID"}),
+    # 64 channels and more: the vpdpbusd quads (a block of exactly 64, an overlapping last
+    # block, strides, a column dilation, batch 2)
+    "c64_same": ((1, 6, 7, 64), (64, 1, 3, 3), {"padding": "SAME"}),
+    "c136_stride2_batch2": ((2, 9, 8, 136), (136, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
+    "c200_stride_1x2_dilated_w": ((1, 7, 13, 200), (200, 1, 3, 3), {"strides": [1, 2], "dilations": [1, 2],
+                                                                     "padding": "SAME"}),
     # the interior's float rows: kept between output rows (stride 1), across images (batch 2),
     # and slotted by row dilation 2 and 3 (a window's rows never share a slot)
     "c20_dilated_h3_batch2": ((2, 12, 8, 20), (20, 1, 3, 3), {"dilations": [3, 1], "padding": "SAME"}),
@@ -296,6 +302,9 @@ def test_depthwise_fast_equals_reference(name, per_channel, sign):
     fast, _ = assert_same_bytes(quantized("DepthwiseConv2d", x, consts, args, per_channel), x, "DepthwiseConv2d")
     node = next(n for n in fast.nodes if n.op.type == "DepthwiseConv2d")
     assert node.kernel.int32 == (name != "multiplier2")   # the int32 loop, but for a multiplier of 2
+    if per_channel and x_shape[-1] >= 64 and w_shape[2:] == (3, 3):   # int8 taps: the quads
+        quads, starts = node.kernel.columns[-2:]
+        assert len(starts) == -(-x_shape[-1] // 64) and starts[-1] == x_shape[-1] - 64
 
 
 def test_depthwise_interior_without_the_short_requantization():

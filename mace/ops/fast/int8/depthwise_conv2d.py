@@ -5,8 +5,11 @@ Where the sums provably fit int32 (|bias| + kh * kw * 255 * 255 < 2^31, so the r
 int32 clip is a no-op) and each output channel reads its own input channel (multiplier 1:
 every depthwise conv of MobileNet v2 and ShuffleNet), _qloops.qdepthwise32 accumulates in
 int32 lanes (int16 taps: the products fit vpmaddwd) and requantizes per channel in the same
-call, a 3x3 filter's interior pixels 16 channels at a time in explicit 512-bit vectors;
-otherwise _qloops.qdepthwise does the same in int64, one channel at a time.
+call, a 3x3 filter's interior pixels 16 channels at a time in explicit 512-bit vectors, or,
+with 64 channels or more and int8 taps, 64 at a time by vpdpbusd: the nine taps' codes
+regrouped into quads (four taps of a channel per int32 lane) by lane-wise unpacks, against
+taps packed the same way at load (`quad_blocks`); otherwise _qloops.qdepthwise does the
+same in int64, one channel at a time.
 """
 from __future__ import annotations
 
@@ -40,6 +43,31 @@ def fits_int32(taps: np.ndarray, bias: np.ndarray) -> bool:
     return bound < INT32_MAX
 
 
+def quad_blocks(w, fold, mult, rnd, shift) -> tuple:
+    """(quads uint8 [B, QUAD_BYTES], starts int64 [B]) for _qloops._dw3x3q: per block of 64
+    channels (the last one ending at the last channel), the 3x3 taps as int8 quads in the
+    order its lane-wise unpacks leave the channels (lane 4L + j of vector r is channel
+    16L + 4r + j), then fold, mult, rnd, shift in that order. Empty (the 16-channel path)
+    for other filters, under 64 channels, or taps outside int8 (uint8 weights' centred taps)."""
+    lib = qloops()
+    kh, kw, o = w.shape
+    if (kh, kw) != (3, 3) or o < 64 or w.min() < -128 or w.max() > 127:
+        return np.zeros((0, lib.QUAD_BYTES), np.uint8), np.zeros(0, np.int64)
+    starts = list(range(0, o - 63, 64)) + ([o - 64] if o % 64 else [])
+    lane = np.arange(16)
+    order = 16 * (lane // 4)[None, :] + 4 * np.arange(4)[:, None] + (lane % 4)[None, :]   # [r, lane]
+    w12 = np.zeros((12, o), np.int64)
+    w12[:9] = w.reshape(9, o)
+    quads = np.zeros((len(starts), lib.QUAD_BYTES), np.uint8)
+    for b, cb in enumerate(starts):
+        ch = cb + order
+        taps = w12.reshape(3, 4, o)[:, :, ch].transpose(0, 2, 3, 1)   # [group, r, lane, tap in quad]
+        parts = [taps.astype(np.int8), fold[ch].astype(np.int32), mult[ch].astype(np.int32),
+                 rnd[ch].astype(np.int64), shift[ch].astype(np.int64)]
+        quads[b] = np.frombuffer(b"".join(a.tobytes() for a in parts), np.uint8)
+    return quads, np.array(starts, np.int64)
+
+
 @kernel("DepthwiseConv2d", "int8:fast")
 class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
     @staticmethod
@@ -61,7 +89,9 @@ class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
             fold = bias - self.zx * w.sum(axis=(0, 1))   # the 3x3 interior's zero-point share
             i32 = lambda a: a.astype(np.int32)   # noqa: E731
             taps16 = w.astype(np.int16)   # centred int8 (or uint8) taps: within +-255
-            self.name, self.columns = "qdepthwise32", (taps16, i32(bias), i32(fold), i32(mult), shift, rnd)
+            quads, starts = quad_blocks(w, fold, mult, rnd, shift)
+            self.name = "qdepthwise32"
+            self.columns = (taps16, i32(bias), i32(fold), i32(mult), shift, rnd, quads, starts)
         else:
             self.name, self.columns = "qdepthwise", (w, bias, mult, left, shift)
 
