@@ -279,6 +279,8 @@ DEPTHWISE_CASES = {
     # 64 channels and more: the vpdpbusd quads (a block of exactly 64, an overlapping last
     # block, strides, a column dilation, batch 2)
     "c64_same": ((1, 6, 7, 64), (64, 1, 3, 3), {"padding": "SAME"}),
+    # 32 (and c16 above) channels at stride 1: the quads take 2 (4) pixels per call, an odd rest
+    "c32_same_w9": ((1, 5, 9, 32), (32, 1, 3, 3), {"padding": "SAME"}),
     "c136_stride2_batch2": ((2, 9, 8, 136), (136, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     "c200_stride_1x2_dilated_w": ((1, 7, 13, 200), (200, 1, 3, 3), {"strides": [1, 2], "dilations": [1, 2],
                                                                      "padding": "SAME"}),
@@ -302,9 +304,11 @@ def test_depthwise_fast_equals_reference(name, per_channel, sign):
     fast, _ = assert_same_bytes(quantized("DepthwiseConv2d", x, consts, args, per_channel), x, "DepthwiseConv2d")
     node = next(n for n in fast.nodes if n.op.type == "DepthwiseConv2d")
     assert node.kernel.int32 == (name != "multiplier2")   # the int32 loop, but for a multiplier of 2
+    quads, starts = node.kernel.columns[-2:] if node.kernel.int32 else (None, None)
     if per_channel and x_shape[-1] >= 64 and w_shape[2:] == (3, 3):   # int8 taps: the quads
-        quads, starts = node.kernel.columns[-2:]
         assert len(starts) == -(-x_shape[-1] // 64) and starts[-1] == x_shape[-1] - 64
+    if per_channel and x_shape[-1] in (16, 32) and args.get("strides", [1, 1])[1] == 1 and w_shape[2:] == (3, 3):
+        assert list(starts) == [0]
 
 
 def test_depthwise_interior_without_the_short_requantization():

@@ -737,16 +737,29 @@ def _dw3x3q(typingctx, p0, p1, p2, d1, d2, block, out, zero, qmin, qmax):
 
 
 @njit(**OPTS)
-def _dw3x3q_row(x0r, x1r, x2r, orow, c0, c1, sw, pl, o, d1, d2, quads, starts, zero, qmin, qmax):
-    """Output pixels c0:c1 of a row through _dw3x3q, one call per 64-channel block (blocks
-    start at `starts`, the last one ending at o)."""
+def _dw3x3q_row(x0r, x1r, x2r, orow, c0, c1, sw, pl, o, d1, d2, quads, starts, w9, fold, mult, rnd, shift,
+                zero, qmin, qmax):
+    """Output pixels c0:c1 of a row through _dw3x3q: one call per 64-channel block (blocks
+    start at `starts`, the last one ending at o), or, for 16 or 32 channels at stride 1, one
+    call per 64 / o pixels (their taps and outputs are contiguous: the block's 64 "channels"
+    are the pixels' channels in turn), the rest through _dw3x3_row."""
     px0, px1, px2, po, pq = x0r.ctypes.data, x1r.ctypes.data, x2r.ctypes.data, orow.ctypes.data, quads.ctypes.data
-    for ox in range(c0, c1):
-        at = max((ox * sw - pl) * o, 0)
-        for block in range(starts.shape[0]):
-            cb = starts[block]
-            _dw3x3q(px0 + at + cb, px1 + at + cb, px2 + at + cb, d1, d2, pq + block * QUAD_BYTES,
-                    po + ox * o + cb, zero, qmin, qmax)
+    if o >= 64:
+        for ox in range(c0, c1):
+            at = max((ox * sw - pl) * o, 0)
+            for block in range(starts.shape[0]):
+                cb = starts[block]
+                _dw3x3q(px0 + at + cb, px1 + at + cb, px2 + at + cb, d1, d2, pq + block * QUAD_BYTES,
+                        po + ox * o + cb, zero, qmin, qmax)
+        return
+    per = 64 // max(o, 1)
+    ox = c0
+    while ox + per <= c1:
+        at = max((ox - pl) * o, 0)
+        _dw3x3q(px0 + at, px1 + at, px2 + at, d1, d2, pq, po + ox * o, zero, qmin, qmax)
+        ox += per
+    if ox < c1:
+        _dw3x3_row(x0r, x1r, x2r, orow, ox, c1, sw, pl, o, d1, d2, w9, fold, mult, rnd, shift, zero, qmin, qmax)
 
 
 @njit(**OPTS)
@@ -775,7 +788,8 @@ def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, quads, starts, zero, qm
 
     A 3x3 filter's interior pixels are nine products of the raw codes in int32 lanes plus
     fold (the zero point's share taken off once), requantized and stored at once: with 64
-    channels or more and int8 taps, 64 at a time by vpdpbusd on regrouped taps (_dw3x3q:
+    channels or more (16 or 32 at stride 1) and int8 taps, 64 at a time by vpdpbusd on
+    regrouped taps (_dw3x3q:
     `quads`/`starts` from depthwise_conv2d.quad_blocks, empty otherwise; 1.3-1.6x _dw3x3),
     else 16 at a time in explicit vectors (_dw3x3: 1.3-2x the loop over channels below,
     which LLVM vectorizes at half the width), or, under 16 channels, that loop. The other
@@ -803,7 +817,8 @@ def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, quads, starts, zero, qm
             d1, d2 = max(dw, 0) * o, max(2 * dw, 0) * o
             step = max(sw, 0) * o
             if starts.shape[0] > 0:
-                _dw3x3q_row(x0r, x1r, x2r, orow, c0, c1, sw, pl, o, d1, d2, quads, starts, zero, qmin, qmax)
+                _dw3x3q_row(x0r, x1r, x2r, orow, c0, c1, sw, pl, o, d1, d2, quads, starts, w9, fold, mult, rnd,
+                            shift, zero, qmin, qmax)
             elif o >= 16:
                 _dw3x3_row(x0r, x1r, x2r, orow, c0, c1, sw, pl, o, d1, d2, w9, fold, mult, rnd, shift,
                            zero, qmin, qmax)

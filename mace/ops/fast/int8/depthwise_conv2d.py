@@ -43,24 +43,26 @@ def fits_int32(taps: np.ndarray, bias: np.ndarray) -> bool:
     return bound < INT32_MAX
 
 
-def quad_blocks(w, fold, mult, rnd, shift) -> tuple:
+def quad_blocks(w, fold, mult, rnd, shift, stride_w: int) -> tuple:
     """(quads uint8 [B, QUAD_BYTES], starts int64 [B]) for _qloops._dw3x3q: per block of 64
     channels (the last one ending at the last channel), the 3x3 taps as int8 quads in the
     order its lane-wise unpacks leave the channels (lane 4L + j of vector r is channel
-    16L + 4r + j), then fold, mult, rnd, shift in that order. Empty (the 16-channel path)
-    for other filters, under 64 channels, or taps outside int8 (uint8 weights' centred taps)."""
+    16L + 4r + j), then fold, mult, rnd, shift in that order. 16 or 32 channels at stride 1:
+    one block of 64 / o pixels' channels in turn. Empty (the 16-channel path) for other
+    filters and channel counts, or taps outside int8 (uint8 weights' centred taps)."""
     lib = qloops()
     kh, kw, o = w.shape
-    if (kh, kw) != (3, 3) or o < 64 or w.min() < -128 or w.max() > 127:
+    fits = o >= 64 or (o in (16, 32) and stride_w == 1)
+    if (kh, kw) != (3, 3) or not fits or w.min() < -128 or w.max() > 127:
         return np.zeros((0, lib.QUAD_BYTES), np.uint8), np.zeros(0, np.int64)
-    starts = list(range(0, o - 63, 64)) + ([o - 64] if o % 64 else [])
+    starts = list(range(0, o - 63, 64)) + ([o - 64] if o % 64 else []) if o >= 64 else [0]
     lane = np.arange(16)
     order = 16 * (lane // 4)[None, :] + 4 * np.arange(4)[:, None] + (lane % 4)[None, :]   # [r, lane]
     w12 = np.zeros((12, o), np.int64)
     w12[:9] = w.reshape(9, o)
     quads = np.zeros((len(starts), lib.QUAD_BYTES), np.uint8)
     for b, cb in enumerate(starts):
-        ch = cb + order
+        ch = (cb + order) % o   # under 64 channels: the next pixels' channels
         taps = w12.reshape(3, 4, o)[:, :, ch].transpose(0, 2, 3, 1)   # [group, r, lane, tap in quad]
         parts = [taps.astype(np.int8), fold[ch].astype(np.int32), mult[ch].astype(np.int32),
                  rnd[ch].astype(np.int64), shift[ch].astype(np.int64)]
@@ -89,7 +91,7 @@ class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
             fold = bias - self.zx * w.sum(axis=(0, 1))   # the 3x3 interior's zero-point share
             i32 = lambda a: a.astype(np.int32)   # noqa: E731
             taps16 = w.astype(np.int16)   # centred int8 (or uint8) taps: within +-255
-            quads, starts = quad_blocks(w, fold, mult, rnd, shift)
+            quads, starts = quad_blocks(w, fold, mult, rnd, shift, self.strides[1])
             self.name = "qdepthwise32"
             self.columns = (taps16, i32(bias), i32(fold), i32(mult), shift, rnd, quads, starts)
         else:
