@@ -547,15 +547,20 @@ def _splat16(builder, x):
                                   ir.Constant(ir.VectorType(ir.IntType(32), 16), None))
 
 
-def _requant16_ir(builder, acc, mult, rnd, shift, zero, lo, hi, out_):
-    """Store _requant32 of 16 int32 lanes `acc` as bytes at address out_: mult the int32
+def _requant16_values(builder, acc, mult, rnd, shift, zero, lo, hi):
+    """_requant32 of 16 int32 lanes `acc`, as 16 x i64 within [lo, hi]: mult the int32
     multipliers sign-extended to 16 x i64, rnd and shift 16 x i64, zero / lo / hi splats."""
     v64 = ir.VectorType(ir.IntType(64), 16)
     t = builder.ashr(builder.add(builder.mul(builder.sext(acc, v64), mult), rnd), shift)
     t = builder.add(t, zero)
     t = builder.select(builder.icmp_signed("<", t, lo), lo, t)
-    t = builder.select(builder.icmp_signed(">", t, hi), hi, t)
+    return builder.select(builder.icmp_signed(">", t, hi), hi, t)
+
+
+def _requant16_ir(builder, acc, mult, rnd, shift, zero, lo, hi, out_):
+    """Store _requant16_values as bytes at address out_."""
     v8 = ir.VectorType(ir.IntType(8), 16)
+    t = _requant16_values(builder, acc, mult, rnd, shift, zero, lo, hi)
     builder.store(builder.trunc(t, v8), builder.inttoptr(out_, v8.as_pointer()), align=1)
 
 
@@ -721,11 +726,7 @@ def _dw3x3q(typingctx, p0, p1, p2, d1, d2, block, out, zero, qmin, qmax):
                 acc = builder.call(dot, [acc, groups[g][r], _vload(builder, at(block_, QUAD_TAPS + 256 * g + 64 * r), v32)])
             mult = builder.sext(_vload(builder, at(block_, QUAD_MULT + 64 * r), v32), v64)
             rnd, shift = _vload(builder, at(block_, QUAD_RND + 128 * r), v64), _vload(builder, at(block_, QUAD_SHIFT + 128 * r), v64)
-            t = builder.ashr(builder.add(builder.mul(builder.sext(acc, v64), mult), rnd), shift)
-            t = builder.add(t, zero)
-            t = builder.select(builder.icmp_signed("<", t, lo), lo, t)
-            t = builder.select(builder.icmp_signed(">", t, hi), hi, t)
-            res.append(builder.trunc(t, v32))
+            res.append(builder.trunc(_requant16_values(builder, acc, mult, rnd, shift, zero, lo, hi), v32))
         packd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VectorType(i16, 32), [v32, v32]),
                                                "llvm.x86.avx512.packssdw.512")
         packb = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [ir.VectorType(i16, 32)] * 2),
@@ -752,7 +753,7 @@ def _dw3x3q_row(x0r, x1r, x2r, orow, c0, c1, sw, pl, o, d1, d2, quads, starts, w
                 _dw3x3q(px0 + at + cb, px1 + at + cb, px2 + at + cb, d1, d2, pq + block * QUAD_BYTES,
                         po + ox * o + cb, zero, qmin, qmax)
         return
-    per = 64 // max(o, 1)
+    per = 64 // o   # 2 or 4: quad_blocks packs them only for 32 or 16 channels
     ox = c0
     while ox + per <= c1:
         at = max((ox - pl) * o, 0)
@@ -789,9 +790,8 @@ def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, quads, starts, zero, qm
     A 3x3 filter's interior pixels are nine products of the raw codes in int32 lanes plus
     fold (the zero point's share taken off once), requantized and stored at once: with 64
     channels or more (16 or 32 at stride 1) and int8 taps, 64 at a time by vpdpbusd on
-    regrouped taps (_dw3x3q:
-    `quads`/`starts` from depthwise_conv2d.quad_blocks, empty otherwise; 1.3-1.6x _dw3x3),
-    else 16 at a time in explicit vectors (_dw3x3: 1.3-2x the loop over channels below,
+    regrouped taps (_dw3x3q; `quads`/`starts` from depthwise_conv2d.quad_blocks, empty
+    otherwise; 1.3-1.6x _dw3x3), else 16 at a time in explicit vectors (_dw3x3: 1.3-2x the loop over channels below,
     which LLVM vectorizes at half the width), or, under 16 channels, that loop. The other
     pixels add tap by tap into a row of int32 accumulators, then requantize. The slices
     keep every index provably non-negative (no wraparound checks)."""
@@ -815,7 +815,6 @@ def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, quads, starts, zero, qm
             c0, c1 = a0, a1
             x0r, x1r, x2r = xf[b, iy0], xf[b, iy0 + dh], xf[b, iy0 + 2 * dh]
             d1, d2 = max(dw, 0) * o, max(2 * dw, 0) * o
-            step = max(sw, 0) * o
             if starts.shape[0] > 0:
                 _dw3x3q_row(x0r, x1r, x2r, orow, c0, c1, sw, pl, o, d1, d2, quads, starts, w9, fold, mult, rnd,
                             shift, zero, qmin, qmax)
