@@ -207,14 +207,42 @@ def test_eltwise_sum_integer_reference():
     b = np.array([255, 3, 100, 0], np.uint8)
     pa, pb, po = P(0.02, 128), P(0.05, 0), P(0.07, 40)
     out = run_kernel("Eltwise", eltwise("SUM"), [a, b], [pa, pb], po)
-    # both to the domain of step 2 * max(sa, sb) / 2**20, add, requantize to the output
-    top = 2 * np.float64(pb.scale)
-    ta = rounding_multiply((a.astype(np.int64) - 128) << 20, np.float64(pa.scale) / top)
-    tb = rounding_multiply(b.astype(np.int64) << 20, np.float64(pb.scale) / top)
-    expect = np.clip(40 + rounding_multiply(ta + tb, top / 2**20 / np.float64(po.scale)), 0, 255)
-    np.testing.assert_array_equal(out, expect)
+    # A, B = the ratios to the output scale in 15 bits: 0.05 / 0.07 * 2**15 = 23406 < 2**15
+    # (2**16 would give 46811), so S = 15; one rounding, half up
+    ra, rb = (np.float64(p.scale) / np.float64(po.scale) for p in (pa, pb))
+    ca, cb = int(np.rint(ra * 2**15)), int(np.rint(rb * 2**15))
+    assert (ca, cb) == (9362, 23406)
+    acc = ca * (a.astype(np.int64) - 128) + cb * b.astype(np.int64) + 2**14
+    np.testing.assert_array_equal(out, np.clip(40 + (acc >> 15), 0, 255))
     exact = (pa.scale * (a - 128.0) + pb.scale * b) / po.scale + 40
-    assert np.max(np.abs(out - np.clip(exact, 0, 255))) <= 0.5 + 1e-3
+    assert np.max(np.abs(out - np.clip(exact, 0, 255))) <= 0.5 + 0.01
+    # by hand: (0 - 128) * 0.02 / 0.07 + 255 * 0.05 / 0.07 + 40 = 185.57, then 7.57, 111.43, 76.29
+    assert out.tolist() == [186, 8, 111, 76]
+
+
+@pytest.mark.parametrize("ratios, coefs, shift", [
+    ([0.5, 0.5], [16384, 16384], 15),
+    ([1.0, -1.0], [16384, -16384], 14),           # SUB: the second negated
+    ([1e-6, 3e-7], [1074, 322], 30),              # a much coarser output: the largest shift
+    ([20000.0, 1.0], [40000, 2], 1),             # a much finer output: over 15 bits even at S = 1
+])
+def test_eltwise_additive_coefficients(ratios, coefs, shift):
+    from mace.ops.int8.eltwise import additive_coefficients
+    assert additive_coefficients(ratios) == (coefs, shift)
+
+
+def test_eltwise_mean_and_sub_error_within_one_step():
+    """Every pair of codes: the integer result within 0.5 + the multipliers' rounding of the
+    exact real one, for SUM, SUB and MEAN at scale ratios of all sizes."""
+    a, b = np.repeat(np.arange(256, dtype=np.uint8), 256), np.tile(np.arange(256, dtype=np.uint8), 256)
+    for kind, pa, pb, po in (("SUM", P(0.013, 7), P(0.9, 250), P(0.5, 100)),
+                             ("SUB", P(0.02, 128), P(0.021, 120), P(0.003, 128)),
+                             ("MEAN", P(1e-3, 0), P(2e-3, 255), P(1e-3, 30))):
+        out = run_kernel("Eltwise", eltwise(kind), [a, b], [pa, pb], po).astype(np.float64)
+        sign = -1.0 if kind == "SUB" else 1.0
+        real = pa.scale * (a - float(pa.zero_point)) + sign * pb.scale * (b - float(pb.zero_point))
+        real = real / (2.0 if kind == "MEAN" else 1.0) / po.scale + po.zero_point
+        assert np.max(np.abs(out - np.clip(real, 0, 255))) <= 0.5 + 0.02, kind
 
 
 def test_eltwise_prod_integer_reference():

@@ -305,6 +305,9 @@ def test_depthwise_fast_equals_reference(name, per_channel, sign):
     node = next(n for n in fast.nodes if n.op.type == "DepthwiseConv2d")
     assert node.kernel.int32 == (name != "multiplier2")   # the int32 loop, but for a multiplier of 2
     quads, starts = node.kernel.columns[-2:] if node.kernel.int32 else (None, None)
+    if not _qjit.qloops().VNNI:   # no vpdpbusd: the 16-channel path everywhere
+        assert starts is None or len(starts) == 0
+        return
     if per_channel and x_shape[-1] >= 64 and w_shape[2:] == (3, 3):   # int8 taps: the quads
         assert len(starts) == -(-x_shape[-1] // 64) and starts[-1] == x_shape[-1] - 64
     if per_channel and x_shape[-1] in (16, 32) and args.get("strides", [1, 1])[1] == 1 and w_shape[2:] == (3, 3):
@@ -358,7 +361,8 @@ def test_max_pooling_with_its_own_range_rescales_like_the_reference():
                                              ("MEAN", "RELUX", False), ("PROD", "", True), ("MAX", "", False),
                                              ("MIN", "RELU", True)])
 def test_eltwise_fast_equals_reference(kind, act, relu_a):
-    """Every kind (one table of all 65536 input pairs); relu_a: input a's zero point is 0."""
+    """Every kind (add2's integer expression, or one table of all 65536 input pairs); relu_a:
+    input a's zero point is 0."""
     rng = np.random.default_rng(len(kind) + len(act))
     x = rng.uniform(-1, 1, (1, 6, 5, 3)).astype(np.float32)
     ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME", "activation": "RELU" if relu_a else ""}),
@@ -369,7 +373,81 @@ def test_eltwise_fast_equals_reference(kind, act, relu_a):
     graph = make_graph(x.shape, ops, consts)
     ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
     quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
-    assert_same_bytes(graph, x, "Eltwise")
+    fast, _ = assert_same_bytes(graph, x, "Eltwise")
+    node = next(n for n in fast.nodes if n.op.type == "Eltwise")
+    assert node.kernel.sum == (kind in ("SUM", "SUB", "MEAN"))   # add2, else the pair table
+
+
+def eltwise_kernels(kind, xs, params, out_param, act=""):
+    """The int8:fast and the int8 Eltwise kernels alone on uint8 arrays with hand-picked
+    quantization: (fast kernel, its output, the reference's output)."""
+    from mace.ir.graph import Graph
+    from mace.ops.registry import KernelContext, spec
+
+    op = Graph().make_op("Eltwise", ["a", "b"], ["y"], type=kind, activation=act, max_limit=0.7)
+    shapes, u8 = [tuple(x.shape) for x in xs], [np.dtype(np.uint8)] * 2
+    ctx = KernelContext(op, shapes, u8, [shapes[0]], u8[:1], [None, None], input_quant=params,
+                        output_quant=[out_param])
+    outs = []
+    for tag in ("int8:fast", "int8"):
+        cls = spec("Eltwise").kernels[tag]
+        assert cls.accepts(ctx)
+        kernel, out = cls(ctx), np.empty(shapes[0], np.uint8)
+        kernel.run(list(xs), [out])
+        outs.append((kernel, out))
+    return outs[0][0], outs[0][1], outs[1][1]
+
+
+@pytest.mark.parametrize("n", [1, 63, 64, 65, 130, 1037])
+@pytest.mark.parametrize("kind, scales, zeros, act, levels", [
+    ("SUM", (0.02, 0.05, 0.07), (128, 0, 40), "", 200),
+    ("SUB", (0.02, 0.021, 0.003), (255, 0, 128), "", 70),      # B < 0, a step 7x finer out
+    ("MEAN", (0.5, 0.25, 0.05), (0, 255, 128), "RELU", 50),    # sums far outside 0..255
+    ("SUM", (1e-4, 3e-4, 0.5), (3, 250, 0), "RELUX", 1),       # a much coarser output: S = 30
+])
+def test_eltwise_sum_loop_equals_reference(n, kind, scales, zeros, act, levels):
+    """add2 (64 elements per explicit-vector step, the rest one by one) against the
+    reference's integer expression: ragged lengths, zero points at 0 and 255, both signs of
+    B, saturating sums, fused clamps; and every pair of codes once."""
+    from mace.ir.quant_params import QuantParams
+
+    rng = np.random.default_rng(n)
+    params = [QuantParams(float(np.float32(sc)), z) for sc, z in zip(scales, zeros)]
+    a, b = (rng.integers(0, 256, (1, n)).astype(np.uint8) for _ in range(2))
+    a[0, :2], b[0, :2] = (0, 255)[:n], (255, 0)[:n]
+    fast, got, want = eltwise_kernels(kind, [a, b], params[:2], params[2], act)
+    assert fast.sum
+    np.testing.assert_array_equal(got, want)
+    every = [np.repeat(np.arange(256, dtype=np.uint8), 256)[None], np.tile(np.arange(256, dtype=np.uint8), 256)[None]]
+    fast, got, want = eltwise_kernels(kind, every, params[:2], params[2], act)
+    np.testing.assert_array_equal(got, want)
+    assert len(np.unique(want)) >= levels   # the case reaches the output range it is meant to
+
+
+def test_eltwise_sum_split_across_the_pool():
+    """add2_par: parts of ragged lengths, each with its own 64-element blocks and rest."""
+    lib = _qjit.qloops()
+    rng = np.random.default_rng(9)
+    a, b = (rng.integers(0, 256, 10_001).astype(np.uint8) for _ in range(2))
+    want = np.clip(7 + ((-3000 * a.astype(np.int64) + 32767 * b.astype(np.int64) + 123) >> 14), 2, 250)
+    for parts in (1, 3, 7):
+        out = np.zeros_like(a)
+        lib.add2_par(a, b, -3000, 32767, 123, 14, 7, 2, 250, out, parts)
+        np.testing.assert_array_equal(out, want, err_msg=f"{parts} parts")
+
+
+def test_eltwise_fine_output_step_takes_the_table():
+    """A sum whose output step is 20000x finer than an input's: its multiplier needs more
+    than 15 bits, so the fast kernel tabulates the reference instead; same bytes."""
+    from mace.ir.quant_params import QuantParams
+
+    params = [QuantParams(2.0, 128), QuantParams(1e-4, 0), QuantParams(1e-4, 100)]
+    a = np.array([[128, 128, 129, 127, 0]], np.uint8)
+    b = np.array([[0, 255, 3, 7, 9]], np.uint8)
+    fast, got, want = eltwise_kernels("SUM", [a, b], params[:2], params[2])
+    assert not fast.sum and fast.table.shape == (65536,)
+    np.testing.assert_array_equal(got, want)
+    assert want.tolist() == [[100, 255, 255, 0, 0]]
 
 
 @pytest.mark.parametrize("sign", [0, 1, -1], ids=["mixed", "zero_point_0", "zero_point_255"])

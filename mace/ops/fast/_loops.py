@@ -31,13 +31,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-
-def _host_features() -> str:
-    import llvmlite.binding as llvm
-    try:
-        return str(llvm.get_host_cpu_features().flatten())
-    except RuntimeError:   # LLVM cannot tell on this host
-        return ""
+from mace.ops.fast._isa import has
 
 
 OPTS = dict(cache=True, fastmath=True, nogil=True)
@@ -478,7 +472,7 @@ def reduce_pixels(x, kind, out):
 NR = 32
 # rows per tile: 6 x 2 accumulator vectors (+ 2 of B, 1 broadcast) fit AVX-512's 32
 # registers (8 x 2 measured the same, 12 x 2 and 4 x 3 slower); AVX2 has 16, of 8 floats
-MR = 6 if "+avx512f" in _host_features() else 3
+MR = 6 if has("avx512f") else 3
 # rows of a reused across all of B's panels before moving on (a's block stays in L1/L2)
 ROW_BLOCK = 8 * MR
 

@@ -1,23 +1,19 @@
 """Quantized Eltwise: SUM, SUB, MEAN, PROD, MIN, MAX on uint8 inputs with their own
 scales and zero points (numpy broadcasting; constant operands come quantized).
 
-* SUM / SUB / MEAN: every input is brought to one integer domain of step
-  u = 2 * max(in scales) / 2**L (L = 20 bits for two inputs, one less per doubling of
-  the input count so the int32 sum cannot overflow): term = requantize((q - z) << L,
-  in_scale / (2 * max in_scale)). As q has 256 values this is a 256-entry int64 table
-  per input (constant operands looked up once at load). The terms are added (SUB
-  negates the second, MEAN divides by the count) and requantized by u / out_scale.
+* SUM / SUB / MEAN: out = zo + floor((sum_i A_i (q_i - z_i) + 2**(S-1)) / 2**S), each A_i
+  the integer nearest r_i * 2**S, r_i = s_i / s_out (negated for SUB's second input,
+  divided by the count for MEAN), S the largest shift in [1, 30] that keeps every |A_i|
+  within 15 bits (< 2**15: two inputs then pair as one vpmaddwd per element in the fast
+  kernel, mace/ops/fast/int8/eltwise.py). One rounding, half up, in integers only.
 * PROD: (a - za) * (b - zb) in int64, requantized by sa * sb / out_scale.
 * MIN / MAX: each input rescaled to the output's parameters by a table, then min/max
   (requantizing is monotonic, so the order is kept).
 A fused RELU / RELUX becomes the output clamp. Error against the float op on the
-dequantized inputs: <= 0.5 output step, plus for SUM/SUB/MEAN 0.5 u per input from
-the intermediate domain (u / out_scale ~ 2**-19 unless the output's scale is
-thousands of times finer than the inputs'): within 1 output step. DIV and the rest
-stay float.
+dequantized inputs: <= 0.5 output step, plus for SUM/SUB/MEAN the multipliers' rounding,
+255 * 2**-(S+1) per input, at most 255 / 2**16 * max r_i ~ 0.004 max r_i output steps
+(r_i ~ 1 for a residual add): within 1 output step. DIV and the rest stay float.
 """
-import math
-
 import numpy as np
 
 from mace.ir import quant_params as qp
@@ -29,12 +25,18 @@ ADDITIVE = ("SUM", "SUB", "MEAN")
 SUPPORTED = ADDITIVE + ("PROD", "MIN", "MAX")
 BINARY_ONLY = ("SUB", "PROD")
 FUSED = ("", "NOOP", "RELU", "RELUX")
-INT32_MIN, INT32_MAX = -2**31, 2**31 - 1
+COEF_LIMIT = 1 << 15          # |A_i| < 2**15: a signed 16-bit multiplier
+MAX_SHIFT = 30                # 2**(S-1) and the sum stay within int32
 
 
-def left_shift_bits(n_inputs: int) -> int:
-    """20 for two inputs; one bit less per doubling, so n * 255 * 2**(L-1) < 2**31."""
-    return 21 - max(1, math.ceil(math.log2(max(n_inputs, 1))))
+def additive_coefficients(ratios) -> tuple:
+    """(A, S): integers A_i = rint(r_i * 2**S) for the largest S in [1, MAX_SHIFT] with every
+    |A_i| < COEF_LIMIT (S = 1 where none is: the fast kernel then declines)."""
+    ratios = [np.float64(r) for r in ratios]
+    shift = MAX_SHIFT
+    while shift > 1 and max(abs(np.rint(r * 2.0 ** shift)) for r in ratios) >= COEF_LIMIT:
+        shift -= 1
+    return [int(np.rint(r * 2.0 ** shift)) for r in ratios], shift
 
 
 @kernel("Eltwise", "int8")
@@ -73,33 +75,25 @@ class EltwiseInt8(Int8Kernel):
 
     def _setup_additive(self, ctx):
         n = len(ctx.input_quant)
-        bits = left_shift_bits(n)
-        top = 2 * max(np.float64(p.scale) for p in ctx.input_quant)
-        codes = np.arange(256, dtype=np.int64)
-        self.tables = []
-        for i, p in enumerate(ctx.input_quant):
-            m, s = qp.quantize_multiplier(np.float64(p.scale) / top)
-            table = np.empty(256, np.int64)
-            qp.requantize((codes - int(p.zero_point)) << bits, m, s, 0, table, INT32_MIN, INT32_MAX)
-            if self.kind == "SUB" and i == 1:
-                np.negative(table, out=table)
-            self.tables.append(table)
+        out_scale = np.float64(ctx.output_quant[0].scale) * (n if self.kind == "MEAN" else 1)
+        ratios = [np.float64(p.scale) / out_scale * (-1 if self.kind == "SUB" and i == 1 else 1)
+                  for i, p in enumerate(ctx.input_quant)]
+        self.coefs, self.shift = additive_coefficients(ratios)
+        self.zeros = [int(p.zero_point) for p in ctx.input_quant]
         # constant operands: their terms once, now
-        self.fixed = [None if c is None else np.take(t, c) for t, c in zip(self.tables, ctx.consts)]
-        unit = top / float(1 << bits)
-        real = unit / np.float64(ctx.output_quant[0].scale) / (n if self.kind == "MEAN" else 1)
-        self.mult, self.shift = qp.quantize_multiplier(real)
+        self.fixed = [None if c is None else a * (c.astype(np.int64) - z)
+                      for a, c, z in zip(self.coefs, ctx.consts, self.zeros)]
 
     def run(self, inputs, outputs):
         out = outputs[0]
         if self.kind in ADDITIVE:
-            terms = [f if f is not None else np.take(t, x)
-                     for f, t, x in zip(self.fixed, self.tables, inputs)]
-            acc = terms[0] + terms[1] if len(terms) > 1 else np.array(terms[0], np.int64)
-            for term in terms[2:]:
-                acc = acc + term
-            acc = np.broadcast_to(acc, out.shape).astype(np.int64)
-        elif self.kind == "PROD":
+            acc = np.int64(1) << (self.shift - 1)
+            for f, a, z, x in zip(self.fixed, self.coefs, self.zeros, inputs):
+                acc = acc + (f if f is not None else a * (x.astype(np.int64) - z))
+            res = (np.broadcast_to(acc, out.shape) >> self.shift) + self.zero_out
+            np.copyto(out, np.clip(res, self.qmin, self.qmax), casting="unsafe")
+            return
+        if self.kind == "PROD":
             a, b = (np.subtract(x, z, dtype=np.int64) for x, z in zip(inputs, self.zeros))
             acc = np.broadcast_to(a * b, out.shape).astype(np.int64)
         else:

@@ -31,30 +31,83 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-
-def _host_features() -> str:
-    import llvmlite.binding as llvm
-    try:
-        return str(llvm.get_host_cpu_features().flatten())
-    except RuntimeError:   # LLVM cannot tell on this host
-        return ""
+from mace.ops.fast._isa import has
 
 
 OPTS = dict(cache=True, nogil=True)
 PAR = dict(OPTS, parallel=True)
-_FEATURES = _host_features()
 # 1: the host has AVX-512 VNNI (vpdpbusd); 0: the portable tile
-VNNI = 1 if "+avx512vnni" in _FEATURES else 0
+VNNI = 1 if has("avx512vnni") else 0
 NR = 32            # columns of a packed panel (two 16-lane int32 vectors)
 KB = 4             # k's per dot-product step: a panel row is NR x KB bytes
 # rows per tile: 12 x 2 int32 accumulators (+ 2 of W', broadcasts) fit AVX-512's 32
 # registers (12 rows against 6: VGG-19 quantized ~15% faster, ResNet-50, MobileNet v2 and
 # SqueezeNet 5-20%, each A/B in one process); AVX2's 16 registers of 8 lanes hold a 16-lane
 # vector in two
-MR = 12 if "+avx512f" in _FEATURES else 2
+MR = 12 if has("avx512f") else 2
 ROW_BLOCK = 8 * MR
 # tile modes (a literal): bit 0 the dot-product instruction, bit 1 the short epilogue
 VNNI_MODE, SHORT = 1, 2
+# AVX-512BW: the 512-bit vpmaddwd and packs; without it their plain IR forms (LLVM splits them)
+BW = has("avx512bw")
+
+
+def _x86(builder, name, ret, *args):
+    """A call of the LLVM x86 intrinsic `name` returning `ret`."""
+    from numba.core import cgutils
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, [a.type for a in args]), name)
+    return builder.call(fn, list(args))
+
+
+def _dpbusd(builder, acc, a, b, vnni):
+    """acc + per int32 lane the sum of a's 4 uint8 x b's 4 int8 (all <16 x i32>): vpdpbusd
+    where `vnni` is asked for and the target has it, else the same sum in plain IR (zero /
+    sign extend, multiply, add the 4 lanes): exact on any CPU, LLVM picks the instructions
+    (AVX2: the vpmaddwd family). Not vpmaddubsw: its int16 pair sums saturate (255 * 127 *
+    2 > 32767). (The GEMM's dispatch compiles its VNNI tiles on every target; without the
+    instruction they are never run, but must still compile.)"""
+    if vnni and VNNI:
+        return _x86(builder, "llvm.x86.avx512.vpdpbusd.512", acc.type, acc, a, b)
+    vb, wide = ir.VectorType(ir.IntType(8), 64), ir.VectorType(ir.IntType(32), 64)
+    prod = builder.mul(builder.zext(builder.bitcast(a, vb), wide), builder.sext(builder.bitcast(b, vb), wide))
+    parts = [builder.shuffle_vector(prod, prod, ir.Constant(acc.type, [4 * j + q for j in range(16)]))
+             for q in range(4)]
+    return builder.add(acc, builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3])))
+
+
+def _pmaddwd(builder, x, y):
+    """<32 x i16> x, y -> <16 x i32>: lane j = x[2j] * y[2j] + x[2j+1] * y[2j+1] (vpmaddwd;
+    exact unless all four factors are -32768)."""
+    v32 = ir.VectorType(ir.IntType(32), 16)
+    if BW:
+        return _x86(builder, "llvm.x86.avx512.pmaddw.d.512", v32, x, y)
+    wide = ir.VectorType(ir.IntType(32), 32)
+    prod = builder.mul(builder.sext(x, wide), builder.sext(y, wide))
+    even, odd = (builder.shuffle_vector(prod, prod, ir.Constant(v32, [2 * j + q for j in range(16)])) for q in (0, 1))
+    return builder.add(even, odd)
+
+
+def _pack(builder, x, y, signed):
+    """x86 packssdw (signed: <16 x i32> pair -> <32 x i16>) or packuswb (<32 x i16> pair ->
+    <64 x i8>, unsigned): per 128-bit lane x's elements then y's, each saturated to the
+    narrow type -- the inverse of _unpack_lanes. The intrinsic where the target has AVX-512BW,
+    else plain IR (clamp, truncate, shuffle)."""
+    n, width = x.type.count, x.type.element.width // 2
+    narrow = ir.VectorType(ir.IntType(width), 2 * n)
+    if BW:
+        return _x86(builder, "llvm.x86.avx512.packssdw.512" if signed else "llvm.x86.avx512.packuswb.512",
+                    narrow, x, y)
+    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+    lo, hi = ir.Constant(x.type, [lo] * n), ir.Constant(x.type, [hi] * n)
+
+    def sat(v):
+        v = builder.select(builder.icmp_signed("<", v, lo), lo, v)
+        return builder.trunc(builder.select(builder.icmp_signed(">", v, hi), hi, v), ir.VectorType(ir.IntType(width), n))
+    per = n // 4
+    mask = [src + lane * per + i for lane in range(4) for src in (0, n) for i in range(per)]
+    return builder.shuffle_vector(sat(x), sat(y), ir.Constant(ir.VectorType(ir.IntType(32), 2 * n), mask))
+
+
 # epilogue table rows (int64, per output column): what _qgemm.QPanels packs
 EP_CORR, EP_D, EP_LEFT, EP_MULT, EP_ROUND, EP_SHIFT = range(6)
 EP_ROWS = 6
@@ -86,10 +139,8 @@ def _qtile(typingctx, mr, nv, dot, rows, rsum, nseg, seg4, seg_stride, b, c, ldc
 
 def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride_, b_, c_, ldc_,
               ep_, ep_stride_, zero_, qmin_, qmax_):
-    from numba.core import cgutils
-
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-    v32, v64, vbytes = ir.VectorType(i32, 16), ir.VectorType(i64, 16), ir.VectorType(i8, 64)
+    v32 = ir.VectorType(i32, 16)
     i8p = i8.as_pointer()
     zero32 = ir.Constant(v32, None)
 
@@ -106,16 +157,7 @@ def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride
 
     def dot_step(acc, a4, bv):
         """acc + per lane the sum of 4 uint8 (a4's bytes) x int8 (bv's 4 bytes of the lane)."""
-        if mode & VNNI_MODE:
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v32, [v32] * 3),
-                                                "llvm.x86.avx512.vpdpbusd.512")
-            return builder.call(fn, [acc, a4, bv])
-        ab, bb = builder.bitcast(a4, vbytes), builder.bitcast(bv, vbytes)
-        prod = builder.mul(builder.zext(ab, ir.VectorType(i32, 64)), builder.sext(bb, ir.VectorType(i32, 64)))
-        parts = [builder.shuffle_vector(prod, prod, ir.Constant(ir.VectorType(i32, 16),
-                                                                [4 * j + q for j in range(16)]))
-                 for q in range(4)]
-        return builder.add(acc, builder.add(builder.add(parts[0], parts[1]), builder.add(parts[2], parts[3])))
+        return _dpbusd(builder, acc, a4, bv, mode & VNNI_MODE)
 
     rows_at = builder.inttoptr(rows_, i64.as_pointer())
     rsum_at = builder.inttoptr(rsum_, i64.as_pointer())
@@ -202,7 +244,7 @@ def _qstore(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, 
     """The fused output stage, in int64 lanes as mace/ir/quant_params.requantize does it:
     t = acc + corr + rsum * d, clipped to int32; ((t << left) * M + round) >> shift;
     + zero, clamped to [qmin, qmax], stored as bytes."""
-    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    i8, i64 = ir.IntType(8), ir.IntType(64)
     v64 = ir.VectorType(i64, 16)
 
     def const(v):
@@ -232,10 +274,11 @@ def _qstore(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, 
 
 @njit(**OPTS)
 def _qtiles(mode, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
-    """_qtile for the mode, r rows (_tile_rows) and nv (1, 2) vectors, as literals."""
-    if mode == 3:
+    """_qtile for the mode, r rows (_tile_rows) and nv (1, 2) vectors, as literals. (VNNI, a
+    global, is a constant to numba: a target without it never compiles the VNNI tiles.)"""
+    if VNNI and mode == 3:
         _qtiles_vnni(3, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
-    elif mode == 1:
+    elif VNNI and mode == 1:
         _qtiles_vnni(1, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     elif mode == 2:
         _qtiles_portable(2, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
@@ -703,10 +746,8 @@ def _dw3x3q(typingctx, p0, p1, p2, d1, d2, block, out, zero, qmin, qmax):
     sig = types.void(*([i64] * 10))
 
     def codegen(context, builder, signature, args):
-        from numba.core import cgutils
-
         p0_, p1_, p2_, d1_, d2_, block_, out_, zero_, qmin_, qmax_ = args
-        i8, i16, i32, i64_ = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
+        i8, i32, i64_ = ir.IntType(8), ir.IntType(32), ir.IntType(64)
         v8, v32, v64 = ir.VectorType(i8, 64), ir.VectorType(i32, 16), ir.VectorType(i64_, 16)
 
         def at(base, off):
@@ -716,23 +757,18 @@ def _dw3x3q(typingctx, p0, p1, p2, d1, d2, block, out, zero, qmin, qmax):
             taps += [_vload(builder, row, v8), _vload(builder, at(row, d1_), v8), _vload(builder, at(row, d2_), v8)]
         zero8 = ir.Constant(v8, None)
         groups = [_quads(builder, *taps[0:4]), _quads(builder, *taps[4:8]), _quads(builder, taps[8], zero8, zero8, zero8)]
-        dot = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v32, [v32] * 3),
-                                             "llvm.x86.avx512.vpdpbusd.512")
         zero, lo, hi = (_splat16(builder, x) for x in (zero_, qmin_, qmax_))
         res = []
         for r in range(4):
             acc = _vload(builder, at(block_, QUAD_FOLD + 64 * r), v32)
             for g in range(3):
-                acc = builder.call(dot, [acc, groups[g][r], _vload(builder, at(block_, QUAD_TAPS + 256 * g + 64 * r), v32)])
+                acc = _dpbusd(builder, acc, groups[g][r], _vload(builder, at(block_, QUAD_TAPS + 256 * g + 64 * r), v32),
+                              VNNI)
             mult = builder.sext(_vload(builder, at(block_, QUAD_MULT + 64 * r), v32), v64)
             rnd, shift = _vload(builder, at(block_, QUAD_RND + 128 * r), v64), _vload(builder, at(block_, QUAD_SHIFT + 128 * r), v64)
             res.append(builder.trunc(_requant16_values(builder, acc, mult, rnd, shift, zero, lo, hi), v32))
-        packd = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VectorType(i16, 32), [v32, v32]),
-                                               "llvm.x86.avx512.packssdw.512")
-        packb = cgutils.get_or_insert_function(builder.module, ir.FunctionType(v8, [ir.VectorType(i16, 32)] * 2),
-                                               "llvm.x86.avx512.packuswb.512")
-        lo_words, hi_words = builder.call(packd, res[0:2]), builder.call(packd, res[2:4])
-        builder.store(builder.call(packb, [lo_words, hi_words]), builder.inttoptr(out_, v8.as_pointer()), align=1)
+        words = [_pack(builder, res[0], res[1], True), _pack(builder, res[2], res[3], True)]
+        builder.store(_pack(builder, *words, False), builder.inttoptr(out_, v8.as_pointer()), align=1)
         return context.get_dummy_value()
     return sig, codegen
 
@@ -1028,6 +1064,69 @@ def lookup_channels_par(x, tables, out, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         lookup_channels(x, tables, out, r0, r1)
+
+
+@intrinsic
+def _add64(typingctx, pa, pb, pout, coef, c, s, zero, qmin, qmax):
+    """64 elements of add2 at addresses pa, pb -> pout: the bytes zero-extended to int16 by
+    lane-wise unpacks and paired (a, b), one vpmaddwd against (A, B) (`coef`: A in the low
+    and B in the high 16 bits of an int32), + c, >> s, then packed back into order by the
+    unpacks' inverse, saturating packssdw and packuswb around + zero (a saturating int16 add):
+    each saturation is monotone and lands outside 0..255 only where the clamp would, so the
+    bytes are clamp(zero + ((A a + B b + c) >> s)) exactly; then [qmin, qmax]."""
+    i64 = types.int64
+    sig = types.void(*([i64] * 9))
+
+    def codegen(context, builder, signature, args):
+        pa_, pb_, po_, coef_, c_, s_, zero_, qmin_, qmax_ = args
+        i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
+        v8, v16, v32 = ir.VectorType(i8, 64), ir.VectorType(i16, 32), ir.VectorType(i32, 16)
+
+        def splat(x, vec):
+            x = builder.trunc(x, vec.element)
+            undef = ir.Constant(vec, ir.Undefined)
+            return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(i32, 0)), undef,
+                                          ir.Constant(ir.VectorType(i32, vec.count), None))
+        a, b, z8 = _vload(builder, pa_, v8), _vload(builder, pb_, v8), ir.Constant(v8, None)
+        coef, c, s = builder.bitcast(splat(coef_, v32), v16), splat(c_, v32), splat(s_, v32)
+        zero, lo, hi = splat(zero_, v16), splat(qmin_, v8), splat(qmax_, v8)
+        words = []
+        for high in (False, True):
+            a16, b16 = (builder.bitcast(_unpack_lanes(builder, v, z8, high), v16) for v in (a, b))
+            dwords = [builder.ashr(builder.add(_pmaddwd(builder, _unpack_lanes(builder, a16, b16, h), coef), c), s)
+                      for h in (False, True)]
+            words.append(_x86(builder, "llvm.sadd.sat.v32i16", v16, _pack(builder, *dwords, True), zero))
+        r = _pack(builder, *words, False)
+        r = builder.select(builder.icmp_unsigned("<", r, lo), lo, r)
+        r = builder.select(builder.icmp_unsigned(">", r, hi), hi, r)
+        builder.store(r, builder.inttoptr(po_, v8.as_pointer()), align=1)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(**OPTS)
+def add2(a, b, ca, cb, c, s, zero, qmin, qmax, out, r0, r1):
+    """Flat uint8 a, b -> out[r0:r1] = clamp(zero + ((ca * a + cb * b + c) >> s), qmin, qmax):
+    the int8 Eltwise SUM / SUB / MEAN of two inputs (mace/ops/int8/eltwise.py; |ca|, |cb| <
+    2**15, c and the sums within int32), 64 elements per _add64 (6-7x the pair table's
+    lookups), the rest one by one."""
+    coef = (ca & 0xFFFF) | ((cb & 0xFFFF) << 16)
+    pa, pb, po = a.ctypes.data, b.ctypes.data, out.ctypes.data
+    k = r0
+    while k + 64 <= r1:
+        _add64(pa + k, pb + k, po + k, coef, c, s, zero, qmin, qmax)
+        k += 64
+    for j in range(k, r1):
+        v = ((ca * np.int64(a[j]) + cb * np.int64(b[j]) + c) >> s) + zero
+        out[j] = min(max(v, qmin), qmax)
+
+
+@njit(**PAR)
+def add2_par(a, b, ca, cb, c, s, zero, qmin, qmax, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        add2(a, b, ca, cb, c, s, zero, qmin, qmax, out, r0, r1)
 
 
 @njit(**OPTS)

@@ -49,11 +49,12 @@ def quad_blocks(w, fold, mult, rnd, shift, stride_w: int) -> tuple:
     order its lane-wise unpacks leave the channels (lane 4L + j of vector r is channel
     16L + 4r + j), then fold, mult, rnd, shift in that order. 16 or 32 channels at stride 1:
     one block of 64 / o pixels' channels in turn. Empty (the 16-channel path) for other
-    filters and channel counts, or taps outside int8 (uint8 weights' centred taps)."""
+    filters and channel counts, taps outside int8 (uint8 weights' centred taps), or a target
+    without vpdpbusd (the quads' plain-IR form is exact but slower than the 16-channel path)."""
     lib = qloops()
     kh, kw, o = w.shape
     fits = o >= 64 or (o in (16, 32) and stride_w == 1)
-    if (kh, kw) != (3, 3) or not fits or w.min() < -128 or w.max() > 127:
+    if not lib.VNNI or (kh, kw) != (3, 3) or not fits or w.min() < -128 or w.max() > 127:
         return np.zeros((0, lib.QUAD_BYTES), np.uint8), np.zeros(0, np.int64)
     starts = list(range(0, o - 63, 64)) + ([o - 64] if o % 64 else []) if o >= 64 else [0]
     lane = np.arange(16)

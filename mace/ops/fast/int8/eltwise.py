@@ -1,12 +1,14 @@
-"""Eltwise of two same-shape uint8 inputs, fast int8: every kind the reference has (SUM, SUB,
-MEAN, PROD, MIN, MAX, a fused RELU / RELUX) is a function of two bytes, so it is tabulated
-once at load -- the reference kernel (mace/ops/int8/eltwise.py) itself run on all 65536
-pairs -- and a run is one compiled lookup per element (_qloops.lookup2), split across the
-compute pool. The same bytes as the reference by construction. (The arithmetic form, two
-term tables and an int64 requantization per element, ran 30-45x our float add: its table
-reads and variable shifts kept LLVM from vectorizing it; written out in explicit 16-lane
-vectors it vectorizes, but its six int64 multiplies per 16 elements made it only ~12% faster
-than the table: not worth a second path.) Broadcasting, constant operands and more than two
+"""Eltwise of two same-shape uint8 inputs, fast int8, the same bytes as the reference
+(mace/ops/int8/eltwise.py) by construction:
+
+* SUM / SUB / MEAN: the reference's one integer expression, A a + B b + c with 15-bit
+  A, B, shifted and clamped, 64 elements at a time in explicit vectors (_qloops.add2: a
+  vpmaddwd per 16 (a, b) pairs; 6-7x the table lookup below, about our float add).
+* every other kind (PROD, MIN, MAX), and sums whose multipliers exceed 15 bits (an output
+  step thousands of times finer than an input's): a function of two bytes, tabulated once
+  at load -- the reference kernel itself run on all 65536 pairs -- then one compiled
+  lookup per element (_qloops.lookup2).
+Both split across the compute pool. Broadcasting, constant operands and more than two
 inputs stay with the reference kernel.
 """
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
-from mace.ops.int8.eltwise import EltwiseInt8
+from mace.ops.int8.eltwise import ADDITIVE, COEF_LIMIT, EltwiseInt8
 from mace.ops.registry import kernel
 
 U8 = np.dtype(np.uint8)
@@ -42,12 +44,20 @@ class EltwiseInt8Fast(EltwiseInt8):
 
     def setup(self, ctx):
         super().setup(ctx)
-        self.table = pair_table(lambda inputs, outputs: EltwiseInt8.run(self, inputs, outputs))
+        self.sum = self.kind in ADDITIVE and all(abs(a) < COEF_LIMIT for a in self.coefs)
+        if self.sum:   # add2's arguments: A, B, c (the zero points and the rounding folded in)
+            (ca, cb), (za, zb) = self.coefs, self.zeros
+            c = (1 << (self.shift - 1)) - ca * za - cb * zb
+            self.terms = (ca, cb, c, self.shift, self.zero_out, self.qmin, self.qmax)
+        else:
+            self.table = pair_table(lambda inputs, outputs: EltwiseInt8.run(self, inputs, outputs))
 
     def bind(self, inputs, outputs, scratch=None):
         if not all(t.flags.c_contiguous for t in (inputs[0], inputs[1], outputs[0])):
             return lambda: EltwiseInt8.run(self, inputs, outputs)
         a, b, out = (t.reshape(-1) for t in (inputs[0], inputs[1], outputs[0]))
+        if self.sum:
+            return loop("add2", (a, b, *self.terms, out), out.size, 3 * out.size, lib=qloops())
         return loop("lookup2", (a, b, self.table, out), out.size, 3 * out.size, lib=qloops())
 
     def run(self, inputs, outputs):
