@@ -284,6 +284,10 @@ DEPTHWISE_CASES = {
     "c136_stride2_batch2": ((2, 9, 8, 136), (136, 1, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1]}),
     "c200_stride_1x2_dilated_w": ((1, 7, 13, 200), (200, 1, 3, 3), {"strides": [1, 2], "dilations": [1, 2],
                                                                      "padding": "SAME"}),
+    # border pixels through the quads' nine tap addresses: asymmetric pads, a row dilation,
+    # images with no interior pixel at all (taps outside on every side), batch 2
+    "c96_pads_dilated_h2_tiny": ((2, 4, 3, 96), (96, 1, 3, 3), {"dilations": [2, 1], "pads": [2, 0, 1, 2]}),
+    "c64_one_pixel": ((1, 1, 1, 64), (64, 1, 3, 3), {"padding": "SAME"}),
     # the interior's float rows: kept between output rows (stride 1), across images (batch 2),
     # and slotted by row dilation 2 and 3 (a window's rows never share a slot)
     "c20_dilated_h3_batch2": ((2, 12, 8, 20), (20, 1, 3, 3), {"dilations": [3, 1], "padding": "SAME"}),

@@ -733,44 +733,89 @@ def _quads(builder, x0, x1, x2, x3):
             for a, b, high in ((0, 2, False), (0, 2, True), (1, 3, False), (1, 3, True))]
 
 
+def _dw3x3q_ir(builder, tap_addrs, block_, out_, zero_, qmin_, qmax_):
+    """64 channels of one 3x3 depthwise pixel with vpdpbusd from its nine taps' addresses
+    (64 bytes each): the codes regrouped by lane-wise unpacks into quads (four taps of a
+    channel per int32 lane), three vpdpbusd against the int8 taps packed the same way at
+    load (`block_`: the address of the block's QUAD_BYTES, see depthwise_conv2d.py), + fold,
+    requantized as _requant32, and packed back into channel order by packssdw / packuswb
+    (the unpacks' inverse; the values are within 0..255, so the saturating packs are exact)."""
+    i8, i32, i64_ = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    v8, v32, v64 = ir.VectorType(i8, 64), ir.VectorType(i32, 16), ir.VectorType(i64_, 16)
+
+    def at(base, off):
+        return builder.add(base, ir.Constant(i64_, off))
+    taps = [_vload(builder, addr, v8) for addr in tap_addrs]
+    zero8 = ir.Constant(v8, None)
+    groups = [_quads(builder, *taps[0:4]), _quads(builder, *taps[4:8]), _quads(builder, taps[8], zero8, zero8, zero8)]
+    zero, lo, hi = (_splat16(builder, x) for x in (zero_, qmin_, qmax_))
+    res = []
+    for r in range(4):
+        acc = _vload(builder, at(block_, QUAD_FOLD + 64 * r), v32)
+        for g in range(3):
+            acc = _dpbusd(builder, acc, groups[g][r], _vload(builder, at(block_, QUAD_TAPS + 256 * g + 64 * r), v32),
+                          VNNI)
+        mult = builder.sext(_vload(builder, at(block_, QUAD_MULT + 64 * r), v32), v64)
+        rnd, shift = _vload(builder, at(block_, QUAD_RND + 128 * r), v64), _vload(builder, at(block_, QUAD_SHIFT + 128 * r), v64)
+        res.append(builder.trunc(_requant16_values(builder, acc, mult, rnd, shift, zero, lo, hi), v32))
+    words = [_pack(builder, res[0], res[1], True), _pack(builder, res[2], res[3], True)]
+    builder.store(_pack(builder, *words, False), builder.inttoptr(out_, v8.as_pointer()), align=1)
+
+
 @intrinsic
 def _dw3x3q(typingctx, p0, p1, p2, d1, d2, block, out, zero, qmin, qmax):
-    """64 channels of one 3x3 depthwise interior pixel with vpdpbusd: the nine taps' uint8
-    codes regrouped by lane-wise unpacks into quads (four taps of a channel per int32 lane),
-    three vpdpbusd against the int8 taps packed the same way at load (`block`: the address
-    of the block's QUAD_BYTES, see depthwise_conv2d.py), + fold, requantized as _requant32,
-    and packed back into channel order by packssdw / packuswb (the unpacks' inverse; the
-    values are within 0..255, so the saturating packs are exact). p0, p1, p2: addresses of
-    the window's first column in its three rows, taps d1 / d2 bytes along."""
+    """_dw3x3q_ir for an interior pixel: p0, p1, p2 the addresses of the window's first
+    column in its three rows, taps d1 / d2 bytes along."""
     i64 = types.int64
     sig = types.void(*([i64] * 10))
 
     def codegen(context, builder, signature, args):
         p0_, p1_, p2_, d1_, d2_, block_, out_, zero_, qmin_, qmax_ = args
-        i8, i32, i64_ = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-        v8, v32, v64 = ir.VectorType(i8, 64), ir.VectorType(i32, 16), ir.VectorType(i64_, 16)
-
-        def at(base, off):
-            return builder.add(base, ir.Constant(i64_, off)) if isinstance(off, int) else builder.add(base, off)
-        taps = []
-        for row in (p0_, p1_, p2_):
-            taps += [_vload(builder, row, v8), _vload(builder, at(row, d1_), v8), _vload(builder, at(row, d2_), v8)]
-        zero8 = ir.Constant(v8, None)
-        groups = [_quads(builder, *taps[0:4]), _quads(builder, *taps[4:8]), _quads(builder, taps[8], zero8, zero8, zero8)]
-        zero, lo, hi = (_splat16(builder, x) for x in (zero_, qmin_, qmax_))
-        res = []
-        for r in range(4):
-            acc = _vload(builder, at(block_, QUAD_FOLD + 64 * r), v32)
-            for g in range(3):
-                acc = _dpbusd(builder, acc, groups[g][r], _vload(builder, at(block_, QUAD_TAPS + 256 * g + 64 * r), v32),
-                              VNNI)
-            mult = builder.sext(_vload(builder, at(block_, QUAD_MULT + 64 * r), v32), v64)
-            rnd, shift = _vload(builder, at(block_, QUAD_RND + 128 * r), v64), _vload(builder, at(block_, QUAD_SHIFT + 128 * r), v64)
-            res.append(builder.trunc(_requant16_values(builder, acc, mult, rnd, shift, zero, lo, hi), v32))
-        words = [_pack(builder, res[0], res[1], True), _pack(builder, res[2], res[3], True)]
-        builder.store(_pack(builder, *words, False), builder.inttoptr(out_, v8.as_pointer()), align=1)
+        addrs = [a for row in (p0_, p1_, p2_) for a in (row, builder.add(row, d1_), builder.add(row, d2_))]
+        _dw3x3q_ir(builder, addrs, block_, out_, zero_, qmin_, qmax_)
         return context.get_dummy_value()
     return sig, codegen
+
+
+@intrinsic
+def _dw3x3q9(typingctx, t0, t1, t2, t3, t4, t5, t6, t7, t8, block, out, zero, qmin, qmax):
+    """_dw3x3q_ir from nine tap addresses: a border pixel, its taps outside the input
+    pointing at a row of zero-point bytes (fold's zero-point share then cancels them: the
+    reference's centred 0)."""
+    i64 = types.int64
+    sig = types.void(*([i64] * 14))
+
+    def codegen(context, builder, signature, args):
+        _dw3x3q_ir(builder, list(args[:9]), *args[9:])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(**OPTS)
+def _dw3x3q_border(x, b, iy0, dh, dw, sw, pl, ox0, ox1, o, quads, starts, pad, taps, out_row, zero, qmin, qmax):
+    """Output pixels ox0:ox1 of a row (o >= 64 channels, its window top at input row iy0 of
+    image b) through _dw3x3q9, one call per 64-channel block; taps outside the input read
+    `pad` (64 zero-point bytes). taps: int64 [9] scratch."""
+    h, wd = x.shape[1], x.shape[2]
+    px, pp, pq, po = x.ctypes.data, pad.ctypes.data, quads.ctypes.data, out_row.ctypes.data
+    for ox in range(ox0, ox1):
+        for i in range(3):
+            iy = iy0 + i * dh
+            for j in range(3):
+                ix = ox * sw - pl + j * dw
+                inside = iy >= 0 and iy < h and ix >= 0 and ix < wd
+                taps[3 * i + j] = px + ((b * h + iy) * wd + ix) * o if inside else -1
+        for block in range(starts.shape[0]):
+            cb = starts[block]
+            _dw3x3q9(_tap(taps, 0, cb, pp), _tap(taps, 1, cb, pp), _tap(taps, 2, cb, pp), _tap(taps, 3, cb, pp),
+                     _tap(taps, 4, cb, pp), _tap(taps, 5, cb, pp), _tap(taps, 6, cb, pp), _tap(taps, 7, cb, pp),
+                     _tap(taps, 8, cb, pp), pq + block * QUAD_BYTES, po + ox * o + cb, zero, qmin, qmax)
+
+
+@njit(**OPTS)
+def _tap(taps, k, cb, pad):
+    """Tap k's address in the block at channel cb, or the zero-point row's."""
+    return taps[k] + cb if taps[k] >= 0 else pad
 
 
 @njit(**OPTS)
@@ -829,8 +874,11 @@ def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, quads, starts, zero, qm
     regrouped taps (_dw3x3q; `quads`/`starts` from depthwise_conv2d.quad_blocks, empty
     otherwise; 1.3-1.6x _dw3x3), else 16 at a time in explicit vectors (_dw3x3: 1.3-2x the loop over channels below,
     which LLVM vectorizes at half the width), or, under 16 channels, that loop. The other
-    pixels add tap by tap into a row of int32 accumulators, then requantize. The slices
-    keep every index provably non-negative (no wraparound checks)."""
+    pixels: with the 64-channel quads, the quads again from nine tap addresses, those
+    outside the input pointing at zero-point bytes (_dw3x3q_border: 1.2-1.6x a layer at
+    7x7 to 28x28, where a quarter to half of the pixels touch the border); else tap by tap
+    into a row of int32 accumulators, then requantized. The slices keep every index
+    provably non-negative (no wraparound checks)."""
     n, oh, ow, o = out.shape
     h, wd = x.shape[1], x.shape[2]
     kh, kw = w.shape[0], w.shape[1]
@@ -842,6 +890,10 @@ def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, quads, starts, zero, qm
     # output columns whose three taps along W are all inside the input
     a0 = max(0, (pl + sw - 1) // sw)
     a1 = min(ow, (wd - 2 * dw + pl + sw - 1) // sw)
+    # 64 channels or more with the quads: the border pixels take them too (9 tap addresses)
+    quad9 = kh == 3 and kw == 3 and starts.shape[0] > 0 and o >= 64
+    pad = np.full(64, zx, np.uint8)
+    taps = np.empty(9, np.int64)
     for row in range(r0, r1):
         b, oy = row // oh, row % oh
         iy0 = oy * sh - pt
@@ -864,6 +916,10 @@ def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, quads, starts, zero, qm
                     a = acc[ox * o:(ox + 1) * o]
                     for ch in range(o):
                         a[ch] = _sum9(p0, p1, p2, ch, d1, d2, w9, fold[ch])
+        if quad9:   # the other pixels: columns [0, c0) and [c1, ow)
+            _dw3x3q_border(x, b, iy0, dh, dw, sw, pl, 0, c0, o, quads, starts, pad, taps, orow, zero, qmin, qmax)
+            _dw3x3q_border(x, b, iy0, dh, dw, sw, pl, c1, ow, o, quads, starts, pad, taps, orow, zero, qmin, qmax)
+            continue
         for seg in range(2):   # the other pixels: columns [0, c0) and [c1, ow)
             s0, s1 = (0, c0) if seg == 0 else (c1, ow)
             if s1 <= s0:
