@@ -347,6 +347,28 @@ def test_pooling_fast_equals_reference(args, sign):
     assert_same_bytes(quantized("Pooling", x, {}, args), x, "Pooling")
 
 
+def test_avg_pool_loop_both_requantizations():
+    """qavgpool per output position: int32 sums requantized by the 32 x 32 -> 64-bit form
+    (left 0), or by the int64 form where a multiplier >= 2^30 needs the left shift; both
+    against the integer formula by hand, window sums at both ends of the codes."""
+    lib = _qjit.qloops()
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 256, (2, 4, 5, 19)).astype(np.uint8)
+    x[0, :2, :2] = 255
+    x[1, :2, :2] = 0
+    zx, zero = 77, 130
+    mult = np.array([[1 << 30, 1518500250, 2**31 - 1, 1 << 30]] * 3, np.int64)
+    left = np.array([[0, 0, 1, 1]] * 3, np.int64)
+    shift = np.array([[33, 36, 31, 40]] * 3, np.int64)
+    out = np.empty((2, 3, 4, 19), np.uint8)
+    lib.qavgpool(x, zx, 2, 2, 1, 1, 1, 1, 0, 0, mult, left, shift, zero, out, 0, 6)
+    acc = sum(x[:, i:i + 3, j:j + 4].astype(np.int64) - zx for i in range(2) for j in range(2))
+    m, sl, sr = mult[None, :, :, None], left[None, :, :, None], shift[None, :, :, None]
+    want = np.clip((((acc << sl) * m + (np.int64(1) << (sr - 1))) >> sr) + zero, 0, 255)
+    np.testing.assert_array_equal(out, want)
+    assert out.min() < 100 < 160 < out.max()   # both ends of the range reached
+
+
 def test_max_pooling_with_its_own_range_rescales_like_the_reference():
     """A MAX pool whose output got a range of its own (a rescale table, not the identity)."""
     rng = np.random.default_rng(9)

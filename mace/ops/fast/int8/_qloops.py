@@ -973,10 +973,14 @@ def qdepthwise32_par(x, zx, w, bias, fold, mult, shift, rnd, quads, starts, zero
 @njit(**OPTS)
 def qavgpool(x, zx, kh, kw, sh, sw, dh, dw, pt, pl, mult, left, shift, zero, out, r0, r1):
     """uint8 AVG pooling, output rows r0:r1 (image-major), taps outside the input skipped:
-    sum(x - zx) requantized per output position by mult/left/shift [oh, ow]."""
+    sum(x - zx) requantized per output position by mult/left/shift [oh, ow]. The sums in
+    int32 lanes (a window of up to 2^23 taps cannot leave int32) and, as multipliers under
+    2^31 need no left shift, requantized by a 32 x 32 -> 64-bit multiply (_requant32):
+    2-3x the int64 form, which stays for a multiplier >= 2^30 (left > 0)."""
     n, oh, ow, c = out.shape
     h, wd = x.shape[1], x.shape[2]
-    acc = np.empty((ow, c), np.int64)
+    acc = np.empty((ow, c), np.int32)
+    z = np.int32(zx)
     for row in range(r0, r1):
         b, oy = row // oh, row % oh
         for ox in range(ow):
@@ -995,12 +999,18 @@ def qavgpool(x, zx, kh, kw, sh, sw, dh, dw, pt, pl, mult, left, shift, zero, out
                     xs = xrow[ox * sw + off]
                     a = acc[ox]
                     for ch in range(c):
-                        a[ch] += np.int64(xs[ch]) - zx
+                        a[ch] += np.int32(xs[ch]) - z
         orow = out[b, oy]
         for ox in range(ow):
             m, sl, sr = mult[oy, ox], left[oy, ox], shift[oy, ox]
-            for ch in range(c):
-                orow[ox, ch] = _requant(acc[ox, ch], m, sl, sr, zero, 0, 255)
+            a, o = acc[ox], orow[ox]
+            if sl == 0:
+                m32, rnd = np.int32(m), np.int64(1) << (sr - 1)
+                for ch in range(c):
+                    o[ch] = _requant32(a[ch], m32, rnd, sr, zero, 0, 255)
+            else:
+                for ch in range(c):
+                    o[ch] = _requant(np.int64(a[ch]), m, sl, sr, zero, 0, 255)
 
 
 @njit(**PAR)
