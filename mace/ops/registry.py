@@ -138,11 +138,15 @@ class SimpleKernel(Kernel):
 _SPECS: dict = {}
 
 
+# kernels whose op type's spec has not registered yet (its module imports later)
+_PENDING: dict = {}
+
+
 def register_op(op_type: str, layout: Layout = Layout.ANY) -> Callable:
     def wrap(cls):
         if op_type in _SPECS:
             raise ValueError(f"op type {op_type} registered twice")
-        cls.type, cls.layout, cls.kernels = op_type, layout, {}
+        cls.type, cls.layout, cls.kernels = op_type, layout, _PENDING.pop(op_type, {})
         _SPECS[op_type] = cls
         return cls
     return wrap
@@ -150,8 +154,11 @@ def register_op(op_type: str, layout: Layout = Layout.ANY) -> Callable:
 
 def kernel(op_type: str, tag: str = "cpu") -> Callable:
     def wrap(cls):
-        # A spec registered already needs no _load_all: importing a kernel module first stays safe.
-        (_SPECS.get(op_type) or spec(op_type)).kernels[tag] = cls
+        # Held until the spec registers, not found by importing every module (_load_all): a
+        # kernel module imported first would otherwise import, through _load_all, modules that
+        # import it back while it is half-initialised (a fast kernel subclassing a reference).
+        kernels = _SPECS[op_type].kernels if op_type in _SPECS else _PENDING.setdefault(op_type, {})
+        kernels[tag] = cls
         cls.op_type, cls.tag = op_type, tag
         return cls
     return wrap
