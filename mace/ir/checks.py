@@ -5,7 +5,9 @@ Protobuf parsing accepts any field values, so these checks stand between the
 file and the engine: every dim non-negative and bounded, every data type one we
 map to numpy, every constant's bytes inside the `.data` file and of the size its
 dims and type say, every op's inputs made by some op, one shape and
-type per output. Each failure names the file, tensor or op.
+type per output, and every quantized tensor's scale finite and positive (within
+MIN_SCALE..MAX_SCALE: the int8 kernels derive integer multipliers from scale ratios)
+and its zero point inside its type. Each failure names the file, tensor or op.
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from mace.proto import pb
 
 MAX_DIM = 2**31 - 1            # MACE's index type; a flipped high bit lands far above it
 MAX_ELEMENTS = 2**40           # one tensor: 4 TiB of float32 is never a real model
+MIN_SCALE, MAX_SCALE = 1e-20, 1e20   # quantization steps; ours are >= 1e-6 / 255
+ZERO_RANGE = {pb.DT_UINT8: (0, 255), pb.DT_INT8: (-128, 127)}
 
 
 def check_net(net, data_bytes: int, where) -> None:
@@ -44,9 +48,12 @@ def check_net(net, data_bytes: int, where) -> None:
         if len(op.output_shape) != len(op.output) or len(op.output_type) != len(op.output):
             raise ModelError(f"{where}: {what} has {len(op.output)} output(s) but "
                              f"{len(op.output_shape)} shape(s) and {len(op.output_type)} type(s)")
-        for t, shape, dt in zip(op.output, op.output_shape, op.output_type):
+        for k, (t, shape, dt) in enumerate(zip(op.output, op.output_shape, op.output_type)):
             _check_shape(shape.dims, f"{what} output '{t}'", where)
             _dtype(dt, f"{what} output '{t}'", where)
+            if dt in ZERO_RANGE and k < len(op.quantize_info):
+                info = op.quantize_info[k]
+                _check_quant([info.scale], [info.zero_point], dt, f"{what} output '{t}'", where)
     for info in net.output_info:
         if info.name not in known:
             raise ModelError(f"{where}: output '{info.name}' is made by no op (damaged model file?)")
@@ -63,6 +70,21 @@ def _check_const(t, data_bytes: int, where) -> None:
     if t.offset < 0 or t.offset + t.data_size > data_bytes:
         raise ModelError(f"{where}: {what} lies at bytes {t.offset}..{t.offset + t.data_size}, "
                          f"outside the {data_bytes}-byte model data")
+    if t.quantized and t.data_type in ZERO_RANGE:
+        scales = list(t.scales) if t.HasField("quantized_dimension") else [t.scale]
+        zeros = list(t.zero_points) if t.HasField("quantized_dimension") else [t.zero_point]
+        _check_quant(scales, zeros, t.data_type, what, where)
+
+
+def _check_quant(scales, zeros, dt: int, what: str, where) -> None:
+    bad = [s for s in scales if not MIN_SCALE <= s <= MAX_SCALE]   # NaN fails both
+    if bad:
+        raise ModelError(f"{where}: {what} has quantization scale {bad[0]:.6g}: it must be a finite "
+                         f"number in {MIN_SCALE:g}..{MAX_SCALE:g}")
+    lo, hi = ZERO_RANGE[dt]
+    off = [z for z in zeros if not lo <= z <= hi]
+    if off:
+        raise ModelError(f"{where}: {what} has zero point {off[0]}, outside {lo}..{hi} of its type")
 
 
 def _check_shape(dims, what: str, where) -> None:

@@ -64,6 +64,41 @@ def test_damaged_graph_is_refused_before_allocating(saved, change, fragment):
     assert fragment in str(err.value)
 
 
+def quantized_output(scale, zero_point):
+    def change(net):
+        net.op[0].output_type[0] = pb.DT_UINT8
+        net.op[0].quantize_info.add(scale=scale, zero_point=zero_point, minval=0.0, maxval=1.0)
+    return change
+
+
+def quantized_weight(scale, zero_point):
+    def change(net):
+        t = net.tensors[0]
+        t.quantized, t.data_type, t.data_size = True, pb.DT_UINT8, 6
+        t.scale, t.zero_point = scale, zero_point
+    return change
+
+
+@pytest.mark.parametrize("change, fragment", [
+    (quantized_output(float("nan"), 0), "op 'conv' (Conv2D) output 'y' has quantization scale nan"),
+    (quantized_output(0.0, 0), "output 'y' has quantization scale 0:"),
+    (quantized_output(-0.5, 0), "output 'y' has quantization scale -0.5"),
+    (quantized_output(float("inf"), 0), "output 'y' has quantization scale inf"),
+    (quantized_output(1e-30, 0), "quantization scale 1e-30"),
+    (quantized_output(0.1, 300), "output 'y' has zero point 300, outside 0..255"),
+    (quantized_weight(float("nan"), 0), "constant 'w' has quantization scale nan"),
+    (quantized_weight(0.1, -1), "constant 'w' has zero point -1, outside 0..255"),
+])
+def test_hostile_quantization_parameters_are_refused(saved, change, fragment):
+    """A .pb whose quantized tensors carry scales the int8 kernels cannot turn into integer
+    multipliers (NaN, 0, negative, infinite, absurdly small) or zero points outside their
+    type: one ModelError naming the tensor, before any kernel is set up."""
+    rewrite(saved[0], change)
+    with pytest.raises(ModelError, match="m.pb") as err:
+        load_model(*saved)
+    assert fragment in str(err.value)
+
+
 def test_unknown_op_type_is_refused(saved):
     rewrite(saved[0], lambda n: setattr(n.op[0], "type", "Conv9D"))
     with pytest.raises(ModelError, match="Conv9D"):
