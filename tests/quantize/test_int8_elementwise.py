@@ -207,24 +207,26 @@ def test_eltwise_sum_integer_reference():
     b = np.array([255, 3, 100, 0], np.uint8)
     pa, pb, po = P(0.02, 128), P(0.05, 0), P(0.07, 40)
     out = run_kernel("Eltwise", eltwise("SUM"), [a, b], [pa, pb], po)
-    # A, B = the ratios to the output scale in 15 bits: 0.05 / 0.07 * 2**15 = 23406 < 2**15
-    # (2**16 would give 46811), so S = 15; one rounding, half up
+    # A, B = the ratios to the output scale in 30 bits: 0.05 / 0.07 * 2**30 < 2**30 (2**31
+    # would not be), so S = 30; one rounding, half up
     ra, rb = (np.float64(p.scale) / np.float64(po.scale) for p in (pa, pb))
-    ca, cb = int(np.rint(ra * 2**15)), int(np.rint(rb * 2**15))
-    assert (ca, cb) == (9362, 23406)
-    acc = ca * (a.astype(np.int64) - 128) + cb * b.astype(np.int64) + 2**14
-    np.testing.assert_array_equal(out, np.clip(40 + (acc >> 15), 0, 255))
+    ca, cb = int(np.rint(ra * 2**30)), int(np.rint(rb * 2**30))
+    assert 2**29 < cb < 2**30 and abs(ca / 2**30 - 2 / 7) < 1e-7
+    acc = ca * (a.astype(np.int64) - 128) + cb * b.astype(np.int64) + 2**29
+    np.testing.assert_array_equal(out, np.clip(40 + (acc >> 30), 0, 255))
     exact = (pa.scale * (a - 128.0) + pb.scale * b) / po.scale + 40
-    assert np.max(np.abs(out - np.clip(exact, 0, 255))) <= 0.5 + 0.01
+    assert np.max(np.abs(out - np.clip(exact, 0, 255))) <= 0.5 + 1e-5
     # by hand: (0 - 128) * 0.02 / 0.07 + 255 * 0.05 / 0.07 + 40 = 185.57, then 7.57, 111.43, 76.29
     assert out.tolist() == [186, 8, 111, 76]
 
 
 @pytest.mark.parametrize("ratios, coefs, shift", [
-    ([0.5, 0.5], [16384, 16384], 15),
-    ([1.0, -1.0], [16384, -16384], 14),           # SUB: the second negated
-    ([1e-6, 3e-7], [1074, 322], 30),              # a much coarser output: the largest shift
-    ([20000.0, 1.0], [40000, 2], 1),             # a much finer output: over 15 bits even at S = 1
+    ([0.5, 0.5], [2**29, 2**29], 30),
+    ([1.0, -1.0], [2**29, -2**29], 29),                 # SUB: the second negated
+    ([1e-6, 3e-7], [70368744, 21110623], 46),           # a much coarser output: the largest shift
+    ([20000.0, 1.0], [655360000, 32768], 15),           # a much finer output: the fast kernel's least
+    ([40000.0, 1.0], [655360000, 16384], 14),           # finer still: the fast kernel declines
+    ([1e40, -1e40], [2**40, -2**40], 1),                # absurd (a hostile model's scales): capped
 ])
 def test_eltwise_additive_coefficients(ratios, coefs, shift):
     from mace.ops.int8.eltwise import additive_coefficients
@@ -242,7 +244,7 @@ def test_eltwise_mean_and_sub_error_within_one_step():
         sign = -1.0 if kind == "SUB" else 1.0
         real = pa.scale * (a - float(pa.zero_point)) + sign * pb.scale * (b - float(pb.zero_point))
         real = real / (2.0 if kind == "MEAN" else 1.0) / po.scale + po.zero_point
-        assert np.max(np.abs(out - np.clip(real, 0, 255))) <= 0.5 + 0.02, kind
+        assert np.max(np.abs(out - np.clip(real, 0, 255))) <= 0.5 + 1e-5, kind
 
 
 def test_eltwise_prod_integer_reference():

@@ -263,6 +263,30 @@ def test_a_concats_own_producers_write_its_parameters_and_it_copies():
     assert np.abs(out - float_y).max() <= step, (np.abs(out - float_y).max(), step)
 
 
+@pytest.mark.parametrize("pool", ["AVG", "MAX"])
+def test_avg_pool_made_for_a_concat_writes_its_parameters(pool):
+    """ShuffleNet's stride-2 unit: Concat(AvgPool(x), Conv(x)). AVG requantizes every output
+    position anyway, so it takes the Concat's range and the Concat copies it; MAX copies codes
+    (its output keeps its input's parameters): the Concat rescales it by a table. Same bytes
+    as the reference either way; the pooled channels within a step of the float graph."""
+    rng = np.random.default_rng(8)
+    x = np.abs(rng.uniform(-1, 1, (1, 8, 8, 6))).astype(np.float32)
+    ops = [("Pooling", ["x"], ["p"], {"pooling_type": pool, "kernels": [3, 3], "strides": [2, 2],
+                                      "pads": [1, 1, 1, 1]}),
+           ("Conv2D", ["x", "w"], ["c"], {"strides": [2, 2], "padding": "SAME"}),
+           ("Concat", ["p", "c"], ["y"], {"axis": 3})]
+    consts = {"w": 3 * rng.uniform(-1, 1, (10, 6, 1, 1)).astype(np.float32)}
+    graph = make_graph(x.shape, ops, consts)
+    float_y = Engine(copy.deepcopy(graph)).run({"x": x})["y"]
+    ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
+    quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
+    fast, _ = assert_same_bytes(graph, x, "Concat")
+    concat = next(n for n in fast.nodes if n.op.type == "Concat")
+    assert (concat.kernel.tables[0] is None) == (pool == "AVG") and concat.kernel.tables[1] is None
+    step = concat.op.quantize_info[0].scale   # the pooled channels: within a step of float
+    assert np.abs(fast.run({"x": x})["y"][..., :6] - float_y[..., :6]).max() <= step
+
+
 DEPTHWISE_CASES = {
     "3x3_same": ((1, 9, 9, 8), (8, 1, 3, 3), {"padding": "SAME"}),
     "stride2_pads": ((2, 8, 7, 5), (5, 1, 3, 3), {"strides": [2, 2], "pads": [1, 0, 2, 1]}),
@@ -344,6 +368,19 @@ def test_depthwise_interior_without_the_short_requantization():
 def test_pooling_fast_equals_reference(args, sign):
     rng = np.random.default_rng(len(args) + sign)
     x = one_signed(rng, (2, 7, 7, 5), sign)
+    assert_same_bytes(quantized("Pooling", x, {}, args), x, "Pooling")
+
+
+@pytest.mark.parametrize("channels", [24, 32, 40, 96])
+@pytest.mark.parametrize("args", [
+    {"pooling_type": "MAX", "kernels": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},   # ShuffleNet's
+    {"pooling_type": "MAX", "kernels": [2, 3], "strides": [1, 2], "dilations": [2, 1], "padding": "SAME"},
+], ids=["3x3_stride2_pads", "2x3_dilated_same"])
+def test_max_pooling_channel_blocks_equal_reference(args, channels):
+    """qmaxpool's 32-byte channel blocks (32, 96 channels) and LLVM's loop for the rest (24,
+    40); zero point 0 (post-ReLU codes)."""
+    rng = np.random.default_rng(channels)
+    x = one_signed(rng, (2, 9, 8, channels), 1)
     assert_same_bytes(quantized("Pooling", x, {}, args), x, "Pooling")
 
 
@@ -429,7 +466,8 @@ def eltwise_kernels(kind, xs, params, out_param, act=""):
     ("SUM", (0.02, 0.05, 0.07), (128, 0, 40), "", 200),
     ("SUB", (0.02, 0.021, 0.003), (255, 0, 128), "", 70),      # B < 0, a step 7x finer out
     ("MEAN", (0.5, 0.25, 0.05), (0, 255, 128), "RELU", 50),    # sums far outside 0..255
-    ("SUM", (1e-4, 3e-4, 0.5), (3, 250, 0), "RELUX", 1),       # a much coarser output: S = 30
+    ("SUM", (1e-4, 3e-4, 0.5), (3, 250, 0), "RELUX", 1),       # a much coarser output: S = 46
+    ("SUM", (0.9, 0.3, 5e-5), (0, 255, 17), "", 3),            # an 18000x finer output: S = 15, saturating
 ])
 def test_eltwise_sum_loop_equals_reference(n, kind, scales, zeros, act, levels):
     """add2 (64 elements per explicit-vector step, the rest one by one) against the
@@ -455,19 +493,22 @@ def test_eltwise_sum_split_across_the_pool():
     lib = _qjit.qloops()
     rng = np.random.default_rng(9)
     a, b = (rng.integers(0, 256, 10_001).astype(np.uint8) for _ in range(2))
-    want = np.clip(7 + ((-3000 * a.astype(np.int64) + 32767 * b.astype(np.int64) + 123) >> 14), 2, 250)
+    ca, cb, c = -3000 << 15, 2**30 - 1, -100 * 2**29 + 12345
+    want = np.clip(7 + ((ca * a.astype(np.int64) + cb * b.astype(np.int64) + c) >> 29), 2, 250)
+    assert len(np.unique(want)) > 100
     for parts in (1, 3, 7):
         out = np.zeros_like(a)
-        lib.add2_par(a, b, -3000, 32767, 123, 14, 7, 2, 250, out, parts)
+        lib.add2_par(a, b, ca, cb, c, 29, 7, 2, 250, out, parts)
         np.testing.assert_array_equal(out, want, err_msg=f"{parts} parts")
 
 
 def test_eltwise_fine_output_step_takes_the_table():
-    """A sum whose output step is 20000x finer than an input's: its multiplier needs more
-    than 15 bits, so the fast kernel tabulates the reference instead; same bytes."""
+    """A sum whose output step is 40000x finer than an input's: the shift that keeps its
+    multiplier within 30 bits is under 15, so the fast kernel tabulates the reference
+    instead; same bytes."""
     from mace.ir.quant_params import QuantParams
 
-    params = [QuantParams(2.0, 128), QuantParams(1e-4, 0), QuantParams(1e-4, 100)]
+    params = [QuantParams(4.0, 128), QuantParams(1e-4, 0), QuantParams(1e-4, 100)]
     a = np.array([[128, 128, 129, 127, 0]], np.uint8)
     b = np.array([[0, 255, 3, 7, 9]], np.uint8)
     fast, got, want = eltwise_kernels("SUM", [a, b], params[:2], params[2])

@@ -28,6 +28,13 @@ class Int8Kernel(Kernel):
     def supports(op, graph):
         return None
 
+    @classmethod
+    def requantizes(cls, op) -> bool:
+        """Whether the kernel writes op's output in any parameters at no extra cost (it
+        requantizes anyway): a Concat's input made by it can take the Concat's range
+        (mace/transform/passes/quantize.py shared_concat_ranges)."""
+        return cls.output_range == "own"
+
     @staticmethod
     def input_zero(ctx, index: int = 0) -> np.float64:
         return np.float64(ctx.input_quant[index].zero_point)

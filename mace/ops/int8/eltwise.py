@@ -3,16 +3,17 @@ scales and zero points (numpy broadcasting; constant operands come quantized).
 
 * SUM / SUB / MEAN: out = zo + floor((sum_i A_i (q_i - z_i) + 2**(S-1)) / 2**S), each A_i
   the integer nearest r_i * 2**S, r_i = s_i / s_out (negated for SUB's second input,
-  divided by the count for MEAN), S the largest shift in [1, 30] that keeps every |A_i|
-  within 15 bits (< 2**15: two inputs then pair as one vpmaddwd per element in the fast
-  kernel, mace/ops/fast/int8/eltwise.py). One rounding, half up, in integers only.
+  divided by the count for MEAN), S the largest shift up to 46 that keeps every |A_i|
+  within 30 bits. One rounding, half up, in integers only; the fast kernel
+  (mace/ops/fast/int8/eltwise.py) computes it for two inputs with two vpmaddwd per 16
+  elements (the multipliers' 15-bit halves).
 * PROD: (a - za) * (b - zb) in int64, requantized by sa * sb / out_scale.
 * MIN / MAX: each input rescaled to the output's parameters by a table, then min/max
   (requantizing is monotonic, so the order is kept).
 A fused RELU / RELUX becomes the output clamp. Error against the float op on the
 dequantized inputs: <= 0.5 output step, plus for SUM/SUB/MEAN the multipliers' rounding,
-255 * 2**-(S+1) per input, at most 255 / 2**16 * max r_i ~ 0.004 max r_i output steps
-(r_i ~ 1 for a residual add): within 1 output step. DIV and the rest stay float.
+255 * 2**-(S+1) per input, at most 255 / 2**30 * max r_i ~ 2.4e-7 max r_i output steps:
+within 1 output step. DIV and the rest stay float.
 """
 import numpy as np
 
@@ -25,18 +26,24 @@ ADDITIVE = ("SUM", "SUB", "MEAN")
 SUPPORTED = ADDITIVE + ("PROD", "MIN", "MAX")
 BINARY_ONLY = ("SUB", "PROD")
 FUSED = ("", "NOOP", "RELU", "RELUX")
-COEF_LIMIT = 1 << 15          # |A_i| < 2**15: a signed 16-bit multiplier
-MAX_SHIFT = 30                # 2**(S-1) and the sum stay within int32
+COEF_LIMIT = 1 << 30          # |A_i| < 2**30: two signed 15-bit halves (the fast kernel)
+MAX_SHIFT = 46                # 2**(S-1) / 2**15 stays within int32 (the fast kernel's halves)
+FAST_MIN_SHIFT = 15           # the fast kernel shifts its high half by S - 15
+
+
+COEF_CAP = 1 << 40            # |A_i| beyond: every nonzero term saturates the output anyway
 
 
 def additive_coefficients(ratios) -> tuple:
     """(A, S): integers A_i = rint(r_i * 2**S) for the largest S in [1, MAX_SHIFT] with every
-    |A_i| < COEF_LIMIT (S = 1 where none is: the fast kernel then declines)."""
+    |A_i| < COEF_LIMIT (S = 1 where none is; under FAST_MIN_SHIFT, an output step 2^15 times
+    finer than an input's, the fast kernel declines; |A_i| capped at COEF_CAP so that an
+    absurd scale ratio cannot overflow int64)."""
     ratios = [np.float64(r) for r in ratios]
     shift = MAX_SHIFT
     while shift > 1 and max(abs(np.rint(r * 2.0 ** shift)) for r in ratios) >= COEF_LIMIT:
         shift -= 1
-    return [int(np.rint(r * 2.0 ** shift)) for r in ratios], shift
+    return [int(np.clip(np.rint(r * 2.0 ** shift), -COEF_CAP, COEF_CAP)) for r in ratios], shift
 
 
 @kernel("Eltwise", "int8")

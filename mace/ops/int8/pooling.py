@@ -30,6 +30,11 @@ class PoolingInt8(Int8Kernel, PoolingCpu):
         kind = get_arg(op, "pooling_type", "")
         return None if kind in ("MAX", "AVG") else f"pooling_type {kind} has no quantized form"
 
+    @classmethod
+    def requantizes(cls, op) -> bool:
+        # AVG requantizes every output position (its own multipliers); MAX copies codes
+        return get_arg(op, "pooling_type", "") == "AVG"
+
     def setup(self, ctx):
         super().setup(ctx)   # geometry, a uint8 padded buffer for MAX, divisors for AVG
         p_in, p_out = ctx.input_quant[0], ctx.output_quant[0]

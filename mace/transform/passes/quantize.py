@@ -194,10 +194,18 @@ def place_float_ops_on_cpu(graph, plan) -> None:
     set_arg(graph.net, PLACED_ARG, 1)
 
 
+def _requantizes(op) -> bool:
+    """op's int8 kernel writes any output parameters at no extra cost (Int8Kernel.requantizes)."""
+    cls = int8_kernel(op.type)
+    if hasattr(cls, "requantizes"):
+        return cls.requantizes(op)
+    return getattr(cls, "output_range", "own") == "own"
+
+
 def shared_concat_ranges(graph, plan, ranges, consumers) -> dict:
     """`ranges` with each quantized Concat's inputs given the Concat's own range, where the
-    input is made by a quantized op that requantizes to any range (`output_range` "own":
-    convs, FCs, eltwise) for this Concat alone. The producers then write the Concat's
+    input is made by a quantized op that requantizes to any range (its int8 kernel's
+    `requantizes`: convs, FCs, eltwise, AVG pooling) for this Concat alone. The producers then write the Concat's
     parameters and the int8 Concat copies instead of rescaling each byte through a table
     (TFLite asks the same of its quantized Concat); the Concat's range covers its inputs',
     so nothing clips: a narrower input only gets the coarser step. Ranges from QAT
@@ -212,7 +220,7 @@ def shared_concat_ranges(graph, plan, ranges, consumers) -> dict:
             src = producers.get(t)
             if (src is None or t in fixed or t not in ranges or plan.get(src.name) is not None
                     or [c.name for c in consumers.get(t, [])] != [op.name]
-                    or getattr(int8_kernel(src.type), "output_range", "own") != "own"):
+                    or not _requantizes(src)):
                 continue
             shared[t] = ranges[op.output[0]]
     return shared

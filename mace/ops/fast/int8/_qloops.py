@@ -211,10 +211,16 @@ def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride
 def _qstore_short(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat,
                   load):
     """_qstore where QPanels proved the rest a no-op (mode SHORT): t = acc + corr in int32
-    lanes (no overflow), (t * M + round) >> shift in int64 (32 x 32 -> 64 multiplies), the
-    result (|t| / 2 at most) back in int32 lanes, + zero, clamped, stored as bytes."""
+    lanes (no overflow), (t * M + round) >> shift in int64, the result (|t| / 2 at most)
+    back in int32 lanes, + zero, clamped, stored as bytes. The 64-bit products of even and
+    odd lanes are taken in place (t's int32 lanes seen as int64 pairs, each half
+    sign-extended where it lies: LLVM's vpmuldq reads the low half of every int64 lane) and
+    interleaved back by one permute, instead of widening all 16 lanes to int64 and packing
+    them back (6 shuffles per 16 outputs; a small-K conv's time is mostly this store)."""
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
-    v32, v64 = ir.VectorType(i32, 16), ir.VectorType(i64, 16)
+    v32, v64, h64 = ir.VectorType(i32, 16), ir.VectorType(i64, 16), ir.VectorType(i64, 8)
+    k32 = ir.Constant(h64, [32] * 8)
+    lanes = ir.VectorType(i32, 8)
 
     def const(v):
         return ir.Constant(i64, v)
@@ -222,17 +228,27 @@ def _qstore_short(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, z
     def row(r, v):
         return load(ep, builder.add(builder.mul(ep_stride_, const(r)), const(16 * v)), v64, 8)
 
+    def half(x, odd):   # lanes 2j + odd of a <16 x i64>
+        return builder.shuffle_vector(x, x, ir.Constant(lanes, [2 * j + odd for j in range(8)]))
+
+    def low32(x):       # each int64 lane's low half, sign-extended in place
+        return builder.ashr(builder.shl(x, k32), k32)
+
     corr = [builder.trunc(row(EP_CORR, v), v32) for v in range(vecs)]
-    mult = [builder.sext(builder.trunc(row(EP_MULT, v), v32), v64) for v in range(vecs)]
-    rnd = [row(EP_ROUND, v) for v in range(vecs)]
-    shift = [row(EP_SHIFT, v) for v in range(vecs)]
+    mult = [[low32(half(row(EP_MULT, v), odd)) for odd in (0, 1)] for v in range(vecs)]
+    rnd = [[half(row(EP_ROUND, v), odd) for odd in (0, 1)] for v in range(vecs)]
+    shift = [[half(row(EP_SHIFT, v), odd) for odd in (0, 1)] for v in range(vecs)]
     zero, qmin, qmax = (splat(builder.trunc(x, i32), v32) for x in (zero_, qmin_, qmax_))
+    weave = ir.Constant(ir.VectorType(i32, 16), [j // 2 * 2 + (16 if j % 2 else 0) for j in range(16)])
     for i in range(nrows):
         c_row = builder.gep(c, [builder.mul(ldc_, const(i))])
         for v in range(vecs):
-            t = builder.sext(builder.add(acc[i][v], corr[v]), v64)
-            t = builder.ashr(builder.add(builder.mul(t, mult[v]), rnd[v]), shift[v])
-            t = builder.add(builder.trunc(t, v32), zero)
+            pairs = builder.bitcast(builder.add(acc[i][v], corr[v]), h64)
+            parts = []
+            for odd, t in ((0, low32(pairs)), (1, builder.ashr(pairs, k32))):
+                t = builder.ashr(builder.add(builder.mul(t, mult[v][odd]), rnd[v][odd]), shift[v][odd])
+                parts.append(builder.bitcast(t, v32))
+            t = builder.add(builder.shuffle_vector(parts[0], parts[1], weave), zero)
             t = builder.select(builder.icmp_signed("<", t, qmin), qmin, t)
             t = builder.select(builder.icmp_signed(">", t, qmax), qmax, t)
             builder.store(builder.trunc(t, ir.VectorType(i8, 16)),
@@ -1021,17 +1037,39 @@ def qavgpool_par(x, zx, kh, kw, sh, sw, dh, dw, pt, pl, mult, left, shift, zero,
         qavgpool(x, zx, kh, kw, sh, sw, dh, dw, pt, pl, mult, left, shift, zero, out, r0, r1)
 
 
+@intrinsic
+def _umax32(typingctx, dst, src):
+    """dst[:32] = max(dst[:32], src[:32]) at int64 addresses: one 32-byte load pair,
+    vpmaxub, one store."""
+    sig = types.void(types.int64, types.int64)
+
+    def codegen(context, builder, signature, args):
+        vec = ir.VectorType(ir.IntType(8), 32)
+        d, v = _vload(builder, args[0], vec), _vload(builder, args[1], vec)
+        builder.store(builder.select(builder.icmp_unsigned(">", d, v), d, v),
+                      builder.inttoptr(args[0], vec.as_pointer()), align=1)
+        return context.get_dummy_value()
+    return sig, codegen
+
+
 @njit(**OPTS)
 def qmaxpool(x, kh, kw, sh, sw, dh, dw, pt, pl, table, identity, out, r0, r1):
-    """uint8 MAX pooling, output rows r0:r1 (image-major): the largest code in uint8 lanes (64
-    to an AVX-512 register, not 8 int64s), written straight into the output row; taps outside
-    the input skipped (the reference's pads hold code 0, the lowest); then `table` unless
-    `identity` (the output's parameters are the input's: the usual case)."""
+    """uint8 MAX pooling, output rows r0:r1 (image-major): the largest code per channel,
+    written straight into the output row; taps outside the input skipped (the reference's
+    pads hold code 0, the lowest); then `table` unless `identity` (the output's parameters
+    are the input's: the usual case). Channels in multiples of 32 go 32 at a time through
+    _umax32 (64 channels ~1.8x LLVM's own loop); others through that loop (a ragged rest
+    as overlapping 16-byte blocks or masked 32-byte steps was 1.2-1.5x slower than it: a
+    store that the next tap's load reads only in part, or masked, is not forwarded)."""
     n, oh, ow, c = out.shape
     h, wd = x.shape[1], x.shape[2]
+    px, po = x.ctypes.data, out.ctypes.data
+    full = c // 32
+    blocks = c % 32 == 0
     for row in range(r0, r1):
         b, oy = row // oh, row % oh
         orow = out[b, oy]
+        obase = po + (b * oh + oy) * ow * c
         for ox in range(ow):
             for ch in range(c):
                 orow[ox, ch] = 0
@@ -1040,15 +1078,22 @@ def qmaxpool(x, kh, kw, sh, sw, dh, dw, pt, pl, table, identity, out, r0, r1):
             if iy < 0 or iy >= h:
                 continue
             xrow = x[b, iy]
+            rbase = px + (b * h + iy) * wd * c
             for j in range(kw):
                 off = j * dw - pl
                 x0 = max(0, (-off + sw - 1) // sw)
                 x1 = min(ow, (wd - off + sw - 1) // sw)
+                if not blocks:
+                    for ox in range(x0, x1):
+                        xs = xrow[ox * sw + off]
+                        a = orow[ox]
+                        for ch in range(c):
+                            a[ch] = max(a[ch], xs[ch])
+                    continue
                 for ox in range(x0, x1):
-                    xs = xrow[ox * sw + off]
-                    a = orow[ox]
-                    for ch in range(c):
-                        a[ch] = max(a[ch], xs[ch])
+                    src, dst = rbase + (ox * sw + off) * c, obase + ox * c
+                    for k in range(full):
+                        _umax32(dst + 32 * k, src + 32 * k)
         if not identity:
             for ox in range(ow):
                 for ch in range(c):
@@ -1132,19 +1177,25 @@ def lookup_channels_par(x, tables, out, parts):
         lookup_channels(x, tables, out, r0, r1)
 
 
+# add2's split: 30-bit multipliers as two 15-bit halves (each half a vpmaddwd factor)
+HALF_BITS = 15
+
+
 @intrinsic
-def _add64(typingctx, pa, pb, pout, coef, c, s, zero, qmin, qmax):
+def _add64(typingctx, pa, pb, pout, coef_hi, coef_lo, c_hi, c_lo, s, zero, qmin, qmax):
     """64 elements of add2 at addresses pa, pb -> pout: the bytes zero-extended to int16 by
-    lane-wise unpacks and paired (a, b), one vpmaddwd against (A, B) (`coef`: A in the low
-    and B in the high 16 bits of an int32), + c, >> s, then packed back into order by the
-    unpacks' inverse, saturating packssdw and packuswb around + zero (a saturating int16 add):
-    each saturation is monotone and lands outside 0..255 only where the clamp would, so the
-    bytes are clamp(zero + ((A a + B b + c) >> s)) exactly; then [qmin, qmax]."""
+    lane-wise unpacks and paired (a, b); two vpmaddwd, against the multipliers' high and low
+    15-bit halves (`coef_*`: A's half in the low and B's in the high 16 bits of an int32),
+    each + its half of c; then hi + (lo >> 15), >> s (floor((X 2^15 + Y) / 2^S) = floor((X +
+    floor(Y / 2^15)) / 2^(S-15)): exact, and every step inside int32); packed back into order
+    by the unpacks' inverse, saturating packssdw and packuswb around + zero (a saturating
+    int16 add): each saturation is monotone and lands outside 0..255 only where the clamp
+    would, so the bytes are clamp(zero + ((A a + B b + c) >> S)) exactly; then [qmin, qmax]."""
     i64 = types.int64
-    sig = types.void(*([i64] * 9))
+    sig = types.void(*([i64] * 12))
 
     def codegen(context, builder, signature, args):
-        pa_, pb_, po_, coef_, c_, s_, zero_, qmin_, qmax_ = args
+        pa_, pb_, po_, chi_, clo_, c_hi_, c_lo_, s_, zero_, qmin_, qmax_ = args
         i8, i16, i32 = ir.IntType(8), ir.IntType(16), ir.IntType(32)
         v8, v16, v32 = ir.VectorType(i8, 64), ir.VectorType(i16, 32), ir.VectorType(i32, 16)
 
@@ -1154,13 +1205,19 @@ def _add64(typingctx, pa, pb, pout, coef, c, s, zero, qmin, qmax):
             return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(i32, 0)), undef,
                                           ir.Constant(ir.VectorType(i32, vec.count), None))
         a, b, z8 = _vload(builder, pa_, v8), _vload(builder, pb_, v8), ir.Constant(v8, None)
-        coef, c, s = builder.bitcast(splat(coef_, v32), v16), splat(c_, v32), splat(s_, v32)
+        coef_hi, coef_lo = (builder.bitcast(splat(x, v32), v16) for x in (chi_, clo_))
+        c_hi, c_lo, s = splat(c_hi_, v32), splat(c_lo_, v32), splat(s_, v32)
+        half = ir.Constant(v32, [HALF_BITS] * 16)
         zero, lo, hi = splat(zero_, v16), splat(qmin_, v8), splat(qmax_, v8)
         words = []
         for high in (False, True):
             a16, b16 = (builder.bitcast(_unpack_lanes(builder, v, z8, high), v16) for v in (a, b))
-            dwords = [builder.ashr(builder.add(_pmaddwd(builder, _unpack_lanes(builder, a16, b16, h), coef), c), s)
-                      for h in (False, True)]
+            dwords = []
+            for h in (False, True):
+                pairs = _unpack_lanes(builder, a16, b16, h)
+                top = builder.add(_pmaddwd(builder, pairs, coef_hi), c_hi)
+                low = builder.add(_pmaddwd(builder, pairs, coef_lo), c_lo)
+                dwords.append(builder.ashr(builder.add(top, builder.ashr(low, half)), s))
             words.append(_x86(builder, "llvm.sadd.sat.v32i16", v16, _pack(builder, *dwords, True), zero))
         r = _pack(builder, *words, False)
         r = builder.select(builder.icmp_unsigned("<", r, lo), lo, r)
@@ -1171,16 +1228,25 @@ def _add64(typingctx, pa, pb, pout, coef, c, s, zero, qmin, qmax):
 
 
 @njit(**OPTS)
+def _pair16(x, y):
+    """An int32 holding x in its low and y in its high 16 bits (vpmaddwd's factor pair)."""
+    return (x & 0xFFFF) | ((y & 0xFFFF) << 16)
+
+
+@njit(**OPTS)
 def add2(a, b, ca, cb, c, s, zero, qmin, qmax, out, r0, r1):
     """Flat uint8 a, b -> out[r0:r1] = clamp(zero + ((ca * a + cb * b + c) >> s), qmin, qmax):
     the int8 Eltwise SUM / SUB / MEAN of two inputs (mace/ops/int8/eltwise.py; |ca|, |cb| <
-    2**15, c and the sums within int32), 64 elements per _add64 (6-7x the pair table's
-    lookups), the rest one by one."""
-    coef = (ca & 0xFFFF) | ((cb & 0xFFFF) << 16)
+    2**30, 15 <= s <= 46), 64 elements per _add64 (4-6x the pair table's lookups), the rest
+    one by one."""
+    mask = (1 << HALF_BITS) - 1
+    coef_hi = _pair16(ca >> HALF_BITS, cb >> HALF_BITS)
+    coef_lo = _pair16(ca & mask, cb & mask)
     pa, pb, po = a.ctypes.data, b.ctypes.data, out.ctypes.data
     k = r0
     while k + 64 <= r1:
-        _add64(pa + k, pb + k, po + k, coef, c, s, zero, qmin, qmax)
+        _add64(pa + k, pb + k, po + k, coef_hi, coef_lo, c >> HALF_BITS, c & mask, s - HALF_BITS, zero,
+               qmin, qmax)
         k += 64
     for j in range(k, r1):
         v = ((ca * np.int64(a[j]) + cb * np.int64(b[j]) + c) >> s) + zero

@@ -1,12 +1,13 @@
 """Eltwise of two same-shape uint8 inputs, fast int8, the same bytes as the reference
 (mace/ops/int8/eltwise.py) by construction:
 
-* SUM / SUB / MEAN: the reference's one integer expression, A a + B b + c with 15-bit
-  A, B, shifted and clamped, 64 elements at a time in explicit vectors (_qloops.add2: a
-  vpmaddwd per 16 (a, b) pairs; 6-7x the table lookup below, about our float add).
-* every other kind (PROD, MIN, MAX), and sums whose multipliers exceed 15 bits (an output
-  step thousands of times finer than an input's): a function of two bytes, tabulated once
-  at load -- the reference kernel itself run on all 65536 pairs -- then one compiled
+* SUM / SUB / MEAN: the reference's one integer expression, A a + B b + c with 30-bit
+  A, B, shifted and clamped, 64 elements at a time in explicit vectors (_qloops.add2: two
+  vpmaddwd per 16 (a, b) pairs, one per 15-bit half of the multipliers; 4-6x the table
+  lookup below, about our float add).
+* every other kind (PROD, MIN, MAX), and sums whose output step is 2^15 times finer than
+  an input's (the multipliers' halves would not fit): a function of two bytes, tabulated
+  once at load -- the reference kernel itself run on all 65536 pairs -- then one compiled
   lookup per element (_qloops.lookup2).
 Both split across the compute pool. Broadcasting, constant operands and more than two
 inputs stay with the reference kernel.
@@ -17,7 +18,7 @@ import numpy as np
 
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
-from mace.ops.int8.eltwise import ADDITIVE, COEF_LIMIT, EltwiseInt8
+from mace.ops.int8.eltwise import ADDITIVE, COEF_LIMIT, FAST_MIN_SHIFT, EltwiseInt8
 from mace.ops.registry import kernel
 
 U8 = np.dtype(np.uint8)
@@ -44,7 +45,8 @@ class EltwiseInt8Fast(EltwiseInt8):
 
     def setup(self, ctx):
         super().setup(ctx)
-        self.sum = self.kind in ADDITIVE and all(abs(a) < COEF_LIMIT for a in self.coefs)
+        self.sum = (self.kind in ADDITIVE and all(abs(a) < COEF_LIMIT for a in self.coefs)
+                    and self.shift >= FAST_MIN_SHIFT)
         if self.sum:   # add2's arguments: A, B, c (the zero points and the rounding folded in)
             (ca, cb), (za, zb) = self.coefs, self.zeros
             c = (1 << (self.shift - 1)) - ca * za - cb * zb

@@ -38,6 +38,8 @@ class PoolingInt8Fast(PoolingInt8):
         out = outputs[0]
         n, oh, ow, c = out.shape
         if self.is_max:
+            if not (inputs[0].flags.c_contiguous and out.flags.c_contiguous):   # qmaxpool reads by address
+                return lambda: PoolingInt8.run(self, inputs, outputs)
             args = (inputs[0], *self.k, *self.strides, *self.dil, self.pads[0], self.pads[1],
                     self.table, self.identity, out)
             return loop("qmaxpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
