@@ -5,9 +5,9 @@ Protobuf parsing accepts any field values, so these checks stand between the
 file and the engine: every dim non-negative and bounded, every data type one we
 map to numpy, every constant's bytes inside the `.data` file and of the size its
 dims and type say, every op's inputs made by some op, one shape and
-type per output, and every quantized tensor's scale finite and positive (within
-MIN_SCALE..MAX_SCALE: the int8 kernels derive integer multipliers from scale ratios)
-and its zero point inside its type. Each failure names the file, tensor or op.
+type per output, and every quantized tensor's scale a finite, positive, normal float32
+(the int8 kernels derive integer multipliers from scale ratios: NaN, 0 or infinity has
+none) and its zero point inside its type. Each failure names the file, tensor or op.
 """
 from __future__ import annotations
 
@@ -21,7 +21,9 @@ from mace.proto import pb
 
 MAX_DIM = 2**31 - 1            # MACE's index type; a flipped high bit lands far above it
 MAX_ELEMENTS = 2**40           # one tensor: 4 TiB of float32 is never a real model
-MIN_SCALE, MAX_SCALE = 1e-20, 1e20   # quantization steps; ours are >= 1e-6 / 255
+# quantization steps: finite, positive, normal float32s (a tensor holding float32's lowest,
+# an attention mask's fill, gets a step of 1.3e36; ours are >= 1e-6 / 255)
+MIN_SCALE, MAX_SCALE = float(np.finfo(np.float32).tiny), float(np.finfo(np.float32).max)
 ZERO_RANGE = {pb.DT_UINT8: (0, 255), pb.DT_INT8: (-128, 127)}
 
 
@@ -79,8 +81,8 @@ def _check_const(t, data_bytes: int, where) -> None:
 def _check_quant(scales, zeros, dt: int, what: str, where) -> None:
     bad = [s for s in scales if not MIN_SCALE <= s <= MAX_SCALE]   # NaN fails both
     if bad:
-        raise ModelError(f"{where}: {what} has quantization scale {bad[0]:.6g}: it must be a finite "
-                         f"number in {MIN_SCALE:g}..{MAX_SCALE:g}")
+        raise ModelError(f"{where}: {what} has quantization scale {bad[0]:.6g}: it must be a finite, "
+                         f"positive, normal float32 ({MIN_SCALE:.3g}..{MAX_SCALE:.3g})")
     lo, hi = ZERO_RANGE[dt]
     off = [z for z in zeros if not lo <= z <= hi]
     if off:

@@ -84,15 +84,16 @@ def quantized_weight(scale, zero_point):
     (quantized_output(0.0, 0), "output 'y' has quantization scale 0:"),
     (quantized_output(-0.5, 0), "output 'y' has quantization scale -0.5"),
     (quantized_output(float("inf"), 0), "output 'y' has quantization scale inf"),
-    (quantized_output(1e-30, 0), "quantization scale 1e-30"),
+    (quantized_output(1e-40, 0), "quantization scale 9.99995e-41"),   # a float32 denormal
     (quantized_output(0.1, 300), "output 'y' has zero point 300, outside 0..255"),
     (quantized_weight(float("nan"), 0), "constant 'w' has quantization scale nan"),
     (quantized_weight(0.1, -1), "constant 'w' has zero point -1, outside 0..255"),
 ])
 def test_hostile_quantization_parameters_are_refused(saved, change, fragment):
     """A .pb whose quantized tensors carry scales the int8 kernels cannot turn into integer
-    multipliers (NaN, 0, negative, infinite, absurdly small) or zero points outside their
-    type: one ModelError naming the tensor, before any kernel is set up."""
+    multipliers (NaN, 0, negative, infinite, denormal) or zero points outside their type:
+    one ModelError naming the tensor, before any kernel is set up. (A scale of 1.3e36 is
+    real: a quantized attention-mask constant holding float32's lowest.)"""
     rewrite(saved[0], change)
     with pytest.raises(ModelError, match="m.pb") as err:
         load_model(*saved)
