@@ -29,8 +29,6 @@ FUSED = ("", "NOOP", "RELU", "RELUX")
 COEF_LIMIT = 1 << 30          # |A_i| < 2**30: two signed 15-bit halves (the fast kernel)
 MAX_SHIFT = 46                # 2**(S-1) / 2**15 stays within int32 (the fast kernel's halves)
 FAST_MIN_SHIFT = 15           # the fast kernel shifts its high half by S - 15
-
-
 COEF_CAP = 1 << 40            # |A_i| beyond: every nonzero term saturates the output anyway
 
 

@@ -1237,7 +1237,7 @@ def _pair16(x, y):
 def add2(a, b, ca, cb, c, s, zero, qmin, qmax, out, r0, r1):
     """Flat uint8 a, b -> out[r0:r1] = clamp(zero + ((ca * a + cb * b + c) >> s), qmin, qmax):
     the int8 Eltwise SUM / SUB / MEAN of two inputs (mace/ops/int8/eltwise.py; |ca|, |cb| <
-    2**30, 15 <= s <= 46), 64 elements per _add64 (4-6x the pair table's lookups), the rest
+    2**30, 15 <= s <= 46), 64 elements per _add64 (3.8x the pair table's lookups), the rest
     one by one."""
     mask = (1 << HALF_BITS) - 1
     coef_hi = _pair16(ca >> HALF_BITS, cb >> HALF_BITS)

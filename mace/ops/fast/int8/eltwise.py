@@ -3,7 +3,7 @@
 
 * SUM / SUB / MEAN: the reference's one integer expression, A a + B b + c with 30-bit
   A, B, shifted and clamped, 64 elements at a time in explicit vectors (_qloops.add2: two
-  vpmaddwd per 16 (a, b) pairs, one per 15-bit half of the multipliers; 4-6x the table
+  vpmaddwd per 16 (a, b) pairs, one per 15-bit half of the multipliers; 3.8x the table
   lookup below, about our float add).
 * every other kind (PROD, MIN, MAX), and sums whose output step is 2^15 times finer than
   an input's (the multipliers' halves would not fit): a function of two bytes, tabulated
