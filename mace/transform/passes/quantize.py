@@ -205,11 +205,11 @@ def _requantizes(op) -> bool:
 def shared_concat_ranges(graph, plan, ranges, consumers) -> dict:
     """`ranges` with each quantized Concat's inputs given the Concat's own range, where the
     input is made by a quantized op that requantizes to any range (its int8 kernel's
-    `requantizes`: convs, FCs, eltwise, AVG pooling) for this Concat alone. The producers then write the Concat's
-    parameters and the int8 Concat copies instead of rescaling each byte through a table
-    (TFLite asks the same of its quantized Concat); the Concat's range covers its inputs',
-    so nothing clips: a narrower input only gets the coarser step. Ranges from QAT
-    (FakeQuant, Q/DQ pairs) are the model's own and stay."""
+    `requantizes`: convs, FCs, eltwise, AVG pooling) for this Concat alone. The producers
+    then write the Concat's parameters and the int8 Concat copies instead of rescaling each
+    byte through a table (TFLite asks the same of its quantized Concat); the Concat's range
+    covers its inputs', so nothing clips: a narrower input only gets the coarser step.
+    Ranges from QAT (FakeQuant, Q/DQ pairs) are the model's own and stay."""
     producers = graph.producers()
     fixed = set(qat_ranges(graph.net)) | set(graph.output_names)
     shared = dict(ranges)
