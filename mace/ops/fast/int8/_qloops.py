@@ -148,9 +148,7 @@ def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride
         return ir.Constant(i64, v)
 
     def splat(x, vec):
-        undef = ir.Constant(vec, ir.Undefined)
-        return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(i32, 0)), undef,
-                                      ir.Constant(ir.VectorType(i32, vec.count), None))
+        return _splat(builder, x, vec)
 
     def load(ptr, offset, ty, align=1):
         return builder.load(builder.bitcast(builder.gep(ptr, [offset]), ty.as_pointer()), align=align)
@@ -598,12 +596,18 @@ def _vload(builder, addr, vec):
     return builder.load(builder.inttoptr(addr, vec.as_pointer()), align=1)
 
 
-def _splat16(builder, x):
-    """An int64 scalar in all 16 lanes."""
-    vec = ir.VectorType(ir.IntType(64), 16)
+def _splat(builder, x, vec):
+    """Integer scalar x in every lane of `vec` (truncated to its element type if wider)."""
+    if x.type.width > vec.element.width:
+        x = builder.trunc(x, vec.element)
     undef = ir.Constant(vec, ir.Undefined)
     return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(ir.IntType(32), 0)), undef,
-                                  ir.Constant(ir.VectorType(ir.IntType(32), 16), None))
+                                  ir.Constant(ir.VectorType(ir.IntType(32), vec.count), None))
+
+
+def _splat16(builder, x):
+    """An int64 scalar in all 16 lanes."""
+    return _splat(builder, x, ir.VectorType(ir.IntType(64), 16))
 
 
 def _requant16_values(builder, acc, mult, rnd, shift, zero, lo, hi):
@@ -908,8 +912,8 @@ def qdepthwise32(x, zx, w, bias, fold, mult, shift, rnd, quads, starts, zero, qm
     a1 = min(ow, (wd - 2 * dw + pl + sw - 1) // sw)
     # 64 channels or more with the quads: the border pixels take them too (9 tap addresses)
     quad9 = kh == 3 and kw == 3 and starts.shape[0] > 0 and o >= 64
-    pad = np.full(64, zx, np.uint8)
-    taps = np.empty(9, np.int64)
+    pad = np.full(64 if quad9 else 0, zx, np.uint8)
+    taps = np.empty(9 if quad9 else 0, np.int64)
     for row in range(r0, r1):
         b, oy = row // oh, row % oh
         iy0 = oy * sh - pt
@@ -1200,10 +1204,7 @@ def _add64(typingctx, pa, pb, pout, coef_hi, coef_lo, c_hi, c_lo, s, zero, qmin,
         v8, v16, v32 = ir.VectorType(i8, 64), ir.VectorType(i16, 32), ir.VectorType(i32, 16)
 
         def splat(x, vec):
-            x = builder.trunc(x, vec.element)
-            undef = ir.Constant(vec, ir.Undefined)
-            return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(i32, 0)), undef,
-                                          ir.Constant(ir.VectorType(i32, vec.count), None))
+            return _splat(builder, x, vec)
         a, b, z8 = _vload(builder, pa_, v8), _vload(builder, pb_, v8), ir.Constant(v8, None)
         coef_hi, coef_lo = (builder.bitcast(splat(x, v32), v16) for x in (chi_, clo_))
         c_hi, c_lo, s = splat(c_hi_, v32), splat(c_lo_, v32), splat(s_, v32)
