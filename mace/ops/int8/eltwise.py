@@ -28,15 +28,13 @@ BINARY_ONLY = ("SUB", "PROD")
 FUSED = ("", "NOOP", "RELU", "RELUX")
 COEF_LIMIT = 1 << 30          # |A_i| < 2**30: two signed 15-bit halves (the fast kernel)
 MAX_SHIFT = 46                # 2**(S-1) / 2**15 stays within int32 (the fast kernel's halves)
-FAST_MIN_SHIFT = 15           # the fast kernel shifts its high half by S - 15
 COEF_CAP = 1 << 40            # |A_i| beyond: every nonzero term saturates the output anyway
 
 
 def additive_coefficients(ratios) -> tuple:
     """(A, S): integers A_i = rint(r_i * 2**S) for the largest S in [1, MAX_SHIFT] with every
-    |A_i| < COEF_LIMIT (S = 1 where none is; under FAST_MIN_SHIFT, an output step 2^15 times
-    finer than an input's, the fast kernel declines; |A_i| capped at COEF_CAP so that an
-    absurd scale ratio cannot overflow int64)."""
+    |A_i| < COEF_LIMIT (S = 1 where none is; |A_i| capped at COEF_CAP so that an absurd
+    scale ratio cannot overflow int64)."""
     ratios = [np.float64(r) for r in ratios]
     shift = MAX_SHIFT
     while shift > 1 and max(abs(np.rint(r * 2.0 ** shift)) for r in ratios) >= COEF_LIMIT:

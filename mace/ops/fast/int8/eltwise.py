@@ -18,7 +18,7 @@ import numpy as np
 
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
-from mace.ops.int8.eltwise import ADDITIVE, COEF_LIMIT, FAST_MIN_SHIFT, EltwiseInt8
+from mace.ops.int8.eltwise import ADDITIVE, COEF_LIMIT, EltwiseInt8
 from mace.ops.registry import kernel
 
 U8 = np.dtype(np.uint8)
@@ -45,8 +45,10 @@ class EltwiseInt8Fast(EltwiseInt8):
 
     def setup(self, ctx):
         super().setup(ctx)
+        # add2 shifts its high halves by S - HALF_BITS: an output step 2^15 times finer
+        # than an input's (S under 15) takes the table
         self.sum = (self.kind in ADDITIVE and all(abs(a) < COEF_LIMIT for a in self.coefs)
-                    and self.shift >= FAST_MIN_SHIFT)
+                    and self.shift >= qloops().HALF_BITS)
         if self.sum:   # add2's arguments: A, B, c (the zero points and the rounding folded in)
             (ca, cb), (za, zb) = self.coefs, self.zeros
             c = (1 << (self.shift - 1)) - ca * za - cb * zb
