@@ -47,3 +47,23 @@ def kernel_tags(qgraph, device: str = "cpu") -> dict:
 def within_steps(ref, out, step: float, steps: float = 1.0) -> bool:
     err = np.max(np.abs(np.asarray(ref, np.float64) - np.asarray(out, np.float64)), initial=0.0)
     return bool(err <= steps * step + 1e-6)
+
+
+def kernel_alone(op_type: str, args: dict, xs, in_params, out_params, tag: str = "int8"):
+    """(kernel, output) of op_type's `tag` kernel run alone on uint8 arrays xs with
+    hand-picked quantization parameters (no graph, no calibration)."""
+    from mace.ir.graph import Graph
+    from mace.ops.registry import InferContext, KernelContext, spec
+
+    op = Graph().make_op(op_type, [f"in{i}" for i in range(len(xs))], ["out"], **args)
+    shapes = [tuple(x.shape) for x in xs]
+    dtypes = [np.dtype(np.uint8)] * len(xs)
+    (shape, _), = spec(op_type).infer(InferContext(op, shapes, dtypes, [None] * len(xs)))
+    ctx = KernelContext(op, shapes, dtypes, [shape], [np.dtype(np.uint8)], [None] * len(xs),
+                        input_quant=list(in_params), output_quant=[out_params])
+    cls = spec(op_type).kernels[tag]
+    assert cls.accepts(ctx)
+    kernel, out = cls(ctx), np.empty(shape, np.uint8)
+    kernel.run([np.asarray(x, np.uint8) for x in xs], [out])
+    return kernel, out
+

@@ -22,12 +22,11 @@ import numpy as np
 import pytest
 
 from mace.ir.graph import Graph
-from mace.ops.registry import InferContext, KernelContext, spec
 from mace.ir import quant_params as qp
 from mace.runtime.engine import Engine
 from mace.transform.passes.quantize import quantize_plan
 from tests.ops.ir_graph import graph_of
-from tests.quantize.qcase import kernel_tags, output_step, quantize_and_run
+from tests.quantize.qcase import kernel_alone, kernel_tags, output_step, quantize_and_run
 
 RNG = np.random.default_rng(20240905)
 QUANT_EDGES = ("Quantize", "Dequantize")
@@ -96,17 +95,7 @@ def reason(graph):
 
 def run_kernel(op_type, args, xs, in_params, out_params):
     """Run the int8 kernel of op_type alone on uint8 arrays with hand-picked params."""
-    op = Graph().make_op(op_type, [f"in{i}" for i in range(len(xs))], ["out"], **args)
-    shapes = [tuple(x.shape) for x in xs]
-    dtypes = [np.dtype(np.uint8)] * len(xs)
-    (shape, _), = spec(op_type).infer(InferContext(op, shapes, dtypes, [None] * len(xs)))
-    ctx = KernelContext(op, shapes, dtypes, [shape], [np.dtype(np.uint8)], [None] * len(xs),
-                        input_quant=list(in_params), output_quant=[out_params])
-    cls = spec(op_type).kernels["int8"]
-    assert cls.accepts(ctx)
-    out = np.empty(shape, np.uint8)
-    cls(ctx).run([np.asarray(x, np.uint8) for x in xs], [out])
-    return out
+    return kernel_alone(op_type, args, xs, in_params, out_params)[1]
 
 
 def P(scale, zero):   # noqa: N802 - reads like the formula's (scale, zero point)

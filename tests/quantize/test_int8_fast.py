@@ -24,6 +24,7 @@ from mace.runtime.engine import Engine
 from mace.transform.passes.quantize import quantize_graph
 from tests.cli_helpers import cli, digits_model, workdir, write_deployment
 from tests.ops.ir_graph import make_graph
+from tests.quantize.qcase import kernel_alone
 
 NO_POOL = "no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)"
 pytestmark = pytest.mark.skipif(_qjit.qloops() is None,
@@ -444,21 +445,9 @@ def test_eltwise_fast_equals_reference(kind, act, relu_a):
 def eltwise_kernels(kind, xs, params, out_param, act=""):
     """The int8:fast and the int8 Eltwise kernels alone on uint8 arrays with hand-picked
     quantization: (fast kernel, its output, the reference's output)."""
-    from mace.ir.graph import Graph
-    from mace.ops.registry import KernelContext, spec
-
-    op = Graph().make_op("Eltwise", ["a", "b"], ["y"], type=kind, activation=act, max_limit=0.7)
-    shapes, u8 = [tuple(x.shape) for x in xs], [np.dtype(np.uint8)] * 2
-    ctx = KernelContext(op, shapes, u8, [shapes[0]], u8[:1], [None, None], input_quant=params,
-                        output_quant=[out_param])
-    outs = []
-    for tag in ("int8:fast", "int8"):
-        cls = spec("Eltwise").kernels[tag]
-        assert cls.accepts(ctx)
-        kernel, out = cls(ctx), np.empty(shapes[0], np.uint8)
-        kernel.run(list(xs), [out])
-        outs.append((kernel, out))
-    return outs[0][0], outs[0][1], outs[1][1]
+    args = {"type": kind, "activation": act, "max_limit": 0.7}
+    fast, got = kernel_alone("Eltwise", args, xs, params, out_param, tag="int8:fast")
+    return fast, got, kernel_alone("Eltwise", args, xs, params, out_param)[1]
 
 
 @pytest.mark.parametrize("n", [1, 63, 64, 65, 130, 1037])
