@@ -14,6 +14,24 @@ def aligned(nbytes: int) -> int:
     return (int(nbytes) + ALIGN - 1) // ALIGN * ALIGN
 
 
+def aligned_zeros(shape, dtype=np.float32) -> np.ndarray:
+    """np.zeros whose data starts on a cache line. numpy only promises 16 bytes, and a
+    packed filter's 64-byte vector loads then straddle two lines each: 64-byte-aligned
+    panels run the float GEMM tile 1.2-1.3x faster (AVX-512, 1 thread, in-process A/B)."""
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape, dtype=np.int64))
+    raw = np.zeros(n * dtype.itemsize + ALIGN, np.uint8)
+    start = -raw.ctypes.data % ALIGN
+    return raw[start:start + n * dtype.itemsize].view(dtype).reshape(shape)
+
+
+def aligned_copy(a: np.ndarray) -> np.ndarray:
+    """A C-contiguous copy of `a` starting on a cache line (see aligned_zeros)."""
+    out = aligned_zeros(a.shape, a.dtype)
+    out[...] = a
+    return out
+
+
 def scratch_size(specs) -> int:
     """Bytes needed to carve `specs` [(shape, dtype)] one after another."""
     return sum(aligned(int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize)

@@ -20,6 +20,7 @@ from functools import partial
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from mace.ops.fast._base import aligned_copy, aligned_zeros
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import active, by_rows, gemm_width, loop, matmul
@@ -99,11 +100,11 @@ class Panels:
         lib = loops()
         k, n = wmat.shape
         count = -(-n // lib.NR)
-        self.panels = np.zeros((count, k, lib.NR), np.float32)
+        self.panels = aligned_zeros((count, k, lib.NR))
         for j in range(count):
             block = wmat[:, j * lib.NR:(j + 1) * lib.NR]
             self.panels[j, :, :block.shape[1]] = block
-        self.bias = np.zeros(count * lib.NR, np.float32)
+        self.bias = aligned_zeros(count * lib.NR)
         if bias is not None:
             self.bias[:n] = bias
         self.lo, self.hi = (np.float32(v) for v in bounds)
@@ -171,8 +172,8 @@ class Pointwise:
             self.gemm = self.gemms[0]
             self.wmat = self.gemm.panels
             if geo.group > 1:   # all groups in one step: each thread its rows of every group
-                self.wmat = np.stack([g.panels for g in self.gemms])
-                self.bias = np.stack([g.bias for g in self.gemms])
+                self.wmat = aligned_copy(np.stack([g.panels for g in self.gemms]))
+                self.bias = aligned_copy(np.stack([g.bias for g in self.gemms]))
                 for i, gemm in enumerate(self.gemms):   # views of the stacks: one copy kept
                     gemm.panels, gemm.bias = self.wmat[i], self.bias[i]
             self.specs = []

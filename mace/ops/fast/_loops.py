@@ -470,11 +470,16 @@ def reduce_pixels(x, kind, out):
 # pixel, segment = one kernel row's kw * C contiguous floats), no window copy at all.
 
 NR = 32
-# rows per tile: 6 x 2 accumulator vectors (+ 2 of B, 1 broadcast) fit AVX-512's 32
-# registers (8 x 2 measured the same, 12 x 2 and 4 x 3 slower); AVX2 has 16, of 8 floats
-MR = 6 if has("avx512f") else 3
+# rows per tile: 8 x 2 accumulator vectors (+ 2 of B, 1 broadcast) of AVX-512's 32
+# registers, the k loop unrolled by 2. Once B's panels start on a cache line, the loop
+# is bound by issue width, not the FMA ports: 6 x 2 spends 23 uops per 12 FMAs; 8 x 2
+# unrolled 2x, 2 x (16 + 10) + 3 per 32 (in-process A/B on ResNet / VGG shapes, Cascade
+# Lake: 6 x 2 51-57 GMAC/s, 8 x 2 x 2 57-64, 10-12 rows within noise of 8; peak 76).
+# AVX2 has 16 registers of 8 floats.
+MR = 8 if has("avx512f") else 3
 # rows of a reused across all of B's panels before moving on (a's block stays in L1/L2)
 ROW_BLOCK = 8 * MR
+UNROLL = 2
 
 
 @intrinsic(prefer_literal=True)
@@ -490,94 +495,135 @@ def _tile(typingctx, mr, nv, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, l
     sig = types.void(mr, nv, i64, i64, i64, i64, i64, i64, i64, i64, types.float32, types.float32)
 
     def codegen(context, builder, signature, args):
-        _tile_ir(builder, nrows, vecs, *args[2:])
+        _TileIR(builder, nrows, vecs).emit(*args[2:])
         return context.get_dummy_value()
     return sig, codegen
 
 
-def _tile_ir(builder, nrows, vecs, rows_, nseg_, seg_len_, seg_stride_, b_, c_, ldc_, bias_, lo_, hi_):
-    from numba.core import cgutils
+class _TileIR:
+    """The tile's IR: for each segment, the k loop UNROLL steps at a time, then the
+    segment's last seg_len % UNROLL steps one at a time; the accumulators are phis
+    threaded through those blocks; bias and clip on the way out."""
 
-    i32, i64, f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
-    vec = ir.VectorType(f32, 16)
-    vptr, fptr = vec.as_pointer(), f32.as_pointer()
-    zero = ir.Constant(vec, None)
+    def __init__(self, builder, nrows: int, vecs: int):
+        from numba.core import cgutils
 
-    def const(v):
-        return ir.Constant(i64, v)
+        self.b, self.nrows, self.vecs = builder, nrows, vecs
+        self.i64, f32 = ir.IntType(64), ir.FloatType()
+        self.vec = ir.VectorType(f32, 16)
+        self.fptr = f32.as_pointer()
 
-    def intrinsic_fn(name, arity):
-        return cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * arity),
-                                              f"llvm.{name}.v16f32")
+        def fn(name, arity):
+            return cgutils.get_or_insert_function(builder.module, ir.FunctionType(self.vec, [self.vec] * arity),
+                                                  f"llvm.{name}.v16f32")
+        self.fma, self.vmax, self.vmin = fn("fma", 3), fn("maxnum", 2), fn("minnum", 2)
 
-    fma, vmax, vmin = intrinsic_fn("fma", 3), intrinsic_fn("maxnum", 2), intrinsic_fn("minnum", 2)
-    undef = ir.Constant(vec, ir.Undefined)
+    def const(self, v):
+        return ir.Constant(self.i64, v)
 
-    def splat(x):
-        return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(i32, 0)), undef,
-                                      ir.Constant(ir.VectorType(i32, 16), None))
+    def splat(self, x):
+        i32, undef = ir.IntType(32), ir.Constant(self.vec, ir.Undefined)
+        return self.b.shuffle_vector(self.b.insert_element(undef, x, ir.Constant(i32, 0)), undef,
+                                     ir.Constant(ir.VectorType(i32, 16), None))
 
-    def vload(base, off):
-        return builder.load(builder.bitcast(builder.gep(base, [off]), vptr), align=4)
+    def vptr(self, base, off):
+        return self.b.bitcast(self.b.gep(base, [off]), self.vec.as_pointer())
 
-    rows_at = builder.inttoptr(rows_, i64.as_pointer())
-    a_rows = [builder.inttoptr(builder.load(builder.gep(rows_at, [const(i)])), fptr) for i in range(nrows)]
-    b, c, bias = (builder.inttoptr(v, fptr) for v in (b_, c_, bias_))
-    entry = builder.block
-    seg_head = builder.append_basic_block("segment")
-    body = builder.append_basic_block("k_loop")
-    seg_end = builder.append_basic_block("segment_end")
-    done = builder.append_basic_block("k_done")
-    builder.branch(seg_head)
-    # for s in range(nseg): offsets of segment s in a's rows and in b
-    builder.position_at_end(seg_head)
-    s = builder.phi(i64)
-    acc_s = [[builder.phi(vec) for _ in range(vecs)] for _ in range(nrows)]
-    a_off = builder.mul(s, seg_stride_)
-    b_seg = builder.gep(b, [builder.mul(builder.mul(s, seg_len_), const(NR))])
-    builder.branch(body)
-    # for k in range(seg_len): acc[i] += a[i][a_off + k] * b_seg[k]
-    builder.position_at_end(body)
-    k = builder.phi(i64)
-    acc = [[builder.phi(vec) for _ in range(vecs)] for _ in range(nrows)]
-    b_row = builder.gep(b_seg, [builder.mul(k, const(NR))])
-    b_vecs = [vload(b_row, const(16 * v)) for v in range(vecs)]
-    at = builder.add(a_off, k)
-    new = []
-    for i in range(nrows):
-        ai = splat(builder.load(builder.gep(a_rows[i], [at]), align=4))
-        new.append([builder.call(fma, [ai, b_vecs[v], acc[i][v]]) for v in range(vecs)])
-    k_next = builder.add(k, const(1))
-    builder.cbranch(builder.icmp_signed("<", k_next, seg_len_), body, seg_end)
-    builder.position_at_end(seg_end)
-    s_next = builder.add(s, const(1))
-    builder.cbranch(builder.icmp_signed("<", s_next, nseg_), seg_head, done)
-    # the loops' phis: (initial value, from entry / segment head) and the updated one
-    s.add_incoming(const(0), entry)
-    s.add_incoming(s_next, seg_end)
-    k.add_incoming(const(0), seg_head)
-    k.add_incoming(k_next, body)
-    for i in range(nrows):
-        for v in range(vecs):
-            acc_s[i][v].add_incoming(zero, entry)
-            acc_s[i][v].add_incoming(new[i][v], seg_end)
-            acc[i][v].add_incoming(acc_s[i][v], seg_head)
-            acc[i][v].add_incoming(new[i][v], body)
-    builder.position_at_end(done)
-    lo, hi = splat(lo_), splat(hi_)
-    bias_vecs = [vload(bias, const(16 * v)) for v in range(vecs)]
-    for i in range(nrows):
-        c_row = builder.gep(c, [builder.mul(ldc_, const(i))])
-        for v in range(vecs):
-            y = builder.call(vmin, [builder.call(vmax, [builder.fadd(new[i][v], bias_vecs[v]), lo]), hi])
-            builder.store(y, builder.bitcast(builder.gep(c_row, [const(16 * v)]), vptr), align=4)
+    def phis(self):
+        return [[self.b.phi(self.vec) for _ in range(self.vecs)] for _ in range(self.nrows)]
+
+    def incoming(self, phis, values, block):
+        for row_phis, row_values in zip(phis, values):
+            for phi, value in zip(row_phis, row_values):
+                phi.add_incoming(value, block)
+
+    def step(self, acc, a_rows, a_off, b_seg, k):
+        """acc[i] += a[i][a_off + k] * b_seg[k] (B's row k as `vecs` vectors)."""
+        b = self.b
+        b_row = b.gep(b_seg, [b.mul(k, self.const(NR))])
+        b_vecs = [b.load(self.vptr(b_row, self.const(16 * v)), align=4) for v in range(self.vecs)]
+        at = b.add(a_off, k)
+        return [[b.call(self.fma, [self.splat(b.load(b.gep(a_rows[i], [at]), align=4)), bv, acc[i][v]])
+                 for v, bv in enumerate(b_vecs)] for i in range(self.nrows)]
+
+    def emit(self, rows_, nseg_, seg_len_, seg_stride_, b_, c_, ldc_, bias_, lo_, hi_):
+        b, const = self.b, self.const
+        rows_at = b.inttoptr(rows_, self.i64.as_pointer())
+        a_rows = [b.inttoptr(b.load(b.gep(rows_at, [const(i)])), self.fptr) for i in range(self.nrows)]
+        bmat, c, bias = (b.inttoptr(v, self.fptr) for v in (b_, c_, bias_))
+        entry = b.block
+        blocks = [b.append_basic_block(n) for n in ("segment", "k_loop", "k_rest_head", "k_rest",
+                                                    "segment_end", "k_done")]
+        seg_head, body, rest_head, rest, seg_end, done = blocks
+        b.branch(seg_head)
+        # for s in range(nseg): offsets of segment s in a's rows and in b
+        b.position_at_end(seg_head)
+        s = b.phi(self.i64)
+        acc_s = self.phis()
+        a_off = b.mul(s, seg_stride_)
+        b_seg = b.gep(bmat, [b.mul(b.mul(s, seg_len_), const(NR))])
+        main = b.sub(seg_len_, b.srem(seg_len_, const(UNROLL)))
+        b.cbranch(b.icmp_signed(">", main, const(0)), body, rest_head)
+        # for k in range(0, main, UNROLL): UNROLL steps
+        b.position_at_end(body)
+        k = b.phi(self.i64)
+        acc = self.phis()
+        new = acc
+        for u in range(UNROLL):
+            new = self.step(new, a_rows, a_off, b_seg, b.add(k, const(u)))
+        k_next = b.add(k, const(UNROLL))
+        b.cbranch(b.icmp_signed("<", k_next, main), body, rest_head)
+        k.add_incoming(const(0), seg_head)
+        k.add_incoming(k_next, body)
+        self.incoming(acc, acc_s, seg_head)
+        self.incoming(acc, new, body)
+        # for k in range(main, seg_len): one step
+        b.position_at_end(rest_head)
+        acc_h = self.phis()
+        self.incoming(acc_h, acc_s, seg_head)
+        self.incoming(acc_h, new, body)
+        b.cbranch(b.icmp_signed("<", main, seg_len_), rest, seg_end)
+        b.position_at_end(rest)
+        kr = b.phi(self.i64)
+        acc_r = self.phis()
+        new_r = self.step(acc_r, a_rows, a_off, b_seg, kr)
+        kr_next = b.add(kr, const(1))
+        b.cbranch(b.icmp_signed("<", kr_next, seg_len_), rest, seg_end)
+        kr.add_incoming(main, rest_head)
+        kr.add_incoming(kr_next, rest)
+        self.incoming(acc_r, acc_h, rest_head)
+        self.incoming(acc_r, new_r, rest)
+        b.position_at_end(seg_end)
+        acc_e = self.phis()
+        self.incoming(acc_e, acc_h, rest_head)
+        self.incoming(acc_e, new_r, rest)
+        s_next = b.add(s, const(1))
+        b.cbranch(b.icmp_signed("<", s_next, nseg_), seg_head, done)
+        s.add_incoming(const(0), entry)
+        s.add_incoming(s_next, seg_end)
+        zero = ir.Constant(self.vec, None)
+        self.incoming(acc_s, [[zero] * self.vecs] * self.nrows, entry)
+        self.incoming(acc_s, acc_e, seg_end)
+        # c = clip(acc + bias, lo, hi)
+        b.position_at_end(done)
+        lo, hi = self.splat(lo_), self.splat(hi_)
+        bias_vecs = [b.load(self.vptr(bias, const(16 * v)), align=4) for v in range(self.vecs)]
+        for i in range(self.nrows):
+            c_row = b.gep(c, [b.mul(ldc_, const(i))])
+            for v in range(self.vecs):
+                y = b.call(self.vmin, [b.call(self.vmax, [b.fadd(acc_e[i][v], bias_vecs[v]), lo]), hi])
+                b.store(y, self.vptr(c_row, const(16 * v)), align=4)
 
 
 @njit(**OPTS)
 def _tiles(r, nv, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi):
-    """_tile for r (1..6) rows and nv (1, 2) vectors, constants as the intrinsic needs."""
+    """_tile for r (1..8) rows and nv (1, 2) vectors, constants as the intrinsic needs."""
     if nv == 2:
-        if r == 6:
+        if r == 8:
+            _tile(8, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
+        elif r == 7:
+            _tile(7, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
+        elif r == 6:
             _tile(6, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
         elif r == 5:
             _tile(5, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
@@ -589,6 +635,10 @@ def _tiles(r, nv, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi):
             _tile(2, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
         else:
             _tile(1, 2, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
+    elif r == 8:
+        _tile(8, 1, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
+    elif r == 7:
+        _tile(7, 1, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
     elif r == 6:
         _tile(6, 1, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi)
     elif r == 5:
@@ -616,15 +666,23 @@ def _pgemm(base, per_line, line_step, row_step, nseg, seg_len, seg_stride, panel
     pb, pc, pbias = panels.ctypes.data, c.ctypes.data, bias.ctypes.data
     tmp = np.empty((MR, NR), np.float32)
     rows = np.empty(MR, np.int64)
-    for ib in range(r0, r1, ROW_BLOCK):
+    ib = r0
+    while ib < r1:
+        # a short remainder joins its block: as a block of its own it would stream all of
+        # B again for a few rows (ResNet-50's 49-row layers)
         ie = min(r1, ib + ROW_BLOCK)
+        if r1 - ie < 2 * MR:
+            ie = r1
         for jb in range(j0, j1):
             n0 = jb * NR
             nw = min(NR, n - n0)
             nv = 2 if nw > 16 else 1
             b, bs = pb + jb * k * NR * 4, pbias + n0 * 4
-            for i in range(ib, ie, MR):
-                r = min(MR, ie - i)
+            i = ib
+            while i < ie:
+                # rows spread evenly over the block's tiles: 49 = 7 x 7, not 6 x 8 + 1
+                # (a one-row tile has 2 fma chains: latency-bound, near a full tile's time)
+                r = -(-(ie - i) // -(-(ie - i) // MR))
                 for x in range(r):
                     q = i + x
                     rows[x] = base + (q // per_line) * line_step + (q % per_line) * row_step
@@ -637,6 +695,8 @@ def _pgemm(base, per_line, line_step, row_step, nseg, seg_len, seg_stride, panel
                     for x in range(r):
                         for y in range(nw):
                             c[i + x, n0 + y] = tmp[x, y]
+                i += r
+        ib = ie
 
 
 @njit(**OPTS)

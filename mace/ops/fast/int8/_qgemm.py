@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mace.ops.fast._base import aligned_copy
 from mace.ops.fast._pool import by_rows, gemm_width, loop
 
 MAX_K = (2**31 - 1) // (255 * 128)   # taps per output whose int32 dot product cannot overflow
@@ -55,7 +56,7 @@ class QPanels:
         full[:o, :, :seg_len] = wp
         # [panel, k step, column, 4 k's]: one tile row's 16 columns x 4 k's are 64 bytes
         steps = nseg * seg4
-        self.panels = np.ascontiguousarray(
+        self.panels = aligned_copy(
             full.reshape(count, nr, steps, lib.KB).transpose(0, 2, 1, 3)).reshape(count, steps, nr * lib.KB)
         self.ep = self._epilogue(lib, wp, off - channel_values(w_zero, o), stage, x_zero, channels,
                                  count * nr)
