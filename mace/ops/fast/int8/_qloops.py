@@ -46,6 +46,9 @@ KB = 4             # k's per dot-product step: a panel row is NR x KB bytes
 # vector in two
 MR = 12 if has("avx512f") else 2
 ROW_BLOCK = 8 * MR
+# the tile prefetches its panel this many k steps ahead, as the float tile does (1-8% per
+# conv, 8-16% on ResNet-50's 7x7x512 3x3 one; in-process A/B)
+PREFETCH = 16
 # tile modes (a literal): bit 0 the dot-product instruction, bit 1 the short epilogue
 VNNI_MODE, SHORT = 1, 2
 # AVX-512BW: the 512-bit vpmaddwd and packs; without it their plain IR forms (LLVM splits them)
@@ -53,7 +56,7 @@ BW = has("avx512bw")
 
 
 def _x86(builder, name, ret, *args):
-    """A call of the LLVM x86 intrinsic `name` returning `ret`."""
+    """A call of the LLVM intrinsic `name` (an x86 one, or the generic llvm.prefetch) returning `ret`."""
     from numba.core import cgutils
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ret, [a.type for a in args]), name)
     return builder.call(fn, list(args))
@@ -181,6 +184,9 @@ def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride
     acc = [[builder.phi(v32) for _ in range(vecs)] for _ in range(nrows)]
     b_row = builder.gep(b_seg, [builder.mul(k, const(NR * KB))])
     b_vecs = [load(b_row, const(64 * v), v32) for v in range(vecs)]
+    for v in range(vecs):   # W's step k + PREFETCH into L1 (an LLVM intrinsic on every target)
+        _x86(builder, "llvm.prefetch.p0i8", ir.VoidType(), builder.gep(b_row, [const(PREFETCH * NR * KB + 64 * v)]),
+             *(ir.Constant(i32, x) for x in (0, 3, 1)))
     at = builder.add(a_off, builder.mul(k, const(KB)))
     new = []
     for i in range(nrows):
