@@ -25,12 +25,17 @@ def reference(a, w, b, lo, hi):
     return np.clip(a.astype(np.float64) @ w + (0 if b is None else b), lo, hi)
 
 
-@pytest.mark.parametrize("m", [1, 5, 6, 7, 8, 9, 13, 49, 50, 75, 76, 140])
+_LOOPS = _jit.loops()
+_BLOCK, _MR = (_LOOPS.ROW_BLOCK, _LOOPS.MR) if _LOOPS is not None else (192, 8)
+
+
+@pytest.mark.parametrize("m", [1, 5, 6, 7, 8, 9, 13, 49, 50,
+                               _BLOCK + 2 * _MR - 1, _BLOCK + 2 * _MR, 2 * _BLOCK + 5])
 @pytest.mark.parametrize("n", [1, 15, 16, 17, 31, 32, 33, 70])
 @pytest.mark.parametrize("k", [1, 2, 3, 64])
 def test_every_ragged_edge_matches_numpy(m, n, k):
-    """Rows not a multiple of the tile's (8 on AVX-512, 3 on AVX2) nor of the 64-row
-    block (75: a remainder of 11 joins its block, 76: 12 make a block of their own),
+    """Rows not a multiple of the tile's (MR: 8 on AVX-512, 3 on AVX2) nor of the row
+    block (a remainder under 2 MR joins its block, 2 MR make a block of their own),
     columns not of the 32-wide panel (a 16-wide half panel, a ragged one through the
     tile buffer), K down to one and odd (the k loop's unrolled-by-2 part and its rest)."""
     loops = _jit.loops()

@@ -477,8 +477,11 @@ NR = 32
 # Lake: 6 x 2 51-57 GMAC/s, 8 x 2 x 2 57-64, 10-12 rows within noise of 8; peak 76).
 # AVX2 has 16 registers of 8 floats.
 MR = 8 if has("avx512f") else 3
-# rows of a reused across all of B's panels before moving on (a's block stays in L1/L2)
-ROW_BLOCK = 8 * MR
+# rows of a reused across all of B's panels before moving on (a's block stays in L2):
+# every block streams all of B again, from L3 where B is big (a 3x3x512x512 filter is
+# 9.4 MB). 192 rows against 64: VGG / ResNet 3x3 convs with K = 4608 1.08-1.15x, the
+# others within noise (conv_pgemm, one thread, in-process A/B)
+ROW_BLOCK = 192 if has("avx512f") else 8 * MR
 UNROLL = 2
 # the tile prefetches B's panel this many rows (of NR floats) ahead: the hardware streams
 # B into L2, not L1 (+5-10% on L2-resident panels; ResNet-50's 7x7 layers, whose 9.4 MB
