@@ -680,7 +680,8 @@ def _pgemm(base, per_line, line_step, row_step, nseg, seg_len, seg_stride, panel
     k = nseg * seg_len
     pb, pc, pbias = panels.ctypes.data, c.ctypes.data, bias.ctypes.data
     tmp = np.empty((MR, NR), np.float32)
-    rows = np.empty(MR, np.int64)
+    rows = np.empty(ROW_BLOCK + 2 * MR, np.int64)
+    sizes = np.empty(ROW_BLOCK + 2 * MR, np.int64)
     ib = r0
     while ib < r1:
         # a short remainder joins its block: as a block of its own it would stream all of
@@ -688,25 +689,34 @@ def _pgemm(base, per_line, line_step, row_step, nseg, seg_len, seg_stride, panel
         ie = min(r1, ib + ROW_BLOCK)
         if r1 - ie < 2 * MR:
             ie = r1
+        # the block's row addresses, once for all panels and without a division per row
+        # (two 64-bit divisions per row and panel cost a small-K conv more than its FMAs)
+        line, col = ib // per_line, ib % per_line
+        for x in range(ie - ib):
+            rows[x] = base + line * line_step + col * row_step
+            col += 1
+            if col == per_line:
+                line, col = line + 1, 0
+        # rows spread evenly over the block's tiles: 49 = 7 x 7, not 6 x 8 + 1 (a one-row
+        # tile has 2 fma chains: latency-bound, near a full tile's time)
+        count, x = 0, 0
+        while x < ie - ib:
+            sizes[count] = -(-(ie - ib - x) // -(-(ie - ib - x) // MR))
+            x += sizes[count]
+            count += 1
         for jb in range(j0, j1):
             n0 = jb * NR
             nw = min(NR, n - n0)
             nv = 2 if nw > 16 else 1
             b, bs = pb + jb * k * NR * 4, pbias + n0 * 4
             i = ib
-            while i < ie:
-                # rows spread evenly over the block's tiles: 49 = 7 x 7, not 6 x 8 + 1
-                # (a one-row tile has 2 fma chains: latency-bound, near a full tile's time)
-                r = -(-(ie - i) // -(-(ie - i) // MR))
-                for x in range(r):
-                    q = i + x
-                    rows[x] = base + (q // per_line) * line_step + (q % per_line) * row_step
+            for t in range(count):
+                r = sizes[t]
+                at = rows.ctypes.data + (i - ib) * 8
                 if nw == 16 * nv:
-                    _tiles(r, nv, rows.ctypes.data, nseg, seg_len, seg_stride, b, pc + (i * ldc + n0) * 4,
-                           ldc, bs, lo, hi)
+                    _tiles(r, nv, at, nseg, seg_len, seg_stride, b, pc + (i * ldc + n0) * 4, ldc, bs, lo, hi)
                 else:
-                    _tiles(r, nv, rows.ctypes.data, nseg, seg_len, seg_stride, b, tmp.ctypes.data, NR,
-                           bs, lo, hi)
+                    _tiles(r, nv, at, nseg, seg_len, seg_stride, b, tmp.ctypes.data, NR, bs, lo, hi)
                     for x in range(r):
                         for y in range(nw):
                             c[i + x, n0 + y] = tmp[x, y]
