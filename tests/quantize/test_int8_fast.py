@@ -372,17 +372,41 @@ def test_pooling_fast_equals_reference(args, sign):
     assert_same_bytes(quantized("Pooling", x, {}, args), x, "Pooling")
 
 
-@pytest.mark.parametrize("channels", [24, 32, 40, 96])
+@pytest.mark.parametrize("channels", [1, 24, 32, 40, 70, 96])
 @pytest.mark.parametrize("args", [
     {"pooling_type": "MAX", "kernels": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]},   # ShuffleNet's
     {"pooling_type": "MAX", "kernels": [2, 3], "strides": [1, 2], "dilations": [2, 1], "padding": "SAME"},
 ], ids=["3x3_stride2_pads", "2x3_dilated_same"])
 def test_max_pooling_channel_blocks_equal_reference(args, channels):
-    """qmaxpool's 32-byte channel blocks (32, 96 channels) and LLVM's loop for the rest (24,
-    40); zero point 0 (post-ReLU codes)."""
+    """qmaxpool's 32-channel register blocks, the last one masked (1, 24, 40, 70 channels),
+    or its 32-byte blocks and LLVM's loop for the rest without AVX-512BW; zero point 0
+    (post-ReLU codes)."""
     rng = np.random.default_rng(channels)
     x = one_signed(rng, (2, 9, 8, channels), 1)
     assert_same_bytes(quantized("Pooling", x, {}, args), x, "Pooling")
+
+
+@pytest.mark.parametrize("channels", [3, 32, 45])
+def test_max_pooling_both_loop_forms_equal_numpy(channels):
+    """Both forms of qmaxpool, whichever this host takes: pixel by pixel (AVX-512BW) and tap
+    by tap, on a dilated, padded, strided window, against numpy's max over the taps inside."""
+    lib = _qjit.qloops()
+    rng = np.random.default_rng(channels)
+    x = rng.integers(0, 256, (2, 9, 11, channels)).astype(np.uint8)
+    kh, kw, sh, sw, dh, dw, pt, pl = 3, 2, 2, 3, 2, 1, 2, 1
+    oh, ow = 5, 4
+    want = np.zeros((2, oh, ow, channels), np.uint8)
+    for oy in range(oh):
+        for ox in range(ow):
+            for i in range(kh):
+                for j in range(kw):
+                    iy, ix = oy * sh - pt + i * dh, ox * sw - pl + j * dw
+                    if 0 <= iy < 9 and 0 <= ix < 11:
+                        want[:, oy, ox] = np.maximum(want[:, oy, ox], x[:, iy, ix])
+    for form in (lib._qmaxpool_pixels, lib._qmaxpool_taps):
+        out = np.full(want.shape, 7, np.uint8)
+        form(x, kh, kw, sh, sw, dh, dw, pt, pl, out, 0, 2 * oh)
+        np.testing.assert_array_equal(out, want, err_msg=form.__name__)
 
 
 def test_avg_pool_loop_both_requantizations():
