@@ -473,7 +473,7 @@ NR = 32
 # rows per tile: 8 x 2 accumulator vectors (+ 2 of B, 1 broadcast) of AVX-512's 32
 # registers, the k loop unrolled by 2. Once B's panels start on a cache line, the loop
 # is bound by issue width, not the FMA ports: 6 x 2 spends 23 uops per 12 FMAs; 8 x 2
-# unrolled 2x, 2 x (16 + 10) + 3 per 32 (in-process A/B on ResNet / VGG shapes, Cascade
+# unrolled 2x, 2 x (16 + 10) + 3 per 32 FMAs (in-process A/B on ResNet / VGG shapes, Cascade
 # Lake: 6 x 2 51-57 GMAC/s, 8 x 2 x 2 57-64, 10-12 rows within noise of 8; peak 76).
 # AVX2 has 16 registers of 8 floats.
 MR = 8 if has("avx512f") else 3
