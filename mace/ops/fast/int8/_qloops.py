@@ -376,9 +376,9 @@ def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg_stride, panels, k
     kstep = panels.shape[1] * NR * KB
     eps = ep.shape[1]
     tmp = np.empty((MR, NR), np.uint8)
-    rows = np.empty(MR, np.int64)
-    rs = np.zeros(MR, np.int64)
     offs = np.empty(ROW_BLOCK, np.int64)
+    rows = np.empty(ROW_BLOCK, np.int64)
+    rs = np.zeros(ROW_BLOCK, np.int64)
     has_sums = rowsum.shape[0] > 0
     for ib in range(r0, r1, ROW_BLOCK):
         ie = min(r1, ib + ROW_BLOCK)
@@ -388,29 +388,36 @@ def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg_stride, panels, k
         line, col = ib // per_line, ib % per_line
         for q in range(ie - ib):
             offs[q] = line * line_step + col * row_step
+            if has_sums:
+                rs[q] = rowsum[ib + q]
             col += 1
             if col == per_line:
                 col = 0
                 line += 1
+        # the row addresses, made again only where a panel starts elsewhere in A's rows (a
+        # grouped 1x1 conv's column runs): once per block otherwise, not per tile and panel
+        # (small-K 1x1 convs, MobileNet v2's 16- and 24-channel ones, 1.3x)
+        koff = -1
         for jb in range(j0, j1):
             n0 = jb * NR
             nw = min(NR, n - n0)
             nv = 2 if nw > 16 else 1
             b, e = pb + jb * kstep, pe + n0 * 8
-            seg4, at = ksteps[jb], base + koffs[jb]
+            seg4 = ksteps[jb]
+            if koffs[jb] != koff:
+                koff = koffs[jb]
+                for q in range(ie - ib):
+                    rows[q] = base + koff + offs[q]
             i = ib
             while i < ie:
                 r = _tile_rows(mr, ie - i)
-                for x in range(r):
-                    rows[x] = at + offs[i - ib + x]
-                    if has_sums:
-                        rs[x] = rowsum[i + x]
+                rp, sp = rows.ctypes.data + (i - ib) * 8, rs.ctypes.data + (i - ib) * 8
                 if nw == 16 * nv:
-                    _qtiles(dot, r, nv, rows.ctypes.data, rs.ctypes.data, nseg, seg4, seg_stride, b,
-                            pc + i * ldc + n0, ldc, e, eps, zero, qmin, qmax)
+                    _qtiles(dot, r, nv, rp, sp, nseg, seg4, seg_stride, b, pc + i * ldc + n0, ldc, e, eps,
+                            zero, qmin, qmax)
                 else:
-                    _qtiles(dot, r, nv, rows.ctypes.data, rs.ctypes.data, nseg, seg4, seg_stride, b,
-                            tmp.ctypes.data, NR, e, eps, zero, qmin, qmax)
+                    _qtiles(dot, r, nv, rp, sp, nseg, seg4, seg_stride, b, tmp.ctypes.data, NR, e, eps,
+                            zero, qmin, qmax)
                     for x in range(r):
                         for y in range(nw):
                             c[i + x, n0 + y] = tmp[x, y]
