@@ -561,6 +561,31 @@ class _TileIR:
         return [[b.call(self.fma, [self.splat(b.load(b.gep(a_rows[i], [at]), align=4)), bv, acc[i][v]])
                  for v, bv in enumerate(b_vecs)] for i in range(self.nrows)]
 
+    def counted_loop(self, body, after, start, stop, count: int, acc_in, step):
+        """From the current block: for k in range(start, stop, count) (stop - start a multiple
+        of count, possibly 0): acc = step(acc, k + u) for u < count, in block `body`; leaves
+        the builder at the start of `after`, returning the accumulators' phis there."""
+        b, const = self.b, self.const
+        pred = b.block
+        b.cbranch(b.icmp_signed("<", start, stop), body, after)
+        b.position_at_end(body)
+        k = b.phi(self.i64)
+        acc = self.phis()
+        new = acc
+        for u in range(count):
+            new = step(new, b.add(k, const(u)))
+        k_next = b.add(k, const(count))
+        b.cbranch(b.icmp_signed("<", k_next, stop), body, after)
+        k.add_incoming(start, pred)
+        k.add_incoming(k_next, body)
+        self.incoming(acc, acc_in, pred)
+        self.incoming(acc, new, body)
+        b.position_at_end(after)
+        out = self.phis()
+        self.incoming(out, acc_in, pred)
+        self.incoming(out, new, body)
+        return out
+
     def emit(self, rows_, nseg_, seg_len_, seg_stride_, b_, c_, ldc_, bias_, lo_, hi_):
         b, const = self.b, self.const
         rows_at = b.inttoptr(rows_, self.i64.as_pointer())
@@ -578,40 +603,12 @@ class _TileIR:
         a_off = b.mul(s, seg_stride_)
         b_seg = b.gep(bmat, [b.mul(b.mul(s, seg_len_), const(NR))])
         main = b.sub(seg_len_, b.srem(seg_len_, const(UNROLL)))
-        b.cbranch(b.icmp_signed(">", main, const(0)), body, rest_head)
-        # for k in range(0, main, UNROLL): UNROLL steps
-        b.position_at_end(body)
-        k = b.phi(self.i64)
-        acc = self.phis()
-        new = acc
-        for u in range(UNROLL):
-            new = self.step(new, a_rows, a_off, b_seg, b.add(k, const(u)))
-        k_next = b.add(k, const(UNROLL))
-        b.cbranch(b.icmp_signed("<", k_next, main), body, rest_head)
-        k.add_incoming(const(0), seg_head)
-        k.add_incoming(k_next, body)
-        self.incoming(acc, acc_s, seg_head)
-        self.incoming(acc, new, body)
-        # for k in range(main, seg_len): one step
-        b.position_at_end(rest_head)
-        acc_h = self.phis()
-        self.incoming(acc_h, acc_s, seg_head)
-        self.incoming(acc_h, new, body)
-        b.cbranch(b.icmp_signed("<", main, seg_len_), rest, seg_end)
-        b.position_at_end(rest)
-        kr = b.phi(self.i64)
-        acc_r = self.phis()
-        new_r = self.step(acc_r, a_rows, a_off, b_seg, kr)
-        kr_next = b.add(kr, const(1))
-        b.cbranch(b.icmp_signed("<", kr_next, seg_len_), rest, seg_end)
-        kr.add_incoming(main, rest_head)
-        kr.add_incoming(kr_next, rest)
-        self.incoming(acc_r, acc_h, rest_head)
-        self.incoming(acc_r, new_r, rest)
-        b.position_at_end(seg_end)
-        acc_e = self.phis()
-        self.incoming(acc_e, acc_h, rest_head)
-        self.incoming(acc_e, new_r, rest)
+
+        def step(acc, k):
+            return self.step(acc, a_rows, a_off, b_seg, k)
+        # k in range(0, main) UNROLL steps at a time, then range(main, seg_len) one at a time
+        acc_h = self.counted_loop(body, rest_head, const(0), main, UNROLL, acc_s, step)
+        acc_e = self.counted_loop(rest, seg_end, main, seg_len_, 1, acc_h, step)
         s_next = b.add(s, const(1))
         b.cbranch(b.icmp_signed("<", s_next, nseg_), seg_head, done)
         s.add_incoming(const(0), entry)
