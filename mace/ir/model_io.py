@@ -21,8 +21,8 @@ from mace.ir.dtypes import from_numpy, to_numpy
 from mace.ir.graph import Graph
 from mace.ir.quant_params import QuantParams
 from mace.proto import pb
+from mace.util.aligned import ALIGN
 
-ALIGN = 64
 
 
 def save_model(graph: Graph, pb_path: Path, data_path: Path) -> None:

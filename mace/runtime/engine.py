@@ -32,6 +32,7 @@ from mace.ir.model_io import load_model
 from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, bind_step, in_place_concats, keeps_blas
 from mace.ops.registry import Kernel, KernelContext, select_kernel
 from mace.proto import pb
+from mace.util.aligned import aligned_empty, aligned_zeros
 from mace.runtime.gpu.runtime import GpuRuntime
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 from mace.runtime.node import Node
@@ -43,7 +44,6 @@ INT8_TAG = "int8"
 INT8_TAGS = [INT8_FAST_TAG, INT8_TAG]
 DEVICE_TAGS = {"cpu": [FAST_TAG, "cpu"], "dsp": INT8_TAGS}
 FAST_TAGS = (FAST_TAG, INT8_FAST_TAG)   # what options {"reference_kernels": True} leaves out
-SCRATCH_ALIGN = 64
 # OpenCL runtimes (mace/runtime/gpu): their CPU-placed ops use the "cpu" tags.
 GPU_DEVICES = ("gpu", "cpu+gpu")
 
@@ -170,9 +170,7 @@ class Engine:
         """One uint8 buffer for every kernel's scratch: ops run one at a time."""
         size = max([getattr(n.kernel, "scratch_nbytes", 0) for n in self.nodes
                     if isinstance(n.kernel, Kernel)] + [0])
-        raw = np.empty(size + SCRATCH_ALIGN, np.uint8)
-        start = -raw.ctypes.data % SCRATCH_ALIGN   # 64-byte aligned, as the arena's tensors
-        return raw[start:start + size]
+        return aligned_empty(size)   # on a cache line, as the arena's tensors
 
     def _bind(self, node):
         try:
@@ -313,7 +311,7 @@ def _arena(nbytes: int) -> np.ndarray:
         raise ModelError(f"the model's tensors need {nbytes / 2**30:.1f} GiB, more than this "
                          f"machine's {physical / 2**30:.1f} GiB of memory (a damaged .pb? re-run convert)")
     try:
-        return np.zeros(nbytes, np.uint8)
+        return aligned_zeros(nbytes)   # every tensor at a multiple of 64 bytes from a cache line
     except MemoryError:
         raise ModelError(f"cannot allocate {nbytes / 2**30:.1f} GiB for the model's tensors") from None
 

@@ -24,8 +24,8 @@ from mace.ir.dtypes import to_numpy
 from mace.ir.graph import Graph
 from mace.ir.model_io import graph_from_net
 from mace.runtime.engine import Engine
+from mace.util.aligned import aligned_empty
 
-ALIGN = 64  # as mace/ir/model_io.py: tensors start 64-byte aligned
 
 
 def engine_from_module(module, data_path=None, device: str = "cpu", options: dict | None = None) -> Engine:
@@ -58,9 +58,7 @@ def default_data_path(module) -> Path:
 
 def _aligned(raw: bytes) -> np.ndarray:
     """A read-only 64-byte aligned copy (kernels expect aligned weights, as from the memmap)."""
-    buf = np.empty(len(raw) + ALIGN, np.uint8)
-    start = -buf.ctypes.data % ALIGN
-    out = buf[start:start + len(raw)]
+    out = aligned_empty(len(raw))
     out[:] = np.frombuffer(raw, np.uint8)
     out.flags.writeable = False
     return out

@@ -20,10 +20,10 @@ from functools import partial
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from mace.ops.fast._base import aligned_copy, aligned_zeros
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import active, by_rows, gemm_width, loop, matmul
+from mace.util.aligned import aligned_copy, aligned_zeros
 
 # im2col chunk: output rows whose columns fit in this many bytes. Measured on the
 # VGG-19 / ResNet-50 3x3 layers (AMD EPYC, 1-2 threads): 2 MiB beats a full buffer
@@ -100,11 +100,11 @@ class Panels:
         lib = loops()
         k, n = wmat.shape
         count = -(-n // lib.NR)
-        self.panels = aligned_zeros((count, k, lib.NR))
+        self.panels = aligned_zeros((count, k, lib.NR), np.float32)
         for j in range(count):
             block = wmat[:, j * lib.NR:(j + 1) * lib.NR]
             self.panels[j, :, :block.shape[1]] = block
-        self.bias = aligned_zeros(count * lib.NR)
+        self.bias = aligned_zeros(count * lib.NR, np.float32)
         if bias is not None:
             self.bias[:n] = bias
         self.lo, self.hi = (np.float32(v) for v in bounds)

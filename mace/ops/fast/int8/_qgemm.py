@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops.fast._base import aligned_copy
 from mace.ops.fast._pool import by_rows, gemm_width, loop
+from mace.util.aligned import aligned_copy
 
 MAX_K = (2**31 - 1) // (255 * 128)   # taps per output whose int32 dot product cannot overflow
 SLACK = 64   # bytes after an input buffer: a window row's last 4-byte load may run past it
