@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from mace.config.regular_file import byte_limit
 from mace.errors import ChecksumError, ConfigError
+from mace.util.atomic import new_file_mode
 
 DOWNLOAD_TIMEOUT_S = 60               # without a byte from the server
 DOWNLOAD_LIMIT_ENV, DOWNLOAD_LIMIT = "MACE_MAX_DOWNLOAD_BYTES", 4 << 30
@@ -110,6 +111,7 @@ def _download(url: str, path: Path, yml: Path, key_path: str) -> None:
     try:
         with os.fdopen(fd, "wb") as out:
             _copy(url, out, limit, deadline)
+        os.chmod(tmp, new_file_mode())   # mkstemp's 0600 otherwise: the umask's rule, as every file we write
         os.replace(tmp, path)
     except (OSError, ValueError, http.client.HTTPException) as e:  # ValueError: e.g. a bad port
         raise ConfigError(f"{where}: {e}") from None

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from mace.config.deployment import DeploymentConfig
 from mace.config.files import library_dir, model_paths
 from mace.devices import runner_zip
 from mace.errors import ConfigError
+from mace.util.atomic import atomic_write_text
 
 RUNNER = "mace_run.pyz"
 BUILD_FILE = "build.json"
@@ -88,10 +87,7 @@ def package_library(config: DeploymentConfig, converted: list, build_dir=None) -
 
 
 def _write_json(path: Path, data: dict) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=2)
-    os.replace(tmp, path)
+    atomic_write_text(path, json.dumps(data, indent=2))
 
 
 @dataclass

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import os
 import sys
-import tempfile
 import zipfile
 from pathlib import Path
 
 import mace
+from mace.util.atomic import atomic_write
 
 # The runtime half of mace; modules these import at module level (mace/__init__.py's helpers)
 # are added by _with_imports, so a new one needs no edit here.
@@ -168,20 +167,14 @@ def foreign_imports(members: dict) -> list:
 def write_runner(dest: Path, members: dict | None = None) -> str:
     """Write mace_run.pyz to `dest` atomically (executable, with a shebang); returns its sha256."""
     members = archive_members() if members is None else members
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", dir=dest.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(b"#!/usr/bin/env python3\n")
-            with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
-                for name in sorted(members):
-                    info = zipfile.ZipInfo(name, ZIP_TIME)
-                    info.external_attr = 0o644 << 16
-                    info.compress_type = zipfile.ZIP_DEFLATED
-                    z.writestr(info, members[name])
-        os.chmod(tmp, 0o755)
-        os.replace(tmp, dest)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+
+    def write(f) -> None:
+        f.write(b"#!/usr/bin/env python3\n")
+        with zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+            for name in sorted(members):
+                info = zipfile.ZipInfo(name, ZIP_TIME)
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(info, members[name])
+    atomic_write(dest, write, executable=True)
     return hashlib.sha256(dest.read_bytes()).hexdigest()

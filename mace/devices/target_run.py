@@ -46,6 +46,7 @@ from mace.runtime.gpu.cache_files import KERNELS, TUNING, cache_path
 from mace.runtime.gpu.deploy import GPU_RUNTIMES
 from mace.runtime.profiler import OpStat
 from mace.runtime.results import ModelRunResult, Timing
+from mace.util.atomic import new_file_mode
 from mace.validate.outputs import validate_outputs
 
 MIN_PYTHON = (3, 10)
@@ -357,7 +358,7 @@ def _pull_opencl(device, raw: dict, remote_dir: str, timeout: float, opencl: _Op
             if not got.is_file() or file_entry(got)["sha256"] != f["sha256"]:
                 raise DeviceError(device.name, step, f"{f['file']} arrived damaged or incomplete "
                                                      f"(sha256 differs from the device's)")
-            os.chmod(got, 0o644)
+            os.chmod(got, new_file_mode())
             os.replace(got, wanted[f["file"]])
     return [wanted[f["file"]] for f in changed]
 

@@ -21,10 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from pathlib import Path
 
 from mace.errors import ModelError
+from mace.util.atomic import atomic_write_text
 
 FORMAT = "pymace-build-manifest/1"
 SUFFIX = ".manifest.json"
@@ -79,7 +79,7 @@ class StatCache:
         if not self.changed:
             return
         try:
-            _atomic_text(self.path, json.dumps(self.entries, sort_keys=True))
+            atomic_write_text(self.path, json.dumps(self.entries, sort_keys=True), sync=True)
         except OSError:
             pass
 
@@ -96,7 +96,7 @@ def write_manifest(library_dir: Path, model: str, files: dict, made_from: dict) 
                for p, role in files.items()}
     doc = {"format": FORMAT, "model": model, "files": entries, "made_from": made_from}
     path = manifest_path(library_dir / "model", model)
-    _atomic_text(path, json.dumps(doc, indent=1, sort_keys=True))
+    atomic_write_text(path, json.dumps(doc, indent=1, sort_keys=True), sync=True)
     cache = StatCache(path.parent, model)   # after the manifest: it only saves time
     for rel, entry in entries.items():
         cache.entries[rel] = [stat_key(library_dir / rel), entry["sha256"]]
@@ -105,17 +105,6 @@ def write_manifest(library_dir: Path, model: str, files: dict, made_from: dict) 
     return path
 
 
-def _atomic_text(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def read_manifest(path: Path, rerun: str) -> dict:

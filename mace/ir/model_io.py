@@ -8,8 +8,6 @@ previous model intact.
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,7 @@ from mace.ir.graph import Graph
 from mace.ir.quant_params import QuantParams
 from mace.proto import pb
 from mace.util.aligned import ALIGN
+from mace.util.atomic import atomic_write
 
 
 
@@ -47,26 +46,14 @@ def save_model(graph: Graph, pb_path: Path, data_path: Path) -> None:
         blobs.append((value, pad))
         offset += value.nbytes + pad
     net.data_size = offset
-    _atomic_write(Path(data_path), lambda f: _write_blobs(f, blobs))
-    _atomic_write(Path(pb_path), lambda f: f.write(net.SerializeToString()))
+    atomic_write(Path(data_path), lambda f: _write_blobs(f, blobs))
+    atomic_write(Path(pb_path), lambda f: f.write(net.SerializeToString()))
 
 
 def _write_blobs(f, blobs) -> None:
     for value, pad in blobs:
         f.write(value.tobytes())
         f.write(b"\0" * pad)
-
-
-def _atomic_write(path: Path, write) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def load_net(pb_path: Path) -> pb.NetDef:

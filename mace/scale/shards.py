@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from mace.util.atomic import atomic_write, atomic_write_text
 
 MANIFEST = "manifest.json"
 
@@ -83,21 +83,14 @@ class ShardStore:
             self.discarded = len(list(self.directory.glob("shard_*.npz")))
             shutil.rmtree(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        _atomic_write(manifest, json.dumps({"key": self.key}).encode())
+        atomic_write_text(manifest, json.dumps({"key": self.key}))
         return {int(p.stem.split("_")[1]) for p in self.directory.glob("shard_*.npz")}
 
     def path(self, index: int) -> Path:
         return self.directory / f"shard_{index:05d}.npz"
 
     def save(self, index: int, arrays: dict) -> None:
-        fd, tmp = tempfile.mkstemp(prefix=".shard.", suffix=".npz", dir=self.directory)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, self.path(index))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        atomic_write(self.path(index), lambda f: np.savez(f, **arrays))
 
     def load(self, index: int) -> dict:
         with np.load(self.path(index), allow_pickle=False) as z:
@@ -106,8 +99,3 @@ class ShardStore:
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)
 
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)

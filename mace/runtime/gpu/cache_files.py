@@ -14,10 +14,10 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import struct
-import tempfile
 from pathlib import Path
+
+from mace.util.atomic import atomic_write
 
 log = logging.getLogger("mace.gpu")
 
@@ -40,18 +40,12 @@ def write_cache(path: Path, kind: str, fingerprint: dict, entries: dict) -> None
     header = json.dumps({"kind": kind, "version": FORMAT_VERSION, "fingerprint": fingerprint,
                          "entries": index}, sort_keys=True).encode()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + struct.pack("<Q", len(header)) + header)
-            for blob in blobs:
-                f.write(blob)
-        os.chmod(tmp, 0o644)   # mkstemp makes it private; the file is meant to be shipped
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    def write(f) -> None:
+        f.write(MAGIC + struct.pack("<Q", len(header)) + header)
+        for blob in blobs:
+            f.write(blob)
+    atomic_write(path, write)
 
 
 def read_cache(path: Path, kind: str, fingerprint: dict) -> dict:
