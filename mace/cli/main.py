@@ -10,7 +10,7 @@ import logging
 import sys
 
 from mace import __version__
-from mace.cli import (_overrides, benchmark_cmd, build_cmd, config_cmd, convert_cmd, debug_cmd, mace_flags,
+from mace.cli import (_help, _overrides, benchmark_cmd, build_cmd, config_cmd, convert_cmd, debug_cmd, mace_flags,
                       quantize_stat_cmd, report_cmd, run_cmd, sweep_cmd, visualize_cmd)
 from mace.errors import MaceError
 
@@ -50,7 +50,7 @@ def common_flags(several_configs: bool = False) -> argparse.ArgumentParser:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="converter.py", description="Convert, run and validate models described by a MACE-style "
+        prog=_help.prog_name(), description="Convert, run and validate models described by a MACE-style "
                                          "deployment file.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
@@ -60,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         parent = parents[getattr(module, "MULTI_CONFIG", False)]
         p = sub.add_parser(name, parents=[parent], help=module.HELP, description=module.HELP,
                            epilog=getattr(module, "EPILOG", None),
-                           formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                           formatter_class=_help.HelpFormatter)
         module.add_arguments(p)
         if name in mace_flags.COMMANDS:  # MACE's flags: mapped, or accepted with a note
             _overrides.add_arguments(p, name)

@@ -14,6 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from mace.cli._help import HelpFormatter
 from mace.config import load_deployment
 from mace.config.files import library_dir, models_of
 from mace.errors import ConfigError, MaceError
@@ -98,7 +99,7 @@ def tool_main(argv=None) -> int:
     """MACE's quantize_stat.py: range lines on stdout (or --output), the summary on stderr."""
     p = argparse.ArgumentParser(prog="quantize_stat.py", description="Reduce a `run --quantize_stat` log to "
                                 "a quantize range file (docs/quantization.md).",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                                formatter_class=HelpFormatter)
     p.add_argument("--log_file", required=True, metavar="LOG", help="the log of `run --quantize_stat`")
     add_reduce_arguments(p)
     p.add_argument("--output", default=None, metavar="FILE", help="write the range file here, not stdout")
