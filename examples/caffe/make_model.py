@@ -12,6 +12,9 @@ Scale, in-place ReLUs, InnerProduct and Softmax.
                    -> conv2 3x3/2 (16) -> relu2 -> fc 10 -> prob [1,10]
 
 Outputs (next to this file, or in --out DIR): digits_caffe.prototxt, digits_caffe.caffemodel.
+The two files follow from digits_cnn.onnx alone; if that model is retrained (on another CPU
+its float weights differ), the files differ too, so the script writes their sha256 into
+digits_caffe.yml when that file sits in the output folder, and says what changed.
 Run from anywhere:  python examples/caffe/make_model.py
 """
 from __future__ import annotations
@@ -29,6 +32,7 @@ ONNX_MODEL = ROOT / "examples" / "digits" / "digits_cnn.onnx"
 # Caffe's BatchNorm stores mean and variance multiplied by this running factor
 # (1 / (1 - moving_average_fraction) after a long training run); the reader divides it out.
 BN_FACTOR = 999.0
+WHY = "pinned to the file just written, made from another examples/digits/digits_cnn.onnx than the .yml was"
 
 PROTOTXT = """\
 # The digits CNN of examples/digits as a Caffe deploy net (written by make_model.py).
@@ -153,6 +157,7 @@ def main(argv=None) -> int:
     sys.path.insert(0, str(ROOT))  # the Caffe schema ships with pymace
     from google.protobuf import text_format
 
+    from mace.config.pin_checksum import pin_checksum
     from mace.frontends.caffe import caffe_pb2
 
     weights, eps = onnx_weights()
@@ -163,6 +168,9 @@ def main(argv=None) -> int:
                        ("digits_caffe.caffemodel", caffemodel(net, caffe_blobs(weights)))):
         (out / name).write_bytes(data)
         print(f"wrote {out / name} ({len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()})")
+        yml = out / "digits_caffe.yml"
+        for pinned in pin_checksum(yml, out / name, required=True) if yml.exists() else ():
+            print(f"  {yml.name}: {pinned.describe(WHY)}")
     return 0
 
 

@@ -17,7 +17,9 @@ BatchNormalization node (so the converter's folding passes have work to do), and
 the Relu nodes are kept separate for the same reason.
 
 Outputs (next to this file):
-    digits_cnn.onnx         the model (byte-for-byte reproducible)
+    digits_cnn.onnx         the model (byte-for-byte reproducible on one machine; training is
+                            float arithmetic, so another CPU or BLAS gives other last bits: its
+                            sha256 is written into digits.yml and digits_accuracy.yml)
     inputs/image_{0..4}.npy five held-out test images, NHWC (1,8,8,1) float32
     inputs/labels.json      their true labels
     test_set.npz            all held-out images, NCHW (N,1,8,8) float32, + labels int64
@@ -29,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -36,6 +39,8 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+DEPLOYMENT_FILES = ("digits.yml", "digits_accuracy.yml")   # they name digits_cnn.onnx
+WHY = "pinned to the model just trained: numpy's float results (BLAS, SIMD) differ between CPUs and builds"
 SEED = 0
 EPOCHS = 30
 BATCH = 32
@@ -326,15 +331,30 @@ def main() -> int:
           f"max |prob diff| {np.abs(prob_ort - prob_np).max():.2e})")
     print(f"wrote {onnx_path.relative_to(HERE.parent.parent)} ({len(data)} bytes, "
           f"sha256 {hashlib.sha256(data).hexdigest()})")
+    pin_checksums(onnx_path)
     print(f"total time {time.perf_counter() - t0:.1f} s")
 
     if acc_np < 0.90:
         print("ERROR: test accuracy below 0.90")
         return 1
-    if acc_ort != acc_np:
+    # two float implementations: an image whose top two probabilities all but tie may go either
+    # way on some CPU; more than one such image is a broken export
+    if abs(acc_ort - acc_np) * len(y_te) > 1.5:
         print("ERROR: onnxruntime does not reproduce the numpy model's test accuracy")
         return 1
     return 0
+
+
+def pin_checksums(onnx_path: Path) -> None:
+    """Write the new model's sha256 into the deployment files that name it (only that value)."""
+    sys.path.insert(0, str(HERE.parent.parent))   # mace, when run from a checkout not installed
+    from mace.config.pin_checksum import pin_checksum
+
+    for name in DEPLOYMENT_FILES:
+        yml = HERE / name
+        if yml.exists():
+            for pinned in pin_checksum(yml, onnx_path, required=True):
+                print(f"  {name}: {pinned.describe(WHY)}")
 
 
 if __name__ == "__main__":

@@ -32,16 +32,18 @@ class PinnedChecksum:
     def changed(self) -> bool:
         return self.old != self.new
 
-    def describe(self) -> str:
+    def describe(self, why: str = "") -> str:
+        """One line for a person: what changed, and `why` it did."""
         if not self.changed:
-            return f"{self.key_path}: {self.new} (unchanged)"
-        return f"{self.key_path}: {self.old or '(missing)'} -> {self.new}"
+            return f"{self.key_path}: {self.new} (unchanged: the same bytes as before)"
+        return f"{self.key_path}: {self.old or '(missing)'} -> {self.new}" + (f" ({why})" if why else "")
 
 
-def pin_checksum(yml: Path, written: Path, digest: str | None = None) -> list:
+def pin_checksum(yml: Path, written: Path, digest: str | None = None, required: bool = False) -> list:
     """Set the checksum of every model entry of `yml` that names `written` to `digest` (default:
-    the file's sha256); returns a PinnedChecksum per entry, [] when no entry names the file.
-    The file is rewritten (write, then rename) only when a value changes."""
+    the file's sha256); returns a PinnedChecksum per entry, [] when no entry names the file
+    (a ConfigError if `required`). The file is rewritten (write, then rename) only when a value
+    changes."""
     yml, written = Path(yml), Path(written)
     digest = digest or sha256_of(written)
     text = yml.read_bytes().decode()   # line endings as they are
@@ -54,6 +56,8 @@ def pin_checksum(yml: Path, written: Path, digest: str | None = None) -> list:
         pinned.append(PinnedChecksum(key_path, found, digest))
     for start, end, new in sorted(set(edits), reverse=True):   # from the end: earlier offsets stay valid
         text = text[:start] + new + text[end:]
+    if required and not pinned:
+        raise ConfigError(f"{yml}: no model has a model_file_path or weight_file_path naming {written}")
     if edits:
         _replace(yml, text)
     return pinned

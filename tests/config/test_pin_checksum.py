@@ -39,7 +39,7 @@ def test_rewrites_only_the_checksum_of_the_model_that_names_the_file(tmp_path):
     (pinned,) = pin_checksum(yml, model)
     assert (pinned.key_path, pinned.old, pinned.new, pinned.changed) == \
         ("models.float_model.model_sha256_checksum", OLD, digest, True)
-    assert pinned.describe() == f"models.float_model.model_sha256_checksum: {OLD} -> {digest}"
+    assert pinned.describe("made here") == f"models.float_model.model_sha256_checksum: {OLD} -> {digest} (made here)"
     # the same text, comments included, but for that one value
     assert yml.read_text() == DEPLOY.replace(f"{OLD}  # as another", f"{digest}  # as another")
     data = yaml.safe_load(yml.read_text())["models"]
@@ -53,7 +53,7 @@ def test_the_same_checksum_leaves_the_file_alone(tmp_path):
     before = yml.stat().st_mtime_ns
     os.utime(yml, ns=(before - 10**9, before - 10**9))
     (pinned,) = pin_checksum(yml, model)
-    assert not pinned.changed and pinned.describe().endswith("(unchanged)")
+    assert not pinned.changed and pinned.describe("x").endswith("(unchanged: the same bytes as before)")
     assert yml.stat().st_mtime_ns == before - 10**9   # not rewritten
 
 
@@ -63,6 +63,8 @@ def test_a_file_no_model_names_changes_nothing(tmp_path):
     other.parent.mkdir()
     other.write_bytes(b"x")
     assert pin_checksum(yml, other) == []
+    with pytest.raises(ConfigError, match="no model has a model_file_path or weight_file_path naming"):
+        pin_checksum(yml, other, required=True)
     assert yml.read_text() == DEPLOY
 
 
