@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 from mace.errors import UnsupportedOpError
 from mace.onnx_backend import prepare
 from mace.quantize.calibrate import collect_ranges
+from tests.quantize.qcase import assert_grid_close
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -80,8 +81,9 @@ def test_microsoft_qlinear_ops_match_onnxruntime():
     types = [op.type for op in engine.graph.net.op]
     assert types.count("Cast") == 1   # mq's integers; MaxPool and Flatten ran on the grid floats
     got, (want, want_mq) = engine.run({"x": x}), ort_run(model, {"x": x})
-    # up to the QLinearMul, the same integers as onnxruntime's
-    np.testing.assert_array_equal(got["mq"], want_mq)
+    # up to the QLinearMul, onnxruntime's integers (the same here; its Sigmoid table and
+    # requantization are float code it picks per CPU: within a step of a tie elsewhere)
+    assert_grid_close(got["mq"], want_mq, step=1, what="mq")
     # onnxruntime's QLinearAdd and QLinearAveragePool round in fixed point: a handful of their
     # integers land one step from ours (2 and 13 of 300 here), so the float output moves a little
     y = got["y"]
@@ -108,7 +110,8 @@ def test_integer_outputs_and_dequantized_outputs(output_float):
     want = ort_run(model, {"x": x})[0]
     got = got["y" if output_float else "yq"]
     assert got.dtype == want.dtype
-    np.testing.assert_array_equal(got, want)
+    # the same integers here; onnxruntime requantizes in float code it picks per CPU
+    assert_grid_close(got, want, step=0.03 if output_float else 1, what="y" if output_float else "yq")
 
 
 def test_qoperator_mobilenet_from_onnxruntime(tmp_path):

@@ -152,6 +152,9 @@ def test_fake_quant_of_constants_matches_tensorflow():
     from mace.frontends.tensorflow.ops_graph import fake_quant
 
     x = rand(20000, seed=5, low=-7, high=7)
+    # Bit for bit, which is what tells the two TF kernels (multiply vs divide) apart: they are
+    # Eigen element-wise arithmetic compiled into the wheel for one instruction set (no per-CPU
+    # dispatch, no sums whose order varies, no oneDNN), so every CPU running the wheel agrees.
     for lo, hi, bits, narrow in [(-1.0, 1.0, 8, False), (-0.3, 1.7, 8, True), (0.2, 3.0, 4, False),
                                  (-6.0, 6.0, 8, False), (-0.1, 0.35, 7, True)]:
         want = tf.quantization.fake_quant_with_min_max_args(x, lo, hi, num_bits=bits, narrow_range=narrow)
