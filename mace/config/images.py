@@ -9,7 +9,8 @@ A deployment file says once, per input, how a photograph becomes that input's te
 Pixels are 0..255 before `mean`; `mean` and `std` are given in the channel order asked for.
 `resize: N` scales the shorter side to N (aspect kept), `resize: H,W` to exactly that; without
 `resize` the image is scaled to the input's H x W. The crop's offsets are floor((size - crop) / 2).
-Pillow is an optional extra (`pip install 'pymace[images]'`), imported when an image is read.
+Pillow is an optional extra (the `images` extra: mace.util.invocation.install_hint says how to
+install it from where the user stands), imported when an image is read.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ import numpy as np
 
 from mace.config.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
+from mace.util.invocation import install_hint
 
 SUFFIXES = (".jpg", ".jpeg", ".png")
 ALL_INPUTS = "*"        # the parsed key's name for "one declaration for every input"
@@ -123,8 +125,7 @@ def _pillow():
     try:
         from PIL import Image  # optional extra: only image inputs need it
     except ImportError:
-        raise ConfigError("image inputs need Pillow: pip install 'pymace[images]' (or pip install pillow)") \
-            from None
+        raise ConfigError(f"image inputs need Pillow: {install_hint('images')}") from None
     return Image
 
 

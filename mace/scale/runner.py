@@ -17,6 +17,7 @@ import os
 from dataclasses import dataclass, field
 
 from mace.errors import ConfigError
+from mace.util.invocation import install_hint
 
 CLUSTERS = ("local", "ray")
 # Test hook (docs/scale.md): "<shard>:exit" ends the worker process the first time it starts
@@ -47,7 +48,7 @@ def make_cluster(kind: str = "local", address: str | None = None, workers: int =
     if address and kind != "ray":
         raise ConfigError("--ray_address needs --cluster ray")
     if kind == "ray" and importlib.util.find_spec("ray") is None:
-        return Cluster("local", None, workers, ["Ray is not installed (pip install -e .[ray]): running in process"])
+        return Cluster("local", None, workers, [f"Ray is not installed ({install_hint('ray')}): running in process"])
     return Cluster(kind, address, workers)
 
 

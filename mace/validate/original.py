@@ -22,12 +22,13 @@ from pathlib import Path
 
 from mace.config.fetch import fetch
 from mace.config.files import fetch_model_files
+from mace.util.invocation import install_hint
 from mace.validate.reference import ONNX_BACKENDS, REFERENCE_NAMES, backend_note
 
-# backend -> (reference platform, the module that must be importable, how to install it)
-ORIGINAL_BACKENDS = {"tensorflow": ("tensorflow", "tensorflow", "pip install 'pymace[tf]'"),
-                     "keras": ("keras", "tensorflow", "pip install 'pymace[tf]'"),
-                     "tflite": ("tflite", "ai_edge_litert", "pip install 'pymace[tflite]'")}
+# backend -> (reference platform, the module that must be importable, the extra that installs it)
+ORIGINAL_BACKENDS = {"tensorflow": ("tensorflow", "tensorflow", "tf"),
+                     "keras": ("keras", "tensorflow", "tf"),
+                     "tflite": ("tflite", "ai_edge_litert", "tflite")}
 
 
 @dataclass
@@ -63,9 +64,10 @@ def plan(model, sg) -> tuple:
     backend = (sg.backend or "").strip().lower()
     given = model.original_model_file_path
     if model.platform == "onnx" and backend in ORIGINAL_BACKENDS and given:
-        platform, module, install = ORIGINAL_BACKENDS[backend]
+        platform, module, extra = ORIGINAL_BACKENDS[backend]
         if importlib.util.find_spec(module) is None:
-            return None, (f"backend: {backend}: {REFERENCE_NAMES[platform]} is not installed ({install}), so "
+            return None, (f"backend: {backend}: {REFERENCE_NAMES[platform]} is not installed "
+                          f"({install_hint(extra)}), so "
                           f"the original {given} cannot run; onnxruntime runs the ONNX file")
         return platform, f"backend: {backend}: validated against the original model {given} in " \
                          f"{REFERENCE_NAMES[platform]}"

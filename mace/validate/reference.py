@@ -11,6 +11,7 @@ from mace.errors import ModelError
 from mace.frontends.tensorflow.loader import import_tf, load_graph_def, tensor_name
 from mace.validate.caffe_reference import run_caffe as forward
 from mace.frontends.tflite.model_file import read_model
+from mace.util.invocation import install_hint
 
 
 def run_onnxruntime(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0) -> dict:
@@ -67,7 +68,7 @@ def run_litert(model_path: Path, inputs: dict, output_names: list, num_threads: 
     try:
         from ai_edge_litert.interpreter import Interpreter
     except ImportError:
-        raise ModelError("validating a TFLite model needs LiteRT: pip install 'pymace[tflite]'") from None
+        raise ModelError(f"validating a TFLite model needs LiteRT: {install_hint('tflite')}") from None
     model = read_model(model_path)
     with warnings.catch_warnings():   # keeping every tensor is what layer validation is for
         warnings.simplefilter("ignore")

@@ -3,6 +3,7 @@ checked against the same steps written out in numpy on a real photograph (scikit
 427x640). Pillow decodes in both; everything after decoding is computed by hand here."""
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -12,6 +13,7 @@ import pytest
 from mace.config.images import ALL_INPUTS, decode, for_input, image_input, parse_image_preprocess
 from mace.config.specs import TensorSpec
 from mace.errors import ConfigError, RuntimeInputError
+from mace.util.invocation import install_hint
 
 Image = pytest.importorskip("PIL.Image", reason="Pillow decodes the images (the images extra)")
 sklearn = pytest.importorskip("sklearn", reason="scikit-learn ships the sample photograph")
@@ -124,7 +126,7 @@ def test_broken_and_missing_files_name_the_file(tmp_path):
 def test_missing_pillow_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "PIL", None)   # import PIL now raises ImportError
     spec = _spec((1, 8, 8, 3))
-    with pytest.raises(ConfigError, match=r"pymace\[images\]"):
+    with pytest.raises(ConfigError, match=re.escape(install_hint("images"))):
         decode(CHINA, spec, spec.image, "k")
 
 

@@ -13,6 +13,7 @@ from onnx import helper, numpy_helper
 
 from mace.config import load_deployment
 from mace.errors import ConfigError
+from mace.util.invocation import install_hint
 from mace.validate import original
 from tests.cli_helpers import cli, save_onnx, sha256
 
@@ -99,7 +100,7 @@ def test_notes_say_why_the_original_cannot_run(work, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name, *a: None if name == "tensorflow" else real(name, *a))
     platform, note = _plan(w, onnx_sha, backend="keras", original_model_file_path="net.keras")
-    assert platform is None and "TensorFlow is not installed (pip install 'pymace[tf]')" in note
+    assert platform is None and f"TensorFlow is not installed ({install_hint('tf')})" in note
     assert _plan(w, onnx_sha)[1] is None     # the default: onnxruntime, nothing to say
 
 

@@ -15,6 +15,7 @@ from mace.quantize.stat import log_lines, stat_config, stat_engine
 from mace.scale import accuracy, variants
 from mace.scale import stat as sharded_stat
 from mace.scale.runner import FAIL_HOOK, Cluster, make_cluster, session
+from mace.util.invocation import install_hint
 from tests.cli_helpers import DIGITS, digits_model, workdir, write_deployment
 
 LOCAL = Cluster("local")
@@ -113,4 +114,4 @@ def test_without_ray_the_loop_runs_in_process_with_a_note(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
     c = make_cluster("ray", None, 2)
-    assert c.kind == "local" and "pip install -e .[ray]" in c.notes[0]
+    assert c.kind == "local" and install_hint("ray") in c.notes[0]

@@ -17,6 +17,7 @@ import types
 from pathlib import Path
 
 from mace.errors import ModelError
+from mace.util.invocation import install_hint
 
 KERAS_SUFFIXES = (".h5", ".hdf5", ".keras")
 
@@ -30,7 +31,7 @@ def import_tf():
     try:
         import tensorflow as tf
     except ImportError:
-        raise ModelError("platform 'tensorflow' needs TensorFlow: pip install -e '.[tf]' "
+        raise ModelError(f"platform 'tensorflow' needs TensorFlow: {install_hint('tf')} "
                          "(installs tensorflow-cpu)") from None
     return tf
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from mace.errors import ModelError
 from mace.frontends.tflite.sparsity import densify, read_levels
+from mace.util.invocation import install_hint
 
 FILE_IDENTIFIER = b"TFL3"
 
@@ -33,8 +34,7 @@ def _import_tflite():
     try:
         import tflite
     except ImportError:
-        raise ModelError("platform tflite needs the `tflite` package: pip install 'pymace[tflite]'") \
-            from None
+        raise ModelError(f"platform tflite needs the `tflite` package: {install_hint('tflite')}") from None
     return tflite
 
 

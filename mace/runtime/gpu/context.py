@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 
 from mace.errors import MaceError
+from mace.util.invocation import install_hint
 
 
 class GpuUnavailable(MaceError):
@@ -110,7 +111,7 @@ def _discover() -> GpuContext:
         import pyopencl as cl
     except ImportError as e:
         raise GpuUnavailable(f"the GPU runtime needs pyopencl ({e}); install the [gpu] extra: "
-                             f"pip install -e '.[gpu]'") from None
+                             f"{install_hint('gpu')}") from None
     try:
         platforms = cl.get_platforms()
     except Exception as e:  # pyopencl raises LogicError when no ICD is installed
