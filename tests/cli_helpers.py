@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -167,3 +168,17 @@ def no_proxy_env() -> dict:
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("http_proxy", "https_proxy", "all_proxy")}
     env["no_proxy"] = env["NO_PROXY"] = "127.0.0.1,localhost"
     return env
+
+
+def hint_commands(message: str) -> list:
+    """The commands a message tells the user to run: every `...` after "run " (or "re-run ")."""
+    return re.findall(r"\brun `([^`]+)`", message)
+
+
+def run_hint(message: str, cwd, env=None, timeout=300):
+    """Run, through the shell and exactly as printed, the one command `message` tells the user to
+    run (a hint must be the command that fixes the problem: the test then checks that it did)."""
+    commands = hint_commands(message)
+    assert len(commands) == 1, f"expected one `run` hint in:\n{message}"
+    return subprocess.run(["/bin/sh", "-c", commands[0]], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)

@@ -60,7 +60,7 @@ def run(config, args, run_host, console, profile: bool = False, **options) -> tu
     known_hosts = Path(args.build_dir).resolve() / "known_hosts"
     socs = [s.strip() for s in args.target_socs.split(",") if s.strip()] if args.target_socs else None
     found = find_targets(config, args.device_yml, split_names(args.devices), socs, known_hosts,
-                         timeout=min(args.device_timeout, 30.0))
+                         timeout=min(args.device_timeout, 30.0), build_dir=args.build_dir)
     for note in found.notes:
         _say(f"warning: {note}")
     several = len(found.targets) > 1

@@ -22,6 +22,7 @@ from mace.cli._cluster import cluster_of
 from mace.cli._progress import sample_bar
 from mace.cli.quantize_stat_cmd import default_log
 from mace.config.files import MAP_SUFFIX, models_of
+from mace.config.hints import command_hint
 from mace.errors import ConfigError
 from mace.quantize.calibrate import load_samples
 from mace.quantize.stat import log_lines, stat_config, stat_engine
@@ -89,8 +90,8 @@ def _stat_model(args, config, console, model, cluster, several: bool) -> None:
     sys.stdout.flush()
     console.print(f"{model.name}: ranges of {len(per_sample[0])} tensors over {len(samples)} sample(s) "
                   f"written to {escape(str(path))}")
-    console.print(f"next: python tools/converter.py quantize_stat --config={escape(str(config.path))}"
-                  f" --model_name={model.name} --log_file={escape(str(path))}")
+    nxt = command_hint("quantize_stat", config, args.build_dir, f"--model_name={model.name}", f"--log_file={path}")
+    console.print(f"next: run `{escape(nxt)}`")
 
 
 def trace(args, config, console) -> None:

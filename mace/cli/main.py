@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import argparse
 import logging
+import shlex
 import sys
 
 from mace import __version__
 from mace.cli import (_help, _overrides, benchmark_cmd, build_cmd, config_cmd, convert_cmd, debug_cmd, mace_flags,
                       quantize_stat_cmd, report_cmd, run_cmd, sweep_cmd, visualize_cmd)
 from mace.errors import MaceError
+from mace.util.invocation import converter_command
 
 COMMANDS = {"convert": convert_cmd, "build": build_cmd, "run": run_cmd, "config": config_cmd,
             "benchmark": benchmark_cmd, "report": report_cmd, "visualize": visualize_cmd, "debug": debug_cmd,
@@ -88,7 +90,8 @@ def main(argv=None) -> int:
     except Exception as e:  # a bug of ours: say so, briefly
         if args.verbose:
             raise
-        print(f"internal error: {type(e).__name__}: {e}\n(rerun with --verbose for the traceback, "
+        again = f"{converter_command()} {shlex.join([*(sys.argv[1:] if argv is None else argv), '--verbose'])}"
+        print(f"internal error: {type(e).__name__}: {e}\n(run `{again}` for the traceback, "
               f"and please report it)", file=sys.stderr)
         return 3
 

@@ -8,6 +8,7 @@ from rich.markup import escape
 
 from mace.config import load_deployment
 from mace.config.files import models_of
+from mace.config.hints import command_hint
 from mace.report.html import visualize_model
 
 HELP = "write an HTML report per model: graph, latency per layer, memory timeline, offline report"
@@ -31,5 +32,6 @@ def main(args) -> int:
             dot = escape(str(files.dot_path))
             console.print(f"  Graphviz: {dot} (dot -Tsvg -O {dot})")
         if not files.has_benchmark:
-            console.print("  no benchmark data yet: run `converter.py benchmark` for the latency chart")
+            how = command_hint("benchmark", config, args.build_dir)
+            console.print(f"  no benchmark data yet: run `{escape(how)}` for the latency chart")
     return 0

@@ -19,6 +19,7 @@ import numpy as np
 
 from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
 from mace.config import images
+from mace.config.hints import command_hint
 from mace.config.fetch import fetch, is_url, local_path
 from mace.config.raw_files import INPUT_PREFIX, OUTPUT_PREFIX, raw_names, read_raw, write_raw
 from mace.config.regular_file import NotRegularFile, open_regular
@@ -58,9 +59,8 @@ def converted_paths(config: DeploymentConfig, model: ModelConfig, build_dir=None
     """(.pb, .data) of a converted model, or a ConfigError saying which command makes them."""
     pb_path, data_path = model_paths(config, model.name, build_dir)
     if not pb_path.exists():
-        flag = f" --build_dir={build_dir}" if build_dir and Path(build_dir) != Path("builds") else ""
         raise ConfigError(f"model '{model.name}' has not been converted ({pb_path} is missing): "
-                          f"run `python tools/converter.py {command} --config={config.path}{flag}` first")
+                          f"run `{command_hint(command, config, build_dir)}` first")
     return pb_path, data_path
 
 

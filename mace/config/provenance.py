@@ -17,6 +17,7 @@ from pathlib import Path
 from mace.config.deployment import DeploymentConfig, ModelConfig
 from mace.config.fetch import is_url, local_path, sha256_of
 from mace.config.files import model_dir
+from mace.config.hints import command_hint
 from mace.errors import ModelError
 from mace.ir.manifest import StatCache, manifest_path, read_manifest, verify_files
 
@@ -32,8 +33,7 @@ LIBRARY_KEYS = ("model_graph_format", "model_data_format")
 
 
 def rerun_hint(config: DeploymentConfig, build_dir=None) -> str:
-    flag = f" --build_dir={build_dir}" if build_dir and Path(build_dir) != Path("builds") else ""
-    return f"re-run `python tools/converter.py convert --config={config.path}{flag}`"
+    return f"re-run `{command_hint('convert', config, build_dir)}`"
 
 
 def _plain(value):

@@ -20,6 +20,7 @@ from pathlib import Path
 from mace import __version__
 from mace.config.deployment import DeploymentConfig
 from mace.config.files import library_dir, model_paths
+from mace.config.hints import command_hint
 from mace.devices import runner_zip
 from mace.errors import ConfigError
 from mace.util.atomic import atomic_write_text
@@ -99,8 +100,7 @@ class BuiltFor:
 
 def built_for(config: DeploymentConfig, abi: str, build_dir=None) -> BuiltFor:
     lib = library_dir(config, build_dir)
-    flag = f" --build_dir={build_dir}" if build_dir and Path(build_dir) != Path("builds") else ""
-    again = f"run `python tools/converter.py build --config={config.path}{flag}`"
+    again = f"run `{command_hint('build', config, build_dir)}`"
     try:
         manifest = json.loads((lib / BUILD_FILE).read_text())
     except FileNotFoundError:

@@ -15,6 +15,7 @@ import shutil
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from mace.config.hints import command_hint
 from mace.devices import adb
 from mace.devices.base import Device, DeviceError
 from mace.devices.device_yml import load_device_yml
@@ -43,8 +44,9 @@ def split_names(values) -> list:
 
 
 def find_targets(config, device_yml=None, names=(), socs=None, known_hosts: Path | None = None,
-                 timeout: float = 30.0) -> Found:
-    """The (device, ABI) pairs to run on; ConfigError saying what was found when none fits."""
+                 timeout: float = 30.0, build_dir=None) -> Found:
+    """The (device, ABI) pairs to run on; ConfigError saying what was found when none fits
+    (and, for a board of another ABI, the build command for it: `build_dir` goes into it)."""
     names = split_names(names)
     notes = []
     if not names and all(a == "host" for a in config.target_abis):
@@ -53,10 +55,11 @@ def find_targets(config, device_yml=None, names=(), socs=None, known_hosts: Path
         return Found([Target(HOST, "host")], notes)
     devices = [HOST] + _listed_devices(device_yml, known_hosts, notes, timeout)
     chosen = _by_name(devices, names) if names else devices
-    targets = [t for t in (_target(config, d, bool(names)) for d in chosen) if t]
+    targets = [t for t in (_target(config, d, bool(names), build_dir) for d in chosen) if t]
     targets = _by_soc(config, targets, socs)
     if not targets:
-        raise ConfigError(_nothing_found(config, devices, socs) + "".join(f"\n  note: {n}" for n in notes))
+        raise ConfigError(_nothing_found(config, devices, socs, build_dir)
+                          + "".join(f"\n  note: {n}" for n in notes))
     return Found(targets, notes)
 
 
@@ -122,15 +125,22 @@ def _by_name(devices: list, names: list) -> list:
     return chosen
 
 
-def _target(config, device: Device, named: bool):
+def _target(config, device: Device, named: bool, build_dir=None):
     """The device with the first of the deployment's target_abis it offers (once per device:
     the runner is the same for every ABI)."""
     abi = next((a for a in config.target_abis if device.supports(a)), None)
     if abi is None and named:
         raise ConfigError(f"{config.path}: target_abis: [{', '.join(config.target_abis)}], but device "
                           f"{device.name} runs [{', '.join(device.target_abis)}] ({device.source}): "
-                          f"add one of its ABIs to target_abis")
+                          f"add one of its ABIs to target_abis, {_abi_fix(config, device, build_dir)}")
     return Target(device, abi) if abi else None
+
+
+def _abi_fix(config, device: Device, build_dir) -> str:
+    """The commands that make `device` usable without editing the deployment file."""
+    abi = device.target_abis[0]
+    build = command_hint("build", config, build_dir, keys={"target_abis": [abi]})
+    return f"or run `{build}`, then this command again with --target_abis={abi}"
 
 
 def _by_soc(config, targets: list, socs) -> list:
@@ -150,11 +160,15 @@ def _label(d: Device) -> str:
     return f"{d.name} ({d.describe()}: {abis}{socs})"
 
 
-def _nothing_found(config, devices, socs) -> str:
+def _nothing_found(config, devices, socs, build_dir=None) -> str:
     found = "; ".join(_label(d) for d in devices)
     soc = f" and target_socs [{', '.join(socs or config.target_socs)}]" if (socs or config.target_socs) else ""
     adb_state = "" if shutil.which("adb") else "; adb is not installed"
+    other_abi = [d for d in devices if d.kind != "host" and d.target_abis and
+                 not any(d.supports(a) for a in config.target_abis)]
+    fix = (f" To use {other_abi[0].name}: add {other_abi[0].target_abis[0]} to target_abis, "
+           f"{_abi_fix(config, other_abi[0], build_dir)}") if other_abi else ""
     return (f"{config.path}: no device offers target_abis [{', '.join(config.target_abis)}]{soc}; "
             f"found: {found}{adb_state}. List a board in devices.yml (--device_yml) or connect "
-            f"a phone (adb devices)")
+            f"a phone (adb devices).{fix}")
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from mace.config.deployment import DeploymentConfig
 from mace.config.files import converted_paths, library_dir, make_inputs, write_outputs
+from mace.config.hints import command_hint
 from mace.devices import process
 from mace.devices.base import DeviceError
 from mace.devices.build import RUNNER, built_for, file_entry
@@ -233,7 +234,8 @@ def _prepare(config, name: str, opts: RunOptions, tmp: Path) -> _Job:
     except ModelError:
         src = ""  # the device reads the model, and says what is wrong with it in its own step
     if src and src != model.model_sha256_checksum:
-        notes.append(f"{model.model_file_path} changed since it was converted: run build again")
+        notes.append(f"{model.model_file_path} changed since it was converted: "
+                     f"run `{command_hint('build', config, opts.build_dir)}`")
     return _Job(model, pb, data, inputs, source, files, notes)
 
 

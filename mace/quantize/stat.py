@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mace.config.files import MAP_SUFFIX, converted_paths
+from mace.config.hints import command_hint
 from mace.errors import ConfigError
 from mace.quantize.ranges import SEP, parse_range
 from mace.runtime.engine import create_engine
@@ -160,13 +161,12 @@ def stat_config(config, force: bool = False):
 def stat_engine(config, model, build_dir=None):
     """The converted float model of `model` on the CPU, or a clear error saying how to get it."""
     pb_path, data_path = converted_paths(config, model, build_dir)
-    flag = f" --build_dir={build_dir}" if build_dir and Path(build_dir) != Path("builds") else ""
-    how = f"`python tools/converter.py convert --config={config.path}{flag} --quantize_stat`"
+    how = f"run `{command_hint('convert', config, build_dir, '--quantize_stat')}`"
     if pb_path.with_name(f"{model.name}{MAP_SUFFIX}").exists():
         raise ConfigError(f"model '{model.name}' was converted with obfuscate: 1, so its tensor names "
-                          f"would not match a range file; convert it for statistics with {how}")
+                          f"would not match a range file; for statistics, {how}")
     engine = create_engine(pb_path, data_path, device="cpu")
     if engine.quantized:
         raise ConfigError(f"model '{model.name}' ({pb_path}) is quantized; --quantize_stat needs the "
-                          f"float model: convert with {how} (float even when the .yml says quantize: 1)")
+                          f"float model: {how} (float even when the .yml says quantize: 1)")
     return engine

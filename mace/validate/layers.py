@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.files import fetch_model_files
+from mace.config.hints import command_hint
 from mace.config.specs import user_to_framework
 from mace.errors import ConfigError, ModelError
 from mace.frontends import FRAMEWORK_FORMATS
@@ -328,7 +329,8 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
         names = names[select]
     if not all_layers and not sg.values.get("check_tensors"):
         raise ConfigError(f"{config.path}: {sg.key_path}: no check_tensors to validate; "
-                          f"use `run --validate_all_layers` to check every layer")
+                          f"run `{command_hint('run', config, session.build_dir, '--validate_all_layers')}` "
+                          f"to check every layer")
     outputs, ours = capture_outputs(engine, session.inputs, names)
     ours = _dequantized(engine.graph, ours)
     fw_in = framework_inputs(sg, model.platform, session.inputs)

@@ -15,7 +15,7 @@ from onnx import numpy_helper
 
 from tests.cli_helpers import ROOT, cli, digits_model, sha256, workdir, write_deployment
 
-RERUN = "re-run `python tools/converter.py convert --config=deploy.yml --build_dir=out`"
+RERUN = "tools/converter.py convert --config=deploy.yml --build_dir=out`"  # in "re-run `...`"
 
 # Runs the CLI with os.replace / os.unlink counted; the KILL_AT-th call never happens: the
 # process dies at once (os._exit, as a SIGKILL would: no cleanup, no finally blocks).

@@ -188,7 +188,7 @@ def test_runtime_not_in_this_release(work, runtime):
 # ---- run -----------------------------------------------------------------------------------
 def test_run_before_convert_names_the_convert_command(work):
     fails(cli("run", "--config=deploy.yml", cwd=work),
-          "has not been converted", "python tools/converter.py convert --config=deploy.yml")
+          "has not been converted", "tools/converter.py convert --config=deploy.yml`")
     err = fails(cli("run", "--config=deploy.yml", "--build_dir=elsewhere", cwd=work), "has not been converted")
     assert "--build_dir=elsewhere" in err
 

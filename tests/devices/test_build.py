@@ -124,7 +124,7 @@ def test_running_on_a_board_needs_a_build(tmp_path):
     assert cli("convert", "--config=deploy.yml", "--build_dir=out", cwd=work).returncode == 0
     write_devices(work / "devices.yml", board={"target_abis": "arm64", "address": "10.0.0.1", "username": "u"})
     r = cli("run", "--config=deploy.yml", "--build_dir=out", cwd=work, env=no_adb_env())
-    fails(r, "build.json is missing", "python tools/converter.py build --config=deploy.yml --build_dir=out")
+    fails(r, "build.json is missing", "tools/converter.py build --config=deploy.yml --build_dir=out`")
 
 
 def test_runner_archive_is_a_zipapp_with_a_shebang(built):

@@ -163,7 +163,7 @@ def test_run_quantize_stat_logs_every_tensor_per_sample(flow):
         ref = _onnx_prob(work, x)
         assert np.allclose([lo, hi], [ref.min(), ref.max()], rtol=1e-4, atol=1e-6)
     assert set(stats) == {"image"} | {o for op in flow["float_graph"].net.op for o in op.output}
-    assert "next: python tools/converter.py quantize_stat" in flow["stat"].stdout
+    assert "next: run `" in flow["stat"].stdout and "tools/converter.py quantize_stat" in flow["stat"].stdout
 
 
 def test_reduced_range_file_is_the_overall_range(flow):
