@@ -10,9 +10,11 @@ def add_arguments(p) -> None:
     g = p.add_argument_group("scale-out (see docs/scale.md)")
     g.add_argument("--cluster", default="local", choices=CLUSTERS,
                    help="where the accuracy script's and --quantize_stat's samples run: local (this "
-                        "process) or ray (sharded over Ray workers; an embedded Ray unless --ray_address)")
+                        "process) or ray (sharded over Ray workers; without --ray_address an embedded Ray "
+                        "that listens on 127.0.0.1 only, dashboard off)")
     g.add_argument("--ray_address", default=None, metavar="ADDR",
-                   help="an existing Ray cluster (e.g. ray://head:10001 or auto); default: start Ray here")
+                   help="an existing Ray cluster (e.g. ray://head:10001 or auto; what makes one safe: "
+                        "docs/scale.md, Security); default: start Ray here, on 127.0.0.1 only")
     g.add_argument("--workers", type=int, default=2, metavar="N",
                    help="Ray workers (actors) that each load the engine once")
     g.add_argument("--no_resume", dest="resume", action="store_false",

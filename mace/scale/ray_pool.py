@@ -9,17 +9,20 @@ that imports ray.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import deque
 from pathlib import Path
 
 import ray
+from ray._private import ray_constants   # ENABLE_RAY_CLUSTER: see _single_machine
 from ray.exceptions import RayActorError, RayTaskError
 
 import mace
 from mace.errors import MaceError, ModelError
 
 MAX_ATTEMPTS = 3
+LOOPBACK = "127.0.0.1"   # the node address of an embedded Ray: nothing listens on the network
 
 
 class _Worker:
@@ -35,7 +38,8 @@ _RemoteWorker = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_Work
 
 
 def start(cluster, resources: dict | None = None) -> bool:
-    """ray.init for the cluster; returns whether this call started it (and so shuts it down)."""
+    """ray.init for the cluster; returns whether this call started it (and so shuts it down).
+    An embedded Ray (no address) is this machine only: every port it opens is on 127.0.0.1."""
     if ray.is_initialized():
         return False
     source_root = str(Path(mace.__file__).resolve().parent.parent)
@@ -43,9 +47,29 @@ def start(cluster, resources: dict | None = None) -> bool:
     if cluster.address:   # an existing cluster: mace is installed on its nodes (docs/scale.md)
         ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
     else:
-        ray.init(num_cpus=cluster.workers, resources=resources or None, include_dashboard=False,
-                 logging_level="ERROR", log_to_driver=False, runtime_env={"env_vars": env})
+        with _single_machine():
+            ray.init(num_cpus=cluster.workers, resources=resources or None, include_dashboard=False,
+                     _node_ip_address=LOOPBACK, logging_level="ERROR", log_to_driver=False,
+                     runtime_env={"env_vars": env})
     return True
+
+
+@contextlib.contextmanager
+def _single_machine():
+    """Ray's ports take jobs from anyone who reaches them (no authentication). Given 127.0.0.1 as
+    the node address, Ray's servers bind to loopback only -- but ray.init replaces 127.0.0.1 with
+    the machine's reachable address (so that other nodes could join) unless Ray runs without
+    clusters, as it does by default on Windows and macOS (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0,
+    read once at import into ray_constants.ENABLE_RAY_CLUSTER). That is what an embedded Ray is:
+    the flag is cleared while ray.init starts the node (the processes it starts take their
+    address from it) and restored after, so a later --ray_address in this process still joins
+    a real cluster. tests/scale/test_ray_local.py checks that nothing listens elsewhere."""
+    saved = ray_constants.ENABLE_RAY_CLUSTER
+    ray_constants.ENABLE_RAY_CLUSTER = False
+    try:
+        yield
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = saved
 
 
 def stop() -> None:
