@@ -62,7 +62,9 @@ def print_layers(console, v) -> None:
         console.print(f"[yellow]skipped[/yellow] {escape(t)}: {escape(why)}")
     if v.csv_path:
         console.print(f"per-layer results written to {escape(str(v.csv_path))}")
-    if first is None:
+    if not v.checks:   # a check of nothing has not passed
+        console.print(f"[bold red]No tensor compared:[/bold red] {escape(v.why_nothing())}")
+    elif first is None:
         console.print(f"[green]All {len(v.checks)} mapped tensors within the threshold[/green]")
     else:
         console.print("[bold red]First failing layer:[/bold red] " + escape(describe(first)))
@@ -87,6 +89,9 @@ def print_findings(console, report) -> None:
         head = f"{report.model}: {f.runtime} vs {f.against}"
         if f.skipped:
             console.print(f"[yellow]{escape(head)}: skipped[/yellow] - {escape(f.skipped)}")
+        elif not f.validation.checks:
+            console.print(f"[bold red]{escape(head)}: no tensor compared[/bold red] - "
+                          f"{escape(f.validation.why_nothing())}")
         elif f.first is None:
             console.print(f"[green]{escape(head)}: no divergence[/green] "
                           f"({len(f.validation.checks)} tensors compared)")

@@ -39,7 +39,10 @@ def report_findings(console, report) -> list:
     for f in report.findings:
         if f.first is not None:
             print_layers(console, f.validation)
-            failures.append(f"{report.model} on {f.runtime} vs {f.against}: {describe(f.first)}")
+            failures.append(f"{report.model} on {f.runtime} vs {f.against}: diverges at {describe(f.first)}")
+        elif f.validation is not None and not f.validation.checks:   # compared nothing: not "no divergence"
+            failures.append(f"{report.model} on {f.runtime} vs {f.against}: no tensor compared "
+                            f"({f.validation.why_nothing()})")
     return failures
 
 
@@ -57,5 +60,5 @@ def main(args) -> int:
         with open(args.json_path, "w") as f:
             f.write(dumps({"library": config.library_name, "models": reports}))
     if failures:
-        raise ValidationFailed("divergence found: " + "; ".join(failures))
+        raise ValidationFailed("; ".join(failures))
     return 0

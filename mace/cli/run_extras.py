@@ -34,7 +34,8 @@ def add_arguments(p) -> None:
                    help="print the execution report: runtime, memory, per-layer latency")
     p.add_argument("--validate_all_layers", action="store_true",
                    help="compare every intermediate tensor with the framework; writes "
-                        "builds/<library>/model/<model>_layers.csv")
+                        "builds/<library>/model/<model>_layers.csv; fails when a tensor fails or none was "
+                        "compared")
     p.add_argument("--dump_tensors", default=None, metavar="DIR",
                    help="write every node's outputs to DIR/<model>/NNNN_<tensor>.npy (+ tensors.csv)")
     p.add_argument("--locate_divergence", action="store_true",
@@ -114,7 +115,9 @@ def _one_model(args, config, model, console, data: dict) -> list:
                                 csv_path=session.artifact("_layers.csv"), select=select)
             print_layers(console, v)
             data["layers"] = plain(v)
-            if v.first_failure is not None:
+            if not v.checks:
+                failures.append(f"no tensor of {model.name} compared: {v.why_nothing()}")
+            elif v.first_failure is not None:
                 failures.append(f"layer '{v.first_failure.tensor}' of {model.name}")
     if args.locate_divergence:
         rep = locate(config, model, args)

@@ -83,7 +83,11 @@ def load_validator(path, where: str, **kwargs):
 
 
 def batches(sample_size: int, batch_size: int) -> list:
-    """[start, end) of every batch; the last one may be short."""
+    """[start, end) of every batch; the last one may be short. No sample is an error: an accuracy
+    over nothing is no result (result() would report whatever its empty state holds)."""
+    if sample_size < 1:
+        raise ConfigError(f"{CLASS_NAME}.sample_size() returned {sample_size}: no sample to evaluate, so no "
+                          f"accuracy (is its data set where the script looks?)")
     if batch_size < 1:
         raise ConfigError(f"{CLASS_NAME}.batch_size() returned {batch_size}; it must be at least 1")
     return [(s, min(s + batch_size, sample_size)) for s in range(0, sample_size, batch_size)]

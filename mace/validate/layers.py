@@ -76,6 +76,7 @@ class LayerValidation:
     folded: list = field(default_factory=list)       # framework tensors folded into constants
     skipped: list = field(default_factory=list)      # (tensor, reason)
     csv_path: Path | None = None
+    nothing_compared: str = ""                       # why no tensor was compared, when none was
 
     @property
     def first_failure(self) -> LayerCheck | None:
@@ -83,7 +84,18 @@ class LayerValidation:
 
     @property
     def passed(self) -> bool:
-        return self.first_failure is None
+        """No failing tensor, and at least one compared: a check of nothing has not passed."""
+        return bool(self.checks) and self.first_failure is None
+
+    def why_nothing(self) -> str:
+        """'' when a tensor was compared; else why none was."""
+        if self.checks:
+            return ""
+        if self.nothing_compared:
+            return self.nothing_compared
+        if self.skipped:
+            return f"all {len(self.skipped)} tensor(s) to compare were skipped"
+        return "no tensor has a counterpart to compare with"
 
 
 # ---- which tensors the framework has ------------------------------------------
@@ -295,6 +307,20 @@ def _selected(sg, mapped: list) -> tuple:
     return [t for t in wanted if t in mapped], skipped
 
 
+def _why_nothing(sg, mapped: list, select: slice | None, all_layers: bool) -> str:
+    """Why the selection holds no tensor: a validation of nothing is a failure, said plainly."""
+    if select is not None and mapped:
+        bounds = f"{'' if select.start is None else select.start}:{'' if select.stop is None else select.stop}"
+        return f"the layer range {bounds} selects none of the {len(mapped)} mapped tensors (0 to {len(mapped) - 1})"
+    if not mapped:
+        return "no tensor of the converted model has a counterpart in the framework's graph"
+    if not all_layers:
+        wanted = list(sg.values.get("check_tensors") or [])
+        return (f"none of check_tensors ({', '.join(wanted)}) is a tensor of the converted model; "
+                f"mapped tensors: {', '.join(mapped[:8])}{' ...' if len(mapped) > 8 else ''}")
+    return "no tensor selected"
+
+
 def _check_shapes(sg, checks: list) -> None:
     """check_shapes: the framework shape of each check_tensors entry, as the .yml states it."""
     shapes = dict(zip(sg.values.get("check_tensors") or [], sg.values.get("check_shapes") or []))
@@ -327,6 +353,7 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
     names, skipped = _selected(sg, mapped) if not all_layers else (mapped, [])
     if select is not None:
         names = names[select]
+    why = "" if names else _why_nothing(sg, mapped, select, all_layers)
     if not all_layers and not sg.values.get("check_tensors"):
         raise ConfigError(f"{config.path}: {sg.key_path}: no check_tensors to validate; "
                           f"run `{command_hint('run', config, session.build_dir, '--validate_all_layers')}` "
@@ -340,6 +367,7 @@ def validate_layers(session, num_threads: int = 0, all_layers: bool = True, csv_
     result = compare_layers(engine, ours, theirs, perms, threshold or sg.threshold(), model.name,
                             runtime or sg.runtime)
     result.skipped = skipped + result.skipped
+    result.nothing_compared = why
     present = set(produced) | {_canonical(model.platform, t) for t in produced}
     consts = set(engine.graph.consts)
     result.folded = [n for n in fw_names if n not in present and (n in consts or n in constant)]

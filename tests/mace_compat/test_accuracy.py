@@ -66,3 +66,36 @@ def test_short_last_batch_is_padded_and_trimmed():
     r = evaluate(v, lambda inp: {"y": inp["x"] * 10}, [spec], "m", "s")
     assert v.seen == [(0, 2, [0.0, 10.0]), (2, 4, [20.0, 30.0]), (4, 5, [40.0])]
     assert (r.result, r.printed, r.padded, r.batches) == (3, "done\n", 1, 3)
+
+
+EMPTY_SET = '''
+class AccuracyValidator(object):
+    """A guarded script over a data set that turned out empty (a wrong folder): its result() says 0.0."""
+    def __init__(self, **kwargs):
+        self.correct, self.seen = 0, 0
+    def sample_size(self):
+        return 0
+    def batch_size(self):
+        return 1
+    def preprocess(self, start, end, **kwargs):
+        return {"image": []}
+    def postprocess(self, start, end, output_map, **kwargs):
+        self.seen += end - start
+    def result(self):
+        return {"top1": self.correct / max(self.seen, 1), "samples": self.seen}
+'''
+
+
+def test_an_accuracy_over_no_sample_fails(tmp_path):
+    """An accuracy of no samples is no result: exit 1 naming the script's sample_size(), where the
+    run used to report the script's empty-state 0.0 as the model's accuracy."""
+    work = workdir(tmp_path)
+    (work / "empty_acc.py").write_text(EMPTY_SET)
+    write_deployment(work / "acc.yml", {"digits_cnn": digits_model(accuracy_validation_script="empty_acc.py")})
+    assert cli("convert", "--config=acc.yml", cwd=work).returncode == 0
+    r = cli("run", "--config=acc.yml", cwd=work)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "AccuracyValidator.sample_size() returned 0: no sample to evaluate" in r.stderr, r.stderr
+    assert not (work / "builds/digits/digits_cnn_accuracy.json").exists()
+    with pytest.raises(Exception, match="sample_size"):
+        batches(0, 1)

@@ -135,6 +135,50 @@ def test_check_tensors_in_the_deployment_file(digits):
     assert [c.tensor for c in v.checks] == ["relu1"] and v.skipped[0][0] == "bn1"
 
 
+def test_check_tensors_that_compare_nothing_fail(digits):
+    """Every check_tensors entry fused away (bn1, conv1): nothing is compared, and a check of
+    nothing has not passed (it used to print "All 0 mapped tensors within the threshold" and
+    "Similarity test passed", exit 0)."""
+    work, _ = digits
+    data = yaml.safe_load((work / "deploy.yml").read_text())
+    data["models"]["digits_cnn"]["subgraphs"][0]["check_tensors"] = ["bn1", "conv1"]
+    (work / "nothing.yml").write_text(yaml.safe_dump(data))
+    r = cli("run", "--config=nothing.yml", "--build_dir=out", "--validate", cwd=work)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "skipped bn1" in r.stdout and "skipped conv1" in r.stdout
+    assert "No tensor compared: none of check_tensors (bn1, conv1) is a tensor of the converted model" in r.stdout
+    assert "All 0" not in r.stdout and "Similarity test passed" not in r.stdout
+    assert "error: layer-by-layer check failed: no tensor of digits_cnn compared" in r.stderr, r.stderr
+    v = validate_layers(digits_session(work, load_deployment(work / "nothing.yml")), all_layers=False)
+    assert v.checks == [] and not v.passed and "check_tensors" in v.why_nothing()
+
+
+def test_a_layer_range_that_selects_nothing_fails(digits):
+    """MACE's --layers past the last mapped layer: nothing compared, exit 1."""
+    work, _ = digits
+    r = cli("run", "--config=deploy.yml", "--build_dir=out", "--layers=40:50", cwd=work)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "No tensor compared: the layer range 40:50 selects none of the 4 mapped tensors (0 to 3)" in r.stdout
+    assert "within the threshold" not in r.stdout
+
+
+def test_debug_counts_a_comparison_of_nothing_as_a_failure():
+    """`debug` said "no divergence (0 tensors compared)" and exited 0 for a runtime it compared on
+    no tensor; it is a failure, with the reason."""
+    from io import StringIO
+
+    from mace.cli._console import console
+    from mace.cli.debug_cmd import report_findings
+    from mace.validate.divergence import DebugReport, Finding
+    from mace.validate.layers import LayerValidation
+
+    empty = LayerValidation("m", "cpu", "framework", 0.999, nothing_compared="no tensor selected")
+    out = StringIO()
+    failures = report_findings(console(out), DebugReport("m", ["cpu"], [Finding("cpu", "framework", empty)]))
+    assert failures == ["m on cpu vs framework: no tensor compared (no tensor selected)"]
+    assert "no tensor compared - no tensor selected" in out.getvalue() and "no divergence" not in out.getvalue()
+
+
 def test_dump_tensors_writes_every_node_output(digits, tmp_path):
     session = digits_session(*digits)
     dumped = dump_tensors(session.engine, session.inputs, tmp_path / "dump")
