@@ -42,6 +42,7 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
             inits.append(opened.init_ms)
             if restart == 0:
                 notes += opened.notes + describe_placement(engine.graph)
+                fallback = opened.fallback
                 inputs, source = make_inputs(config, sg, input_dir, seed, build_dir)
             outputs, warmup_ms = timed(lambda: engine.run(inputs))
             if restart == 0:   # what fp16 storage clamped or flushed in that run, and the fix
@@ -58,7 +59,7 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
             notes.append(f"restart_round {restarts}: engine created {restarts} times, init(ms) "
                          + ", ".join(f"{t:.3f}" for t in inits) + "; the table shows the last")
     result = ModelRunResult(model.name, sg.runtime, source, timing, outputs, notes=notes,
-                            op_stats=profiler.stats() if profiler else [])
+                            op_stats=profiler.stats() if profiler else [], fallback=fallback)
     if output_dir:
         write_outputs(output_dir, outputs, output_format)
     if validate:

@@ -12,7 +12,7 @@ from mace.cli._console import console as make_console
 from mace.cli._progress import sample_bar
 from mace.config import load_deployment
 from mace.devices.device_yml import load_device_yml
-from mace.errors import MaceError
+from mace.errors import ValidationFailed
 from mace.scale import variants as variant_lib
 from mace.scale.runner import session
 from mace.scale.sweep import run_sweep, write_outputs
@@ -20,6 +20,9 @@ from mace.scale.sweep_page import write_page
 
 HELP = "validate + benchmark (+ accuracy script) every model x runtime x device, with an HTML summary"
 MULTI_CONFIG = True   # main.py: --config may repeat
+EPILOG = """Every job gets its row whatever fails (a model that does not convert, a board not found, a run or
+accuracy script that fails: the row's error says why); a gpu job that ran on a board's CPU reads
+'gpu (ran on CPU)'. Exit 1 when any row has an error or a validation FAIL."""
 
 
 def add_arguments(p) -> None:
@@ -61,10 +64,10 @@ def main(args) -> int:
     page = write_page(rows, f"{out}/sweep.html")
     console.print(f"sweep of {len(rows)} runs: {escape(str(json_path))}, {escape(str(csv_path))}, "
                   f"{escape(str(page))}")
-    failed = [r for r in rows if r.error]
+    failed = [r for r in rows if r.failed]   # an error or a validation FAIL: exit 1
     if failed:
-        raise MaceError(f"{len(failed)} of {len(rows)} sweep runs failed: "
-                        + "; ".join(f"{r.model} ({r.runtime}) on {r.device}: {r.error}" for r in failed))
+        raise ValidationFailed(f"{len(failed)} of {len(rows)} sweep runs failed: "
+                               + "; ".join(f"{r.model} ({r.runtime}) on {r.device}: {r.why()}" for r in failed))
     return 0
 
 
@@ -80,11 +83,16 @@ def _f(v, fmt: str) -> str:
 
 
 def _print(console, rows: list) -> None:
+    """One row per job; a GPU runtime that ran on the CPU reads `gpu (ran on CPU)`, the reason in
+    `note`; errors whole (a terminal folds them, a log keeps them on one line)."""
     table = Table(title="Sweep")
-    for col in ("model", "runtime", "device", "latency(ms)", "cosine", "validation", "accuracy", "error"):
-        table.add_column(col)
+    for col in ("model", "runtime", "device", "latency(ms)", "cosine", "validation", "accuracy", "note / error"):
+        table.add_column(col, overflow="fold")
     for r in rows:
         check = "-" if r.passed is None else ("[green]PASS[/green]" if r.passed else "[red]FAIL[/red]")
-        table.add_row(escape(r.model), r.runtime, escape(r.device), _f(r.latency_ms, "{:.3f}"), _f(r.cosine, "{:.5f}"),
-                      check, _f(r.accuracy, "{:.4f}"), escape(r.error[:80]))
+        runtime = f"{r.runtime} [yellow](ran on CPU)[/yellow]" if r.fallback else r.runtime
+        note = f"[red]{escape(r.error)}[/red]" if r.error else \
+            f"[yellow]fallback to the CPU: {escape(r.fallback)}[/yellow]" if r.fallback else ""
+        table.add_row(escape(r.model), runtime, escape(r.device), _f(r.latency_ms, "{:.3f}"), _f(r.cosine, "{:.5f}"),
+                      check, _f(r.accuracy, "{:.4f}"), note)
     console.print(table)

@@ -438,7 +438,8 @@ def _result(config, device, abi: str, job: _Job, raw: dict, info: dict, opts: Ru
     timing = Timing(**{f.name: raw["timing"][f.name] for f in fields(Timing)})
     result = ModelRunResult(job.model.name, sg.runtime, job.input_source, timing, raw["arrays"], notes=notes,
                             op_stats=[OpStat(**s) for s in raw.get("op_stats", [])],
-                            device=device.name, device_info=info)
+                            device=device.name, device_info=info,
+                            fallback=str((raw.get("engine") or {}).get("fallback") or ""))
     if opts.output_dir:   # as on the host: .npy, or MACE's raw model_out_<name> files
         write_outputs(opts.output_dir, result.outputs, opts.output_format)
     if opts.validate:

@@ -18,7 +18,7 @@ from mace.config.files import code_dir, converted_paths, library_dir
 from mace.config.provenance import check_build
 from mace.runtime import backends
 from mace.runtime.dsp.engine import backend_choice
-from mace.runtime.gpu.deploy import engine_notes, engine_setup
+from mace.runtime.gpu.deploy import GPU_RUNTIMES, engine_notes, engine_setup
 
 
 @dataclass
@@ -28,6 +28,7 @@ class Opened:
     data_path: Path
     init_ms: float
     notes: list = field(default_factory=list)
+    fallback: str = ""      # why a GPU runtime opened on the CPU (cpu+gpu without OpenCL)
 
 
 def open_engine(config, model, build_dir=None, *, tuning: bool = False, gpu_perf_hint: int = 0,
@@ -55,5 +56,6 @@ def open_engine(config, model, build_dir=None, *, tuning: bool = False, gpu_perf
     init_ms = (time.perf_counter() - start) * 1000.0
     notes = list(req.notes)
     notes += [engine.describe()] if runtime == "dsp" else engine_notes(engine)
-    return Opened(engine, pb_path, data_path, init_ms, notes)
+    fallback = "; ".join(req.notes) if runtime in GPU_RUNTIMES and req.device == "cpu" else ""
+    return Opened(engine, pb_path, data_path, init_ms, notes, fallback)
 

@@ -29,6 +29,7 @@ class ModelRunResult:
     op_stats: list = field(default_factory=list)  # profiler.OpStat per op when profiled
     device: str = "host"                           # where it ran (mace/devices for the others)
     device_info: dict = field(default_factory=dict)  # a device's python, numpy, machine, abi
+    fallback: str = ""                             # why a GPU runtime ran on the CPU ("" when it did not)
 
     @property
     def passed(self) -> bool:

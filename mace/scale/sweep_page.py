@@ -1,12 +1,21 @@
 """The sweep as one self-contained HTML page: the table, and per model a latency-vs-accuracy
-plot (inline SVG drawn here: no script, nothing fetched, a CSP that forbids fetching)."""
+plot (inline SVG drawn here: no script, nothing fetched, a CSP that forbids fetching).
+
+A point's marker has its runtime's colour and its device's shape; its name ("gpu on board") is
+in the legend beside the plot, laid out by the browser as text, never drawn at the point: two
+points of one accuracy and close latencies (the same model on two CPUs) put their names on top
+of each other, and a name at the right edge ran off the plot ("gpu on h..."). Inside the SVG
+only the axis titles and the four range values are drawn, each where nothing else is.
+"""
 from __future__ import annotations
 
 from html import escape
 from pathlib import Path
 
-W, H, PAD = 520, 300, 48
+W, H = 520, 300
+LEFT, BOTTOM, TOP, RIGHT = 64, 48, 14, 14     # plot margins: the y values left, the x values below
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b")
+SHAPES = ("circle", "square", "triangle", "diamond")
 
 
 def _cell(value) -> str:
@@ -18,13 +27,15 @@ def _cell(value) -> str:
 
 
 def _table(rows: list) -> str:
-    head = ("model", "runtime", "device", "latency (ms)", "init (ms)", "cosine", "validation", "accuracy", "error")
+    head = ("model", "runtime", "device", "latency (ms)", "init (ms)", "cosine", "validation", "accuracy",
+            "fallback", "error")
     body = []
     for r in rows:
         check = "-" if r.passed is None else ("PASS" if r.passed else "FAIL")
+        runtime = f"{r.runtime} (ran on CPU)" if r.fallback else r.runtime
         body.append("<tr>" + "".join(f"<td>{c}</td>" for c in (
-            escape(r.model), escape(r.runtime), escape(r.device), _cell(r.latency_ms), _cell(r.init_ms),
-            _cell(r.cosine), check, _cell(r.accuracy), escape(r.error))) + "</tr>")
+            escape(r.model), escape(runtime), escape(r.device), _cell(r.latency_ms), _cell(r.init_ms),
+            _cell(r.cosine), check, _cell(r.accuracy), escape(r.fallback), escape(r.error))) + "</tr>")
     return ("<table><thead><tr>" + "".join(f"<th>{h}</th>" for h in head) + "</tr></thead><tbody>"
             + "".join(body) + "</tbody></table>")
 
@@ -35,30 +46,56 @@ def _scale(lo: float, hi: float, a: float, b: float):
     return lambda v: a + (v - lo) / (hi - lo) * (b - a)
 
 
+def _marker(shape: str, cx: float, cy: float, color: str, cls: str, title: str = "") -> str:
+    """One point's marker: `shape` around (cx, cy), about 12 px across."""
+    tip = f"<title>{escape(title)}</title>" if title else ""
+    attrs = f'class="{cls}" fill="{color}" stroke="#222" stroke-width="0.6"'
+    if shape == "square":
+        return f'<rect {attrs} x="{cx - 5:.1f}" y="{cy - 5:.1f}" width="10" height="10">{tip}</rect>'
+    if shape == "triangle":
+        d = f"M{cx:.1f},{cy - 7:.1f} L{cx + 6:.1f},{cy + 5:.1f} L{cx - 6:.1f},{cy + 5:.1f} Z"
+        return f'<path {attrs} d="{d}">{tip}</path>'
+    if shape == "diamond":
+        d = f"M{cx:.1f},{cy - 7:.1f} L{cx + 7:.1f},{cy:.1f} L{cx:.1f},{cy + 7:.1f} L{cx - 7:.1f},{cy:.1f} Z"
+        return f'<path {attrs} d="{d}">{tip}</path>'
+    return f'<circle {attrs} cx="{cx:.1f}" cy="{cy:.1f}" r="6">{tip}</circle>'
+
+
+def label(r) -> str:
+    """A point's name: `gpu on board`, or `gpu (ran on CPU) on board` after a fallback."""
+    return f"{r.runtime}{' (ran on CPU)' if r.fallback else ''} on {r.device}"
+
+
 def _plot(model: str, rows: list) -> str:
     points = [r for r in rows if r.latency_ms is not None and r.accuracy is not None]
     title = f"<h3>{escape(model)}: latency vs accuracy</h3>"
     if not points:
         return title + "<p class='none'>no point: no accuracy_validation_script, or no run succeeded</p>"
     lat, acc = [r.latency_ms for r in points], [r.accuracy for r in points]
-    x, y = _scale(min(lat), max(lat), PAD, W - 12), _scale(min(acc), max(acc), H - PAD, 12)
+    x0, x1, y0, y1 = LEFT, W - RIGHT, H - BOTTOM, TOP
+    x, y = _scale(min(lat), max(lat), x0 + 8, x1 - 8), _scale(min(acc), max(acc), y0 - 8, y1 + 8)
     runtimes = sorted({r.runtime for r in points})
+    devices = list(dict.fromkeys(r.device for r in points))
     parts = [f'<svg class="plot" width="{W}" height="{H}" viewBox="0 0 {W} {H}" role="img">',
-             f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - 8}" y2="{H - PAD}" stroke="#333"/>',
-             f'<line x1="{PAD}" y1="8" x2="{PAD}" y2="{H - PAD}" stroke="#333"/>',
-             f'<text x="{W // 2}" y="{H - 10}" text-anchor="middle">latency (ms)</text>',
-             f'<text x="14" y="{H // 2}" transform="rotate(-90 14 {H // 2})" text-anchor="middle">accuracy</text>',
-             f'<text x="{PAD}" y="{H - PAD + 16}" text-anchor="middle">{min(lat):.3g}</text>',
-             f'<text x="{W - 30}" y="{H - PAD + 16}" text-anchor="middle">{max(lat):.3g}</text>',
-             f'<text x="{PAD - 4}" y="{H - PAD - 4}" text-anchor="end">{min(acc):.4g}</text>',
-             f'<text x="{PAD - 4}" y="20" text-anchor="end">{max(acc):.4g}</text>']
+             f'<line x1="{x0}" y1="{y0}" x2="{x1}" y2="{y0}" stroke="#333"/>',
+             f'<line x1="{x0}" y1="{y1}" x2="{x0}" y2="{y0}" stroke="#333"/>',
+             f'<text x="{(x0 + x1) // 2}" y="{H - 8}" text-anchor="middle">latency (ms)</text>',
+             f'<text x="14" y="{(y0 + y1) // 2}" transform="rotate(-90 14 {(y0 + y1) // 2})" '
+             f'text-anchor="middle">accuracy</text>',
+             f'<text x="{x0}" y="{y0 + 16}" text-anchor="start">{min(lat):.3g}</text>',
+             f'<text x="{x1}" y="{y0 + 16}" text-anchor="end">{max(lat):.3g}</text>',
+             f'<text x="{x0 - 6}" y="{y0}" text-anchor="end">{min(acc):.4g}</text>',
+             f'<text x="{x0 - 6}" y="{y1 + 10}" text-anchor="end">{max(acc):.4g}</text>']
+    legend = []
     for r in points:
         color = COLORS[runtimes.index(r.runtime) % len(COLORS)]
-        label = f"{r.runtime} on {r.device}"
-        parts.append(f'<circle class="point" cx="{x(r.latency_ms):.1f}" cy="{y(r.accuracy):.1f}" r="6" '
-                     f'fill="{color}"><title>{escape(label)}: {r.latency_ms:.3f} ms, {r.accuracy:.4f}</title></circle>')
-        parts.append(f'<text x="{x(r.latency_ms) + 8:.1f}" y="{y(r.accuracy) - 8:.1f}">{escape(label)}</text>')
-    return title + "".join(parts) + "</svg>"
+        shape = SHAPES[devices.index(r.device) % len(SHAPES)]
+        text = f"{label(r)}: {r.latency_ms:.3f} ms, accuracy {r.accuracy:.4f}"
+        parts.append(_marker(shape, x(r.latency_ms), y(r.accuracy), color, "point", text))
+        legend.append(f'<li><svg class="swatch" width="16" height="16" viewBox="0 0 16 16">'
+                      f'{_marker(shape, 8, 8.5, color, "mark")}</svg>{escape(text)}</li>')
+    return (title + '<div class="figure">' + "".join(parts) + "</svg>"
+            + '<ul class="legend">' + "".join(legend) + "</ul></div>")
 
 
 def write_page(rows: list, path) -> Path:
@@ -75,6 +112,11 @@ header {{ background: #222; color: #eee; padding: 12px 20px; font-size: 18px; }}
 main {{ padding: 12px 20px; }}
 table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #bbb; padding: 3px 8px; text-align: right; }}
 th {{ background: #eee; }} svg text {{ font-size: 11px; }}
+.figure {{ display: flex; flex-wrap: wrap; gap: 8px 24px; align-items: flex-start; }}
+.plot {{ flex: none; }}
+.legend {{ list-style: none; margin: 0; padding: 0; min-width: 0; flex: 1 1 240px; }}
+.legend li {{ display: flex; align-items: center; gap: 6px; margin: 4px 0; overflow-wrap: anywhere; }}
+.swatch {{ flex: none; }}
 </style></head>
 <body data-rows="{len(rows)}" data-plots="{len(models)}">
 <header>pymace sweep: {len(rows)} runs, {len(models)} model(s)</header>
