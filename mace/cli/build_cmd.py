@@ -10,6 +10,7 @@ from mace.build import build_library
 from mace.cli import _overrides
 from mace.cli._console import console as make_console
 from mace.config import load_deployment
+from mace.config.files import code_names
 from mace.config.hints import command_hint
 
 HELP = "convert, then lay out what a device needs: models, OpenCL files, the runner mace_run.pyz"
@@ -42,6 +43,8 @@ def main(args) -> int:
         table.add_row("OpenCL", escape(str(path)), _size(path))
     table.add_row("manifest", escape(str(result.manifest)), _size(result.manifest))
     console.print(table)
+    if code_names(config):
+        console.print(escape(code_names(config)))
     console.print(f"Run it on a device: python3 mace_run.pyz --model <model>.pb --input NAME=FILE.npy "
                   f"--output_dir DIR, or `{escape(command_hint('run', config, args.build_dir))}` with a "
                   f"device (docs/devices.md)")

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment, schema
+from mace.config.files import code_names
 from mace.validate.original import plan as validation_plan
 
 HELP = "show the resolved deployment configuration (defaults filled, unknown keys warned)"
@@ -51,6 +52,8 @@ def main(args) -> int:
         console.print(escape(f"environment: ${{{var}}} = {value}"))
     for w in config.warnings:
         console.print(f"[yellow]warning:[/yellow] {escape(f'{config.path}: {w}')}")
+    if code_names(config):
+        console.print(f"[yellow]note:[/yellow] {escape(code_names(config))}")
     for name, model in config.models.items():
         _, note = validation_plan(model, model.graph)
         if note:

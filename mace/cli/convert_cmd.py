@@ -9,6 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment
+from mace.config.files import code_names
 from mace.convert import convert_deployment, index_html
 from mace.quantize.stat import stat_config
 from mace.report.offline import render_text
@@ -60,6 +61,8 @@ def main(args) -> int:
         if r.mixed is not None:
             console.print(escape(mixed_summary(r.model, r.mixed)))
     console.print(table)
+    if code_names(config):
+        console.print(escape(code_names(config)))
     if args.report:
         for r in results:
             console.print(escape(render_text(r.report)))

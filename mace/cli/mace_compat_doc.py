@@ -7,10 +7,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from mace.cli import mace_flags
-from mace.config import schema
+from mace.config import load_deployment, names, schema
 from mace.devices.device_yml import DEVICE_KEYS
 
-DOC = Path(__file__).resolve().parents[2] / "docs" / "mace_compat.md"
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "mace_compat.md"
+# MACE's own deployment files, byte for byte (tests/mace_compat/test_mace_repos.py loads each).
+MACE_FILES = ROOT / "tests" / "mace_compat" / "files" / "mace_repos"
 
 INTRO = """# MACE compatibility
 
@@ -98,8 +101,33 @@ def key_tables() -> list:
     return lines + [""]
 
 
+def mace_files() -> list:
+    return sorted(MACE_FILES.rglob("*.y*ml"))
+
+
+def mace_file_table() -> list:
+    """Every deployment file of MACE's repositories that CI loads with `config`, and its library name."""
+    files = mace_files()
+    lines = ["## MACE's own deployment files", "",
+             f"All {len(files)} deployment files that MACE's repositories ship (`mace`: its docs, examples, CI "
+             "and micro models; `mace-models`: the model zoo) are read by `config` unchanged; CI loads each "
+             "(`tests/mace_compat/test_mace_repos.py`, copies in `tests/mace_compat/files/mace_repos/`). "
+             "`library_name` takes what MACE takes (letters, digits, `-`, `_`, `.`); where code needs an "
+             "identifier (the generated package, a model's module) `-` and `.` become `_` "
+             "(`mace/config/names.py`), and `config`, `convert` and `build` print it. A file without "
+             "`library_name` (MACE's CMake flow) takes its only model's name, else the file's stem.", "",
+             "| repository | file | library_name | from | generated package |", "|---|---|---|---|---|"]
+    for f in files:
+        repo, rel = f.relative_to(MACE_FILES).parts[0], "/".join(f.relative_to(MACE_FILES).parts[1:])
+        config = load_deployment(f)
+        lines.append(f"| `{repo}` | `{rel}` | `{config.library_name}` | {config.origin['library_name']} | "
+                     f"`{names.identifier(config.library_name)}_models` |")
+    return lines + [""]
+
+
 def render() -> str:
-    return INTRO + "\n" + "\n".join(mace_flags.flag_tables()) + "\n" + OTHERS + "\n".join(key_tables())
+    return (INTRO + "\n" + "\n".join(mace_flags.flag_tables()) + "\n" + OTHERS + "\n".join(key_tables())
+            + "\n" + "\n".join(mace_file_table()))
 
 
 def write(path: Path = DOC) -> Path:

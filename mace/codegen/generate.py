@@ -19,7 +19,7 @@ from pathlib import Path
 import jinja2
 from google.protobuf.descriptor import FieldDescriptor
 
-from mace.config.files import package_name
+from mace.config.files import module_name, package_name
 from mace.ir.model_io import load_net
 from mace.proto import pb
 
@@ -134,7 +134,8 @@ def render_weights(data: bytes, library: str, model: str) -> str:
 
 def render_init(library: str, models) -> str:
     return _env().get_template("package_init.py.jinja2").render(
-        library=library, package=_identifier(package_name(library)), models=sorted(models))
+        library=library, package=_identifier(package_name(library)),
+        models=[(m, _identifier(module_name(m))) for m in sorted(models)])
 
 
 def write_model_code(pb_path: Path, data_path: Path, out_dir: Path, library: str, model: str,
@@ -143,14 +144,15 @@ def write_model_code(pb_path: Path, data_path: Path, out_dir: Path, library: str
     net = load_net(pb_path)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    graph_file = out_dir / f"{model}.py"
+    module = module_name(model)
+    graph_file = out_dir / f"{module}.py"
     graph_file.write_text(render_graph(net, library, model, weights))
     written = [graph_file]
     if weights == "code":
         wdir = out_dir / "_weights"
         wdir.mkdir(exist_ok=True)
-        (wdir / f"{model}.py").write_text(render_weights(Path(data_path).read_bytes(), library, model))
-        written.append(wdir / f"{model}.py")
+        (wdir / f"{module}.py").write_text(render_weights(Path(data_path).read_bytes(), library, model))
+        written.append(wdir / f"{module}.py")
     return written
 
 

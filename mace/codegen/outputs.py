@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mace.codegen.generate import write_init, write_model_code
 from mace.codegen.obfuscate import write_map
-from mace.config.files import MAP_SUFFIX, code_dir, package_name
+from mace.config.files import MAP_SUFFIX, code_dir, module_name, package_name
 
 
 def model_extras(config, model: str, scratch: Path, pb_path: Path, data_path: Path, mapping) -> list:
@@ -42,7 +42,7 @@ def finish_library(config, library_dir: Path, results) -> None:
         stale = [Path("model") / f"{r.model}{MAP_SUFFIX}",
                  Path("model") / f"{r.model}_quantize_report.txt",
                  Path("model") / f"{r.model}_quantize_report.json",
-                 Path("code") / package_name(config.library_name) / "_weights" / f"{r.model}.py"]
+                 Path("code") / package_name(config.library_name) / "_weights" / f"{module_name(r.model)}.py"]
         for rel in stale:
             if rel not in moved and (library_dir / rel).exists():
                 (library_dir / rel).unlink()

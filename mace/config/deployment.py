@@ -12,7 +12,7 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mace.config import images, schema
+from mace.config import images, names, schema
 from mace.config.specs import TensorSpec
 from mace.config.yaml_io import load_yaml
 from mace.errors import ConfigError
@@ -359,6 +359,22 @@ def _old_format_keys(values: dict, origin: dict) -> None:
             origin["model_data_format"] = "build_type"
 
 
+def _default_library_name(reader, config) -> None:
+    """MACE's CMake-flow files have no library_name: use the only model's name, else the file's
+    stem (MACE names that flow's outputs after the model), and say where it came from."""
+    if config.values["library_name"] is not None:
+        return
+    if len(config.models) == 1:
+        name, origin = next(iter(config.models)), "the only model's name"
+    else:
+        name, origin = config.path.stem, "the file's name"
+    try:
+        config.values["library_name"] = schema.library_name(name)
+    except ValueError as e:
+        reader.fail("library_name", f"not given, and {origin} cannot stand for it: {e}")
+    config.origin["library_name"] = origin
+
+
 def load_deployment(path) -> DeploymentConfig:
     """Parse, normalise and validate a deployment file (no model file is read here)."""
     path = Path(path)
@@ -373,5 +389,10 @@ def load_deployment(path) -> DeploymentConfig:
         reader.fail("models", "expected a non-empty mapping of model name -> model")
     config = DeploymentConfig(path, values, origin, env_used=env_used)
     config.models = {str(k): _model(reader, str(k), v) for k, v in models_raw.items()}
+    _default_library_name(reader, config)
+    clash = names.colliding(config.models)
+    if clash:
+        reader.fail(f"models.{clash[1]}", f"models '{clash[0]}' and '{clash[1]}' would both be the "
+                                          f"code identifier '{names.identifier(clash[0])}'; rename one")
     config.warnings = reader.warnings
     return config

@@ -18,7 +18,7 @@ from tokenize import TokenError
 import numpy as np
 
 from mace.config.deployment import DeploymentConfig, ModelConfig, SubgraphConfig
-from mace.config import images
+from mace.config import images, names
 from mace.config.hints import command_hint
 from mace.config.fetch import fetch, is_url, local_path
 from mace.config.raw_files import INPUT_PREFIX, OUTPUT_PREFIX, raw_names, read_raw, write_raw
@@ -44,9 +44,24 @@ def model_paths(config: DeploymentConfig, model: str, build_dir: Path | None = N
 
 
 def package_name(library: str) -> str:
-    """A Python identifier for the library's generated package: '<library>_models'."""
-    name = re.sub(r"\W", "_", library) + "_models"
-    return name if not name[0].isdigit() else "_" + name
+    """The library's generated package: '<identifier of library>_models' (mace/config/names.py)."""
+    return names.identifier(library) + "_models"
+
+
+def module_name(model: str) -> str:
+    """A model's module in the generated package: the identifier of its name."""
+    return names.identifier(model)
+
+
+def code_names(config: DeploymentConfig) -> str:
+    """How generated code names the library and its models, where that differs from their names
+    (or always for model_graph_format: code), for config, convert and build to print; else ''."""
+    renamed = [f"model '{m}' is its module {module_name(m)}" for m in config.models if module_name(m) != m]
+    if names.identifier(config.library_name) == config.library_name and not renamed \
+            and config.model_graph_format != "code":
+        return ""
+    return "; ".join([f"generated code (model_graph_format: code) imports as {package_name(config.library_name)}"
+                      f" from builds/{config.library_name}/code/"] + renamed)
 
 
 def code_dir(library_dir: Path, library: str) -> Path:

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from mace.config import names
 from mace.config.images import parse_image_preprocess
 
 ABIS = ("host", "armeabi-v7a", "arm64-v8a", "arm64", "armhf", "aarch64", "armv7l")
@@ -37,13 +38,6 @@ THRESHOLD_KEYS = {"CPU": "CPU", "GPU": "GPU", "DSP": "HEXAGON", "HEXAGON": "HEXA
                   "APU": "APU", "HTP": "HTP", "QUANTIZE": "QUANTIZE"}
 DEFAULT_THRESHOLDS = {"CPU": 0.999, "GPU": 0.995, "HEXAGON": 0.98, "HTA": 0.98, "APU": 0.98,
                       "HTP": 0.98, "QUANTIZE": 0.98}
-CPP_KEYWORDS = frozenset("""alignas alignof and and_eq asm auto bitand bitor bool break case catch char
-char16_t char32_t class compl const constexpr const_cast continue decltype default delete do double
-dynamic_cast else enum explicit export extern false float for friend goto if inline int long mutable
-namespace new noexcept not not_eq nullptr operator or or_eq private protected public register
-reinterpret_cast return short signed sizeof static static_assert static_cast struct switch template
-this thread_local throw true try typedef typeid typename union unsigned using virtual void volatile
-wchar_t while xor xor_eq""".split())
 
 
 # ---- value parsers ---------------------------------------------------------
@@ -201,26 +195,13 @@ def any_value(v):
     return v
 
 
-C_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
 def library_name(v) -> str:
-    # It names builds/<library_name>/, the generated package <library_name>_models and, on a
-    # board, a folder in a remote shell's command line: a C identifier is safe in all three.
-    s = as_str(v)
-    if not C_IDENTIFIER.fullmatch(s) or s in CPP_KEYWORDS:
-        raise ValueError(f"library name {s!r} must be a C identifier (letters, digits, '_'; not starting "
-                         f"with a digit) and not a C++ keyword (it names builds/<library_name>/ and "
-                         f"generated code)")
-    return s
+    # It names builds/<library_name>/ and a folder on a board; code uses names.identifier() of it.
+    return names.check_name(as_str(v), "library name")
 
 
 def model_name(v) -> str:
-    s = as_str(v)
-    if not C_IDENTIFIER.fullmatch(s) or s in CPP_KEYWORDS:
-        raise ValueError(f"model name {s!r} must be a C identifier and not a C++ keyword "
-                         f"(it names generated code)")
-    return s
+    return names.check_name(as_str(v), "model name")
 
 
 # ---- key tables --------------------------------------------------------------
@@ -235,7 +216,8 @@ class Key:
 
 
 TOP_KEYS = [
-    Key("library_name", library_name, required=True, doc="output goes to builds/<library_name>/"),
+    Key("library_name", library_name, None,
+        doc="output goes to builds/<library_name>/; without it: the only model's name, else the file's stem"),
     Key("target_abis", list_of(one_of(ABIS)), ["host"], doc="ABIs to build for"),
     Key("target_socs", list_of(lambda v: as_str(v).lower()), [], doc="SoCs to build/tune for"),
     Key("model_graph_format", one_of(("file", "code")), "file", doc="graph as .pb file or code"),
@@ -259,6 +241,7 @@ INHERITED_KEYS = [
     Key("limit_opencl_kernel_time", as_flag, 0, doc="GPU: run long OpenCL kernels in short slices"),
     Key("opencl_queue_window_size", as_int, 0, later="GPU runtime"),
     Key("nnlib_graph_mode", as_int, 0, later="DSP runtime"),
+    Key("dsp_mode", as_int, 0, later="DSP runtime (MACE 0.9's name for nnlib_graph_mode)"),
     Key("obfuscate", as_flag, 0, doc="opaque op and internal tensor names in every output (docs/codegen.md)"),
     Key("winograd", lambda v: _choice_int(v, (0, 2, 4)), 0, doc="Winograd block for 3x3 stride-1 convs on GPU and CPU (0 off)"),
     Key("gpu_fp32_ops", lambda v: parse_fp32_ops(v), [],

@@ -91,6 +91,7 @@ def create_engine_from_package(package_dir, model: str, data_path=None, device: 
                                options: dict | None = None) -> Engine:
     """What `run` does for model_graph_format: code: load the generated package, ask its factory."""
     package = load_package(package_dir)
-    if model not in package.MODELS or not (Path(package_dir) / f"{model}.py").exists():
+    modules = getattr(package, "MODULES", {m: m for m in package.MODELS})   # older packages: no map
+    if model not in modules or not (Path(package_dir) / f"{modules[model]}.py").exists():
         raise ModelError(f"{package_dir}: no generated code for model '{model}' (run convert again)")
     return package.create_engine_from_code(model, data_path=data_path, device=device, options=options)

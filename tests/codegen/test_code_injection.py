@@ -40,7 +40,7 @@ def test_library_name_payload_is_refused_before_anything_is_generated(tmp_path):
     for command in ("convert", "run"):
         r = cli(command, f"--config={yml.name}", "--build_dir=out", cwd=work)
         assert r.returncode == 1, r.stdout + r.stderr
-        assert "code.yml: library_name: " in r.stderr and "C identifier" in r.stderr, r.stderr
+        assert "code.yml: library_name: " in r.stderr and "not a safe file name" in r.stderr, r.stderr
         assert "Traceback" not in r.stderr
     assert _pwned(work) == [] and not (work / "out").exists()
 

@@ -482,7 +482,6 @@ def test_unknown_keys_warn_with_did_you_mean(load):
 
 
 @pytest.mark.parametrize("remove, key_path", [
-    ("library_name: mobile\n", "library_name"),
     ("    platform: onnx\n", "models.mobilenet.platform"),
     ("    model_sha256_checksum: " + CHECKSUM + "\n", "models.mobilenet.model_sha256_checksum"),
     ("    model_file_path: models/mobilenet.onnx\n", "models.mobilenet.model_file_path"),
@@ -496,13 +495,12 @@ def test_missing_required_key(load, remove, key_path):
 
 
 def test_missing_required_key_points_at_a_misspelling(load):
-    msg = error_of(load, deployment().replace("library_name:", "libary_name:"))
-    assert "library_name: required key is missing" in msg
-    assert "libary_name" in msg
+    msg = error_of(load, deployment().replace("platform:", "platfrom:"))
+    assert "platform: required key is missing" in msg
+    assert "platfrom" in msg
 
 
 @pytest.mark.parametrize("line, key_path", [
-    ("library_name:\n", "library_name"),
     ("models:\n", "models"),
 ])
 def test_required_keys_without_a_value(load, line, key_path):
@@ -534,15 +532,23 @@ def test_checksums_are_lower_cased(load):
     assert config.models["mobilenet"].model_sha256_checksum == CHECKSUM
 
 
-@pytest.mark.parametrize("name", ["class", "int", "delete", "1model", "my-model", "my model"])
-def test_invalid_model_names_rejected(load, name):
+@pytest.mark.parametrize("name", ["-model", ".hidden", "a..b", "my model", "a/b", "m$(x)", "x" * 129])
+def test_unsafe_model_names_rejected(load, name):
     msg = error_of(load, deployment(name=f"'{name}'"))
-    assert f"models.{name}" in msg and "C identifier" in msg and "C++ keyword" in msg
+    assert f"models.{name}" in msg and ("not a safe file name" in msg or "too long" in msg)
 
 
 def test_valid_model_names(load):
-    for name in ("_m", "mobilenet_v2", "Model1"):
-        assert list(load(deployment(name=name)).models) == [name]
+    # MACE's zoo: mobilenet-v1-quantize-retrain, squeezenet_v1_1, ...; keywords are mangled for code
+    for name in ("_m", "mobilenet_v2", "Model1", "mobilenet-v1-quantize-retrain", "v1.1", "1model", "class"):
+        assert list(load(deployment(name=f"'{name}'")).models) == [name]
+
+
+def test_model_names_whose_identifiers_collide_are_refused(load):
+    text = deployment()
+    model = text[text.index("  mobilenet:"):]
+    msg = error_of(load, text.replace("  mobilenet:", "  mobile-net:") + model.replace("  mobilenet:", "  mobile_net:"))
+    assert "'mobile-net' and 'mobile_net'" in msg and "mobile_net" in msg
 
 
 def test_graph_file_with_data_code_rejected(load):
@@ -560,18 +566,41 @@ def test_formats_default_to_file(load):
     assert config.origin["model_graph_format"] == "default"
 
 
-@pytest.mark.parametrize("name", ["../escape", "my-lib", "lib.v2", "1lib", "class", "a b",
-                                  """'x\"\"\"+str(open("pwned","w"))+\"\"\"'""", "'L$(touch$IFS''x'')'"])
-def test_library_name_must_be_a_c_identifier(load, name):
-    # it names a folder, a generated Python package and a folder in a device's shell command line
+@pytest.mark.parametrize("name", ["../escape", "a/b", "-flag", ".hidden", "a..b", "a b",
+                                  """'x\"\"\"+str(open("pwned","w"))+\"\"\"'""", "'L$(touch$IFS''x'')'",
+                                  "x" * 129])
+def test_unsafe_library_names_are_refused(load, name):
+    # it names a folder here and on a board (in a remote shell's command line); code uses its identifier
     msg = error_of(load, deployment().replace("library_name: mobile", f"library_name: {name}"))
     assert "deploy.yml: library_name: " in msg
-    assert "C identifier" in msg
+    assert "not a safe file name" in msg or "too long" in msg
 
 
-@pytest.mark.parametrize("name", ["mobile", "_lib", "Lib2"])
-def test_valid_library_names(load, name):
-    assert load(deployment().replace("library_name: mobile", f"library_name: {name}")).library_name == name
+@pytest.mark.parametrize("name, ident", [("mobile", "mobile"), ("_lib", "_lib"), ("Lib2", "Lib2"),
+                                         ("my-lib", "my_lib"), ("lib.v2", "lib_v2"), ("1lib", "_1lib"),
+                                         ("class", "class_"), ("import", "import_"), ("x" * 128, "x" * 128)])
+def test_valid_library_names(load, name, ident):
+    from mace.config.files import package_name
+
+    config = load(deployment().replace("library_name: mobile", f"library_name: {name}"))
+    assert config.library_name == name and package_name(name) == ident + "_models"
+    assert (ident + "_models").isidentifier()
+
+
+def test_without_library_name_the_only_model_names_the_library(load):
+    for text in (deployment().replace("library_name: mobile\n", ""),
+                 deployment().replace("library_name: mobile\n", "library_name:\n")):   # no value: not given
+        config = load(text)
+        assert config.library_name == "mobilenet" and config.origin["library_name"] == "the only model's name"
+
+
+def test_without_library_name_several_models_take_the_file_name(load):
+    text = deployment().replace("library_name: mobile\n", "")
+    model = text[text.index("  mobilenet:"):]
+    config = load(text + model.replace("  mobilenet:", "  second:"), name="my-models.yml")
+    assert config.library_name == "my-models" and config.origin["library_name"] == "the file's name"
+    msg = error_of(load, text + model.replace("  mobilenet:", "  second:"), name="bad name.yml")
+    assert "library_name: not given, and the file's name cannot stand for it" in msg
 
 
 @pytest.mark.parametrize("models, fragment", [

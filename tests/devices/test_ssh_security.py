@@ -84,7 +84,7 @@ def test_library_name_payload_never_reaches_the_board(tmp_path, sshd, numpy_only
     write_devices(work / "devices.yml", board=ssh_entry(sshd, work / "remote", numpy_only_python))
     for command in ("build", "run"):
         fails(cli(command, "--config=bad.yml", "--build_dir=out", cwd=work), "bad.yml: library_name:",
-              "C identifier")
+              "not a safe file name")
     assert not (Path.home() / marker).exists() and not (work / "remote").exists()
 
 
