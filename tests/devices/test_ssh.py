@@ -238,3 +238,17 @@ def test_a_changed_host_key_is_refused(built, sshd, numpy_only_python, tmp_path)
             known_hosts.unlink()
         else:
             known_hosts.write_text(before)
+
+
+def test_hyphenated_library_and_model_names_run_on_the_board(tmp_path, sshd, numpy_only_python):
+    # MACE's own names (mobilenet-v1, kws-tc_resnet8): folders here and on the board, as given
+    from tests.cli_helpers import digits_model, workdir, write_deployment
+
+    work = workdir(tmp_path)
+    write_deployment(work / "deploy.yml", {"digits-cnn.v1": digits_model()}, library="digits-v1.0",
+                     target_abis=["arm64"])
+    build(work)
+    write_devices(work / "devices.yml", board=ssh_entry(sshd, work / "remote", numpy_only_python))
+    r = ok(run(work, "--validate"))
+    assert "Run model digits-cnn.v1 on board (cpu)" in r.stdout and "Similarity test passed" in r.stdout
+    assert {"digits-cnn.v1.pb", "digits-cnn.v1.data"} <= {p.name for p in (work / "remote" / "digits-v1.0").iterdir()}
