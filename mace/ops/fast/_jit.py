@@ -7,11 +7,21 @@ them in ~0.2 s instead of compiling for ~1.5 s. numba is imported on the first
 kernel that asks (not with mace), and without it (no wheel for the platform, or
 MACE_NO_JIT=1 in the environment) `loops()` is None and each kernel keeps its
 numpy path, which stays the tested fallback.
+
+Compiling happens once per machine and source, on the first run, and takes long enough to look
+like a hang (the digits example ~4 s; three ONNX ResNet-50 / ShuffleNet / Inception-v2 models ~2
+minutes on 2 cores, then ~4 s warm): when numba's cache holds nothing for the loops, a one-line
+note (logging, shown by the CLI) says so before the first one compiles.
 """
 from __future__ import annotations
 
 import functools
+import logging
 import os
+
+log = logging.getLogger("mace.jit")
+COLD_NOTE = ("note: compiling the {what} with numba for this machine (the first run only; a minute or "
+             "two for a large model, then they load from numba's cache in {where})")
 
 
 @functools.lru_cache(maxsize=None)
@@ -25,4 +35,25 @@ def loops():
         return None
     except Exception:     # e.g. numba cannot place its cache (code run from a zipapp)
         return None
+    note_if_cold(_loops, "fast CPU kernels")
     return _loops
+
+
+def cold_cache(module) -> str | None:
+    """numba's cache folder for `module`'s loops when it holds none of them for the module's
+    current source (so each compiles on first use), else None. numba keeps one index file per
+    loop, stamped with the source file's time and size; an index it cannot use reads as empty."""
+    try:
+        files = [d._cache._cache_file for d in vars(module).values()
+                 if hasattr(getattr(d, "_cache", None), "_cache_file")]
+        if files and not any(f._load_index() for f in files):
+            return str(files[0]._cache_path)
+    except Exception:   # numba's cache internals differ: better no note than a failed run
+        return None
+    return None
+
+
+def note_if_cold(module, what: str) -> None:
+    where = cold_cache(module)
+    if where:
+        log.warning(COLD_NOTE.format(what=what, where=where))
