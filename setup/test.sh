@@ -5,14 +5,32 @@
 # pass, e.g. `bash setup/test.sh tests/ops -x`. The exit status is non-zero if either pass fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# GPU tests run on PoCL (OpenCL on the CPU). The PoCL inside the pyopencl wheel (LLVM 14) cannot
-# build kernels on CPUs newer than its LLVM (e.g. AMD Zen 5); Debian's PoCL can, so add it where apt
-# works. Without a working OpenCL platform the GPU tests skip, saying why. Where the wheel's PoCL
-# does build kernels, the tests hide the system platforms (tests/conftest.py): Debian's PoCL
-# shares libLLVM and segfaults in a process that has imported TensorFlow.
-if ! dpkg -s pocl-opencl-icd >/dev/null 2>&1 && command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
-  (apt-get update -qq && apt-get install -y -qq pocl-opencl-icd) >/dev/null 2>&1 \
-    || echo "warning: pocl-opencl-icd not installed" >&2
+# System packages the tests use (README, "Tests"), installed where apt-get runs as root, each
+# printed as it happens; a test whose package is missing skips, saying why.
+# - pocl-opencl-icd: GPU tests run on PoCL (OpenCL on the CPU). The PoCL inside the pyopencl wheel
+#   (LLVM 14) cannot build kernels on CPUs newer than its LLVM (e.g. AMD Zen 5); Debian's can.
+#   Where the wheel's PoCL does build kernels, the tests hide the system platforms
+#   (tests/conftest.py): Debian's PoCL shares libLLVM and segfaults in a process that has
+#   imported TensorFlow.
+# - openssh-server: the device tests' board is a real sshd on 127.0.0.1 (docs/test_board.md).
+# - chromium: the HTML reports and the sweep page are rendered and measured headless.
+missing=()
+dpkg -s pocl-opencl-icd >/dev/null 2>&1 || missing+=(pocl-opencl-icd)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
+command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
+if [ ${#missing[@]} -gt 0 ]; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    echo "installing system packages for the tests: ${missing[*]}"
+    apt-get update -q || true
+    for package in "${missing[@]}"; do
+      echo "apt-get install $package"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends \
+        -o DPkg::Lock::Timeout=120 "$package" \
+        || echo "warning: $package not installed: the tests that need it skip" >&2
+    done
+  else
+    echo "note: not installed: ${missing[*]} (apt-get as root would add them): the tests that need them skip" >&2
+  fi
 fi
 python3 -m venv .venv
 .venv/bin/pip install -q -e ".[test,dev,tf,tflite,gpu,ray]"
