@@ -9,7 +9,7 @@ Why vendor protobuf rather than decode the .pb with a small wire-format reader o
 device then runs exactly the loader and engine the host runs (mace.ir.model_io, the ops read
 their arguments through the protobuf message API: HasField, repeated fields, proto2
 defaults), there is no second decoder to keep in step with mace_ir.proto, and the generated
-mace_ir_pb2 finds the protobuf version it was generated for. The cost is ~165 KB of the ~230 KB archive
+mace_ir_pb2 finds the protobuf version it was generated for. The cost is ~160 KiB of the ~470 KiB archive
 and a pure-Python parse of the graph at load, which is small: the weights are in .data,
 memory-mapped, never parsed. __main__ forces PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python,
 because the C extension (upb) is a compiled file for the host's CPU and is left out.

@@ -3,6 +3,7 @@ that has numpy and nothing else."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import zipfile
@@ -14,7 +15,7 @@ from mace.devices import runner, runner_zip
 from mace.devices.build import file_entry
 from mace.config.files import safe_name
 from mace.runtime.engine import create_engine
-from tests.cli_helpers import cli
+from tests.cli_helpers import ROOT, cli
 from tests.devices.helpers import arm_work, build, fails, no_adb_env, write_devices
 
 
@@ -52,6 +53,22 @@ def test_the_runner_archive_is_reproducible(tmp_path):
     first = runner_zip.write_runner(tmp_path / "a" / "mace_run.pyz", members)
     assert runner_zip.write_runner(tmp_path / "b" / "mace_run.pyz", members) == first
     assert (tmp_path / "a" / "mace_run.pyz").read_bytes() == (tmp_path / "b" / "mace_run.pyz").read_bytes()
+
+
+def test_the_runner_archive_is_the_size_the_docs_say(tmp_path):
+    """docs/devices.md and runner_zip's docstring give the archive's size and protobuf's share of
+    it: within a quarter of what is built today (update both when this fails)."""
+    path = tmp_path / "mace_run.pyz"
+    runner_zip.write_runner(path)
+    with zipfile.ZipFile(path) as z:
+        protobuf = sum(i.compress_size for i in z.infolist() if i.filename.startswith("google/"))
+    measured = {"protobuf": protobuf / 1024, "archive": path.stat().st_size / 1024}
+    pattern = re.compile(r"~(\d+) KiB of the ~(\d+) KiB archive")
+    for doc in (ROOT / "docs" / "devices.md", ROOT / "mace" / "devices" / "runner_zip.py"):
+        stated = pattern.search(" ".join(doc.read_text().split()))
+        assert stated, f"{doc}: no '~N KiB of the ~M KiB archive'"
+        for (what, size), said in zip(measured.items(), map(int, stated.groups())):
+            assert abs(said - size) <= size / 4, f"{doc} says ~{said} KiB for the {what}; it is {size:.0f} KiB"
 
 
 def test_the_runner_holds_no_compiled_code_and_nothing_the_device_lacks():
