@@ -6,7 +6,9 @@ any magnitude beyond half's largest finite value, which the image store clamps, 
 values mostly fall below half's normal range (underflow). It runs once more: ops on the GPU are
 judged by the counts their stores made before converting to half (the values read back are
 already clamped: mace/runtime/gpu/range_counts.py), other ops by their float outputs, read
-with an observer (mace/runtime/observer.py).
+with an observer (mace/runtime/observer.py). On a GPU engine that counts, a CPU op's output is
+float unless it is copied into a half image, and those copies are counted too: there the
+observer looks for NaN and Inf only.
 """
 from __future__ import annotations
 
@@ -66,7 +68,7 @@ def check_ranges(engine, inputs: dict, model: str, data_type: str) -> RangeCheck
             if np.dtype(t.dtype).kind != "f":
                 continue   # quantized and integer tensors cannot overflow this way
             result.checked += 1
-            problem = _problem(np.asarray(t.data, dtype=np.float64), half)
+            problem = _problem(np.asarray(t.data, dtype=np.float64), half and not counted)
             if problem:
                 result.findings.append(RangeFinding(node.index, node.name, node.type, t.name, problem))
 
@@ -81,10 +83,11 @@ def check_ranges(engine, inputs: dict, model: str, data_type: str) -> RangeCheck
 
 
 def _gpu_findings(result: RangeCheck, counts: list) -> None:
-    bad = {c.index for c in flagged(counts)}
+    bad = {(c.index, c.name) for c in flagged(counts)}
+    found = {(f.index, f.tensor) for f in result.findings}   # a CPU op's NaN, seen by the observer too
     for c in counts:
         result.checked += 1
-        if c.index in bad:
+        if (c.index, c.name) in bad and (c.index, c.output) not in found:
             result.findings.append(RangeFinding(c.index, c.name, c.type, c.output, problem(c)))
     result.findings.sort(key=lambda f: f.index)
     notes = range_notes(counts, result.data_type)

@@ -162,3 +162,73 @@ def test_range_check_debug_and_report_name_the_conv(work):
     text = flat(debug.stdout)
     assert "sat: gpu vs framework: fp16 storage (fp16_fp32): first op it cannot hold is 'big_conv'" in text, text
     assert 'gpu_fp32_ops: ["big_conv"]' in text
+
+
+# ---- values that enter half images from the CPU (issue 37, item 3) --------------------------------
+
+def test_a_cpu_op_handing_over_values_beyond_half_is_counted():
+    # x * 30000 (GPU) -> Reduce SUM of 8 (CPU: no GPU kernel) = 240000 -> * 1e-3 (GPU): the upload clamps
+    x = np.full((1, 1, 1, 8), 1.0, np.float32)
+    steps = [("Eltwise", ["x", "big"], ["a"], {"type": "PROD"}),
+             ("Reduce", ["a"], ["s"], {"reduce_type": "SUM", "axis": [3], "keepdims": 1}),
+             ("Eltwise", ["s", "small"], ["y"], {"type": "PROD"})]
+    g = chain_graph(steps, {"x": x}, {"big": np.float32([30000]), "small": np.float32([1e-3])})
+    out, counts = counts_of(g, {"x": x})
+    assert abs(float(out["y"].ravel()[0]) - 65.504) < 0.05                  # what the copy did
+    assert counts["op1"].uploaded and (counts["op1"].clamped, counts["op1"].values) == (1, 1)
+    assert counts["x"].uploaded and counts["x"].clamped == 0 and counts["x"].values == 8
+    lines = range_notes(list(counts.values()), "fp16_fp32")
+    assert "first op it cannot hold is 'op1' (Reduce on the CPU, node 1)" in lines[0], lines
+    assert "when copied into the GPU's half images" in lines[0] and 'gpu_fp32_ops: ["op1"]' in lines[1]
+    # the hint, followed: the GPU reader of the Reduce's output keeps float images, nothing is counted
+    out, counts = counts_of(g, {"x": x}, gpu_fp32_ops=["op1"])
+    assert abs(float(out["y"].ravel()[0]) - 240.0) < 0.01
+    assert counts["op2"].fp32 and "op1" not in counts and range_notes(list(counts.values()), "fp16_fp32") == []
+
+
+def reduce_model(work):
+    """x -> Conv (GPU, positive) -> ReduceL1 over H, W (CPU: the GPU has no L1 reduce; 4.7e3 .. 1.3e5,
+    past half) -> * 1e-3 (GPU) -> y."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0, 1, (1, 4, 8, 8)).astype(np.float32)
+    w = (rng.uniform(0, 200, (8, 4, 3, 3)) * np.linspace(0.05, 1.6, 8)[:, None, None, None]).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("ReduceL1", ["c"], ["s"], axes=[2, 3], keepdims=1, name="reduce"),
+             helper.make_node("Mul", ["s", "k"], ["y"], name="scale")]
+    checksum = save_onnx(work / "sat.onnx", nodes, [("x", [1, 4, 8, 8])], [("y", [1, 8, 1, 1])],
+                         [numpy_helper.from_array(w, "w"), numpy_helper.from_array(np.float32([1e-3]), "k")])
+    np.save(work / "x.npy", x)
+    return checksum
+
+
+def reduce_deployment(work, checksum, **keys):
+    model = {"platform": "onnx", "model_file_path": "sat.onnx", "model_sha256_checksum": checksum,
+             "runtime": "gpu", "data_type": "fp16_fp32", **keys,
+             "subgraphs": [{"input_tensors": "x", "input_shapes": "1,4,8,8", "input_data_formats": "NCHW",
+                            "output_tensors": "y", "output_shapes": "1,8,1,1", "output_data_formats": "NCHW",
+                            "validation_inputs_data": ["x.npy"]}]}
+    return write_deployment(work / "sat.yml", {"sat": model}, library="sat")
+
+
+def test_auto_keeps_the_readers_of_a_saturating_cpu_op_in_float(work):
+    checksum = reduce_model(work)
+    reduce_deployment(work, checksum)
+    assert cli("convert", "--config=sat.yml", cwd=work, timeout=GPU_TIMEOUT).returncode == 0
+    done, result = run_validate(work)
+    text = flat(done.stdout)
+    assert done.returncode != 0 and result["validation"][0]["cosine"] < 0.995   # 0.970: the copy clamps
+    assert "first op it cannot hold is 'reduce' (Reduce on the CPU" in text, text
+    assert 'gpu_fp32_ops: ["reduce"]' in text
+
+    for fix in (["reduce"], "auto"):   # the hint as printed, and auto
+        reduce_deployment(work, checksum, gpu_fp32_ops=fix)
+        conv = cli("convert", "--config=sat.yml", cwd=work, timeout=GPU_TIMEOUT)
+        assert conv.returncode == 0, conv.stdout + conv.stderr
+        assert "GPU op scale (Eltwise) keeps float storage: reads 's'" in flat(conv.stdout), flat(conv.stdout)
+        assert "no op needs float storage" not in flat(conv.stdout)
+        done, result = run_validate(work)
+        assert done.returncode == 0 and result["validation"][0]["cosine"] >= 0.9999, done.stdout + done.stderr
+        assert "cannot hold" not in flat(done.stdout) and "hint" not in flat(done.stdout)
+        # every counter of the run is zero: the range check passes
+        checked = cli("run", "--config=sat.yml", "--gpu_out_of_range_check", cwd=work, timeout=GPU_TIMEOUT)
+        assert checked.returncode == 0 and "out of range" not in flat(checked.stdout), checked.stdout + checked.stderr

@@ -11,6 +11,10 @@ Each GPU node owns one slot (a sub-buffer, aligned as the device wants); the who
 zeroed when a run starts and read once, after it, by `read()`. An op's kernels are wrapped
 (`CountedKernel`) so they keep calling `set_args` with their own arguments. Kernels that only
 write float intermediates (Winograd's tiles) have no counter argument and are left alone.
+
+Values also enter half images from the host: a CPU op's output (or a model input) uploaded for
+a GPU reader. Those are counted on the host as they are copied (`half_counts`), under the CPU op
+that made them (`NodeCounts.uploaded`): a CPU Reduce's 238,796 clamps as surely as a GPU conv's.
 """
 from __future__ import annotations
 
@@ -21,6 +25,19 @@ import numpy as np
 
 KINDS = ("nonfinite", "clamped", "subnormal", "flushed")   # the RANGE_* order of common.cl
 COUNTER_ARG = "range_counts"
+HALF_MAX = float(np.finfo(np.float16).max)        # 65504
+HALF_TINY = float(np.finfo(np.float16).tiny)      # 2^-14, smallest normal
+HALF_FLUSH = 2.0 ** -25                           # below this, half stores 0
+
+
+def half_counts(x: np.ndarray) -> tuple:
+    """What half storage does to float values x, as the OpenCL stores count it (KINDS order)."""
+    x = np.asarray(x, dtype=np.float32)
+    a = np.abs(x)
+    finite = np.isfinite(x)
+    return (int(x.size - np.count_nonzero(finite)), int(np.count_nonzero(finite & (a > HALF_MAX))),
+            int(np.count_nonzero((a >= HALF_FLUSH) & (a < HALF_TINY))),
+            int(np.count_nonzero((a > 0) & (a < HALF_FLUSH))))
 
 
 @dataclass
@@ -37,6 +54,7 @@ class NodeCounts:
     subnormal: int = 0
     flushed: int = 0
     output: str = ""      # the node's first output tensor
+    uploaded: bool = False  # a CPU op (or a model input): its outputs as copied into half images
 
     @property
     def saturated(self) -> bool:
@@ -108,10 +126,11 @@ def flagged(counts: list, underflow: bool = True) -> list:
 
 
 def problem(c: NodeCounts) -> str:
+    where = " when copied into the GPU's half images" if c.uploaded else ""
     if c.nonfinite:
-        return f"{c.nonfinite} of {c.values} values NaN/Inf"
+        return f"{c.nonfinite} of {c.values} values NaN/Inf{where}"
     if c.clamped:
-        return f"saturates: {c.clamped} of {c.values} values clamped at +-65504"
+        return f"saturates{where}: {c.clamped} of {c.values} values clamped at +-65504"
     return (f"underflows: {100 * c.underflow_share:.0f}% of {c.values} values below half's normal range "
             f"(2^-14; {c.flushed} flushed to 0)")
 
@@ -124,9 +143,11 @@ def range_notes(counts: list, data_type: str, underflow: bool = True) -> list:
         return []
     first = bad[0]
     others = ", ".join(c.name for c in bad[1:4]) + (", ..." if len(bad) > 4 else "")
-    line = (f"fp16 storage ({data_type}): first op it cannot hold is '{first.name}' ({first.type}, node "
+    kind = f"{first.type} on the CPU" if first.uploaded else first.type
+    line = (f"fp16 storage ({data_type}): first op it cannot hold is '{first.name}' ({kind}, node "
             f"{first.index}): {problem(first)}"
             + (f"; {len(bad) - 1} more op(s): {others}" if len(bad) > 1 else ""))
-    hint = (f"hint: keep it in float on the GPU with `gpu_fp32_ops: [{json.dumps(first.name)}]` (or `gpu_fp32_ops: auto`, "
-            f"convert picks the ops) in the deployment file, or use `data_type: fp32_fp32`")
+    what = "its GPU readers" if first.uploaded else "it"
+    hint = (f"hint: keep {what} in float on the GPU with `gpu_fp32_ops: [{json.dumps(first.name)}]` (or "
+            f"`gpu_fp32_ops: auto`, convert picks the ops) in the deployment file, or use `data_type: fp32_fp32`")
     return [line, hint]

@@ -10,9 +10,10 @@ caller reads is downloaded right after it is made, so node order is run order.
 
 Engine options read here: data_type, library + opencl_cache_dir (cache files),
 opencl_tuning, limit_opencl_kernel_time, gpu_perf_hint, gpu_priority_hint,
-gpu_range_check (count what fp16 storage clamps or flushes, per node: range_counts.py)
-and gpu_fp32_ops (op names that keep float images in an fp16 model, added to those
-convert marked with the op argument `gpu_fp32`: the per-node fallback of docs/gpu.md).
+gpu_range_check (count what fp16 storage clamps or flushes, per node: range_counts.py, and
+what CPU ops and inputs hand to half images) and gpu_fp32_ops (op names that keep float images
+in an fp16 model, added to those convert marked with the op argument `gpu_fp32`: the per-node
+fallback of docs/gpu.md; a CPU op or a model input named there keeps its GPU readers in float).
 """
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from mace.ops.gpu.images import GpuTensor, ImageLife, as_nhwc, channel_major_siz
 from mace.ops.gpu.kernel import GpuKernelContext
 from mace.ops.registry import select_kernel
 from mace.runtime.gpu.device import GpuDevice
-from mace.runtime.gpu.range_counts import NodeCounts, RangeCounters
+from mace.runtime.gpu.range_counts import KINDS, NodeCounts, RangeCounters, half_counts
 from mace.runtime.gpu.transfer import Transfer
 from mace.runtime.node import Node
 
@@ -51,6 +52,7 @@ class GpuRuntime(GpuDevice):
         self.uploads, self.downloads, self.host_readers = self._transfer_points()
         self.tensors, self.image_plan = self._allocate()
         self.counters = RangeCounters(self, len(self.on_gpu)) if self.range_check else None
+        self.upload_counts = {}    # tensor -> counts of the last run's copy into a half image
         self._first_node = None
 
     # ---- engine hooks ------------------------------------------------------
@@ -88,12 +90,19 @@ class GpuRuntime(GpuDevice):
 
     # ---- fp16 range: the fallback and the counts -------------------------------
     def _fp32_ops(self, asked) -> set:
-        """GPU ops that keep float storage: marked at convert, or named in the options."""
+        """GPU ops that keep float storage: marked at convert, or named in the options (a CPU op
+        or a model input named there: the GPU ops that read what it hands over)."""
         if not self.fp16:
             return set()
         asked = set(asked)
+        handed = {t for op in self.graph.net.op if op.name in asked and op.name not in self.on_gpu
+                  for t in op.output} | (asked & set(self.graph.input_names))
         return {op.name for op in self.graph.net.op if op.name in self.on_gpu
-                and (op.name in asked or get_arg(op, FP32_ARG, 0))}
+                and (op.name in asked or get_arg(op, FP32_ARG, 0) or handed.intersection(op.input))}
+
+    def count_upload(self, name: str, data) -> None:
+        """Range-count a host tensor as it is copied into a half image (range check on)."""
+        self.upload_counts[name] = half_counts(data)
 
     def range_counts(self, nodes) -> list:
         """NodeCounts of the last run for every GPU node (the range check must be on)."""
@@ -107,7 +116,21 @@ class GpuRuntime(GpuDevice):
             values = sum(int(np.prod(self.graph.specs[t][0], dtype=np.int64)) for t in node.op.output)
             out.append(NodeCounts(node.index, node.op.name, node.op.type, values,
                                   node.op.name in self.fp32_ops, *counts[node.index], output=node.op.output[0]))
-        return out
+        return sorted(out + self._upload_counts(nodes), key=lambda c: c.index)
+
+    def _upload_counts(self, nodes) -> list:
+        """NodeCounts of what the last run copied from the host into half images, per producer
+        (the CPU op that made the tensor, node index -1 for a model input)."""
+        made_by = {t: node for node in nodes for t in node.op.output}
+        out = {}
+        for name, counts in self.upload_counts.items():
+            node = made_by.get(name)
+            key = (node.index, node.op.name, node.op.type) if node is not None else (-1, name, "input")
+            c = out.setdefault(key, NodeCounts(*key, 0, False, output=name, uploaded=True))
+            c.values += int(np.prod(self.graph.specs[name][0], dtype=np.int64))
+            for kind, n in zip(KINDS, counts):
+                setattr(c, kind, getattr(c, kind) + n)
+        return list(out.values())
 
     def ready(self, nodes) -> None:
         """After every node is built: tune (if asked), write the cache files."""
@@ -207,6 +230,8 @@ class Staged:
         tensors, fp32 = runtime.tensors, runtime.float_tensors
         self.uploads = [(t, Transfer(runtime, "nhwc", tensors[t].shape, tensors[t].image, True, t in fp32))
                         for t in uploads]
+        # host values entering half images are counted as the GPU's own stores are
+        self.counted = [t for t in uploads if t not in fp32] if runtime.counters else []
         self.downloads = [(t, Transfer(runtime, "nhwc", tensors[t].shape, tensors[t].image, False, t in fp32))
                           for t in downloads]
 
@@ -214,6 +239,9 @@ class Staged:
         host, log = self.runtime.engine.buffers, self.runtime.transfer_log
         if self.first and self.runtime.counters:
             self.runtime.counters.reset()
+            self.runtime.upload_counts.clear()
+        for name in self.counted:
+            self.runtime.count_upload(name, host[name])
         if log is not None:   # a benchmark times each transfer apart from the kernel
             return self._run_logged(inputs, outputs, host, log)
         for name, transfer in self.uploads:
