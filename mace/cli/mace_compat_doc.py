@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mace.cli import mace_flags
+from mace.cli import mace_flags, mace_scripts
 from mace.config import load_deployment, names, schema
 from mace.devices.device_yml import DEVICE_KEYS
 
@@ -127,7 +127,7 @@ def mace_file_table() -> list:
 
 def render() -> str:
     return (INTRO + "\n" + "\n".join(mace_flags.flag_tables()) + "\n" + OTHERS + "\n".join(key_tables())
-            + "\n" + "\n".join(mace_file_table()))
+            + "\n" + "\n".join(mace_file_table()) + "\n" + "\n".join(mace_scripts.script_table()))
 
 
 def write(path: Path = DOC) -> Path:

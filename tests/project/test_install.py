@@ -12,6 +12,7 @@ import site
 import subprocess
 import sys
 import tomllib
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,8 @@ def test_the_wheel_installs_in_a_clean_venv_and_converts(tmp_path):
     _run([sys.executable, "-m", "pip", "wheel", "--no-deps", *isolation, "-w", str(tmp_path / "dist"), "./src"],
          cwd=tmp_path)
     wheel, = (tmp_path / "dist").glob("mace_converter-*.whl")
+    with zipfile.ZipFile(wheel) as z:   # MACE's script path inside mace/ is a checkout's shim only
+        assert not [n for n in z.namelist() if n.startswith("mace/python/")]
 
     venv = tmp_path / "venv"
     _run([getattr(sys, "_base_executable", sys.executable), "-m", "venv", "--without-pip", str(venv)], cwd=tmp_path)
