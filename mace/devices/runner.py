@@ -48,6 +48,9 @@ def parse_args(argv):
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="one per model input (repeat the flag)")
     p.add_argument("--output_dir", default=None, help="write each output to DIR/<output name>.npy")
+    p.add_argument("--indexed_outputs", action="store_true",
+                   help="name output files DIR/output<i>.npy (the JSON maps names to files): what `run` "
+                        "on a device asks for, so no tensor name becomes a path that crosses the link")
     p.add_argument("--round", type=int, default=1, help="timed runs after the warm-up run")
     p.add_argument("--omp_num_threads", type=int, default=-1, help="BLAS threads (-1: library default)")
     p.add_argument("--profile", action="store_true", help="time every op (run --vlog_level 2)")
@@ -168,15 +171,15 @@ def read_inputs(specs: list) -> dict:
     return inputs
 
 
-def write_outputs(outputs: dict, out_dir: str) -> list:
+def write_outputs(outputs: dict, out_dir: str, indexed: bool = False) -> list:
     import numpy as np
 
     from mace.errors import RuntimeInputError
 
     os.makedirs(out_dir, exist_ok=True)
     files, written = {}, []
-    for name, value in outputs.items():
-        file = f"{safe_name(name)}.npy"
+    for i, (name, value) in enumerate(outputs.items()):
+        file = f"output{i}.npy" if indexed else f"{safe_name(name)}.npy"
         if file in files:
             raise RuntimeInputError(f"outputs '{files[file]}' and '{name}' would both be written as {file}")
         files[file] = name
@@ -251,7 +254,7 @@ def run(args) -> dict:
     if profiler:
         result["op_stats"] = [vars(s) for s in profiler.stats()]
     if args.output_dir:
-        result["outputs"] = write_outputs(outputs, args.output_dir)
+        result["outputs"] = write_outputs(outputs, args.output_dir, args.indexed_outputs)
     return result
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import posixpath
+import re
 import tempfile
 import threading
 from dataclasses import dataclass, field, fields, replace
@@ -51,6 +52,7 @@ from mace.util.atomic import new_file_mode
 from mace.validate.outputs import validate_outputs
 
 MIN_PYTHON = (3, 10)
+INDEXED_OUTPUT = re.compile(r"output\d+\.npy")   # the runner's --indexed_outputs files
 # What uname says -> the ABIs such a CPU runs (for a note when the devices .yml says otherwise)
 MACHINE_ABIS = {"aarch64": {"arm64", "aarch64", "arm64-v8a"}, "arm64": {"arm64", "aarch64", "arm64-v8a"},
                 "armv7l": {"armhf", "armv7l", "armeabi-v7a", "armeabi"},
@@ -318,8 +320,8 @@ def _run_model(device, config, job: _Job, remote_dir: str, opts: RunOptions, tmp
         argv += ["--restart_round", str(int(opts.restart_round))]
     if opts.benchmark:
         argv += ["--benchmark", "--warmup", str(opts.warmup)]
-    else:
-        argv += ["--output_dir", out_dir]
+    else:   # files output<i>.npy: a tensor name from a model never becomes a remote path
+        argv += ["--output_dir", out_dir, "--indexed_outputs"]
     if opts.profile and not opts.benchmark:
         argv.append("--profile")
     step = f"{'benchmark' if opts.benchmark else 'run'} {name}"
@@ -335,6 +337,9 @@ def _run_model(device, config, job: _Job, remote_dir: str, opts: RunOptions, tmp
         return result
     local = tmp / f"{name}.outputs"
     local.mkdir()
+    if any(not INDEXED_OUTPUT.fullmatch(str(o.get("file"))) for o in result["outputs"]):
+        raise DeviceError(device.name, step, "the runner named its output files, not output<i>.npy: is "
+                                             "mace_run.pyz on the board from this build? (run `build` again)")
     pulled = [posixpath.join(out_dir, o["file"]) for o in result["outputs"]]
     device.pull(pulled, local, opts.timeout, f"pull {name}")
     result["arrays"] = {o["name"]: _load_pulled(device, name, local / o["file"], o) for o in result["outputs"]}

@@ -35,7 +35,7 @@ def test_a_phone_found_by_adb_runs_and_validates(phone_work):
     assert "Device Pixel6 (adb serial emulator-5554, ABI arm64-v8a)" in r.stdout  # named like MACE
     assert "Run model digits_cnn on Pixel6 (cpu)" in r.stdout and "Similarity test passed" in r.stdout
     on_phone = phone / "data" / "local" / "tmp" / "mace_run" / "digits"
-    assert (on_phone / "mace_run.pyz").is_file() and (on_phone / "digits_cnn.outputs" / "prob.npy").is_file()
+    assert (on_phone / "mace_run.pyz").is_file() and (on_phone / "digits_cnn.outputs" / "output0.npy").is_file()
     assert (work / "res" / "prob.npy").is_file()
     ok(run(work, env, "--target_socs=gs101"))  # the SoC comes from ro.board.platform
 

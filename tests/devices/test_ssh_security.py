@@ -7,6 +7,8 @@ connection. A board without an sftp server is found by a probe, once, and rememb
 """
 from __future__ import annotations
 
+import os
+import shutil
 import uuid
 from pathlib import Path
 
@@ -36,6 +38,22 @@ def _hostile_outputs(tag: str) -> tuple:
 
 
 def test_hostile_output_names_are_only_names_on_the_board(tmp_path, server, numpy_only_python):
+    _hostile_run(tmp_path, server, numpy_only_python)
+
+
+def test_hostile_output_names_with_an_scp_that_speaks_legacy_by_default(tmp_path, sshd, numpy_only_python):
+    # OpenSSH before 9.0 (Debian 11, Ubuntu 20.04): plain `scp` is the legacy protocol, so the board's
+    # shell sees the remote paths that were escaped for sftp only. No model name may be in them.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    scp = bin_dir / "scp"
+    scp.write_text(f"#!/bin/sh\nexec {shutil.which('scp')} -O \"$@\"\n")
+    scp.chmod(0o755)
+    env = dict(os.environ, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    _hostile_run(tmp_path, sshd, numpy_only_python, env)
+
+
+def _hostile_run(tmp_path, server, numpy_only_python, env=None):
     tag = uuid.uuid4().hex[:10]
     outputs, planted = _hostile_outputs(tag)
     work = tmp_path / "work"
@@ -51,10 +69,13 @@ def test_hostile_output_names_are_only_names_on_the_board(tmp_path, server, nump
     build(work)
     remote = work / "remote"
     write_devices(work / "devices.yml", board=ssh_entry(server, remote, numpy_only_python))
-    r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--validate", "--output_dir=res", cwd=work))
+    r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--validate", "--output_dir=res", cwd=work, env=env))
     assert "Similarity test passed" in r.stdout
     folders = [Path.home(), work, remote, remote / "hostile", Path("/tmp")]
     assert [str(p) for f in folders for p in f.glob(planted)] == []
+    # on the board the files are output<i>.npy: the names stay in the runner's JSON
+    assert sorted(p.name for p in (remote / "hostile" / "m.outputs").iterdir()) == \
+        ["mace_run.json", "output0.npy", "output1.npy", "output2.npy"]
     # the pulled outputs are the model's: compare with onnxruntime on the input the board got
     x = np.load(remote / "hostile" / "m.input0.npy")
     ref = ort.InferenceSession(str(work / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})
