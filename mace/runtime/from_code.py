@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import importlib
+import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
@@ -70,9 +71,30 @@ def _memmap(path: Path, size: int) -> np.ndarray:
     return np.memmap(path, dtype=np.uint8, mode="r") if size else np.zeros(0, np.uint8)
 
 
+class SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Loads a generated module from its .py source alone: no .pyc is read or written.
+
+    The build manifest covers the package's .py files; a .pyc planted in __pycache__ (with a
+    header matching the source's size and time) would otherwise run in their place."""
+
+    def get_code(self, fullname):
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
+
+    def set_data(self, path, data, *, _mode=0o666):
+        pass   # never write bytecode beside a build
+
+
+def _source_only(folder: Path) -> None:
+    """Submodules under `folder` are found by a finder that knows .py files and SourceOnlyLoader only."""
+    sys.path_importer_cache[str(folder)] = importlib.machinery.FileFinder(
+        str(folder), (SourceOnlyLoader, importlib.machinery.SOURCE_SUFFIXES))
+
+
 def load_package(package_dir):
     """Import a generated package from its folder, fresh (a convert in this process may have
-    rewritten it), under a name unique to the folder so two libraries never mix."""
+    rewritten it), under a name unique to the folder so two libraries never mix; from source
+    only (SourceOnlyLoader)."""
     package_dir = Path(package_dir).resolve()
     name = f"{package_dir.name}_{hashlib.md5(str(package_dir).encode()).hexdigest()[:8]}"
     for key in [k for k in sys.modules if k == name or k.startswith(name + ".")]:
@@ -80,7 +102,10 @@ def load_package(package_dir):
     init = package_dir / "__init__.py"
     if not init.exists():
         raise ModelError(f"{package_dir}: no generated model package here (run convert first)")
-    spec = importlib.util.spec_from_file_location(name, init, submodule_search_locations=[str(package_dir)])
+    for folder in (package_dir, package_dir / "_weights"):
+        _source_only(folder)
+    spec = importlib.util.spec_from_file_location(name, init, loader=SourceOnlyLoader(name, str(init)),
+                                                  submodule_search_locations=[str(package_dir)])
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
     spec.loader.exec_module(module)

@@ -6,6 +6,8 @@ real CLI, convert and run must create no file and, for the model, give the refer
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import jinja2
 import numpy as np
 import onnxruntime as ort
@@ -93,3 +95,34 @@ def test_templates_refuse_text_that_is_not_quoted():
     assert env.from_string("N = {{ n }}").render(n=3) == "N = 3"
     with pytest.raises(jinja2.UndefinedError):
         env.from_string("{{ missing | py }}").render()
+
+
+def _plant_pyc(source: Path, payload: str) -> Path:
+    """A .pyc in __pycache__ that Python's own loader takes for `source`'s (same size and mtime)."""
+    import importlib.util
+    import marshal
+
+    stat = source.stat()
+    code = compile(payload, str(source), "exec")
+    cache = Path(importlib.util.cache_from_source(str(source)))
+    cache.parent.mkdir(exist_ok=True)
+    header = importlib.util.MAGIC_NUMBER + (0).to_bytes(4, "little") + \
+        (int(stat.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little") + (stat.st_size & 0xFFFFFFFF).to_bytes(4, "little")
+    cache.write_bytes(header + marshal.dumps(code))
+    return cache
+
+
+@pytest.mark.parametrize("module", ["__init__.py", "digits_cnn.py", "_weights/digits_cnn.py"])
+def test_a_planted_pyc_never_runs(tmp_path, module):
+    # issue 38, security item 2: the manifest covers the package's .py files, not __pycache__
+    work = workdir(tmp_path)
+    write_deployment(work / "code.yml", yaml.safe_load((work / "deploy.yml").read_text())["models"],
+                     model_graph_format="code", model_data_format="code")
+    assert cli("convert", "--config=code.yml", "--build_dir=out", cwd=work).returncode == 0
+    pkg = work / "out" / "digits" / "code" / "digits_models"
+    marker = work / "pwned_pyc"
+    _plant_pyc(pkg / module, f"open({str(marker)!r}, 'w').close()\nraise SystemExit(0)\n")
+    r = cli("run", "--config=code.yml", "--build_dir=out", "--validate", cwd=work)
+    assert r.returncode == 0 and "Similarity test passed" in r.stdout, r.stdout + r.stderr
+    assert not marker.exists()
+    assert not [p for p in pkg.rglob("*.pyc") if "pwned" not in p.read_bytes().decode("latin-1")]   # none written
