@@ -158,12 +158,34 @@ def _resized_size(size: tuple, resize: tuple, target: tuple) -> tuple:
     return (n, max(1, round(h * n / w))) if w <= h else (max(1, round(w * n / h)), n)
 
 
+# Pillow decodes only these: its other plugins are never offered a user's file (EPS and PDF go
+# to Ghostscript, where installed, whatever the file's name says).
+FORMATS = ("JPEG", "PNG")
+# What a refused file is, by its first bytes, to name it in the error.
+MAGIC = ((b"%!PS", "PostScript/EPS"), (b"\xc5\xd0\xd3\xc6", "EPS"), (b"%PDF", "PDF"), (b"GIF8", "GIF"),
+         (b"BM", "BMP"), (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"), (b"\x00\x00\x01\x00", "ICO"),
+         (b"RIFF", "RIFF (WebP?)"), (b"\x00\x00\x00\x0cjP", "JPEG 2000"), (b"8BPS", "Photoshop"))
+
+
+def _kind(head: bytes) -> str:
+    return next((kind for magic, kind in MAGIC if head.startswith(magic)), "not an image format we know")
+
+
 def _open(path: Path, where: str, name: str):
     Image = _pillow()
     try:
-        with open_regular(path) as f, Image.open(f) as im:
-            im.load()
-            return im.copy()
+        with open_regular(path) as f:
+            head = f.read(16)
+            f.seek(0)
+            try:
+                im = Image.open(f, formats=FORMATS)
+            except Image.UnidentifiedImageError:
+                raise RuntimeInputError(f"{where}: {path} is not a readable JPEG/PNG image (input '{name}'): "
+                                        f"its content is {_kind(head)}; image inputs are JPEG or PNG "
+                                        f"files, read by content, whatever the name says") from None
+            with im:
+                im.load()
+                return im.copy()
     except FileNotFoundError:
         raise RuntimeInputError(f"{where}: image {path} for input '{name}' not found") from None
     except NotRegularFile as e:

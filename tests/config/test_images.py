@@ -135,3 +135,34 @@ def test_pillow_decompression_bomb_guard_is_a_clear_error(monkeypatch):
     spec = _spec((1, 8, 8, 3))
     with pytest.raises(RuntimeInputError, match="china.jpg is refused"):
         decode(CHINA, spec, spec.image, "k")
+
+
+EPS = b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 8 8\n0 0 moveto 8 8 lineto stroke\nshowpage\n%%EOF\n"
+
+
+def test_eps_under_a_png_name_never_reaches_ghostscript(tmp_path, monkeypatch):
+    # issue 38, security item 3: Pillow hands EPS (and PDF) to Ghostscript wherever it is installed
+    import PIL.EpsImagePlugin as eps
+
+    called = []
+    monkeypatch.setattr(eps, "Ghostscript", lambda *a, **k: called.append(a) or Image.new("RGB", (8, 8)))
+    monkeypatch.setattr(eps, "has_ghostscript", lambda: True)
+    (tmp_path / "image.png").write_bytes(EPS)
+    spec = _spec((1, 8, 8, 3))
+    with pytest.raises(RuntimeInputError, match=r"image.png is not a readable JPEG/PNG image .*PostScript/EPS"):
+        decode(tmp_path / "image.png", spec, spec.image, "k")
+    assert called == []
+
+
+@pytest.mark.parametrize("fmt, named", [("BMP", "BMP"), ("GIF", "GIF"), ("TIFF", "TIFF"), ("ICO", "ICO")])
+def test_other_formats_under_image_names_are_refused_naming_them(tmp_path, fmt, named):
+    path = tmp_path / "photo.jpg"
+    Image.new("RGB", (16, 16), (200, 10, 10)).save(path, format=fmt)
+    spec = _spec((1, 16, 16, 3))
+    with pytest.raises(RuntimeInputError, match=f"photo.jpg is not a readable JPEG/PNG image .*{named}"):
+        decode(path, spec, spec.image, "k")
+    # the same pixels as a PNG under a .jpg name: read by content
+    Image.new("RGB", (16, 16), (200, 10, 10)).save(path, format="PNG")
+    assert decode(path, spec, spec.image, "k")[0, 0].tolist() == pytest.approx(
+        ((np.float32([200, 10, 10]) - np.float32(spec.image.mean)) / np.float32(spec.image.std)
+         * np.float32(spec.image.scale)).tolist())
