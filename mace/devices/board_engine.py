@@ -26,6 +26,7 @@ from mace.runtime.engine import create_engine
 from mace.runtime.gpu.cache_files import KERNELS, TUNING, cache_path
 from mace.runtime.gpu.context import unavailable_reason
 from mace.runtime.gpu.deploy import GPU_RUNTIMES, engine_notes
+from mace.runtime.gpu.options import GpuOptions
 
 
 @dataclass
@@ -55,17 +56,13 @@ def _gpu(args) -> BoardEngine:
     reason = unavailable_reason()
     if reason:
         return BoardEngine(create_engine(args.model, args.data), "cpu", fallback=reason)
-    options = {"data_type": args.data_type, "library": args.library, "opencl_cache_dir": args.opencl_dir,
-               "opencl_cache_name": args.opencl_cache_name, "opencl_tuning": args.opencl_tuning,
-               "limit_opencl_kernel_time": args.limit_opencl_kernel_time,
-               "gpu_perf_hint": args.gpu_perf_hint, "gpu_priority_hint": args.gpu_priority_hint}
-    engine = create_engine(args.model, args.data, device=args.runtime,
-                           options={k: v for k, v in options.items() if v not in (None, "")})
+    options = GpuOptions.from_args(args)   # as the host wrote them: mace/runtime/gpu/options.py
+    engine = create_engine(args.model, args.data, device=args.runtime, options=options.engine_options())
     gpu = engine.gpu
     stats = {"device": gpu.gctx.device.name.strip(), "data_type": gpu.data_type,
              "built": gpu.programs.stats["built"], "loaded": gpu.programs.stats["loaded"],
              "tuned_loaded": gpu.tuner.loaded, "tuning": bool(gpu.tuner.tuning),
-             "files": opencl_files(args.opencl_dir, args.library, gpu.cache_name)}
+             "files": opencl_files(options.opencl_cache_dir, options.library, gpu.cache_name)}
     return BoardEngine(engine, args.runtime, engine_notes(engine), opencl=stats)
 
 

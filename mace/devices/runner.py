@@ -41,6 +41,8 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 
 
 def parse_args(argv):
+    from mace.runtime.gpu.options import GpuOptions   # no numpy: the flags are read before BLAS loads
+
     p = argparse.ArgumentParser(prog="mace_run.pyz", description="Run a converted model (.pb + .data) "
                                 "with the pymace runtime and report timings as JSON.")
     p.add_argument("--model", required=True, help="the model graph, <model>.pb")
@@ -70,15 +72,7 @@ def parse_args(argv):
     g.add_argument("--runtime", default="cpu", choices=("cpu", "gpu", "cpu+gpu", "dsp"),
                    help="gpu/cpu+gpu: the GPU engine where pyopencl finds an OpenCL device, else the "
                         "CPU (said in the result); dsp: the DspBackend of --dsp_backend")
-    g.add_argument("--data_type", default=None, help="GPU storage type (default: the model's data_type)")
-    g.add_argument("--library", default="", help="library name: the first part of the OpenCL cache file names")
-    g.add_argument("--opencl_dir", default=None, help="where the OpenCL cache files are read and written")
-    g.add_argument("--opencl_cache_name", default=None,
-                   help="device part of the cache file names (default: the OpenCL device's name)")
-    g.add_argument("--opencl_tuning", action="store_true", help="tune work-group sizes, save them")
-    g.add_argument("--limit_opencl_kernel_time", action="store_true", help="split long GPU kernels")
-    g.add_argument("--gpu_perf_hint", type=int, default=0, choices=range(4), metavar="{0..3}")
-    g.add_argument("--gpu_priority_hint", type=int, default=0, choices=range(4), metavar="{0..3}")
+    GpuOptions.add_arguments(g)   # the GPU options as the host writes them (mace/runtime/gpu/options.py)
     g.add_argument("--dsp_backend", default=None, help="DSP backend name (default hexagon_sim)")
     g.add_argument("--dsp_backend_where", default=None, help="where the backend was named (for errors)")
     p.add_argument("--json", default=None, help=f"where to write the result (default: DIR/{RESULT_FILE})")
@@ -253,6 +247,8 @@ def run(args) -> dict:
               "restart_init_ms": restart_inits + [init_ms]}
     if profiler:
         result["op_stats"] = [vars(s) for s in profiler.stats()]
+    from mace.runtime.gpu.deploy import range_check_notes
+    result["range_notes"] = range_check_notes(engine)   # the last run's fp16 counts, as on the host
     if args.output_dir:
         result["outputs"] = write_outputs(outputs, args.output_dir, args.indexed_outputs)
     return result

@@ -46,6 +46,7 @@ from mace.report.benchmark import BenchmarkResult
 from mace.runtime.dsp.engine import backend_choice
 from mace.runtime.gpu.cache_files import KERNELS, TUNING, cache_path
 from mace.runtime.gpu.deploy import GPU_RUNTIMES
+from mace.runtime.gpu.options import gpu_options
 from mace.runtime.profiler import OpStat
 from mace.runtime.results import ModelRunResult, Timing
 from mace.util.atomic import new_file_mode
@@ -291,14 +292,12 @@ def _runtime_args(config, job: _Job, remote_dir: str, opts: RunOptions, opencl: 
         return argv + ([f"--dsp_backend={backend}"] if backend else []) + [f"--dsp_backend_where={where}"]
     if sg.runtime not in GPU_RUNTIMES:
         return argv
-    # as on the host (mace/runtime/gpu/deploy.py): tune when asked, or when target_socs is set and
-    # this board has no tuned file yet
-    tuning = opts.tuning or (opts.auto_tuning and bool(config.target_socs) and not opencl.path(TUNING).exists())
-    argv += [f"--data_type={sg.data_type}", f"--library={config.library_name}", f"--opencl_dir={remote_dir}",
-             f"--opencl_cache_name={opencl.cache_name}", f"--gpu_perf_hint={opts.gpu_perf_hint}",
-             f"--gpu_priority_hint={opts.gpu_priority_hint}"]
-    return argv + (["--opencl_tuning"] if tuning else []) + \
-        (["--limit_opencl_kernel_time"] if sg.limit_opencl_kernel_time else [])
+    # the same builder as the host's (mace/runtime/gpu/options.py): this board's tuned file decides
+    options = gpu_options(config.library_name, sg.data_type, sg.limit_opencl_kernel_time, remote_dir,
+                          opencl.path(TUNING), config.target_socs, tuning=opts.tuning,
+                          auto_tuning=opts.auto_tuning, perf_hint=opts.gpu_perf_hint,
+                          priority_hint=opts.gpu_priority_hint, cache_name=opencl.cache_name)
+    return argv + options.to_argv()
 
 
 def _run_model(device, config, job: _Job, remote_dir: str, opts: RunOptions, tmp: Path, opencl: _OpenCl) -> dict:
@@ -419,6 +418,7 @@ def _engine_notes(device, job: _Job, raw: dict) -> list:
     if engine.get("fallback"):
         notes.append(f"device {device.name} has no usable OpenCL device ({engine['fallback']}): runtime "
                      f"{job.model.graph.runtime} ran every op on the board's CPU")
+    notes += [f"device {device.name}: {n}" for n in raw.get("range_notes", [])]   # fp16 storage counts
     pulled = raw.get("pulled_opencl") or []
     if pulled:
         notes.append(f"device {device.name}: OpenCL cache files brought back for the next run: "

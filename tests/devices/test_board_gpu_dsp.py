@@ -131,6 +131,32 @@ def test_board_without_opencl_runs_on_its_cpu_and_says_why(gpu_work, sshd, tmp_p
     assert "brought back" not in text and "programs built" not in text
 
 
+@needs_gpu
+def test_fp16_range_counts_on_the_board_are_the_hosts(tmp_path, sshd):
+    # issue 32: the board's GPU options come from the host's builder, range check included (it was
+    # dropped on the way: fp16 saturation was counted on the host and never on a board)
+    from tests.gpu.test_fp16_range import saturating_model
+
+    work = workdir(tmp_path)
+    checksum, _ = saturating_model(work)
+    model = {"platform": "onnx", "model_file_path": "sat.onnx", "model_sha256_checksum": checksum,
+             "runtime": "gpu", "data_type": "fp16_fp32",
+             "subgraphs": [{"input_tensors": "x", "input_shapes": "1,4,8,8", "input_data_formats": "NCHW",
+                            "output_tensors": "y", "output_shapes": "1,8,8,8", "output_data_formats": "NCHW",
+                            "validation_inputs_data": ["x.npy"]}]}
+    write_deployment(work / "deploy.yml", {"sat": model}, library="sat", target_abis=["host", "arm64"])
+    build(work)
+    write_devices(work / "devices.yml", board=ssh_entry(sshd, work / "remote", sys.executable))
+    r = run(work, "--device=host,board", "--json=r.json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = {m["device"]: [n for n in m["notes"] if "first op it cannot hold" in n]
+             for m in json.loads((work / "r.json").read_text())["models"]}
+    assert lines["host"] and lines["board"], lines
+    host, board = lines["host"][0], lines["board"][0]
+    assert "'big_conv'" in host and "values clamped at +-65504" in host
+    assert board == f"device board: {host}"   # the same op, the same counts
+
+
 @pytest.fixture(scope="module")
 def dsp_work(tmp_path_factory, sshd):
     """digits with runtime dsp for arm64, once with the simulator and once with the test plugin

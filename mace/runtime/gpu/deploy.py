@@ -12,7 +12,7 @@ from pathlib import Path
 
 from mace.ir.args import get_arg
 from mace.runtime.gpu.cache_files import TUNING, cache_path
-from mace.runtime.gpu.programs import is_fp16
+from mace.runtime.gpu.options import gpu_options
 from mace.runtime.gpu.range_counts import range_notes
 from mace.runtime.gpu.runtime import CHECKED_ARG, FP32_REASON_ARG
 
@@ -40,15 +40,10 @@ def engine_setup(config, sg, build_dir=None, tuning: bool = False, perf_hint: in
         raise GpuUnavailable(f"{config.path}: {sg.key_path}.runtime: gpu: {reason}")
     directory = opencl_dir(config, build_dir)
     tuned = cache_path(directory, config.library_name, TUNING, gpu_context().name)
-    options = {"data_type": sg.data_type, "library": config.library_name,
-               "opencl_cache_dir": str(directory),
-               "opencl_tuning": bool(tuning or (auto_tuning and config.target_socs and not tuned.exists())),
-               "limit_opencl_kernel_time": sg.limit_opencl_kernel_time,
-               "gpu_perf_hint": perf_hint, "gpu_priority_hint": priority_hint,
-               # counting stores cost a few compares per stored pixel: always on with half storage,
-               # so no run can saturate silently (range_counts.py)
-               "gpu_range_check": is_fp16(sg.data_type)}
-    return "gpu", options, []
+    options = gpu_options(config.library_name, sg.data_type, sg.limit_opencl_kernel_time, directory, tuned,
+                          config.target_socs, tuning=tuning, auto_tuning=auto_tuning, perf_hint=perf_hint,
+                          priority_hint=priority_hint)
+    return "gpu", options.engine_options(), []
 
 
 def engine_notes(engine) -> list:
