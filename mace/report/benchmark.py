@@ -245,7 +245,7 @@ def benchmark_engine(engine, inputs: dict, rounds: int = 10, warmup: int = 1, mo
         stop_transfers(engine)
         if collecting:
             gc.enable()
-    kernels = {n.index: n.tag for n in engine.nodes}
+    kernels = {n.index: n.kernel_name for n in engine.nodes}
     rows = op_timings(static, timer, kernels)
     sums = timer.round_sums()
     return BenchmarkResult(model, runtime, RoundStats.of(warm), RoundStats.of(plain),

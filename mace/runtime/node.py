@@ -12,3 +12,10 @@ class Node:
     tag: str            # which kernel variant runs it
     inputs: list = field(default_factory=list)   # ndarrays (consts or arena views)
     outputs: list = field(default_factory=list)  # ndarrays (arena views)
+
+    @property
+    def kernel_name(self) -> str:
+        """The tag, and the algorithm where the kernel picks one at load (`cpu:fast/im2col-packed`):
+        what the profiler and benchmark's per-op table show."""
+        algorithm = getattr(self.kernel, "algorithm_name", None)
+        return f"{self.tag}/{algorithm}" if isinstance(algorithm, str) and algorithm else self.tag

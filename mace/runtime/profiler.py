@@ -11,7 +11,7 @@ class OpStat:
     index: int
     name: str
     type: str
-    kernel: str        # the kernel variant's tag
+    kernel: str        # the kernel variant's tag, and its algorithm (Node.kernel_name)
     output_shape: list
     calls: int
     avg_ms: float
@@ -39,6 +39,6 @@ class OpProfiler:
         for i in sorted(self._nodes):
             node = self._nodes[i]
             shape = list(node.outputs[0].shape) if node.outputs else []
-            result.append(OpStat(i, node.op.name, node.op.type, node.tag, shape, self._calls[i],
+            result.append(OpStat(i, node.op.name, node.op.type, node.kernel_name, shape, self._calls[i],
                                  1000.0 * self._total[i] / self._calls[i]))
         return result

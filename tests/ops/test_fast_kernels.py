@@ -493,3 +493,26 @@ def test_fake_quantize_matches_reference_bit_for_bit(zero, lo, hi, shape, jit):
     np.testing.assert_array_equal(got, want)
     steps = want / scale
     np.testing.assert_allclose(steps.reshape(-1)[1:3], [lo - zero, hi - zero], rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape, kernel, args, algorithm", [
+    ((1, 4, 4, 3), (8, 3, 3, 3), {"padding_values": [1, 1, 1, 1]}, "direct"),
+    ((1, 28, 28, 32), (32, 32, 1, 1), {}, "pointwise-packed"),
+    ((1, 28, 28, 32), (32, 32, 3, 3), {"padding_values": [1, 1, 1, 1]}, "im2col-packed"),
+    ((1, 40, 40, 64), (64, 64, 3, 3), {"padding_values": [1, 1, 1, 1], "winograd": 4}, "winograd-f4"),
+])
+def test_the_profiler_names_the_conv_algorithm(shape, kernel, args, algorithm):
+    # issue 32: the profiler and benchmark's per-op table said `cpu:fast` for six algorithms
+    from mace.ops.fast._jit import loops
+    from mace.runtime.profiler import OpProfiler
+
+    if loops() is None and algorithm != "winograd-f4":
+        pytest.skip("numba is not installed here: the packed and direct loops are not built")
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=kernel).astype(np.float32)
+    x = rng.normal(size=shape).astype(np.float32)
+    engine = Engine(one_op_graph("Conv2D", x, [w], {"strides": [1, 1], **args}))
+    profiler = OpProfiler()
+    engine.observers.append(profiler)
+    engine.run({"x": x})
+    assert [s.kernel for s in profiler.stats()] == [f"cpu:fast/{algorithm}"]

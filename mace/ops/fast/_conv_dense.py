@@ -46,6 +46,8 @@ def unrolled(geo: ConvGeometry, w: np.ndarray) -> np.ndarray:
 
 
 class Dense:
+    name = "dense"   # what the profiler shows (Conv2DFast.algorithm_name)
+
     def __init__(self, geo: ConvGeometry, w: np.ndarray):
         self.geo, self.t, self.specs = geo, unrolled(geo, w), []
 

@@ -29,6 +29,7 @@ def fits(geo: ConvGeometry, bounds) -> bool:
 
 class Direct:
     """`steps` writes the finished output: bias and activation are part of the loop."""
+    name = "direct"   # what the profiler shows (Conv2DFast.algorithm_name)
     fused_epilogue = True
 
     def __init__(self, geo: ConvGeometry, w: np.ndarray, bias, bounds):

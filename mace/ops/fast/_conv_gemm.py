@@ -183,6 +183,12 @@ class Pointwise:
         if self.transposed:
             self.specs.append(self.transposed.spec)
 
+    @property
+    def name(self) -> str:
+        """'pointwise-packed' (our GEMM, epilogue fused), 'pointwise-blas-t' (OpenBLAS, transposed for few
+        rows) or 'pointwise-blas'."""
+        return "pointwise-" + ("packed" if self.fused_epilogue else "blas-t" if self.transposed else "blas")
+
     def steps(self, x, out, scratch) -> list:
         g = self.geo
         steps, src = [], x
@@ -271,6 +277,12 @@ class Im2col:
             return loop("im2col", args, r1 - r0, chunk.size)
         win = self.windows(xp, image, grp)[r0:r1]
         return partial(np.copyto, chunk.reshape(win.shape), win)
+
+    @property
+    def name(self) -> str:
+        """'im2col-packed' (our GEMM, epilogue fused), 'im2col-blas-t' (OpenBLAS, transposed for few
+        rows) or 'im2col-blas'."""
+        return "im2col-" + ("packed" if self.fused_epilogue else "blas-t" if self.transposed else "blas")
 
     def steps(self, x, out, scratch) -> list:
         g = self.geo

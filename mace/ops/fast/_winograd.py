@@ -92,6 +92,10 @@ class Winograd:
         if not exact:  # whole tiles land here, then the valid part is copied out
             self.specs.append(((geo.n, self.tiles_h * m, self.tiles_w * m, geo.o), np.float32))
 
+    @property
+    def name(self) -> str:
+        return f"winograd-f{self.m}"   # F(m x m, 3 x 3): what the profiler shows
+
     def steps(self, x, out, scratch) -> list:
         g, m, a = self.geo, self.m, self.a
         d, v, mm, y, xp = scratch[:5]

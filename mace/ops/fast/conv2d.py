@@ -94,7 +94,14 @@ class Conv2DFast(FastKernel):
 
     @property
     def algorithm(self) -> str:
+        """Which formulation runs this conv: direct, dense, pointwise, winograd, shifted, im2col."""
         return type(self.algo).__name__.lower()
+
+    @property
+    def algorithm_name(self) -> str:
+        """The formulation with its inner choice (`im2col-packed`, `pointwise-blas-t`, `winograd-f4`):
+        what the profiler and benchmark's per-op table show (Node.kernel_name)."""
+        return self.algo.name
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]
