@@ -39,6 +39,20 @@ def loops():
     return _loops
 
 
+@functools.lru_cache(maxsize=None)
+def act_loops():
+    """The module of compiled activation / unary loops (mace/ops/fast/_act_loops.py), or None
+    when they cannot be had (as `loops`)."""
+    if loops() is None:
+        return None
+    try:
+        from mace.ops.fast import _act_loops
+    except Exception:   # numba cannot build or cache them here: the references run
+        return None
+    note_if_cold(_act_loops, "fast CPU activations")
+    return _act_loops
+
+
 def cold_cache(module) -> str | None:
     """numba's cache folder for `module`'s loops when it holds none of them for the module's
     current source (so each compiles on first use), else None. numba keeps one index file per

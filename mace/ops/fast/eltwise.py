@@ -1,10 +1,17 @@
-"""Eltwise SUM / SUB / PROD / MIN / MAX of two same-shape float32 tensors, fast CPU kernel.
+"""Eltwise on float32 tensors, fast CPU kernel: one compiled pass for a same-shape pair with
+its clip, or for a unary function.
 
 A residual Add with its fused ReLU is np.add then np.clip in the reference: two
 passes, the second re-reading the sum. The compiled loop (_loops.binary_clip)
 reads both inputs once and writes the clipped result once (ResNet-50's
-56x56x256 adds: 0.21 -> 0.12 ms). Broadcasts, constants, other kinds, other
-activations and the no-numba case stay with the reference kernel.
+56x56x256 adds: 0.21 -> 0.12 ms).
+
+Unary EXP / LOG / ERF / SQRT / RSQRT / RECIPROCAL / NEG / ABS / SQUARE run
+_act_loops.unary (as the fast Activation): ERF was scipy's float64 erf (~8 ns an element, a
+BERT export's unfused GELU), EXP / LOG numpy's float32 ones; the loop's are vectorized float64
+(ERF ~2.7 ns, EXP / LOG <1 ns; within 1 ulp of the reference, SQRT .. SQUARE its bytes).
+Broadcasts, constants, other kinds, non-clip activations (a fused one after a unary op too)
+and the no-numba case stay with the reference kernel.
 """
 from __future__ import annotations
 
@@ -13,32 +20,55 @@ import numpy as np
 from mace.ops import eltwise as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args
 from mace.ops.fast._base import F32, FastKernel, clip_bounds
-from mace.ops.fast._jit import loops
+from mace.ops.fast._jit import act_loops, loops
+from mace.ops.fast.activation import loop_name
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 CODES = {"SUM": 0, "SUB": 1, "PROD": 2, "MIN": 3, "MAX": 4}
+# Eltwise type -> the code of its loop in _act_loops.unary
+UNARY_CODES = {"ERF": 5, "EXP": 10, "LOG": 11, "SQRT": 15, "RSQRT": 16, "RECIPROCAL": 17,
+               "NEG": 18, "ABS": 19, "SQUARE": 20}
+
+
+def _float32(ctx) -> bool:
+    return (all(np.dtype(d) == F32 for d in ctx.input_dtypes)
+            and np.dtype(ctx.output_dtypes[0]) == F32)
 
 
 def same_shape_pair(ctx) -> bool:
     shapes = ctx.input_shapes
     return (loops() is not None and ctx.arg("type") in CODES and len(shapes) == 2
             and shapes[0] == shapes[1] == tuple(ctx.output_shapes[0])
-            and all(c is None for c in ctx.consts)
-            and all(np.dtype(d) == F32 for d in ctx.input_dtypes)
-            and np.dtype(ctx.output_dtypes[0]) == F32
+            and all(c is None for c in ctx.consts) and _float32(ctx)
             and clip_bounds(activation_args(ctx)) is not None)
+
+
+def float_unary(ctx) -> bool:
+    return (act_loops() is not None and ctx.arg("type") in UNARY_CODES
+            and len(ctx.input_shapes) == 1 and ctx.consts[0] is None
+            and tuple(ctx.input_shapes[0]) == tuple(ctx.output_shapes[0]) and _float32(ctx)
+            and (activation_args(ctx)["act"] or "NOOP") == "NOOP")
 
 
 @kernel("Eltwise", "cpu:fast")
 class EltwiseFast(FastKernel):
-    accepts = staticmethod(same_shape_pair)
+    @staticmethod
+    def accepts(ctx) -> bool:
+        return same_shape_pair(ctx) or float_unary(ctx)
 
     def setup(self, ctx):
-        self.code = CODES[ctx.arg("type")]
-        self.bounds = clip_bounds(activation_args(ctx))
+        self.unary = UNARY_CODES.get(ctx.arg("type")) if len(ctx.input_shapes) == 1 else None
+        if self.unary is None:
+            self.code = CODES[ctx.arg("type")]
+            self.bounds = clip_bounds(activation_args(ctx))
 
     def bind(self, inputs, outputs, scratch=None):
         # arena tensors are contiguous: the flat reshapes are views the loop writes through
+        if self.unary is not None:
+            x, out = inputs[0].reshape(-1), outputs[0].reshape(-1)
+            zero = np.float32(0)
+            return loop(loop_name(self.unary), (x, self.unary, zero, zero, out), out.size, 2 * out.size,
+                        lib=act_loops())
         a, b, out = (t.reshape(-1) for t in (inputs[0], inputs[1], outputs[0]))
         return loop("binary_clip", (a, b, self.code, *self.bounds, out), out.size, 3 * out.size)

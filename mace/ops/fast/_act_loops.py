@@ -1,0 +1,352 @@
+"""numba loops behind the fast float activations and unary Eltwise (imported only through
+mace.ops.fast._jit.act_loops()).
+
+Why a file of their own: numba keys its cache on a function's file, so an edit here recompiles
+these loops only, not the GEMMs and convs of _loops.py (which keeps the same one-file rule:
+each `*_par` driver sits beside its serial loop).
+
+Vectorized without a vector math library: numba here has no SVML, so a loop that calls libm's
+expf / tanhf / erf runs one scalar call per element (~5-20 ns). The transcendental functions are
+written out instead as plain float64 arithmetic (a range reduction, a polynomial, 2**n built
+from its bits) that LLVM vectorizes like any other loop body: 4 or 8 lanes of float64,
+converted from and back to float32 once. In float64 the polynomials carry ~1e-11 relative error,
+so each float32 result is the correctly rounded value of the function nearly always; the
+numpy references (float32 numpy, or float64 scipy/numpy rounded once) are within 1-2 ulp of
+the same, which is the tolerance the tests hold (tests/ops/test_fast_activations.py).
+
+Options: error_model="numpy" (the python model's ZeroDivisionError check on 1/x is a branch
+that stops the vectorizer) and no fastmath: nnan/ninf would let LLVM drop the NaN and inf
+cases the references keep, contract would fuse HARDSWISH's and HARDSIGMOID's float32 multiply
+and add into an FMA that rounds once where numpy rounds twice, arcp would turn divisions
+into reciprocal products. The piecewise-linear activations (PRELU, LEAKYRELU, HARDSWISH,
+HARDSIGMOID, SQRT, RSQRT, RECIPROCAL, ...) run the references' float32 operations in the
+same order, so they give the same bytes.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+OPTS = dict(cache=True, nogil=True, error_model="numpy")
+PAR = dict(OPTS, parallel=True)
+# the float64 helpers: inlined into the loop (a call in the body stops the vectorizer), and
+# contract (FMA) allowed, as their float64 rounding is ~1e-16 against the float32 result's 6e-8
+MATH = dict(OPTS, inline="always", fastmath={"contract"})
+
+# the activation / unary codes of `unary` (mace/ops/fast/activation.py, eltwise.py name them)
+SIGMOID, SWISH, TANH, GELU, GELU_TANH, ERF, ELU, SELU, SOFTPLUS, MISH, EXP, LOG = range(12)
+HARDSWISH, HARDSIGMOID, LEAKYRELU, SQRT, RSQRT, RECIPROCAL, NEG, ABS, SQUARE = range(12, 21)
+
+F0, F1, F6, FHALF = np.float32(0), np.float32(1), np.float32(6), np.float32(0.5)
+LOG2E = 1.4426950408889634
+LN2_HI, LN2_LO = 0.6931471803691238, 1.9082149292705877e-10   # ln 2 split: n * LN2_HI is exact
+MAGIC = 6755399441055744.0   # 1.5 * 2**52: adding it rounds a float64 to an integer in its low bits
+SQRT_HALF = 0.7071067811865476
+SQRT_2_PI = 0.7978845608028654   # sqrt(2 / pi)
+TWO_SQRT_PI = 1.1283791670955126   # 2 / sqrt(pi)
+# log(erfcx(z) / t), t = 2 / (2 + z), as a polynomial in u = 2t - 1 (highest power first):
+# Chebyshev fit of degree 16 on z in [0, inf) (as Numerical Recipes' erfccheb), |error| < 1e-11
+ERFC_POLY = (3.160961759674522e-06, -3.7251295998975e-06, -2.0765126832221045e-05,
+             3.469231190606865e-05, 6.234222808558595e-05, -0.00017558765969122433,
+             -8.858270417289102e-05, 0.000673960281083762, -0.00014798485505130584,
+             -0.0023458258127696035, 0.0017592649632287433, 0.008824933276783645,
+             -0.00987272115860544, -0.046895609485038715, 0.04734330801970467,
+             0.6726432239564759, -0.6717940840638907)
+
+
+@intrinsic
+def _bits(typingctx, x):
+    """The int64 holding a float64's bits."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.int64))
+    return types.int64(types.float64), codegen
+
+
+@intrinsic
+def _from_bits(typingctx, i):
+    """The float64 whose bits an int64 holds."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float64))
+    return types.float64(types.int64), codegen
+
+
+@njit(**MATH)
+def _exp(x):
+    """exp(x) in float64, relative error < 1e-13: x = n ln2 + r, |r| <= ln2 / 2, a degree-11
+    Taylor polynomial of r, times 2**n made from its bits. |x| is held to 700 (exp of that
+    is far outside float32 either way), below -700 it is 0; NaN passes through the comparisons."""
+    tiny = x < -700.0
+    x = 700.0 if x > 700.0 else x
+    x = -700.0 if tiny else x
+    t = x * LOG2E + MAGIC          # the nearest integer n sits in t's low bits
+    n = t - MAGIC
+    r = (x - n * LN2_HI) - n * LN2_LO
+    p = 1.0 / 39916800.0
+    p = p * r + 1.0 / 3628800.0
+    p = p * r + 1.0 / 362880.0
+    p = p * r + 1.0 / 40320.0
+    p = p * r + 1.0 / 5040.0
+    p = p * r + 1.0 / 720.0
+    p = p * r + 1.0 / 120.0
+    p = p * r + 1.0 / 24.0
+    p = p * r + 1.0 / 6.0
+    p = p * r + 0.5
+    p = p * r + 1.0
+    p = p * r + 1.0
+    scale = _from_bits(((_bits(t) - _bits(MAGIC)) + 1023) << 52)
+    return 0.0 if tiny else p * scale   # exp(-inf) = 0 exactly: -inf * sigmoid(-inf) is NaN, as numpy's
+
+
+@njit(**MATH)
+def _expm1(x):
+    """exp(x) - 1 without the cancellation near 0 (ELU, SELU): a Taylor cubic below 1e-5."""
+    small = x * (1.0 + x * (0.5 + x * (1.0 / 6.0)))
+    return small if abs(x) < 1e-5 else _exp(x) - 1.0
+
+
+@njit(**MATH)
+def _log(x):
+    """log(x) in float64 for x > 0 (finite, normal: a float32 widened): x = m 2**k with m in
+    [sqrt(1/2), sqrt(2)), log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172, series to
+    s**17 (relative error < 1e-13). Zero, negatives, inf and NaN are the caller's."""
+    b = _bits(x)
+    k = ((b >> 52) & 0x7FF) - 1023
+    m = _from_bits((b & 0xFFFFFFFFFFFFF) | (1023 << 52))
+    big = m > 1.4142135623730951
+    m = m * 0.5 if big else m
+    kf = float(k + 1) if big else float(k)
+    s = (m - 1.0) / (m + 1.0)
+    s2 = s * s
+    p = 1.0 / 17.0
+    p = p * s2 + 1.0 / 15.0
+    p = p * s2 + 1.0 / 13.0
+    p = p * s2 + 1.0 / 11.0
+    p = p * s2 + 1.0 / 9.0
+    p = p * s2 + 1.0 / 7.0
+    p = p * s2 + 1.0 / 5.0
+    p = p * s2 + 1.0 / 3.0
+    p = p * s2 + 1.0
+    return kf * LN2_HI + (kf * LN2_LO + 2.0 * s * p)
+
+
+@njit(**MATH)
+def _sigmoid(x):
+    """1 / (1 + exp(-x)) in float64, exp only of -|x| (never overflows)."""
+    e = _exp(-abs(x))
+    return (1.0 if x >= 0 else e) / (1.0 + e)
+
+
+@njit(**MATH)
+def _tanh(x):
+    """tanh(x) in float64: (1 - e) / (1 + e), e = exp(-2|x|), signed; x - x**3 / 3 below 1e-5."""
+    a = abs(x)
+    e = _exp(-2.0 * a)
+    t = (1.0 - e) / (1.0 + e)
+    t = a * (1.0 - a * a * (1.0 / 3.0)) if a < 1e-5 else t
+    return math.copysign(t, x)
+
+
+@njit(**MATH)
+def _erfc(z):
+    """erfc(z) for z >= 0 in float64, relative error < 1e-11: t exp(-z**2 + P(2t - 1)),
+    t = 2 / (2 + z) (P: ERFC_POLY; a large z underflows to 0 as it should)."""
+    t = 2.0 / (2.0 + z)
+    u = 2.0 * t - 1.0
+    (c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15, c16) = ERFC_POLY
+    p = ((((((((c0 * u + c1) * u + c2) * u + c3) * u + c4) * u + c5) * u + c6) * u + c7) * u + c8)
+    p = (((((((p * u + c9) * u + c10) * u + c11) * u + c12) * u + c13) * u + c14) * u + c15) * u + c16
+    return t * _exp(p - z * z)
+
+
+@njit(**MATH)
+def _erf(x):
+    """erf(x) in float64: the Maclaurin series to x**15 for |x| < 0.5 (relative error < 1e-12),
+    1 - erfc(|x|) signed above it (erfc(0.5) = 0.48: no cancellation)."""
+    a = abs(x)
+    x2 = a * a
+    s = -1.0 / 75600.0
+    s = s * x2 + 1.0 / 9360.0
+    s = s * x2 - 1.0 / 1320.0
+    s = s * x2 + 1.0 / 216.0
+    s = s * x2 - 1.0 / 42.0
+    s = s * x2 + 1.0 / 10.0
+    s = s * x2 - 1.0 / 3.0
+    s = s * x2 + 1.0
+    big = 1.0 - _erfc(a)   # both computed: a select, not a branch, keeps the loop vectorized
+    v = TWO_SQRT_PI * a * s
+    v = v if a < 0.5 else big
+    return math.copysign(v, x)
+
+
+@njit(**MATH)
+def _gelu(x):
+    """x Phi(x) = x erfc(-x / sqrt 2) / 2 in float64: erfc of |x| / sqrt 2, mirrored for x > 0,
+    so the negative tail keeps its relative accuracy (1 + erf cancels there)."""
+    c = _erfc(abs(x) * SQRT_HALF)
+    return 0.5 * x * (2.0 - c if x >= 0 else c)
+
+
+@njit(**MATH)
+def _softplus(x):
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) in float64 (never overflows)."""
+    e = _exp(-abs(x))
+    small = e * (1.0 - e * (0.5 - e * (1.0 / 3.0)))   # log1p(e) where 1 + e would round e away
+    big = _log(1.0 + e)
+    v = max(x, 0.0) + (small if e < 1e-5 else big)
+    return v if x == x else x   # NaN: _log reads no NaN from its bits
+
+
+@njit(**MATH)
+def _mish(x):
+    """x tanh(softplus(x)) = x n / (n + 2), n = e (e + 2), e = exp(x); x itself above 30."""
+    e = _exp(x)
+    n = e * (e + 2.0)
+    return x if x > 30.0 else x * (n / (n + 2.0))
+
+
+@njit(**MATH)
+def _logf(x):
+    """np.log's cases around _log: log 0 = -inf, log of a negative or NaN = NaN, log inf = inf
+    (selects, not branches: the loop stays vectorized)."""
+    v = _log(x)
+    v = x if x == np.inf else v
+    v = -np.inf if x == 0 else v
+    return v if x >= 0 else np.nan
+
+
+@njit(**dict(OPTS, fastmath={"contract"}))
+def unary(x, code, a, b, out, r0, r1):
+    """out = f[code](x) over flat float32 arrays, elements r0:r1, for the codes before HARDSWISH
+    (`exact` runs the others). a, b: float32 parameters
+    (SWISH: alpha; ELU: alpha; SELU: alpha, gamma; LEAKYRELU: slope; HARDSIGMOID: slope, offset)."""
+    # sliced first: indices from range(n) are provably >= 0, so numba drops its
+    # wraparound checks and the loops vectorize (as _loops.binary_clip)
+    x, out = x[r0:r1], out[r0:r1]
+    n = out.shape[0]
+    if code == SIGMOID:
+        for i in range(n):
+            out[i] = _sigmoid(np.float64(x[i]))
+    elif code == SWISH:
+        for i in range(n):
+            v = np.float64(x[i])
+            out[i] = v * _sigmoid(a * v)
+    elif code == TANH:
+        for i in range(n):
+            out[i] = _tanh(np.float64(x[i]))
+    elif code == GELU:
+        for i in range(n):
+            out[i] = _gelu(np.float64(x[i]))
+    elif code == GELU_TANH:   # 0.5 x (1 + tanh(y)) = x sigmoid(2y): no cancellation for y << 0
+        for i in range(n):
+            v = np.float64(x[i])
+            out[i] = v * _sigmoid(2.0 * SQRT_2_PI * (v + 0.044715 * v * v * v))
+    elif code == ERF:
+        for i in range(n):
+            out[i] = _erf(np.float64(x[i]))
+    elif code == ELU:   # x > 0 keeps x exactly, as the reference's np.where
+        for i in range(n):
+            v = x[i]
+            out[i] = v if v > 0 else a * _expm1(np.float64(v))
+    elif code == SELU:   # gamma * x for x > 0 in float32, as the reference rounds it
+        for i in range(n):
+            v = x[i]
+            out[i] = b * v if v > 0 else b * (a * _expm1(np.float64(v)))
+    elif code == SOFTPLUS:
+        for i in range(n):
+            out[i] = _softplus(np.float64(x[i]))
+    elif code == MISH:
+        for i in range(n):
+            out[i] = _mish(np.float64(x[i]))
+    elif code == EXP:
+        for i in range(n):
+            out[i] = _exp(np.float64(x[i]))
+    elif code == LOG:
+        for i in range(n):
+            out[i] = _logf(np.float64(x[i]))
+
+
+# Not called from `unary`: numba compiles a callee with its caller's fastmath flags when the
+# callee sets none, and unary's contract would fuse HARDSIGMOID's x * slope + offset.
+@njit(**dict(OPTS, fastmath=False))
+def exact(x, code, a, b, out, r0, r1):
+    """The kinds the references compute in float32 steps (code HARDSWISH and after): the same
+    steps in the same order, so the same bytes; as `unary` otherwise."""
+    x, out = x[r0:r1], out[r0:r1]
+    n = out.shape[0]
+    if code == HARDSWISH:   # x * clip(x / 6 + 0.5, 0, 1)
+        for i in range(n):
+            v = x[i]
+            g = v / F6 + FHALF
+            g = F0 if g < F0 else (F1 if g > F1 else g)
+            out[i] = v * g
+    elif code == HARDSIGMOID:   # clip(x * slope + offset, 0, 1)
+        for i in range(n):
+            g = x[i] * a + b
+            out[i] = F0 if g < F0 else (F1 if g > F1 else g)
+    elif code == LEAKYRELU:   # = max(x, x * slope) for a slope in [0, 1], NaN kept
+        for i in range(n):
+            v = x[i]
+            out[i] = v if v >= F0 else v * a
+    elif code == SQRT:
+        for i in range(n):
+            out[i] = np.sqrt(x[i])
+    elif code == RSQRT:
+        for i in range(n):
+            out[i] = F1 / np.sqrt(x[i])
+    elif code == RECIPROCAL:
+        for i in range(n):
+            out[i] = F1 / x[i]
+    elif code == NEG:
+        for i in range(n):
+            out[i] = -x[i]
+    elif code == ABS:
+        for i in range(n):
+            out[i] = abs(x[i])
+    else:   # SQUARE
+        for i in range(n):
+            out[i] = x[i] * x[i]
+
+
+@njit(**OPTS)
+def prelu(x, slope, out, r0, r1):
+    """out = x >= 0 ? x : x * slope[c] over rows r0:r1 of x (rows, C), the slope per channel
+    (last axis, NHWC)."""
+    c = x.shape[1]
+    for r in range(r0, r1):
+        xr, orow = x[r], out[r]
+        for ch in range(c):
+            v = xr[ch]
+            orow[ch] = v if v >= F0 else v * slope[ch]
+
+
+@njit(**OPTS)
+def _part(rows, parts, p):
+    step = (rows + parts - 1) // parts
+    return min(rows, p * step), min(rows, (p + 1) * step)
+
+
+@njit(**PAR)
+def unary_par(x, code, a, b, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        unary(x, code, a, b, out, r0, r1)
+
+
+@njit(**PAR)
+def exact_par(x, code, a, b, out, parts):
+    rows = out.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        exact(x, code, a, b, out, r0, r1)
+
+
+@njit(**PAR)
+def prelu_par(x, slope, out, parts):
+    rows = x.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        prelu(x, slope, out, r0, r1)

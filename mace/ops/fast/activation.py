@@ -1,0 +1,85 @@
+"""Activation on float32 tensors, fast CPU kernel: one compiled, vectorized pass (numba).
+
+Why: the references are numpy expressions of 3-10 passes each, and their exp / tanh / erf
+are scalar-speed calls: SIGMOID (YOLOv8's SiLU is 57 SIGMOIDs) cost ~20 ns an element, GELU
+(scipy erf in float64) ~8, PRELU ~5. The loops (_act_loops.unary / prelu) read x once and
+write once, their transcendental functions written out in float64 so LLVM vectorizes them;
+per element, 1 thread, 64k floats (benchmarks/bench_activations.py has the current table):
+SIGMOID ~1 ns, GELU ~2.5, PRELU / LEAKYRELU / HARDSWISH ~0.1-0.2. Within 1-2 ulp of the
+references (exactly theirs for the piecewise-linear kinds; tests/ops/test_fast_activations.py).
+
+Declined (the reference runs): no numba, non-float32 tensors, a PRELU slope that is not a
+constant per last-axis channel (or one number), broadcast inputs, the kinds without a loop
+(RELU / RELUX / CLIP are one np.clip already; SOFTSIGN, CELU, THRESHOLDEDRELU, SHRINK).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops import activation as _reference  # noqa: F401 - registers the op type first
+from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._jit import act_loops
+from mace.ops.fast._pool import loop
+from mace.ops.registry import kernel
+
+# Activation kind -> the code of its loop in _act_loops.unary (PRELU has its own loop)
+CODES = {"SIGMOID": 0, "SWISH": 1, "TANH": 2, "GELU": 3, "GELU_TANH": 4, "ELU": 6, "SELU": 7,
+         "SOFTPLUS": 8, "MISH": 9, "HARDSWISH": 12, "HARDSIGMOID": 13, "LEAKYRELU": 14}
+COMPILED = frozenset(CODES) | {"PRELU"}
+EXACT_FROM = 12   # codes from here on are the float32-step kinds of _act_loops.exact
+
+
+def loop_name(code: int) -> str:
+    return "exact" if code >= EXACT_FROM else "unary"
+
+
+def channel_slope(slope, shape) -> np.ndarray | None:
+    """PRELU's slope as one float32 per last-axis channel of `shape`, or None where it varies
+    along another axis (NCHW-shaped slopes) or is not a constant."""
+    if slope is None or not shape:
+        return None
+    slope = np.asarray(slope, np.float32)
+    c = shape[-1]
+    if slope.ndim > len(shape) or any(d != 1 for d in slope.shape[:-1]) or \
+            (slope.ndim and slope.shape[-1] not in (1, c)):
+        return None
+    return np.ascontiguousarray(np.broadcast_to(slope.reshape(-1), (c,)))
+
+
+def float_activation(ctx) -> bool:
+    kind = ctx.arg("activation")
+    shape = tuple(ctx.input_shapes[0])
+    if act_loops() is None or kind not in COMPILED or shape != tuple(ctx.output_shapes[0]):
+        return False
+    if np.dtype(ctx.input_dtypes[0]) != F32 or np.dtype(ctx.output_dtypes[0]) != F32:
+        return False
+    if kind == "PRELU":
+        return len(ctx.consts) == 2 and channel_slope(ctx.consts[1], shape) is not None
+    return len(ctx.input_shapes) == 1
+
+
+@kernel("Activation", "cpu:fast")
+class ActivationFast(FastKernel):
+    accepts = staticmethod(float_activation)
+
+    def setup(self, ctx):
+        self.kind = ctx.arg("activation")
+        alpha, limit = ctx.arg("activation_coefficient", 0.0), ctx.arg("max_limit", 0.0)
+        # the float32 parameters the references' numpy expressions round them to
+        params = {"HARDSIGMOID": (alpha, limit), "SELU": (alpha, ctx.arg("beta", 0.0))}
+        self.a, self.b = (np.float32(v) for v in params.get(self.kind, (alpha, 0.0)))
+        if self.kind == "PRELU":
+            self.slope = channel_slope(ctx.consts[1], tuple(ctx.input_shapes[0]))
+
+    def bind(self, inputs, outputs, scratch=None):
+        x, out = inputs[0], outputs[0]
+        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+            return _reference.ActivationCpu(self.ctx).bind(inputs, outputs)
+        if self.kind == "PRELU":
+            c = self.slope.shape[0]
+            x2, out2 = x.reshape(-1, c), out.reshape(-1, c)
+            return loop("prelu", (x2, self.slope, out2), x2.shape[0], 2 * x.size, lib=act_loops())
+        x1, out1 = x.reshape(-1), out.reshape(-1)
+        code = CODES[self.kind]
+        return loop(loop_name(code), (x1, code, self.a, self.b, out1), x1.size, 2 * x1.size,
+                    lib=act_loops())

@@ -1,0 +1,230 @@
+"""The compiled float activations and unary Eltwise (mace/ops/fast/activation.py, eltwise.py,
+loops in _act_loops.py) against their numpy reference kernels, over edge cases.
+
+Tolerances: the piecewise-linear kinds (PRELU, LEAKYRELU, HARDSWISH, HARDSIGMOID) and SQRT,
+RSQRT, RECIPROCAL, NEG, ABS, SQUARE do the references' float32 operations in their order: the
+same bytes, NaN where they give NaN. The transcendental kinds compute in float64 polynomials
+(~1e-11 relative) and round once; the references round numpy's float32 functions (or scipy's
+float64 ones once), each within ~1 ulp of the true value: so ours is held to 2 ulp of the
+reference. Where the reference itself is further from the true value than that (its
+cancellations: SWISH's and GELU_TANH's 1 + tanh for large negative x, GELU's 1 + erf; numpy's
+float32 log, 3 ulp off in places), ours must instead be within 2 ulp of the true value (float64
+math from the math module).
+"""
+import math
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_limits
+
+from mace.ops import activation as act_ref
+from mace.ops import eltwise as eltwise_ref
+from mace.ops.fast import _jit, _pool
+from mace.ops.fast import activation as act_fast
+from mace.ops.fast import eltwise as eltwise_fast
+from mace.runtime.engine import Engine
+from tests.ops.ir_graph import graph_of
+
+# the issue's priority list (issue 33 item 1): each must have a compiled kernel
+PRIORITY_ACTIVATIONS = ["SIGMOID", "SWISH", "PRELU", "GELU", "GELU_TANH", "HARDSWISH",
+                        "HARDSIGMOID", "LEAKYRELU", "TANH", "ELU", "SELU", "SOFTPLUS", "MISH"]
+PRIORITY_UNARY = ["ERF", "EXP", "LOG", "SQRT", "RSQRT", "RECIPROCAL"]
+EXACT = {"PRELU", "LEAKYRELU", "HARDSWISH", "HARDSIGMOID", "SQRT", "RSQRT", "RECIPROCAL", "NEG",
+         "ABS", "SQUARE"}
+ARGS = {"SWISH": dict(activation_coefficient=1.0), "ELU": dict(activation_coefficient=0.7),
+        "SELU": dict(activation_coefficient=1.6732632, beta=1.050701),
+        "LEAKYRELU": dict(activation_coefficient=0.1),
+        "HARDSIGMOID": dict(activation_coefficient=0.2, max_limit=0.5)}
+
+F32 = np.finfo(np.float32)
+EDGES = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1e-45, -1e-45, 1e-40, -1e-40, F32.tiny,
+                  -F32.tiny, 1e-30, -1e-30, 1e-7, -1e-7, 1e-4, -1e-4, 0.5, -0.5, 1.0, -1.0, 3.0,
+                  -3.0, 6.0, -6.0, 9.5, -9.5, 15.0, -15.0, 30.0, -30.0, 40.0, -40.0, 88.7, 88.72,
+                  89.0, -87.3, -103.0, -104.0, -120.0, 1e10, -1e10, 1e30, -1e30, F32.max, -F32.max],
+                 np.float32)
+
+
+def inputs(n_random=3000):
+    rng = np.random.default_rng(11)
+    x = np.concatenate([EDGES, np.linspace(-30, 30, 2001, dtype=np.float32),
+                        (rng.standard_normal(n_random) * 4).astype(np.float32)])
+    return x.reshape(-1, 16) if x.size % 16 == 0 else np.pad(x, (0, -x.size % 16)).reshape(-1, 16)
+
+
+@pytest.fixture(params=["numba", "numba-serial"])
+def jit(request, monkeypatch):
+    """The compiled loops split across the compute pool's two threads, and serial."""
+    if _jit.act_loops() is None:
+        pytest.skip("numba is not installed")
+    if request.param == "numba":
+        if _pool.pool() is None:
+            pytest.skip("no compute pool here")
+        limit = threadpool_limits(2)
+        request.addfinalizer(limit.restore_original_limits)
+        monkeypatch.setattr(_pool, "MIN_PARALLEL_WORK", 0)
+    else:
+        monkeypatch.setenv("MACE_NO_POOL", "1")
+    return request.param
+
+
+def engines(op_type, x, args, consts=None):
+    names = list(consts or {})
+    graph = graph_of({"x": x.shape}, [(op_type, ["x"] + names, ["y"], args)], consts)
+    return Engine(graph), Engine(graph, options={"reference_kernels": True})
+
+
+def both(op_type, x, args, consts=None):
+    fast, ref = engines(op_type, x, args, consts)
+    assert fast.nodes[0].tag == "cpu:fast", f"{op_type} {args}: no compiled kernel chosen"
+    with np.errstate(all="ignore"):
+        return fast.run({"x": x})["y"], ref.run({"x": x})["y"]
+
+
+def ulps(a, b) -> np.ndarray:
+    """Distance in float32 steps (0 for two NaNs, huge for one)."""
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    ia, ib = (v.view(np.int32).astype(np.int64) for v in (a, b))
+    ia = np.where(ia < 0, -(ia & 0x7FFFFFFF), ia)
+    ib = np.where(ib < 0, -(ib & 0x7FFFFFFF), ib)
+    d = np.abs(ia - ib)
+    d[np.isnan(a) & np.isnan(b)] = 0
+    d[np.isnan(a) ^ np.isnan(b)] = 1 << 40
+    return d
+
+
+def _sigmoid(v):
+    return 1 / (1 + math.exp(-v)) if v >= 0 else math.exp(v) / (1 + math.exp(v))
+
+
+def _softplus(v):
+    return max(v, 0.0) + math.log1p(math.exp(-abs(v)))
+
+
+TRUTH = {   # float64 maths, for where the reference is further off (its cancellations; numpy's
+    # float32 log is 3 ulp off at 0.804768)
+    "SIGMOID": _sigmoid, "TANH": math.tanh, "ERF": math.erf, "SOFTPLUS": _softplus,
+    "EXP": lambda v: math.exp(v) if v < 89 else math.inf,
+    "LOG": lambda v: math.log(v) if v > 0 else (-math.inf if v == 0 else math.nan),
+    "ELU": lambda v: v if v > 0 else 0.7 * math.expm1(v),
+    "SELU": lambda v: 1.050701 * (v if v > 0 else 1.6732632 * math.expm1(v)),
+    "SWISH": lambda v: v * _sigmoid(v),
+    "GELU": lambda v: v * 0.5 * math.erfc(-v / math.sqrt(2)),
+    "GELU_TANH": lambda v: v * _sigmoid(2 * math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)),
+    "MISH": lambda v: v * math.tanh(_softplus(v)),
+}
+
+
+def assert_close(kind, got, want, x):
+    if kind in EXACT:
+        np.testing.assert_array_equal(got, want)
+        return
+    d = ulps(got, want)
+    bad = d > 2
+    if bad.any() and kind in TRUTH:
+        xs = x.astype(np.float64)[bad]
+        with np.errstate(all="ignore"):
+            truth = np.array([TRUTH[kind](v) if np.isfinite(v) else np.nan for v in xs])
+        ok = (ulps(got[bad], truth) <= 2) | (np.isnan(truth) & ~np.isfinite(xs))
+        ok |= np.isnan(truth) & (ulps(got[bad], want[bad]) <= 2)
+        bad[bad] = ~ok
+    i = np.flatnonzero(bad.ravel())[:5]
+    assert not bad.any(), f"{kind}: {bad.sum()} off by > 2 ulp, e.g. x={x.ravel()[i]} " \
+                          f"got={got.ravel()[i]} want={want.ravel()[i]}"
+
+
+@pytest.mark.parametrize("kind", [k for k in PRIORITY_ACTIVATIONS if k != "PRELU"])
+def test_activation_matches_reference(kind, jit):
+    x = inputs()
+    got, want = both("Activation", x, dict(activation=kind, **ARGS.get(kind, {})))
+    assert_close(kind, got, want, x)
+
+
+@pytest.mark.parametrize("kind", PRIORITY_UNARY + ["NEG", "ABS", "SQUARE"])
+def test_unary_eltwise_matches_reference(kind, jit):
+    x = inputs()
+    got, want = both("Eltwise", x, dict(type=kind))
+    assert_close(kind, got, want, x)
+
+
+@pytest.mark.parametrize("shape", [(0, 16), (1,), (3, 5, 7, 1)])
+@pytest.mark.parametrize("kind", ["SIGMOID", "GELU", "HARDSWISH"])
+def test_small_and_empty_tensors(kind, shape, jit):
+    x = (np.random.default_rng(1).standard_normal(shape) * 3).astype(np.float32)
+    got, want = both("Activation", x, dict(activation=kind))
+    assert got.shape == want.shape == shape
+    assert_close(kind, got, want, x)
+
+
+@pytest.mark.parametrize("slope_shape", [(16,), (1, 16), (1,), ()])
+def test_prelu_per_channel_slope_is_exact(slope_shape, jit):
+    x = inputs().reshape(-1, 4, 16)
+    slope = np.random.default_rng(2).uniform(-0.5, 0.5, slope_shape).astype(np.float32)
+    got, want = both("Activation", x, dict(activation="PRELU"), {"slope": slope})
+    assert_close("PRELU", got, want, x)
+
+
+def test_prelu_slope_along_another_axis_runs_the_reference():
+    x = inputs().reshape(-1, 4, 16)
+    fast, _ = engines("Activation", x, dict(activation="PRELU"),
+                      {"slope": np.full((4, 1), 0.25, np.float32)})
+    assert fast.nodes[0].tag == "cpu"
+
+
+def test_unary_after_a_fused_relu_runs_the_reference():
+    x = inputs()
+    fast, _ = engines("Eltwise", x, dict(type="EXP", activation="RELU"))
+    assert fast.nodes[0].tag == "cpu"
+
+
+def test_without_numba_the_references_run(monkeypatch):
+    """MACE_NO_JIT=1 (or no numba): the fast kernels decline and the numpy references run."""
+    monkeypatch.setattr(act_fast, "act_loops", lambda: None)
+    monkeypatch.setattr(eltwise_fast, "act_loops", lambda: None)
+    x = inputs(100)
+    for op_type, args in [("Activation", dict(activation="SIGMOID")), ("Eltwise", dict(type="ERF"))]:
+        fast, ref = engines(op_type, x, args)
+        assert fast.nodes[0].tag == "cpu"
+        with np.errstate(all="ignore"):
+            np.testing.assert_array_equal(fast.run({"x": x})["y"], ref.run({"x": x})["y"])
+
+
+def test_no_jit_env_turns_the_loops_off(monkeypatch):
+    monkeypatch.setenv("MACE_NO_JIT", "1")
+    _jit.loops.cache_clear()
+    _jit.act_loops.cache_clear()
+    try:
+        assert _jit.act_loops() is None
+    finally:
+        monkeypatch.delenv("MACE_NO_JIT")
+        _jit.loops.cache_clear()
+        _jit.act_loops.cache_clear()
+
+
+def test_every_priority_type_has_a_compiled_kernel():
+    """The meta-test: of the float Activation kinds and unary Eltwise types the references
+    run, each on the priority list has a compiled kernel (the fast kernel is chosen)."""
+    reference_unary = {k for k in eltwise_ref.UNARY if k not in eltwise_ref.BOOL_RESULT}
+    reference_acts = set(act_ref.__doc__.replace(",", " ").split()) & set(act_fast.COMPILED) | {
+        k for k in act_fast.COMPILED if k in act_ref.__doc__ or k == "GELU_TANH"}
+    missing = [k for k in PRIORITY_UNARY if k not in eltwise_fast.UNARY_CODES]
+    missing += [k for k in PRIORITY_ACTIVATIONS if k not in act_fast.COMPILED]
+    assert not missing, f"priority types on the numpy reference only: {missing}"
+    assert set(PRIORITY_UNARY) <= reference_unary
+    assert set(PRIORITY_ACTIVATIONS) <= reference_acts
+    if _jit.act_loops() is None:
+        pytest.skip("numba is not installed: the selection half needs the loops")
+    x = inputs(10)
+    for kind in PRIORITY_ACTIVATIONS:
+        consts = {"slope": np.float32([0.2])} if kind == "PRELU" else None
+        fast, _ = engines("Activation", x, dict(activation=kind, **ARGS.get(kind, {})), consts)
+        assert fast.nodes[0].tag == "cpu:fast", kind
+    for kind in PRIORITY_UNARY:
+        assert engines("Eltwise", x, dict(type=kind))[0].nodes[0].tag == "cpu:fast", kind
+
+
+def test_codes_agree_with_the_loops():
+    loops = _jit.act_loops()
+    if loops is None:
+        pytest.skip("numba is not installed")
+    for kind, code in {**act_fast.CODES, **eltwise_fast.UNARY_CODES}.items():
+        assert getattr(loops, kind) == code, kind
