@@ -10,7 +10,8 @@ references (exactly theirs for the piecewise-linear kinds; tests/ops/test_fast_a
 
 Declined (the reference runs): no numba, non-float32 tensors, a PRELU slope that is not a
 constant per last-axis channel (or one number), broadcast inputs, the kinds without a loop
-(RELU / RELUX / CLIP are one np.clip already; SOFTSIGN, CELU, THRESHOLDEDRELU, SHRINK).
+(RELU / RELUX / CLIP are one np.clip already, TANH one np.tanh: numpy's vectorized float32
+ufuncs, faster than a float64 loop here; SOFTSIGN, CELU, THRESHOLDEDRELU, SHRINK).
 """
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 # Activation kind -> the code of its loop in _act_loops.unary (PRELU has its own loop)
-CODES = {"SIGMOID": 0, "SWISH": 1, "TANH": 2, "GELU": 3, "GELU_TANH": 4, "ELU": 6, "SELU": 7,
-         "SOFTPLUS": 8, "MISH": 9, "HARDSWISH": 12, "HARDSIGMOID": 13, "LEAKYRELU": 14}
+CODES = {"SIGMOID": 0, "SWISH": 1, "GELU": 2, "GELU_TANH": 3, "ELU": 5, "SELU": 6,
+         "SOFTPLUS": 7, "MISH": 8, "HARDSWISH": 9, "HARDSIGMOID": 10, "LEAKYRELU": 11}
 COMPILED = frozenset(CODES) | {"PRELU"}
-EXACT_FROM = 12   # codes from here on are the float32-step kinds of _act_loops.exact
+EXACT_FROM = 9   # codes from here on are the float32-step kinds of _act_loops.exact
 
 
 def loop_name(code: int) -> str:
