@@ -10,7 +10,7 @@ the median ns per element of each.
 
 Models (corpus rows of benchmarks/zoo_manifest.yml, fetched as zoo.py fetches them): converted
 once, then three runners in one process, interleaved: our engine with the activation kernels
-declined ("before": the references run them, as before this change), our engine as it is
+declined and fused activations on apply_activation ("before": as before this change), our engine as it is
 ("after"), and the framework (onnxruntime, one intra-op thread). CPU time per run
 (time.process_time) and wall time, medians over --rounds rounds of --runs runs each.
 OpenBLAS and the compute pool are held at one thread (threadpoolctl).
@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from mace.ir.model_io import load_model  # noqa: E402
+from mace.ops.fast import _base  # noqa: E402
 from mace.ops.fast import activation as act_fast  # noqa: E402
 from mace.ops.fast import eltwise as eltwise_fast  # noqa: E402
 from mace.runtime.engine import Engine  # noqa: E402
@@ -51,13 +52,14 @@ PARAMS = {"SWISH": dict(activation_coefficient=1.0), "ELU": dict(activation_coef
 
 @contextmanager
 def references_only():
-    """Engines loaded inside decline the compiled activation kernels (the state before them)."""
-    saved = act_fast.act_loops, eltwise_fast.act_loops
-    act_fast.act_loops = eltwise_fast.act_loops = lambda: None
+    """Engines loaded inside decline the compiled activation kernels and run fused activations
+    (conv / FC epilogues) through apply_activation: the state before them."""
+    saved = act_fast.act_loops, eltwise_fast.act_loops, _base.act_loops
+    act_fast.act_loops = eltwise_fast.act_loops = _base.act_loops = lambda: None
     try:
         yield
     finally:
-        act_fast.act_loops, eltwise_fast.act_loops = saved
+        act_fast.act_loops, eltwise_fast.act_loops, _base.act_loops = saved
 
 
 def timed(fn, runs: int) -> tuple:
@@ -128,7 +130,8 @@ def corpus(names: list, rounds: int, runs: int, cache: Path) -> list:
                 changed = [n.op.type for n, m in zip(after.nodes, before.nodes) if n.tag != m.tag]
                 runners = {"before": lambda: before.run(inputs), "after": lambda: after.run(inputs),
                            "ort": lambda: sess.run(None, inputs)}
-                want = sess.run(None, inputs)
+                names = [o.name for o in sess.get_outputs()]
+                want = dict(zip(names, sess.run(None, inputs)))
                 got = after.run(inputs)
                 for fn in runners.values():   # warm-up: compiles, caches
                     fn(), fn()
@@ -138,7 +141,7 @@ def corpus(names: list, rounds: int, runs: int, cache: Path) -> list:
                         times[k].append(timed(fn, runs))
             cpu = {k: statistics.median(t[0] for t in v) * 1e3 for k, v in times.items()}
             wall = {k: statistics.median(t[1] for t in v) * 1e3 for k, v in times.items()}
-            cos = min(_cosine(a, b) for a, b in zip(got.values(), want))
+            cos = min(_cosine(got[k], want[k]) for k in got if k in want)
             rows.append((name, cpu, wall, len(changed), cos))
             print(f"{name}: {len(changed)} nodes now compiled ({', '.join(sorted(set(changed)))}); "
                   f"cosine vs ort {cos:.6f}\n  cpu ms  before {cpu['before']:.2f}  after {cpu['after']:.2f}"

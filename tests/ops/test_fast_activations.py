@@ -166,6 +166,24 @@ def test_prelu_per_channel_slope_is_exact(slope_shape, jit):
     assert_close("PRELU", got, want, x)
 
 
+@pytest.mark.parametrize("kind", ["SIGMOID", "LEAKYRELU", "HARDSWISH", "HARDSIGMOID", "TANH"])
+def test_fused_activation_of_conv_epilogues(kind):
+    """_base.activation_fn (a conv's / FC's fused activation, in place) runs the compiled loop
+    where there is one, apply_activation on a strided view and for the other kinds."""
+    from mace.ops._common import apply_activation
+    from mace.ops.fast._base import activation_fn
+    act = dict(act=kind, alpha=0.2, max_limit=0.5)
+    x = inputs()
+    with np.errstate(all="ignore"):
+        want = apply_activation(x.copy(), **act)
+        got = activation_fn(act)(x.copy())
+        strided = x.copy()
+        activation_fn(act)(strided[:, ::2])
+    assert_close(kind if kind != "TANH" else "NEG", got, want, x)   # TANH: np.tanh, the same bytes
+    np.testing.assert_array_equal(strided[:, ::2], want[:, ::2])
+    np.testing.assert_array_equal(strided[:, 1::2], x[:, 1::2])
+
+
 def test_prelu_slope_along_another_axis_runs_the_reference():
     x = inputs().reshape(-1, 4, 16)
     fast, _ = engines("Activation", x, dict(activation="PRELU"),

@@ -40,6 +40,8 @@ def jit(request, monkeypatch):
         for module in (_conv_direct, _conv_gemm, _conv_shifted, conv2d, depthwise_conv2d, fully_connected,
                        pooling, softmax, transpose):
             monkeypatch.setattr(module, "loops", lambda: None)
+        from mace.ops.fast import _base   # fused activations' compiled loops (_act_loops.py)
+        monkeypatch.setattr(_base, "act_loops", lambda: None)
     return request.param
 
 

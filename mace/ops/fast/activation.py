@@ -18,20 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops import activation as _reference  # noqa: F401 - registers the op type first
+from mace.ops.fast._act_codes import CODES, loop_name, params
 from mace.ops.fast._base import F32, FastKernel
 from mace.ops.fast._jit import act_loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
-# Activation kind -> the code of its loop in _act_loops.unary (PRELU has its own loop)
-CODES = {"SIGMOID": 0, "SWISH": 1, "GELU": 2, "GELU_TANH": 3, "ELU": 5, "SELU": 6,
-         "SOFTPLUS": 7, "MISH": 8, "HARDSWISH": 9, "HARDSIGMOID": 10, "LEAKYRELU": 11}
 COMPILED = frozenset(CODES) | {"PRELU"}
-EXACT_FROM = 9   # codes from here on are the float32-step kinds of _act_loops.exact
-
-
-def loop_name(code: int) -> str:
-    return "exact" if code >= EXACT_FROM else "unary"
 
 
 def channel_slope(slope, shape) -> np.ndarray | None:
@@ -65,10 +58,8 @@ class ActivationFast(FastKernel):
 
     def setup(self, ctx):
         self.kind = ctx.arg("activation")
-        alpha, limit = ctx.arg("activation_coefficient", 0.0), ctx.arg("max_limit", 0.0)
-        # the float32 parameters the references' numpy expressions round them to
-        params = {"HARDSIGMOID": (alpha, limit), "SELU": (alpha, ctx.arg("beta", 0.0))}
-        self.a, self.b = (np.float32(v) for v in params.get(self.kind, (alpha, 0.0)))
+        self.a, self.b = params(self.kind, ctx.arg("activation_coefficient", 0.0),
+                                ctx.arg("max_limit", 0.0), ctx.arg("beta", 0.0))
         if self.kind == "PRELU":
             self.slope = channel_slope(ctx.consts[1], tuple(ctx.input_shapes[0]))
 

@@ -20,17 +20,13 @@ import numpy as np
 
 from mace.ops import eltwise as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args
+from mace.ops.fast._act_codes import UNARY_CODES, loop_name
 from mace.ops.fast._base import F32, FastKernel, clip_bounds
 from mace.ops.fast._jit import act_loops, loops
-from mace.ops.fast.activation import loop_name
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 CODES = {"SUM": 0, "SUB": 1, "PROD": 2, "MIN": 3, "MAX": 4}
-# Eltwise type -> the code of its loop in _act_loops.unary
-# (EXP, LOG: numpy's float32 np.exp / np.log are one vectorized pass already, as fast as a loop)
-UNARY_CODES = {"ERF": 4, "SQRT": 12, "RSQRT": 13, "RECIPROCAL": 14, "NEG": 15, "ABS": 16,
-               "SQUARE": 17}
 
 
 def _float32(ctx) -> bool:

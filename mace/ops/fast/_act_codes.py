@@ -1,0 +1,26 @@
+"""Which float activations and unary Eltwise types have a compiled loop (_act_loops.py), under
+which code, and the float32 parameters the loop takes: shared by the fast Activation and Eltwise
+kernels and by the conv / FC epilogues' fused activations (_base.activation_fn)."""
+from __future__ import annotations
+
+import numpy as np
+
+# Activation kind -> its code in _act_loops (PRELU has a loop of its own)
+CODES = {"SIGMOID": 0, "SWISH": 1, "GELU": 2, "GELU_TANH": 3, "ELU": 5, "SELU": 6,
+         "SOFTPLUS": 7, "MISH": 8, "HARDSWISH": 9, "HARDSIGMOID": 10, "LEAKYRELU": 11}
+# Eltwise type -> its code (EXP, LOG: numpy's float32 np.exp / np.log are one vectorized pass
+# already, as fast as the float64 loop or faster; TANH likewise stays np.tanh)
+UNARY_CODES = {"ERF": 4, "SQRT": 12, "RSQRT": 13, "RECIPROCAL": 14, "NEG": 15, "ABS": 16,
+               "SQUARE": 17}
+EXACT_FROM = 9   # codes from here on are the float32-step kinds of _act_loops.exact
+
+
+def loop_name(code: int) -> str:
+    return "exact" if code >= EXACT_FROM else "unary"
+
+
+def params(kind: str, alpha: float, max_limit: float, beta: float = 0.0) -> tuple:
+    """(a, b): the loop's float32 parameters, as the references' numpy expressions round them
+    (HARDSIGMOID: slope, offset; SELU: alpha, gamma; SWISH / ELU / LEAKYRELU: alpha)."""
+    pair = {"HARDSIGMOID": (alpha, max_limit), "SELU": (alpha, beta)}.get(kind, (alpha, 0.0))
+    return tuple(np.float32(v) for v in pair)
