@@ -184,6 +184,28 @@ def test_fused_activation_of_conv_epilogues(kind):
     np.testing.assert_array_equal(strided[:, 1::2], x[:, 1::2])
 
 
+@pytest.mark.parametrize("op_type,args,consts", [
+    ("Activation", dict(activation="SIGMOID"), None), ("Activation", dict(activation="HARDSWISH"), None),
+    ("Activation", dict(activation="PRELU"), {"slope": np.linspace(-1, 1, 16, dtype=np.float32)}),
+    ("Eltwise", dict(type="ERF"), None), ("Eltwise", dict(type="RSQRT"), None)])
+def test_in_place_and_overlapping_buffers(op_type, args, consts, jit):
+    """x is out: the one-array loops (two aliased arrays would run LLVM's scalar fallback);
+    x and out overlapping otherwise: the reference. Either way the reference's values."""
+    x = inputs(200)
+    fast, ref = engines(op_type, x, args, consts)
+    kern = fast.nodes[0].kernel
+    extra = [fast.nodes[0].inputs[1]] if consts else []
+    with np.errstate(all="ignore"):
+        want = ref.run({"x": x})["y"]
+        y = x.copy()
+        kern.bind([y] + extra, [y])()
+        assert_close(args.get("activation") or args["type"], y, want, x)
+        buf = np.concatenate([x.ravel(), np.zeros(16, np.float32)])
+        src, dst = buf[:x.size].reshape(x.shape), buf[16:].reshape(x.shape)
+        kern.bind([src] + extra, [dst])()
+        assert_close(args.get("activation") or args["type"], dst, want, x)
+
+
 def test_prelu_slope_along_another_axis_runs_the_reference():
     x = inputs().reshape(-1, 4, 16)
     fast, _ = engines("Activation", x, dict(activation="PRELU"),

@@ -15,8 +15,17 @@ UNARY_CODES = {"ERF": 4, "SQRT": 12, "RSQRT": 13, "RECIPROCAL": 14, "NEG": 15, "
 EXACT_FROM = 9   # codes from here on are the float32-step kinds of _act_loops.exact
 
 
-def loop_name(code: int) -> str:
-    return "exact" if code >= EXACT_FROM else "unary"
+def loop_name(code: int, inplace: bool = False) -> str:
+    """The _act_loops loop for `code`; `inplace`: its one-array twin, for x is out (two aliased
+    arrays would run the loop's scalar fallback, ~10x slower)."""
+    return ("exact" if code >= EXACT_FROM else "unary") + ("_inplace" if inplace else "")
+
+
+def aliasing(x, out) -> str:
+    """'same' (one buffer: the in-place loops), 'apart', or 'overlap' (neither: the reference)."""
+    if x.ctypes.data == out.ctypes.data and x.shape == out.shape and x.strides == out.strides:
+        return "same"
+    return "overlap" if np.shares_memory(x, out) else "apart"
 
 
 def params(kind: str, alpha: float, max_limit: float, beta: float = 0.0) -> tuple:

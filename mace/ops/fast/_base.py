@@ -86,13 +86,13 @@ def _compiled_in_place(act: dict, dtype):
     if lib is None or kind not in CODES or np.dtype(dtype) != F32:
         return None
     code = CODES[kind]
-    fn = getattr(lib, loop_name(code))
+    fn = getattr(lib, loop_name(code, inplace=True))
     a, b = params(kind, act.get("alpha", 0.0), act.get("max_limit", 0.0))
 
     def run(x):
         if x.dtype != F32 or not x.flags.c_contiguous:
             return apply_activation(x, **act)
         flat = x.reshape(-1)
-        fn(flat, code, a, b, flat, 0, flat.size)
+        fn(flat, code, a, b, 0, flat.size)
         return x
     return run

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops import activation as _reference  # noqa: F401 - registers the op type first
-from mace.ops.fast._act_codes import CODES, loop_name, params
+from mace.ops.fast._act_codes import CODES, aliasing, loop_name, params
 from mace.ops.fast._base import F32, FastKernel
 from mace.ops.fast._jit import act_loops
 from mace.ops.fast._pool import loop
@@ -65,13 +65,21 @@ class ActivationFast(FastKernel):
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]
-        if not (x.flags.c_contiguous and out.flags.c_contiguous):
+        where = aliasing(x, out)
+        if not (x.flags.c_contiguous and out.flags.c_contiguous) or where == "overlap":
             return _reference.ActivationCpu(self.ctx).bind(inputs, outputs)
+        same, lib = where == "same", act_loops()
         if self.kind == "PRELU":
             c = self.slope.shape[0]
             x2, out2 = x.reshape(-1, c), out.reshape(-1, c)
-            return loop("prelu", (x2, self.slope, out2), x2.shape[0], 2 * x.size, lib=act_loops())
-        x1, out1 = x.reshape(-1), out.reshape(-1)
-        code = CODES[self.kind]
-        return loop(loop_name(code), (x1, code, self.a, self.b, out1), x1.size, 2 * x1.size,
-                    lib=act_loops())
+            if same:
+                return loop("prelu_inplace", (x2, self.slope), x2.shape[0], 2 * x.size, lib=lib)
+            return loop("prelu", (x2, self.slope, out2), x2.shape[0], 2 * x.size, lib=lib)
+        return unary_step(CODES[self.kind], self.a, self.b, x, out, same)
+
+
+def unary_step(code: int, a, b, x, out, same: bool):
+    """The step running loop `code` over contiguous x into out (x itself when `same`)."""
+    x1, out1 = x.reshape(-1), out.reshape(-1)
+    args = (x1, code, a, b) if same else (x1, code, a, b, out1)
+    return loop(loop_name(code, same), args, x1.size, 2 * x1.size, lib=act_loops())

@@ -20,10 +20,11 @@ import numpy as np
 
 from mace.ops import eltwise as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args
-from mace.ops.fast._act_codes import UNARY_CODES, loop_name
+from mace.ops.fast._act_codes import UNARY_CODES, aliasing
 from mace.ops.fast._base import F32, FastKernel, clip_bounds
 from mace.ops.fast._jit import act_loops, loops
 from mace.ops.fast._pool import loop
+from mace.ops.fast.activation import unary_step
 from mace.ops.registry import kernel
 
 CODES = {"SUM": 0, "SUB": 1, "PROD": 2, "MIN": 3, "MAX": 4}
@@ -64,9 +65,11 @@ class EltwiseFast(FastKernel):
     def bind(self, inputs, outputs, scratch=None):
         # arena tensors are contiguous: the flat reshapes are views the loop writes through
         if self.unary is not None:
-            x, out = inputs[0].reshape(-1), outputs[0].reshape(-1)
+            x, out = inputs[0], outputs[0]
+            where = aliasing(x, out)
+            if where == "overlap":
+                return _reference.EltwiseCpu(self.ctx).bind(inputs, outputs)
             zero = np.float32(0)
-            return loop(loop_name(self.unary), (x, self.unary, zero, zero, out), out.size, 2 * out.size,
-                        lib=act_loops())
+            return unary_step(self.unary, zero, zero, x, out, where == "same")
         a, b, out = (t.reshape(-1) for t in (inputs[0], inputs[1], outputs[0]))
         return loop("binary_clip", (a, b, self.code, *self.bounds, out), out.size, 3 * out.size)
