@@ -12,7 +12,7 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mace.config import images, names, schema
+from mace.config import images, names, runtimes, schema
 from mace.config.specs import TensorSpec
 from mace.config.yaml_io import load_yaml
 from mace.errors import ConfigError
@@ -43,8 +43,7 @@ class SubgraphConfig(_Level):
         table = dict(schema.DEFAULT_THRESHOLDS, **self.values["validation_threshold"])
         if (self.quantize or self.quantize_large_weights) and self.runtime in ("cpu", "gpu", "cpu+gpu"):
             return table["QUANTIZE"]
-        return table[{"cpu": "CPU", "gpu": "GPU", "cpu+gpu": "GPU", "dsp": "HEXAGON", "hta": "HTA",
-                      "apu": "APU", "htp": "HTP"}[self.runtime]]
+        return table[runtimes.RUNTIMES[self.runtime].threshold_key]
 
     @property
     def inputs(self) -> list:

@@ -10,28 +10,17 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mace.config import names
+from mace.config import names, runtimes
 from mace.config.images import parse_image_preprocess
 
 ABIS = ("host", "armeabi-v7a", "arm64-v8a", "arm64", "armhf", "aarch64", "armv7l")
 PLATFORMS = ("tensorflow", "caffe", "onnx", "tflite", "megengine", "keras", "pytorch")
-RUNTIMES = ("cpu", "gpu", "dsp", "hta", "apu", "htp", "cpu+gpu")
-RUNTIME_ALIASES = {"cpu_gpu": "cpu+gpu", "hexagon": "dsp"}
+RUNTIMES = tuple(runtimes.RUNTIMES)
+RUNTIME_ALIASES = runtimes.ALIASES
 # MACE's runtimes this release has no engine for, and what comes nearest here (config says so).
-ABSENT_RUNTIMES = {
-    "hta": "dsp (quantized uint8 through a DSP backend, as HTA runs quantized models)",
-    "htp": "dsp (quantized uint8 through a DSP backend; HTP's 16-bit schemas are not available)",
-    "apu": "dsp for uint8 models (a DSP backend), cpu or gpu for fp16/fp32 ones",
-}
-DATA_TYPES = {
-    "cpu": ("fp32_fp32", "fp16_fp32", "bf16_fp32", "fp16_fp16"),
-    "gpu": ("fp16_fp32", "fp32_fp32", "fp16_fp16"),
-    "cpu+gpu": ("fp16_fp32", "fp32_fp32", "bf16_fp32", "fp16_fp16"),
-    "dsp": ("uint8",), "hta": ("uint8",), "htp": ("uint8",),
-    "apu": ("fp16_fp32", "fp32_fp32", "uint8"),
-}
-DEFAULT_DATA_TYPE = {"cpu": "fp32_fp32", "gpu": "fp16_fp32", "cpu+gpu": "fp16_fp32",
-                     "dsp": "uint8", "hta": "uint8", "htp": "uint8", "apu": "uint8"}
+ABSENT_RUNTIMES = {n: r.nearest for n, r in runtimes.RUNTIMES.items() if not r.available}
+DATA_TYPES = {n: r.data_types for n, r in runtimes.RUNTIMES.items()}
+DEFAULT_DATA_TYPE = {n: r.default_data_type for n, r in runtimes.RUNTIMES.items()}
 IO_DATA_TYPES = ("float32", "float16", "int32", "uint8", "int16", "int64", "bfloat16", "bool", "int8")
 DATA_FORMATS = ("NONE", "NHWC", "NCHW", "OIHW")
 THRESHOLD_KEYS = {"CPU": "CPU", "GPU": "GPU", "DSP": "HEXAGON", "HEXAGON": "HEXAGON", "HTA": "HTA",

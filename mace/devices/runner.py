@@ -41,7 +41,8 @@ THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"
 
 
 def parse_args(argv):
-    from mace.runtime.gpu.options import GpuOptions   # no numpy: the flags are read before BLAS loads
+    from mace.config.runtimes import BOARD_RUNTIMES   # no numpy: the flags are read before BLAS loads
+    from mace.runtime.gpu.options import GpuOptions
 
     p = argparse.ArgumentParser(prog="mace_run.pyz", description="Run a converted model (.pb + .data) "
                                 "with the pymace runtime and report timings as JSON.")
@@ -69,7 +70,7 @@ def parse_args(argv):
     p.add_argument("--cpu_wait_policy", choices=("auto", "passive", "short", "spin"), default=None,
                    help="how the compute pool's idle threads wait (converter.py run --cpu_wait_policy)")
     g = p.add_argument_group("runtime (what `converter.py run` passes for the model's runtime)")
-    g.add_argument("--runtime", default="cpu", choices=("cpu", "gpu", "cpu+gpu", "dsp"),
+    g.add_argument("--runtime", default="cpu", choices=BOARD_RUNTIMES,
                    help="gpu/cpu+gpu: the GPU engine where pyopencl finds an OpenCL device, else the "
                         "CPU (said in the result); dsp: the DspBackend of --dsp_backend")
     GpuOptions.add_arguments(g)   # the GPU options as the host writes them (mace/runtime/gpu/options.py)

@@ -11,8 +11,9 @@ one they hold:
     engine.buffers, read_tensor(name), replace_const(name, value)
 
 A backend is a factory `(pb_path, data_path, request) -> engine` registered here
-under the runtime names it serves. A fourth backend is one new folder under
-mace/runtime/ whose factory is added to BACKENDS.
+under an engine kind; the runtimes it serves name that kind in their records
+(mace/config/runtimes.py). A fourth backend is one new folder under mace/runtime/,
+its factory in FACTORIES and a Runtime record naming it.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
+from mace.config.runtimes import RUNTIMES
 from mace.runtime.dsp import create_dsp_engine
 from mace.runtime.engine import create_engine
 from mace.runtime.from_code import create_engine_from_package
@@ -58,8 +60,9 @@ def _dsp(pb_path, data_path, req: Request):
     return create_dsp_engine(pb_path, data_path, req.dsp_backend, options=req.options, where=req.where)
 
 
-# runtime name -> factory
-BACKENDS: dict[str, Callable] = {"cpu": _engine, "gpu": _engine, "cpu+gpu": _engine, "dsp": _dsp}
+# engine kind (Runtime.engine, mace/config/runtimes.py) -> factory; runtime name -> factory
+FACTORIES: dict[str, Callable] = {"engine": _engine, "dsp": _dsp}
+BACKENDS: dict[str, Callable] = {n: FACTORIES[r.engine] for n, r in RUNTIMES.items() if r.available}
 
 
 def load(runtime: str, pb_path, data_path, req: Request):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.config.runtimes import GPU_RUNTIMES, INT8_TAGS, RUNTIMES
 from mace.errors import MaceError, ModelError, RuntimeInputError
 from mace.ir.args import get_arg
 from mace.ir.graph import Graph
@@ -37,15 +38,15 @@ from mace.runtime.gpu.runtime import GpuRuntime
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 from mace.runtime.node import Node
 
-# Quantized kernels: "int8:fast" (mace/ops/fast/int8) before "int8", the exact reference
-# (mace/ops/int8); each accepts only nodes whose tensors are quantized, so the float ops
-# of a quantized model (e.g. a float head) fall through to "cpu".
-INT8_TAG = "int8"
-INT8_TAGS = [INT8_FAST_TAG, INT8_TAG]
-DEVICE_TAGS = {"cpu": [FAST_TAG, "cpu"], "dsp": INT8_TAGS}
+# Kernel variants per runtime, in the order tried (mace/config/runtimes.py): "cpu:fast" before
+# "cpu"; quantized "int8:fast" (mace/ops/fast/int8) before "int8", the exact reference
+# (mace/ops/int8), each accepting only nodes whose tensors are quantized, so the float ops of a
+# quantized model (e.g. a float head) fall through to "cpu". The OpenCL runtimes' CPU-placed ops
+# use the "cpu" tags.
+INT8_TAG = INT8_TAGS[-1]
+DEVICE_TAGS = {n: list(r.kernel_tags) for n, r in RUNTIMES.items()}
 FAST_TAGS = (FAST_TAG, INT8_FAST_TAG)   # what options {"reference_kernels": True} leaves out
-# OpenCL runtimes (mace/runtime/gpu): their CPU-placed ops use the "cpu" tags.
-GPU_DEVICES = ("gpu", "cpu+gpu")
+GPU_DEVICES = GPU_RUNTIMES
 
 
 class Engine:
@@ -58,10 +59,10 @@ class Engine:
         self._input_names = tuple(graph.input_names)
         self._output_names = tuple(graph.output_names)
         self._session = None   # set by _bind when a step runs on the compute pool
-        self.tags = DEVICE_TAGS.get("cpu" if device in GPU_DEVICES else device, [device, "cpu"])
+        self.tags = list(DEVICE_TAGS.get(device, [device, "cpu"]))
         self.quantized = is_quantized(graph)
         if self.quantized and INT8_TAG not in self.tags:
-            self.tags = INT8_TAGS + self.tags
+            self.tags = list(INT8_TAGS) + self.tags
         # a dsp model with cpu groups (placed at convert, e.g. quantize_target_cosine's float ops):
         # the ops placed on the CPU fall through to the float kernels after the int8 ones
         self.cpu_tags = (self.tags + DEVICE_TAGS["cpu"]

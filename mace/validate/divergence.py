@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mace.config import runtimes as runtime_records
 from mace.config import schema
 from mace.report.dump import capture_outputs
 from mace.runtime.engine import Engine
@@ -22,8 +23,7 @@ from mace.runtime.gpu.deploy import engine_setup, range_check_notes
 from mace.validate.layers import LayerValidation, compare_layers, isolate, validate_layers
 
 # Runtimes each subgraph `runtime` asks for; the CPU runtime is always the baseline.
-RUNTIMES = {"cpu": ["cpu"], "gpu": ["cpu", "gpu"], "cpu+gpu": ["cpu", "gpu"], "dsp": ["cpu", "dsp"],
-            "hta": ["cpu", "hta"], "apu": ["cpu", "apu"], "htp": ["cpu", "htp"]}
+RUNTIMES = {n: list(r.compared) for n, r in runtime_records.RUNTIMES.items()}   # what each is compared with
 
 
 @dataclass
@@ -53,7 +53,8 @@ class DebugReport:
 def runtime_threshold(sg, runtime: str) -> float:
     """The validation threshold of one runtime (the .yml's validation_threshold wins)."""
     table = dict(schema.DEFAULT_THRESHOLDS, **sg.values.get("validation_threshold", {}))
-    key = {"cpu": "CPU", "gpu": "GPU", "dsp": "HEXAGON"}.get(runtime, runtime.upper())
+    key = runtime_records.RUNTIMES[runtime].threshold_key if runtime in runtime_records.RUNTIMES \
+        else runtime.upper()
     return table.get(key, sg.threshold())
 
 

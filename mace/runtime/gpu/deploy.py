@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mace.config import runtimes
 from mace.ir.args import get_arg
 from mace.runtime.gpu.cache_files import TUNING, cache_path
 from mace.runtime.gpu.options import gpu_options
@@ -19,7 +20,7 @@ from mace.runtime.gpu.runtime import CHECKED_ARG, FP32_REASON_ARG
 SHOWN = 5   # kept ops `run` lists one per line
 from mace.runtime.gpu.context import GpuUnavailable, gpu_context, unavailable_reason
 
-GPU_RUNTIMES = ("gpu", "cpu+gpu")
+GPU_RUNTIMES = runtimes.GPU_RUNTIMES   # re-exported: the GPU runtimes' users look here
 HOST_ABI = "host"
 
 

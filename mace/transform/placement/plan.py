@@ -27,15 +27,15 @@ from mace.config.deployment import default_preference
 from mace.config.specs import TensorSpec
 from mace.errors import ModelError
 from mace.ir.args import set_arg
+from mace.config.runtimes import RUNTIMES
 from mace.ir.layouts import record_perms, stored_perms
 from mace.ops.gpu.support import gpu_reason
 from mace.ops.registry import spec
-from mace.proto import pb
 from mace.transform.passes.cleanup import remove_dead_ops
 from mace.transform.passes.quantize import PLACED_ARG, quantize_plan
 from mace.transform.placement.auto import auto_place
 
-DEVICE = {"cpu": pb.CPU, "gpu": pb.GPU, "dsp": pb.HEXAGON}
+DEVICE = {n: RUNTIMES[n].device for n in ("cpu", "gpu", "dsp")}   # the runtimes a placement rule names
 
 
 @dataclass
@@ -181,7 +181,7 @@ def can_run(graph, op, runtime: str, quant_plan=None):
     if runtime == "dsp":
         return (quant_plan if quant_plan is not None else _quant_plan(graph)).get(op.name, "unknown op")
     kernels = spec(op.type).kernels
-    return None if ("cpu" in kernels or "cpu:fast" in kernels) else "no CPU kernel"
+    return None if any(t in kernels for t in RUNTIMES["cpu"].kernel_tags) else "no CPU kernel"
 
 
 def _quant_plan(graph) -> dict:
