@@ -82,7 +82,9 @@ def per_element(n: int, rounds: int) -> list:
         with references_only():
             ref = Engine(graph)
         fast = Engine(graph)
-        assert fast.nodes[0].tag == "cpu:fast" and ref.nodes[0].tag == "cpu", kind
+        if fast.nodes[0].tag != "cpu:fast":   # TANH, EXP, LOG: numpy's own float32 ufuncs stay
+            print(f"{kind:12s} reference kept (no compiled kernel)", flush=True)
+            continue
         feed = {"x": xi}
         with np.errstate(all="ignore"):
             ref.run(feed), fast.run(feed)
