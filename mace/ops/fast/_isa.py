@@ -3,7 +3,9 @@ host CPU's, or those named in NUMBA_CPU_FEATURES (numba's own setting for buildi
 another CPU, e.g. NUMBA_CPU_NAME=haswell NUMBA_CPU_FEATURES=+avx2,+fma for a portable cache).
 The loops pick 512-bit tiles and x86 intrinsics (vpdpbusd, vpmaddwd, the packs) from these;
 every intrinsic has a plain LLVM IR form for a target without it, so no build emits an
-instruction its target lacks (LLVM would abort the process)."""
+instruction its target lacks (LLVM would abort the process). NUMBA_CPU_NAME alone changes only
+the CPU model: numba still passes the host's feature list (+avx512f ... on an AVX-512 host), and
+so does this module, so the loops keep their 512-bit tiles; setup/second_cpu_pass.py sets both."""
 from __future__ import annotations
 
 import functools
