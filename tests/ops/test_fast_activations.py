@@ -272,3 +272,34 @@ def test_codes_agree_with_the_loops():
         pytest.skip("numba is not installed")
     for kind, code in {**act_fast.CODES, **eltwise_fast.UNARY_CODES}.items():
         assert getattr(loops, kind) == code, kind
+
+
+@pytest.mark.parametrize("kind", ["SUM", "SUB", "PROD", "DIV", "MIN", "MAX"])
+@pytest.mark.parametrize("const_shape,first", [((), False), ((1,), True), ((16,), False),
+                                               ((1, 1, 16), True)])
+@pytest.mark.parametrize("act", ["", "RELUX"])
+def test_eltwise_against_a_constant_is_exact(kind, const_shape, first, act, jit):
+    """A tensor against one number or one per channel, either side, with a fused clip: the
+    reference's float32 operation and np.clip, so the same bytes (NaN, inf, signed zeros)."""
+    x = inputs(400)[:148].reshape(-1, 4, 16)
+    c = np.random.default_rng(3).uniform(-4, 4, const_shape).astype(np.float32)
+    if c.size > 2:
+        c.ravel()[:3] = [0.0, -0.0, np.inf]
+    names = ["c", "x"] if first else ["x", "c"]
+    args = dict(type=kind, **(dict(activation=act, max_limit=6.0) if act else {}))
+    graph = graph_of({"x": x.shape}, [("Eltwise", names, ["y"], args)], {"c": c})
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast"
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(fast.run({"x": x})["y"], ref.run({"x": x})["y"])
+        y = x.copy()   # in place (x is out): the one-array loop
+        kern, extra = fast.nodes[0].kernel, [fast.nodes[0].inputs[names.index("c")]]
+        kern.bind(extra + [y] if first else [y] + extra, [y])()
+        np.testing.assert_array_equal(y, ref.run({"x": x})["y"])
+
+
+def test_eltwise_against_another_broadcast_runs_the_reference():
+    x = inputs(100)[:8].reshape(-1, 4, 16)
+    graph = graph_of({"x": x.shape}, [("Eltwise", ["x", "c"], ["y"], dict(type="SUM"))],
+                     {"c": np.ones((4, 1), np.float32)})
+    assert Engine(graph).nodes[0].tag == "cpu"

@@ -388,3 +388,65 @@ def prelu_inplace_par(x, slope, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         prelu_inplace(x, slope, r0, r1)
+
+
+# ---- Eltwise of a tensor and a constant (one number, or one per last-axis channel) ----------
+# Paddle2ONNX writes hardswish as x * clip(x + 3, 0, 6) / 6 and a per-channel affine after it:
+# each an Eltwise against a constant, which the reference runs as a numpy call (plus np.clip for
+# a fused clip). One float32 operation per element, as numpy's, then the clip: the same bytes.
+CONST_SUM, CONST_SUB, CONST_RSUB, CONST_PROD, CONST_DIV, CONST_RDIV, CONST_MIN, CONST_MAX = range(8)
+
+
+@njit(**EXACT)
+def const_binary(x, c, code, lo, hi, out, r0, r1):
+    """out[r, k] = clip(x[r, k] (op) c[k], lo, hi) over rows r0:r1 of x (rows, C); RSUB and
+    RDIV take the constant first (c - x, c / x)."""
+    _const_body(x, c, code, lo, hi, out, r0, r1)
+
+
+@njit(**EXACT)
+def const_binary_inplace(x, c, code, lo, hi, r0, r1):
+    _const_body(x, c, code, lo, hi, x, r0, r1)
+
+
+@njit(**dict(BODY, fastmath=False))
+def _const_body(x, c, code, lo, hi, out, r0, r1):
+    k = x.shape[1]
+    for r in range(r0, r1):
+        xr, orow = x[r], out[r]
+        for j in range(k):
+            v, w = xr[j], c[j]
+            if code == CONST_SUM:
+                v = v + w
+            elif code == CONST_SUB:
+                v = v - w
+            elif code == CONST_RSUB:
+                v = w - v
+            elif code == CONST_PROD:
+                v = v * w
+            elif code == CONST_DIV:
+                v = v / w
+            elif code == CONST_RDIV:
+                v = w / v
+            elif code == CONST_MIN:   # a NaN x stays NaN (np.minimum); NaN constants are declined
+                v = w if w < v else v
+            else:
+                v = w if w > v else v
+            v = lo if v < lo else v   # NaN passes both, as np.clip's
+            orow[j] = hi if v > hi else v
+
+
+@njit(**dict(PAR, fastmath=False))
+def const_binary_par(x, c, code, lo, hi, out, parts):
+    rows = x.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        const_binary(x, c, code, lo, hi, out, r0, r1)
+
+
+@njit(**dict(PAR, fastmath=False))
+def const_binary_inplace_par(x, c, code, lo, hi, parts):
+    rows = x.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        const_binary_inplace(x, c, code, lo, hi, r0, r1)
