@@ -43,7 +43,9 @@ from tests.ops.ir_graph import graph_of  # noqa: E402
 KINDS = [("Activation", dict(activation=k)) for k in
          ["SIGMOID", "SWISH", "PRELU", "GELU", "GELU_TANH", "HARDSWISH", "HARDSIGMOID", "LEAKYRELU",
           "TANH", "ELU", "SELU", "SOFTPLUS", "MISH"]] + \
-        [("Eltwise", dict(type=k)) for k in ["ERF", "EXP", "LOG", "SQRT", "RSQRT", "RECIPROCAL"]]
+        [("Eltwise", dict(type=k)) for k in ["ERF", "EXP", "LOG", "SQRT", "RSQRT", "RECIPROCAL"]] + \
+        [("Eltwise", dict(type="SUM", activation="RELUX", max_limit=6.0, const="scalar")),   # x + 3, clip
+         ("Eltwise", dict(type="DIV", const="scalar")), ("Eltwise", dict(type="PROD", const="channel"))]
 PARAMS = {"SWISH": dict(activation_coefficient=1.0), "ELU": dict(activation_coefficient=1.0),
           "SELU": dict(activation_coefficient=1.6732632, beta=1.050701),
           "LEAKYRELU": dict(activation_coefficient=0.1),
@@ -74,16 +76,21 @@ def per_element(n: int, rounds: int) -> list:
     x = (np.random.default_rng(0).standard_normal((n // 64, 64)) * 3).astype(np.float32)
     rows = []
     for op_type, args in KINDS:
+        args = dict(args)
+        const = args.pop("const", None)
         kind = args.get("activation") or args["type"]
         xi = np.abs(x) + np.float32(1e-3) if kind in ("LOG", "SQRT", "RSQRT") else x
         consts = {"slope": np.full(64, 0.25, np.float32)} if kind == "PRELU" else {}
+        if const:   # a tensor against a constant: one number or one per channel
+            consts = {"c": np.float32(3.0) if const == "scalar" else np.linspace(0.5, 2, 64, dtype=np.float32)}
+            kind = f"{args['type']} {const}" + (f"+{args['activation']}" if "activation" in args else "")
         graph = graph_of({"x": x.shape}, [(op_type, ["x"] + list(consts), ["y"],
                                            {**args, **PARAMS.get(kind, {})})], consts)
         with references_only():
             ref = Engine(graph)
         fast = Engine(graph)
         if fast.nodes[0].tag != "cpu:fast":   # TANH, EXP, LOG: numpy's own float32 ufuncs stay
-            print(f"{kind:12s} reference kept (no compiled kernel)", flush=True)
+            print(f"{kind:16s} reference kept (no compiled kernel)", flush=True)
             continue
         feed = {"x": xi}
         with np.errstate(all="ignore"):
@@ -95,7 +102,7 @@ def per_element(n: int, rounds: int) -> list:
                 t_fast.append(timed(lambda: fast.run(feed), runs)[1])
         r, f = (statistics.median(t) * 1e9 / x.size for t in (t_ref, t_fast))
         rows.append((kind, r, f))
-        print(f"{kind:12s} reference {r:7.3f} ns   compiled {f:6.3f} ns   {r / f:6.1f}x", flush=True)
+        print(f"{kind:16s} reference {r:7.3f} ns   compiled {f:6.3f} ns   {r / f:6.1f}x", flush=True)
     return rows
 
 

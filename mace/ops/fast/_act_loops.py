@@ -410,30 +410,44 @@ def const_binary_inplace(x, c, code, lo, hi, r0, r1):
 
 
 @njit(**dict(BODY, fastmath=False))
+def _clip(v, lo, hi):
+    v = lo if v < lo else v   # NaN passes both, as np.clip's
+    return hi if v > hi else v
+
+
+@njit(**dict(BODY, fastmath=False))
 def _const_body(x, c, code, lo, hi, out, r0, r1):
+    # the code's branch outside the rows: one plain loop per case vectorizes (a branch chain
+    # per element ran slower than numpy's two passes)
     k = x.shape[1]
     for r in range(r0, r1):
-        xr, orow = x[r], out[r]
-        for j in range(k):
-            v, w = xr[j], c[j]
-            if code == CONST_SUM:
-                v = v + w
-            elif code == CONST_SUB:
-                v = v - w
-            elif code == CONST_RSUB:
-                v = w - v
-            elif code == CONST_PROD:
-                v = v * w
-            elif code == CONST_DIV:
-                v = v / w
-            elif code == CONST_RDIV:
-                v = w / v
-            elif code == CONST_MIN:   # a NaN x stays NaN (np.minimum); NaN constants are declined
-                v = w if w < v else v
-            else:
-                v = w if w > v else v
-            v = lo if v < lo else v   # NaN passes both, as np.clip's
-            orow[j] = hi if v > hi else v
+        xr, o = x[r], out[r]
+        if code == CONST_SUM:
+            for j in range(k):
+                o[j] = _clip(xr[j] + c[j], lo, hi)
+        elif code == CONST_SUB:
+            for j in range(k):
+                o[j] = _clip(xr[j] - c[j], lo, hi)
+        elif code == CONST_RSUB:
+            for j in range(k):
+                o[j] = _clip(c[j] - xr[j], lo, hi)
+        elif code == CONST_PROD:
+            for j in range(k):
+                o[j] = _clip(xr[j] * c[j], lo, hi)
+        elif code == CONST_DIV:
+            for j in range(k):
+                o[j] = _clip(xr[j] / c[j], lo, hi)
+        elif code == CONST_RDIV:
+            for j in range(k):
+                o[j] = _clip(c[j] / xr[j], lo, hi)
+        elif code == CONST_MIN:   # a NaN x stays NaN (np.minimum); NaN constants are declined
+            for j in range(k):
+                v, w = xr[j], c[j]
+                o[j] = _clip(w if w < v else v, lo, hi)
+        else:
+            for j in range(k):
+                v, w = xr[j], c[j]
+                o[j] = _clip(w if w > v else v, lo, hi)
 
 
 @njit(**dict(PAR, fastmath=False))

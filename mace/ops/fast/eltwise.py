@@ -58,6 +58,9 @@ CONST_CODES = {"SUM": (0, 0), "SUB": (1, 2), "PROD": (3, 3), "DIV": (4, 5), "MIN
                "MAX": (7, 7)}
 
 
+SCALAR_ROW = 256
+
+
 def const_operand(ctx):
     """(index of the constant, its float32 values per last-axis channel) when the node is a
     float32 tensor against a constant of one number or one per channel, else None."""
@@ -110,6 +113,9 @@ class EltwiseFast(FastKernel):
         where = aliasing(x, out)
         if where == "overlap" or not (x.flags.c_contiguous and out.flags.c_contiguous):
             return _reference.EltwiseCpu(self.ctx).bind(inputs, outputs)
+        bits = values.view(np.int32)   # equal bits: 0.0 and -0.0 are two constants here
+        if values.shape[0] < SCALAR_ROW and x.size % SCALAR_ROW == 0 and (bits == bits[0]).all():
+            values = np.full(SCALAR_ROW, values[0], np.float32)   # one number: rows of 256, not of C
         c = values.shape[0]
         x2, out2 = x.reshape(-1, c), out.reshape(-1, c)
         if where == "same":
