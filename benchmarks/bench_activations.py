@@ -3,6 +3,7 @@ _act_loops.py) against the numpy references they replace, at one thread, in one 
 
     python benchmarks/bench_activations.py                       # per element: reference vs compiled
     python benchmarks/bench_activations.py --models nudenet_yolov8n,mtcnn_pnet,minilm_l3_paraphrase
+    python benchmarks/bench_activations.py --vector-check   # did LLVM vectorize each loop?
 
 Per element: a one-op graph on --elements float32 values (normal * 3), run by an engine on
 the reference kernels and by one on the compiled kernels, interleaved for --rounds rounds;
@@ -160,6 +161,29 @@ def corpus(names: list, rounds: int, runs: int, cache: Path) -> list:
     return rows
 
 
+def vector_check() -> None:
+    """Compile each loop body alone (its code a constant) and count the packed instructions in
+    its machine code: a body LLVM did not vectorize has none (scalar vaddss / vmulsd only)."""
+    import re
+    from numba import njit
+    from mace.ops.fast import _act_loops as L
+
+    x = np.ones(64, np.float32)
+    out, one = np.empty_like(x), np.float32(1)
+    for name in ["SIGMOID", "SWISH", "GELU", "GELU_TANH", "ERF", "ELU", "SELU", "SOFTPLUS", "MISH",
+                 "HARDSWISH", "HARDSIGMOID", "LEAKYRELU", "SQRT", "RSQRT", "RECIPROCAL"]:
+        code = getattr(L, name)
+        exact = code >= L.HARDSWISH
+        body = L._exact_body if exact else L._unary_body
+        fn = njit(error_model="numpy", fastmath=False if exact else {"contract"})(
+            lambda x, a, b, out, body=body, code=code: body(x, code, a, b, out, out.shape[0]))
+        fn(x, one, one, out)
+        asm = "".join(fn.inspect_asm().values())
+        packed = {w: len(re.findall(rf"\bv\w+p[sd]\s[^\n]*%{w}", asm)) for w in ("zmm", "ymm")}
+        print(f"{name:12s} packed instructions: {packed['zmm']:3d} on 512-bit, {packed['ymm']:3d} on 256-bit "
+              f"registers{'' if any(packed.values()) else '  NOT VECTORIZED'}")
+
+
 def _cosine(a, b) -> float:
     a, b = np.asarray(a, np.float64).ravel(), np.asarray(b, np.float64).ravel()
     if a.size != b.size:
@@ -174,8 +198,13 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=10, help="model runs per round")
     p.add_argument("--models", default="", help="corpus rows (zoo_manifest.yml names); none: per element only")
     p.add_argument("--skip-elements", action="store_true", help="models only")
+    p.add_argument("--vector-check", action="store_true",
+                   help="count the packed (vector) instructions of each loop body, then stop")
     p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")
     args = p.parse_args(argv)
+    if args.vector_check:
+        vector_check()
+        return 0
     with threadpool_limits(1):
         if not args.skip_elements:
             per_element(args.elements, args.rounds)
