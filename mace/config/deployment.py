@@ -12,7 +12,8 @@ import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mace.config import images, names, runtimes, schema
+from mace.config import images, names, schema
+from mace.ir import runtimes
 from mace.config.specs import TensorSpec
 from mace.config.yaml_io import load_yaml
 from mace.errors import ConfigError

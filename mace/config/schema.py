@@ -10,7 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mace.config import names, runtimes
+from mace.config import names
+from mace.ir import runtimes
 from mace.config.images import parse_image_preprocess
 
 ABIS = ("host", "armeabi-v7a", "arm64-v8a", "arm64", "armhf", "aarch64", "armv7l")

@@ -19,7 +19,9 @@ Only the standard library, numpy and mace's runtime may be imported here: the de
 nothing else. numpy is imported after the flags are read, because BLAS reads its thread
 count from the environment when it loads; so are the mace modules that import numpy, which is
 why this module's imports sit inside its functions (and so a board without numpy gets our
-message, not an ImportError).
+message, not an ImportError). The flags are declared by records that import no numpy
+(runner_options.RunnerOptions, mace.runtime.gpu.options.GpuOptions, mace.ir.runtimes): `run`
+on the host writes them from the same records, so host and board cannot drift apart.
 """
 from __future__ import annotations
 
@@ -35,15 +37,17 @@ import threading
 import time
 import traceback
 
+# No numpy below (the flags are read before BLAS loads); at module level, so mace_run.pyz has them.
+from mace.ir.runtimes import BOARD_RUNTIMES
+from mace.devices.runner_options import RunnerOptions
+from mace.runtime.gpu.options import GpuOptions
+
 RESULT_FILE = "mace_run.json"
 TIMEOUT_EXIT = 124
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
 
 def parse_args(argv):
-    from mace.config.runtimes import BOARD_RUNTIMES   # no numpy: the flags are read before BLAS loads
-    from mace.runtime.gpu.options import GpuOptions
-
     p = argparse.ArgumentParser(prog="mace_run.pyz", description="Run a converted model (.pb + .data) "
                                 "with the pymace runtime and report timings as JSON.")
     p.add_argument("--model", required=True, help="the model graph, <model>.pb")
@@ -51,24 +55,7 @@ def parse_args(argv):
     p.add_argument("--input", action="append", default=[], metavar="NAME=FILE.npy",
                    help="one per model input (repeat the flag)")
     p.add_argument("--output_dir", default=None, help="write each output to DIR/<output name>.npy")
-    p.add_argument("--indexed_outputs", action="store_true",
-                   help="name output files DIR/output<i>.npy (the JSON maps names to files): what `run` "
-                        "on a device asks for, so no tensor name becomes a path that crosses the link")
-    p.add_argument("--round", type=int, default=1, help="timed runs after the warm-up run")
-    p.add_argument("--omp_num_threads", type=int, default=-1, help="BLAS threads (-1: library default)")
-    p.add_argument("--profile", action="store_true", help="time every op (run --vlog_level 2)")
-    p.add_argument("--benchmark", action="store_true",
-                   help="measure MACE's benchmark tables (--warmup runs, then --round runs without and "
-                        "--round runs with per-op statistics); no outputs are written")
-    p.add_argument("--warmup", type=int, default=1, help="warm-up runs of --benchmark")
-    p.add_argument("--cpu_affinity_policy", type=int, default=0, choices=range(5), metavar="{0..4}",
-                   help="pin the threads: 0 none, 1 big cores, 2 little cores, 3 high performance, "
-                        "4 power save (MACE's CPUAffinityPolicy)")
-    p.add_argument("--restart_round", type=int, default=1,
-                   help="create the engine this many times, each run as --round says (MACE's flag); "
-                        "the result lists every init time and reports the last engine's runs")
-    p.add_argument("--cpu_wait_policy", choices=("auto", "passive", "short", "spin"), default=None,
-                   help="how the compute pool's idle threads wait (converter.py run --cpu_wait_policy)")
+    RunnerOptions.add_arguments(p)   # the run loop, as the host writes it (runner_options.py)
     g = p.add_argument_group("runtime (what `converter.py run` passes for the model's runtime)")
     g.add_argument("--runtime", default="cpu", choices=BOARD_RUNTIMES,
                    help="gpu/cpu+gpu: the GPU engine where pyopencl finds an OpenCL device, else the "
@@ -77,9 +64,6 @@ def parse_args(argv):
     g.add_argument("--dsp_backend", default=None, help="DSP backend name (default hexagon_sim)")
     g.add_argument("--dsp_backend_where", default=None, help="where the backend was named (for errors)")
     p.add_argument("--json", default=None, help=f"where to write the result (default: DIR/{RESULT_FILE})")
-    p.add_argument("--timeout", type=float, default=0, help="give up after this many seconds (0: never)")
-    p.add_argument("--exit_with_parent", action="store_true",
-                   help="stop when the process that started this one ends (a dropped ssh/adb session)")
     p.add_argument("--verbose", action="store_true", help="print tracebacks")
     return p.parse_args(argv)
 
@@ -226,7 +210,7 @@ def run(args) -> dict:
 
     from mace.util import omp_wait
 
-    omp_wait.set_policy(args.cpu_wait_policy)   # before the engine starts the compute pool
+    omp_wait.set_policy(args.cpu_wait_policy or None)   # before the engine starts the compute pool
     inputs = read_inputs(args.input)
     affinity = pin(args.cpu_affinity_policy, args.omp_num_threads)
     restart_inits = []

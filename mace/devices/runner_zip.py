@@ -45,7 +45,8 @@ ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # kernels decline and the int8 reference kernels run). And the host's engine opener with its
 # backend table (open.py, backends.py): they read deployment files (mace.config, yaml), which
 # the runner never does: it loads the .pb it is given.
-LEFT_OUT = {"mace/ops/fast/_loops.py", "mace/ops/fast/int8/_qloops.py", "mace/runtime/open.py",
+LEFT_OUT = {"mace/ops/fast/_loops.py", "mace/ops/fast/_act_loops.py", "mace/ops/fast/int8/_qloops.py",
+            "mace/runtime/open.py",
             "mace/runtime/backends.py"}
 
 MAIN = '''"""mace_run.pyz: run a converted model with the pymace runtime (python3 mace_run.pyz -h)."""

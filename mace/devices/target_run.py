@@ -39,6 +39,7 @@ from mace.devices.base import DeviceError
 from mace.devices.build import RUNNER, built_for, file_entry
 from mace.devices.discovery import Target
 from mace.devices.locks import device_lock
+from mace.devices.runner_options import RunnerOptions
 from mace.errors import MaceError, ModelError
 from mace.ir.args import get_arg
 from mace.ir.model_io import load_net
@@ -300,29 +301,28 @@ def _runtime_args(config, job: _Job, remote_dir: str, opts: RunOptions, opencl: 
     return argv + options.to_argv()
 
 
+def runner_options(opts: RunOptions) -> RunnerOptions:
+    """How the board's runner runs the model: these run options, as its flags (runner_options.py)."""
+    return RunnerOptions(
+        round=opts.rounds, omp_num_threads=opts.num_threads if opts.num_threads and opts.num_threads > 0 else -1,
+        profile=opts.profile and not opts.benchmark, benchmark=opts.benchmark,
+        warmup=opts.warmup if opts.benchmark else 1, cpu_affinity_policy=opts.cpu_affinity_policy,
+        restart_round=int(opts.restart_round) if not opts.benchmark else 1,
+        cpu_wait_policy=opts.cpu_wait_policy or "", timeout=float(opts.timeout),
+        exit_with_parent=True,           # a dropped ssh/adb session ends the run on the board
+        indexed_outputs=not opts.benchmark)   # output<i>.npy: no tensor name becomes a remote path
+
+
 def _run_model(device, config, job: _Job, remote_dir: str, opts: RunOptions, tmp: Path, opencl: _OpenCl) -> dict:
     name = job.model.name
     remote = lambda p: posixpath.join(remote_dir, Path(p).name)  # noqa: E731
     out_dir = posixpath.join(remote_dir, f"{name}.outputs")
     argv = [device.python, remote(RUNNER), "--model", remote(job.pb), "--data", remote(job.data),
-            "--round", str(opts.rounds), "--timeout", f"{opts.timeout:g}", "--exit_with_parent",
-            *_runtime_args(config, job, remote_dir, opts, opencl)]
+            *runner_options(opts).to_argv(), *_runtime_args(config, job, remote_dir, opts, opencl)]
     for spec, f in zip(job.model.graph.inputs, job.input_files):
         argv += ["--input", f"{spec.name}={remote(f)}"]
-    if opts.num_threads and opts.num_threads > 0:
-        argv += ["--omp_num_threads", str(opts.num_threads)]
-    if opts.cpu_affinity_policy:
-        argv += ["--cpu_affinity_policy", str(opts.cpu_affinity_policy)]
-    if opts.cpu_wait_policy:
-        argv += [f"--cpu_wait_policy={opts.cpu_wait_policy}"]
-    if opts.restart_round > 1 and not opts.benchmark:
-        argv += ["--restart_round", str(int(opts.restart_round))]
-    if opts.benchmark:
-        argv += ["--benchmark", "--warmup", str(opts.warmup)]
-    else:   # files output<i>.npy: a tensor name from a model never becomes a remote path
-        argv += ["--output_dir", out_dir, "--indexed_outputs"]
-    if opts.profile and not opts.benchmark:
-        argv.append("--profile")
+    if not opts.benchmark:
+        argv += ["--output_dir", out_dir]
     step = f"{'benchmark' if opts.benchmark else 'run'} {name}"
     # the runner stops itself at opts.timeout; the extra seconds let it say so over the link
     done = device.shell(argv, opts.timeout + 10, step)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from mace.config.runtimes import RUNTIMES
+from mace.ir.runtimes import RUNTIMES
 
 HEADER = ["model_name", "device_name", "soc", "abi", "runtime", "init(ms)", "warmup(ms)", "run_avg(ms)",
           "tuned"]
-DEVICE_TYPES = {n: r.label for n, r in RUNTIMES.items()}   # MACE's labels (mace/config/runtimes.py)
+DEVICE_TYPES = {n: r.label for n, r in RUNTIMES.items()}   # MACE's labels (mace/ir/runtimes.py)
 
 
 def row(r) -> list:

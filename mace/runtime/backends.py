@@ -12,7 +12,7 @@ one they hold:
 
 A backend is a factory `(pb_path, data_path, request) -> engine` registered here
 under an engine kind; the runtimes it serves name that kind in their records
-(mace/config/runtimes.py). A fourth backend is one new folder under mace/runtime/,
+(mace/ir/runtimes.py). A fourth backend is one new folder under mace/runtime/,
 its factory in FACTORIES and a Runtime record naming it.
 """
 from __future__ import annotations
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Protocol
 
-from mace.config.runtimes import RUNTIMES
+from mace.ir.runtimes import RUNTIMES
 from mace.runtime.dsp import create_dsp_engine
 from mace.runtime.engine import create_engine
 from mace.runtime.from_code import create_engine_from_package
@@ -60,7 +60,7 @@ def _dsp(pb_path, data_path, req: Request):
     return create_dsp_engine(pb_path, data_path, req.dsp_backend, options=req.options, where=req.where)
 
 
-# engine kind (Runtime.engine, mace/config/runtimes.py) -> factory; runtime name -> factory
+# engine kind (Runtime.engine, mace/ir/runtimes.py) -> factory; runtime name -> factory
 FACTORIES: dict[str, Callable] = {"engine": _engine, "dsp": _dsp}
 BACKENDS: dict[str, Callable] = {n: FACTORIES[r.engine] for n, r in RUNTIMES.items() if r.available}
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mace.config.runtimes import GPU_RUNTIMES, INT8_TAGS, RUNTIMES
+from mace.ir.runtimes import GPU_RUNTIMES, INT8_TAGS, RUNTIMES
 from mace.errors import MaceError, ModelError, RuntimeInputError
 from mace.ir.args import get_arg
 from mace.ir.graph import Graph
@@ -38,7 +38,7 @@ from mace.runtime.gpu.runtime import GpuRuntime
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 from mace.runtime.node import Node
 
-# Kernel variants per runtime, in the order tried (mace/config/runtimes.py): "cpu:fast" before
+# Kernel variants per runtime, in the order tried (mace/ir/runtimes.py): "cpu:fast" before
 # "cpu"; quantized "int8:fast" (mace/ops/fast/int8) before "int8", the exact reference
 # (mace/ops/int8), each accepting only nodes whose tensors are quantized, so the float ops of a
 # quantized model (e.g. a float head) fall through to "cpu". The OpenCL runtimes' CPU-placed ops

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mace.config import runtimes as runtime_records
+from mace.ir import runtimes as runtime_records
 from mace.config import schema
 from mace.report.dump import capture_outputs
 from mace.runtime.engine import Engine

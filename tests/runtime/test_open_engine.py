@@ -46,7 +46,7 @@ def test_code_format_builds_load_through_the_generated_package_everywhere(tmp_pa
 
 
 def test_unknown_backend_is_named():
-    with pytest.raises(ValueError, match="no runtime backend 'npu'.*cpu, gpu, cpu\\+gpu, dsp"):
+    with pytest.raises(ValueError, match="no runtime backend 'npu'.*cpu, gpu, dsp, cpu\\+gpu"):
         backends.load("npu", "m.pb", "m.data", backends.Request())
 
 

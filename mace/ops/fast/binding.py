@@ -15,7 +15,7 @@ import collections
 
 from mace.ops.fast._pool import pool
 
-from mace.config.runtimes import FAST_TAG, INT8_FAST_TAG  # noqa: F401 (importers take the tags from here too)
+from mace.ir.runtimes import FAST_TAG, INT8_FAST_TAG  # noqa: F401 (importers take the tags from here too)
 POOLED_TAGS = (FAST_TAG, INT8_FAST_TAG)   # kernels that may bind steps onto the compute pool
 
 

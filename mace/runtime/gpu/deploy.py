@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mace.config import runtimes
+from mace.ir import runtimes
 from mace.ir.args import get_arg
 from mace.runtime.gpu.cache_files import TUNING, cache_path
 from mace.runtime.gpu.options import gpu_options

@@ -10,66 +10,34 @@ the board's copy had lost `gpu_range_check`: fp16 saturation was counted on the 
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from mace.runtime.gpu.programs import is_fp16
+from mace.util.flag_record import FlagRecord, option
 
-
-def _flag(help_text: str, *aliases: str):
-    return {"help": help_text, "aliases": aliases}
+HINT = dict(choices=range(4), metavar="{0..3}")
 
 
 @dataclass(frozen=True)
-class GpuOptions:
+class GpuOptions(FlagRecord):
     """Engine options of a GPU run (mace/runtime/gpu/runtime.py reads them by these names)."""
 
-    data_type: str = field(default="", metadata=_flag("GPU storage type (default: the model's data_type)"))
-    library: str = field(default="", metadata=_flag("library name: the first part of the OpenCL cache "
-                                                     "file names"))
-    opencl_cache_dir: str = field(default="", metadata=_flag("where the OpenCL cache files are read and "
-                                                             "written", "--opencl_dir"))
-    opencl_cache_name: str = field(default="", metadata=_flag("device part of the cache file names "
-                                                              "(default: the OpenCL device's name)"))
-    opencl_tuning: bool = field(default=False, metadata=_flag("tune work-group sizes, save them"))
-    limit_opencl_kernel_time: bool = field(default=False, metadata=_flag("split long GPU kernels"))
-    gpu_perf_hint: int = field(default=0, metadata=_flag("OpenCL performance hint 0..3"))
-    gpu_priority_hint: int = field(default=0, metadata=_flag("OpenCL queue priority hint 0..3"))
-    gpu_range_check: bool = field(default=False, metadata=_flag(
-        "count what fp16 storage clamps or flushes per op (on for half storage)"))
+    data_type: str = option("", "GPU storage type (default: the model's data_type)")
+    library: str = option("", "library name: the first part of the OpenCL cache file names")
+    opencl_cache_dir: str = option("", "where the OpenCL cache files are read and written", "--opencl_dir")
+    opencl_cache_name: str = option("", "device part of the cache file names (default: the OpenCL "
+                                        "device's name)")
+    opencl_tuning: bool = option(False, "tune work-group sizes, save them")
+    limit_opencl_kernel_time: bool = option(False, "split long GPU kernels")
+    gpu_perf_hint: int = option(0, "OpenCL performance hint", **HINT)
+    gpu_priority_hint: int = option(0, "OpenCL queue priority hint", **HINT)
+    gpu_range_check: bool = option(False, "count what fp16 storage clamps or flushes per op (on for half "
+                                          "storage)")
 
     def engine_options(self) -> dict:
         """The Engine's `options` (empty strings left out: the engine's defaults stand)."""
         return {k: v for k, v in asdict(self).items() if v != ""}
-
-    def to_argv(self) -> list:
-        """The runner's flags for these options (`--name=value`: a value starting with '-' stays one)."""
-        argv = []
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "bool":
-                argv += [f"--{f.name}"] if value else []
-            elif value != "":
-                argv.append(f"--{f.name}={value}")
-        return argv
-
-    @classmethod
-    def add_arguments(cls, group) -> None:
-        """Declare the flags to_argv writes (argparse group or parser)."""
-        for f in fields(cls):
-            names = [f"--{f.name}", *f.metadata["aliases"]]
-            if f.type == "bool":
-                group.add_argument(*names, dest=f.name, action="store_true", help=f.metadata["help"])
-            elif f.type == "int":
-                group.add_argument(*names, dest=f.name, type=int, default=f.default, choices=range(4),
-                                   metavar="{0..3}", help=f.metadata["help"])
-            else:
-                group.add_argument(*names, dest=f.name, default=f.default, help=f.metadata["help"])
-
-    @classmethod
-    def from_args(cls, namespace) -> "GpuOptions":
-        values = {f.name: getattr(namespace, f.name) for f in fields(cls)}
-        return cls(**{k: v for k, v in values.items() if v is not None})
 
 
 def gpu_options(library: str, data_type: str, limit_kernel_time: bool, cache_dir, tuned_file: Path | None,

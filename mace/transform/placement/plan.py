@@ -27,7 +27,7 @@ from mace.config.deployment import default_preference
 from mace.config.specs import TensorSpec
 from mace.errors import ModelError
 from mace.ir.args import set_arg
-from mace.config.runtimes import RUNTIMES
+from mace.ir.runtimes import RUNTIMES
 from mace.ir.layouts import record_perms, stored_perms
 from mace.ops.gpu.support import gpu_reason
 from mace.ops.registry import spec

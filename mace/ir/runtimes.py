@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mace.proto import pb
+
 FAST_TAG = "cpu:fast"          # the compiled float kernels (mace/ops/fast), before the reference
 INT8_FAST_TAG = "int8:fast"    # the compiled quantized kernels, before the exact reference "int8"
 CPU_TAGS = (FAST_TAG, "cpu")
@@ -35,7 +37,6 @@ class Runtime:
     @property
     def device(self) -> int:
         """The IR's DeviceType of an op placed on this runtime (mace/proto/mace_ir.proto)."""
-        from mace.proto import pb   # the generated module: only callers that place ops need it
         return pb.DeviceType.Value(self.label)
 
     @property

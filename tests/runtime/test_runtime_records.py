@@ -1,11 +1,12 @@
-"""One record per runtime (mace/config/runtimes.py, issue 32): every table that says what a runtime
+"""One record per runtime (mace/ir/runtimes.py, issue 32): every table that says what a runtime
 is reads it, so they cannot disagree."""
 from __future__ import annotations
 
 import pytest
 
-from mace.config import runtimes, schema
-from mace.config.runtimes import RUNTIMES
+from mace.config import schema
+from mace.ir import runtimes
+from mace.ir.runtimes import RUNTIMES
 
 
 def test_the_schema_reads_the_records():
