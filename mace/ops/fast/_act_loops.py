@@ -78,8 +78,9 @@ def _from_bits(typingctx, i):
 
 @njit(**MATH)
 def _exp(x):
-    """exp(x) in float64, relative error < 1e-13: x = n ln2 + r, |r| <= ln2 / 2, a degree-11
-    Taylor polynomial of r, times 2**n made from its bits. |x| is held to 700 (exp of that
+    """exp(x) in float64, relative error < 2e-10 (|r|**9 / 9!: far less near 0, as expm1 needs):
+    x = n ln2 + r, |r| <= ln2 / 2, a degree-8 Taylor polynomial of r (degree 11 was ~10% slower
+    and no more accurate once rounded to float32), times 2**n made from its bits. |x| is held to 700 (exp of that
     is far outside float32 either way), below -700 it is 0; NaN passes through the comparisons."""
     tiny = x < -700.0
     x = 700.0 if x > 700.0 else x
@@ -87,10 +88,7 @@ def _exp(x):
     t = x * LOG2E + MAGIC          # the nearest integer n sits in t's low bits
     n = t - MAGIC
     r = (x - n * LN2_HI) - n * LN2_LO
-    p = 1.0 / 39916800.0
-    p = p * r + 1.0 / 3628800.0
-    p = p * r + 1.0 / 362880.0
-    p = p * r + 1.0 / 40320.0
+    p = 1.0 / 40320.0
     p = p * r + 1.0 / 5040.0
     p = p * r + 1.0 / 720.0
     p = p * r + 1.0 / 120.0
