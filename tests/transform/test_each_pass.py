@@ -1,0 +1,169 @@
+"""One unit test per pass (issue 32): each pass function alone, on the smallest graph that shows
+what it does, checked for the rewrite it makes and for outputs equal to the graph before it
+(reference kernels on both sides). A meta-test keeps the table complete: every pass of the
+pipeline's PASSES has a case here or names the test module that exercises it alone.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mace.ir.args import get_arg
+from mace.runtime.engine import Engine
+from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
+from mace.transform.passes.fold_constants import fold_constants
+from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
+from mace.transform.passes.fold_transposes import fold_transposes
+from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
+from mace.transform.passes.sort import sort_topologically
+from mace.transform.passes.winograd import mark_winograd
+from mace.transform.pipeline import PASSES
+from tests.ops.ir_graph import graph_of
+
+RNG = np.random.default_rng(11)
+X = RNG.normal(size=(1, 4, 4, 8)).astype(np.float32)
+
+
+def _types(graph) -> list:
+    return [op.type for op in graph.net.op]
+
+
+def _outputs(graph, x=X) -> dict:
+    return Engine(graph, options={"reference_kernels": True}).run({"x": x})
+
+
+def _check(build, pass_fn, before: list, after: list, options=None, x=X, rtol=1e-5):
+    """Run `pass_fn` alone on build()'s graph to its fixpoint, as the pipeline does: op types
+    before/after, outputs unchanged."""
+    original, graph = build(), build()
+    assert _types(original) == before
+    assert pass_fn(graph, options or {}) is not False
+    for _ in range(10):
+        if not pass_fn(graph, options or {}):
+            break
+    assert _types(graph) == after
+    want, got = _outputs(original, x), _outputs(graph, x)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=rtol, atol=1e-6)
+    return graph
+
+
+def test_remove_identity():
+    build = lambda: graph_of({"x": X.shape}, [("Identity", ["x"], ["i"], {}),  # noqa: E731
+                                             ("Activation", ["i"], ["y"], {"activation": "RELU"})])
+    _check(build, remove_identity, ["Identity", "Activation"], ["Activation"])
+
+
+def test_remove_dead_ops():
+    build = lambda: graph_of({"x": X.shape}, [("Activation", ["x"], ["y"], {"activation": "RELU"}),  # noqa: E731
+                                             ("Activation", ["x"], ["unused"], {"activation": "TANH"})],
+                             {"nobody": np.ones(3, np.float32)})
+    graph = _check(build, remove_dead_ops, ["Activation", "Activation"], ["Activation"])
+    assert "nobody" not in graph.consts
+
+
+def test_fold_constants():
+    consts = {"a": RNG.normal(size=(8,)).astype(np.float32), "b": RNG.normal(size=(8,)).astype(np.float32)}
+    build = lambda: graph_of({"x": X.shape}, [("Eltwise", ["a", "b"], ["c"], {"type": "SUM"}),  # noqa: E731
+                                             ("Eltwise", ["x", "c"], ["y"], {"type": "PROD"})], consts)
+    graph = _check(build, fold_constants, ["Eltwise", "Eltwise"], ["Eltwise"])
+    np.testing.assert_array_equal(graph.consts["c"], consts["a"] + consts["b"])
+
+
+def test_sort_topologically():
+    def build():
+        graph = graph_of({"x": X.shape}, [("Activation", ["x"], ["a"], {"activation": "RELU"}),
+                                          ("Activation", ["a"], ["y"], {"activation": "TANH"})])
+        graph.set_ops(list(reversed(graph.net.op)))   # as a frontend may leave them: readers first
+        return graph
+
+    graph = build()
+    assert sort_topologically(graph, {}) is not False
+    assert [get_arg(op, "activation") for op in graph.net.op] == ["RELU", "TANH"]
+    np.testing.assert_allclose(_outputs(graph)["y"], np.tanh(np.maximum(X, 0)), rtol=1e-6)
+
+
+def test_fold_transposes():
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("Transpose", ["x"], ["t1"], {"dims": [0, 3, 1, 2]}),
+        ("Transpose", ["t1"], ["t2"], {"dims": [0, 2, 3, 1]}),
+        ("Activation", ["t2"], ["y"], {"activation": "RELU"})])
+    _check(build, fold_transposes, ["Transpose", "Transpose", "Activation"], ["Activation"])
+
+
+def test_fuse_layer_norm():
+    x = RNG.normal(size=(1, 6, 16)).astype(np.float32)
+    consts = {"eps": np.float32([1e-5]), "two": np.float32([2.0]),
+              "gamma": RNG.uniform(0.5, 1.5, 16).astype(np.float32), "beta": RNG.normal(size=16).astype(np.float32)}
+    ops = [("Reduce", ["x"], ["mu"], {"reduce_type": "MEAN", "axis": [-1], "keepdims": 1}),
+           ("Eltwise", ["x", "mu"], ["d"], {"type": "SUB"}),
+           ("Eltwise", ["d", "two"], ["sq"], {"type": "POW"}),
+           ("Reduce", ["sq"], ["var"], {"reduce_type": "MEAN", "axis": [-1], "keepdims": 1}),
+           ("Eltwise", ["var", "eps"], ["ve"], {"type": "SUM"}),
+           ("Eltwise", ["ve"], ["sd"], {"type": "SQRT"}),
+           ("Eltwise", ["d", "sd"], ["n"], {"type": "DIV"}),
+           ("Eltwise", ["n", "gamma"], ["g"], {"type": "PROD"}),
+           ("Eltwise", ["g", "beta"], ["y"], {"type": "SUM"})]
+    build = lambda: graph_of({"x": x.shape}, ops, consts)  # noqa: E731
+    graph = _check(build, fuse_layer_norm, ["Reduce", "Eltwise", "Eltwise", "Reduce", "Eltwise", "Eltwise",
+                                            "Eltwise", "Eltwise", "Eltwise"], ["LayerNorm"], x=x, rtol=1e-4)
+    mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
+    want = (x - mean) / np.sqrt(var + 1e-5) * consts["gamma"] + consts["beta"]
+    np.testing.assert_allclose(_outputs(graph, x)["y"], want, rtol=1e-4, atol=1e-5)
+
+
+def test_fold_into_batchnorm():
+    c = 8
+    consts = {"scale": RNG.uniform(0.5, 1.5, c).astype(np.float32), "offset": RNG.normal(size=c).astype(np.float32),
+              "c1": RNG.uniform(0.5, 2.0, c).astype(np.float32), "c2": RNG.normal(size=c).astype(np.float32)}
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("BatchNorm", ["x", "scale", "offset"], ["b"], {"data_format": "NHWC"}),
+        ("Eltwise", ["b", "c1"], ["p"], {"type": "PROD"}),
+        ("Eltwise", ["p", "c2"], ["y"], {"type": "SUM", "activation": "RELU"})], consts)
+    graph = _check(build, fold_into_batchnorm, ["BatchNorm", "Eltwise", "Eltwise"], ["BatchNorm"])
+    assert get_arg(graph.net.op[0], "activation") == "RELU"
+
+
+def test_mark_winograd():
+    w = RNG.normal(size=(16, 8, 3, 3)).astype(np.float32)
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("Conv2D", ["x", "w"], ["y"], {"strides": [1, 1], "padding_values": [1, 1, 1, 1], "data_format": "NHWC"})],
+        {"w": w})
+    graph = _check(build, mark_winograd, ["Conv2D"], ["Conv2D"], options={"winograd": 4}, rtol=1e-4)
+    assert get_arg(graph.net.op[0], "winograd", 0) == 4
+    untouched = build()
+    mark_winograd(untouched, {})
+    assert get_arg(untouched.net.op[0], "winograd", 0) == 0
+
+
+# Passes whose behaviour a named test module checks (alone or through the pipeline); the cases
+# above cover the rest.
+ELSEWHERE = {
+    "infer_shapes": "tests/transform (every case: graph_of infers shapes)",
+    "lower_fake_quantize": "tests/quantize/test_qat.py",
+    "flatten_atrous_conv": "tests/transform/test_flatten_atrous_conv.py",
+    "fold_batchnorm": "tests/transform/test_transform.py",
+    "fuse_gelu": "tests/transform/test_transformer_speed.py",
+    "fuse_hardswish": "tests/transform/test_transformer_speed.py",
+    "fuse_activation": "tests/transform/test_transform.py",
+    "to_nhwc": "tests/transform/test_transform.py",
+    "fold_channel_shuffle": "tests/transform/test_channel_shuffle.py",
+    "fold_flatten_transpose": "tests/onnx (flattening classifiers)",
+    "place_ops": "tests/transform/test_placement.py",
+    "quantize": "tests/quantize",
+}
+HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
+        "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd"}
+
+
+def test_every_pass_has_a_unit_test():
+    names = {p.name for p in PASSES}
+    base = {n.removesuffix("_final").removesuffix("_after_layout").replace("fold_constants_after", "fold_constants")
+            for n in names}
+    missing = sorted(n for n in base if n not in HERE and n not in ELSEWHERE)
+    assert missing == [], f"passes without a unit test: {missing} (add a case here)"
+
+
+@pytest.mark.parametrize("name", sorted(HERE))
+def test_the_cases_here_are_real_passes(name):
+    assert name in {p.fn.__name__ for p in PASSES} | {p.name for p in PASSES}
