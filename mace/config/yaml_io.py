@@ -75,6 +75,67 @@ def substitute_env(text: str, path: Path) -> tuple:
     return _ENV.sub(repl, text), used
 
 
+MAX_ALIAS_NODES = 100_000   # nodes that aliases add; `<<: *defaults` in every model of a big file adds thousands
+
+
+def _parse(text: str, path: Path):
+    """yaml.load with _Loader, refusing aliases that expand past MAX_ALIAS_NODES before anything is
+    constructed: nine aliases of nine aliases (a 1 KB 'billion laughs' file) are 9^9 nodes to every
+    walk of the data (check_strings, the schema, JSON dumps of the config)."""
+    loader = _Loader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        added = _expanded_size(node, path) - len({id(n) for n in _distinct(node)})
+        if added > MAX_ALIAS_NODES:
+            raise ConfigError(f"{path}: YAML aliases expand to {added} more values than written "
+                              f"(at most {MAX_ALIAS_NODES}): write the values out or alias less")
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _children(node) -> list:
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    if isinstance(node, yaml.MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _distinct(root) -> list:
+    seen, stack, out = set(), [root], []
+    while stack:
+        node = stack.pop()
+        if id(node) not in seen:
+            seen.add(id(node))
+            out.append(node)
+            stack += _children(node)
+    return out
+
+
+def _expanded_size(root, path: Path) -> int:
+    """Nodes in the tree with every alias written out (each shared node counted once per use)."""
+    sizes, open_ = {}, set()
+    stack = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        if done:
+            open_.discard(id(node))
+            sizes[id(node)] = min(1 + sum(sizes[id(c)] for c in _children(node)), 1 << 62)
+            continue
+        if id(node) in open_:   # `&a [*a]`: an alias inside its own anchor
+            raise ConfigError(f"{path}:{node.start_mark.line + 1}: invalid YAML: an alias refers to "
+                              f"a value that contains it")
+        open_.add(id(node))
+        stack.append((node, True))
+        stack += [(c, False) for c in _children(node) if id(c) not in sizes]
+    return sizes[id(root)]
+
+
 def load_yaml(path: Path) -> tuple:
     """Parse `path`; returns (data, env vars used). Errors name the file and line."""
     path = Path(path)
@@ -92,7 +153,7 @@ def load_yaml(path: Path) -> tuple:
         raise ConfigError(f"{path}: not a text file ({e.reason} at byte {e.start})") from None
     text, used = substitute_env(text, path)
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 - _Loader is a SafeLoader
+        data = _parse(text, path)
     except RecursionError:   # PyYAML's composer recurses once per level
         raise ConfigError(f"{path}: invalid YAML: nested too deeply") from None
     except yaml.YAMLError as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import http.server
+import json
 import os
 import threading
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from mace.config import fetch as fetch_mod
 from mace.config.fetch import fetch
@@ -80,6 +82,35 @@ def test_config_size_limit_and_its_override(tmp_path):
     assert r.returncode == 0, r.stderr
     _one_error(cli("config", "--config=padded.yml", cwd=work, env=dict(os.environ, MACE_MAX_CONFIG_BYTES="lots"),
                    timeout=QUICK), "MACE_MAX_CONFIG_BYTES='lots': expected a positive number of bytes")
+
+
+LAUGHS = "".join(f"{a}: &{a} [{', '.join([f'*{b}'] * 9)}]\n" for b, a in zip("abcdefgh", "bcdefghi"))
+
+
+@pytest.mark.parametrize("command", ["convert", "run", "config"])
+def test_billion_laughs_aliases_are_refused_at_once(tmp_path, command):
+    """Issue 38: nine aliases of nine aliases, under 1 KB, are 9^9 values to every walk of the data."""
+    work = workdir(tmp_path)
+    text = (work / "deploy.yml").read_text()
+    laughs = 'a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]\n' + LAUGHS
+    assert len(laughs) < 1024
+    (work / "laughs.yml").write_text(laughs + text)
+    start = time.monotonic()
+    _one_error(cli(command, "--config=laughs.yml", cwd=work, timeout=QUICK),
+               "laughs.yml: YAML aliases expand to", "(at most 100000)")
+    assert time.monotonic() - start < QUICK
+
+
+def test_aliases_a_deployment_file_really_uses_still_load(tmp_path):
+    work = workdir(tmp_path)
+    doc = yaml.safe_load((work / "deploy.yml").read_text())
+    model = doc["models"]["digits_cnn"]
+    lines = ["defaults: &defaults", *(f"  {k}: {json.dumps(v)}" for k, v in model.items()),
+             f"library_name: {doc['library_name']}", "target_abis: [host]", "models:"]
+    lines += [f"  m{i}:\n    <<: *defaults" for i in range(200)]
+    (work / "aliased.yml").write_text("\n".join(lines) + "\n")
+    r = cli("config", "--config=aliased.yml", cwd=work, timeout=QUICK)
+    assert r.returncode == 0 and "m199" in r.stdout, r.stderr
 
 
 @pytest.fixture(scope="module")
