@@ -33,6 +33,14 @@ def dtype_name(dtype, tensor: str = "") -> str:
     return name
 
 
+def _input_spec(name: str, value) -> TensorSpec:
+    if isinstance(value, (list, tuple, dict)):   # onnx's sequence / map test values
+        raise ModelError(f"input '{name}' is a {type(value).__name__}, not a tensor; pymace takes "
+                         f"only tensor inputs (it has no sequence, map or optional values)")
+    value = np.asarray(value)
+    return TensorSpec(name, tuple(value.shape), "NONE", dtype_name(value.dtype, name))
+
+
 def prepare(model, inputs: dict, output_names=None, options: dict | None = None) -> Engine:
     """Convert `model` (onnx.ModelProto) for the shapes/dtypes of `inputs` and build an engine."""
     import onnx
@@ -40,8 +48,7 @@ def prepare(model, inputs: dict, output_names=None, options: dict | None = None)
     output_names = output_names or [o.name for o in model.graph.output]
     spec = ModelSpec(
         model_path=None,
-        inputs=[TensorSpec(n, tuple(np.shape(v)), "NONE", dtype_name(np.asarray(v).dtype, n))
-                for n, v in inputs.items()],
+        inputs=[_input_spec(n, v) for n, v in inputs.items()],
         outputs=[TensorSpec(n, None, "NONE") for n in output_names],
     )
     with tempfile.TemporaryDirectory() as tmp:

@@ -132,29 +132,54 @@ AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 
 
 def _check_model(model, path: Path) -> None:
-    """What onnxruntime would refuse (attributes out of range, unknown auto_pad, an opset from
-    the future, inconsistent shapes), refused here too: onnx's strict shape inference, which
-    names the node. Custom-domain nodes are left to _check_ops."""
+    """Models onnx's strict shape inference finds inconsistent (attributes out of range, an
+    opset from the future, shapes that do not fit), refused naming the node, and auto_pad
+    values outside ONNX's four. Custom-domain nodes are left to _check_ops. The messages say
+    what failed here and claim nothing about other engines (nothing here runs them)."""
     import onnx
 
     opset, known = _opset(model), onnx.defs.onnx_opset_version()
     if opset > known:   # the checker lets it through; onnxruntime refuses it
         raise ModelError(f"{path}: ONNX opset {opset} is newer than any this onnx knows ({known})")
+    _check_input_kinds(model, path)
     if any(n.domain not in ("", "ai.onnx") for n in model.graph.node):
         return   # the checker has no schema for them; _check_ops says they are unsupported
+    ir_version = model.ir_version
+    if ir_version < 4:
+        # IR 3 wants every initializer listed as a graph input, and onnx's inference reads an
+        # unlisted one as a tensor of no type; onnxruntime reads it as a constant, as IR 4
+        # says, and runs such models (onnx's own light Inception/DenseNet files with their
+        # weights as initializers). Inferred under IR 4's rule; the model is not changed.
+        model.ir_version = 4
     try:   # strict shape inference, not check_model: that also wants shapes ort does not need
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise ModelError(f"{path}: invalid ONNX model (onnxruntime would refuse it too): {first}") from None
+        raise ModelError(f"{path}: invalid ONNX model (onnx's strict shape inference: {first})") \
+            from None
     except UnicodeDecodeError:   # the checker's message quotes a name that is not UTF-8
         raise ModelError(f"{path}: invalid ONNX model: a name or string attribute is not UTF-8") from None
+    finally:
+        model.ir_version = ir_version
     for node in model.graph.node:   # the checker takes any string; onnxruntime does not
         for attr in node.attribute:
             if attr.name == "auto_pad" and attr.s.decode(errors="replace") not in AUTO_PADS:
                 raise ModelError(f"{path}: node '{node.name or node.output[0]}' ({node.op_type}): "
                                  f"auto_pad {attr.s.decode(errors='replace')!r} is not one of "
                                  f"{', '.join(AUTO_PADS)}")
+
+
+def _check_input_kinds(model, path: Path) -> None:
+    """Graph inputs must be tensors: pymace has no sequence, map or optional values."""
+    inits = {i.name for i in model.graph.initializer}
+    for vi in model.graph.input:
+        kind = vi.type.WhichOneof("value")
+        if vi.name not in inits and kind not in (None, "tensor_type"):
+            what = {"sequence_type": "a sequence", "map_type": "a map",
+                    "optional_type": "an optional", "sparse_tensor_type": "a sparse tensor"}
+            raise ModelError(f"{path}: graph input '{vi.name}' is {what.get(kind, kind)}; pymace "
+                             f"takes only tensor inputs (it has no sequence, map, optional or "
+                             f"sparse values)")
 
 
 def _opset(model) -> int:
