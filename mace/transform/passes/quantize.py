@@ -87,8 +87,42 @@ def merged_ranges(graph, options, sources: dict | None = None) -> dict:
     return ranges
 
 
+# A constant or calibrated range reaching this far (inf, or float32's extremes that torch and
+# transformers use as "minus infinity" in attention masks and logit clamps) has no useful 8-bit
+# grid: its step would exceed 1e27, rounding every ordinary value to the zero point.
+SENTINEL = 1e30
+
+
+def _sentinel(values) -> bool:
+    values = np.asarray(values)
+    return values.dtype.kind == "f" and values.size > 0 and not bool(
+        np.all(np.abs(values.astype(np.float64)) < SENTINEL))
+
+
+def keep_sentinels_float(graph, plan, ranges) -> None:
+    """Ops reading or writing inf, NaN or float32's extremes (a -inf attention mask, a logit
+    clamp at float32's max: a constant, or a tensor whose range says so) stay float, with the
+    reason in the plan; quantization goes on around them. Updates `plan`."""
+    for op in graph.net.op:
+        if plan.get(op.name) is not None:
+            continue
+        for t in list(op.input) + list(op.output):
+            value = graph.consts.get(t)
+            if value is not None and _sentinel(value):
+                plan[op.name] = f"constant {t} holds inf, NaN or |x| >= {SENTINEL:g}: kept float"
+                break
+            if value is None and t in ranges and _sentinel(ranges[t]):
+                lo, hi = ranges[t]
+                plan[op.name] = (f"tensor {t} ranges over [{lo:g}, {hi:g}], beyond any 8-bit "
+                                 f"grid: kept float")
+                break
+
+
 def quantize_graph(graph, options) -> bool:
     plan = quantize_plan(graph)
+    sources = {}
+    ranges = merged_ranges(graph, options, sources)
+    keep_sentinels_float(graph, plan, ranges)
     if options.get("runtime") == "dsp":
         refused = [f"{op.name} ({op.type}): {plan[op.name]}" for op in graph.net.op if plan[op.name]]
         if refused:
@@ -96,8 +130,6 @@ def quantize_graph(graph, options) -> bool:
             raise ModelError(f"{where}{': ' if where else ''}runtime dsp: the DSP cannot run "
                              f"{len(refused)} op(s) (no quantized form):\n  "
                              + "\n  ".join(refused))
-    sources = {}
-    ranges = merged_ranges(graph, options, sources)
     mixed = None
     on_dsp = options.get("runtime") == "dsp" or any(op.device_type == pb.HEXAGON for op in graph.net.op)
     if options.get("target_cosine"):
