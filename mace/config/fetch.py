@@ -21,9 +21,9 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
-from mace.config.regular_file import byte_limit
 from mace.errors import ChecksumError, ConfigError
 from mace.util.atomic import new_file_mode
+from mace.util.regular_file import byte_limit, sha256_of_regular
 
 DOWNLOAD_TIMEOUT_S = 60               # without a byte from the server
 DOWNLOAD_LIMIT_ENV, DOWNLOAD_LIMIT = "MACE_MAX_DOWNLOAD_BYTES", 4 << 30
@@ -35,11 +35,7 @@ def sha256_of(path: Path) -> str:
     """sha256 of a file; of a directory (a TensorFlow SavedModel), see sha256_of_dir."""
     if Path(path).is_dir():
         return sha256_of_dir(Path(path))
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    return sha256_of_regular(path)   # a FIFO or /dev/zero is refused, never read
 
 
 def sha256_of_dir(path: Path) -> str:
@@ -71,7 +67,7 @@ def fetch(value: str, sha256: str | None, key_path: str, yml: Path, download_dir
     checksum_key = checksum_key or key_path.replace("file_path", "sha256_checksum")
     if is_url(value):
         path = download_dir / (hashlib.md5(value.encode()).hexdigest() + Path(urlparse(value).path).suffix)
-        if not (path.exists() and sha256 and sha256_of(path) == sha256):
+        if not (sha256 and _cached_sha(path) == sha256):
             _download(value, path, yml, key_path)
         try:
             verify(path, sha256, checksum_key, yml)
@@ -88,8 +84,21 @@ def fetch(value: str, sha256: str | None, key_path: str, yml: Path, download_dir
     return path
 
 
+def _cached_sha(path: Path) -> str | None:
+    """sha256 of a download kept from an earlier run; None when absent or not a regular file
+    (a FIFO or a link to /dev/zero put in the cache: the download replaces it)."""
+    try:
+        return sha256_of_regular(path)
+    except OSError:
+        return None
+
+
 def verify(path: Path, sha256: str | None, checksum_key: str, yml: Path) -> None:
-    actual = sha256_of(path)
+    try:
+        actual = sha256_of(path)
+    except OSError as e:   # replaced by a FIFO or a device since it was looked at
+        raise ConfigError(f"{yml}: {checksum_key.replace('sha256_checksum', 'file_path')}: "
+                          f"cannot read {path} ({e.strerror})") from None
     if not sha256:
         raise ConfigError(f"{yml}: {checksum_key}: required; the sha256 of {path} is {actual}")
     if actual != sha256:

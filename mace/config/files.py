@@ -22,7 +22,7 @@ from mace.config import images, names
 from mace.config.hints import command_hint
 from mace.config.fetch import fetch, is_url, local_path
 from mace.config.raw_files import INPUT_PREFIX, OUTPUT_PREFIX, raw_names, read_raw, write_raw
-from mace.config.regular_file import NotRegularFile, open_regular
+from mace.util.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
 
 MAX_NPY_HEADER = 10_000         # numpy's own default limit, stated: a huge header is refused

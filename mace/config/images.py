@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mace.config.regular_file import NotRegularFile, open_regular
+from mace.util.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
 from mace.util.invocation import install_hint
 

@@ -74,7 +74,10 @@ def _current_sha(config, value: str | None, checksum: str | None, recorded: dict
         return recorded.get("sha256")   # source gone: the build still runs
     if path.is_dir():                   # a SavedModel: hashed file by file
         return sha256_of(path)
-    return cache.sha256(path, f"source:{path.resolve()}")
+    try:
+        return cache.sha256(path, f"source:{path.resolve()}")
+    except OSError:                     # a FIFO or device there now: unreadable, as if gone
+        return recorded.get("sha256")
 
 
 def changes(config: DeploymentConfig, model: ModelConfig, recorded: dict, cache: StatCache) -> list:

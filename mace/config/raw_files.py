@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mace.config.regular_file import NotRegularFile, open_regular
+from mace.util.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
 
 INPUT_PREFIX = "model_input"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from mace.config.regular_file import CONFIG_LIMIT, CONFIG_LIMIT_ENV, byte_limit, read_limited
+from mace.util.regular_file import CONFIG_LIMIT, CONFIG_LIMIT_ENV, byte_limit, read_limited
 from mace.errors import ConfigError
 
 _ENV = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")

@@ -23,7 +23,9 @@ from mace.config.files import library_dir, model_paths
 from mace.config.hints import command_hint
 from mace.devices import runner_zip
 from mace.errors import ConfigError
+from mace.ir.manifest import MANIFEST_LIMIT
 from mace.util.atomic import atomic_write_text
+from mace.util.regular_file import read_limited
 
 RUNNER = "mace_run.pyz"
 BUILD_FILE = "build.json"
@@ -101,15 +103,24 @@ class BuiltFor:
 def built_for(config: DeploymentConfig, abi: str, build_dir=None) -> BuiltFor:
     lib = library_dir(config, build_dir)
     again = f"run `{command_hint('build', config, build_dir)}`"
-    try:
-        manifest = json.loads((lib / BUILD_FILE).read_text())
+    try:   # a regular file of bounded size: a FIFO or a link to /dev/zero never blocks
+        manifest = json.loads(read_limited(lib / BUILD_FILE, MANIFEST_LIMIT))
     except FileNotFoundError:
         raise ConfigError(f"{lib / BUILD_FILE} is missing: running on a device needs a build: {again} "
                           f"first") from None
-    except (OSError, ValueError) as e:
-        raise ConfigError(f"{lib / BUILD_FILE}: unreadable ({e}): {again}") from None
-    entry = manifest.get("abis", {}).get(abi)
-    if not entry or not (lib / entry["runner"]).is_file():
-        raise ConfigError(f"{lib} has no runner for ABI {abi} (built for "
-                          f"[{', '.join(manifest.get('abis', {}))}]): {again}")
-    return BuiltFor(lib / entry["runner"], [lib / p for p in manifest.get("opencl", {}).get(abi, {})])
+    except (OSError, ValueError, RecursionError) as e:
+        why = getattr(e, "strerror", None) or e
+        raise ConfigError(f"{lib / BUILD_FILE}: unreadable ({why}): {again}") from None
+    abis = manifest.get("abis") if isinstance(manifest, dict) else None
+    shipped = manifest.get("opencl") or {} if isinstance(manifest, dict) else None
+    opencl = shipped.get(abi, {}) if isinstance(shipped, dict) else None
+    entry = abis.get(abi) if isinstance(abis, dict) else None
+    if not (isinstance(entry, dict) and isinstance(entry.get("runner"), str) and isinstance(opencl, dict)
+            and all(isinstance(p, str) for p in opencl)):
+        if isinstance(abis, dict) and entry is None:
+            raise ConfigError(f"{lib} has no runner for ABI {abi} (built for [{', '.join(map(str, abis))}]): "
+                              f"{again}")
+        raise ConfigError(f"{lib / BUILD_FILE}: not a build description of this version: {again}")
+    if not (lib / entry["runner"]).is_file():
+        raise ConfigError(f"{lib} has no runner for ABI {abi} (built for [{', '.join(map(str, abis))}]): {again}")
+    return BuiltFor(lib / entry["runner"], [lib / p for p in opencl])

@@ -18,13 +18,13 @@ copied build is hashed once. A missing or stale cache only costs time.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from mace.errors import ModelError
 from mace.util.atomic import atomic_write_text
+from mace.util.regular_file import read_limited, sha256_of_regular
 
 FORMAT = "pymace-build-manifest/1"
 SUFFIX = ".manifest.json"
@@ -36,12 +36,12 @@ def manifest_path(model_dir: Path, model: str) -> Path:
     return Path(model_dir) / f"{model}{SUFFIX}"
 
 
+MANIFEST_LIMIT = 64 << 20     # a manifest or stat cache: a few KiB per file of the build
+
+
 def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+    """sha256 of a regular file (a FIFO or a link to /dev/zero planted in a build never blocks)."""
+    return sha256_of_regular(path)
 
 
 def stat_key(path: Path) -> list:
@@ -55,10 +55,10 @@ class StatCache:
     def __init__(self, model_dir: Path, model: str):
         self.path = Path(model_dir) / f"{model}{CACHE_SUFFIX}"
         try:
-            self.entries = json.loads(self.path.read_text())
+            self.entries = json.loads(read_limited(self.path, MANIFEST_LIMIT))
             if not isinstance(self.entries, dict):
                 self.entries = {}
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             self.entries = {}
         self.changed = False
 
@@ -110,16 +110,53 @@ def write_manifest(library_dir: Path, model: str, files: dict, made_from: dict) 
 def read_manifest(path: Path, rerun: str) -> dict:
     """The manifest at `path`, or a ModelError ending in `rerun` (how to re-run convert)."""
     path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"{path} is missing: the build is incomplete (convert was interrupted) or "
-                         f"made by an older version; {rerun}")
     try:
-        doc = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as e:
-        raise ModelError(f"{path}: unreadable build manifest ({e}); {rerun}") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("files"), dict):
+        doc = json.loads(read_limited(path, MANIFEST_LIMIT))
+    except FileNotFoundError:
+        raise ModelError(f"{path} is missing: the build is incomplete (convert was interrupted) or "
+                         f"made by an older version; {rerun}") from None
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as e:
+        why = getattr(e, "strerror", None) or ("nested too deeply" if isinstance(e, RecursionError) else e)
+        raise ModelError(f"{path}: unreadable build manifest ({why}); {rerun}") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise ModelError(f"{path}: not a build manifest of this version; {rerun}")
+    problem = _shape_problem(doc)
+    if problem:
+        raise ModelError(f"{path}: the build manifest does not describe a build ({problem}), so the "
+                         f"build is stale or was changed after convert; {rerun}")
     return doc
+
+
+_FILE_KEYS = {"role": str, "sha256": str, "size": int}
+
+
+def _shape_problem(doc: dict) -> str:
+    """What makes `doc` no description of a build ('' when it is one): every file an entry of a
+    role, sha256 and size, a graph and a data file among them (an edited `files: {}` would
+    otherwise check nothing), and `made_from` of the shape convert writes."""
+    files = doc.get("files")
+    if not isinstance(files, dict):
+        return "files: not a mapping"
+    for rel, entry in files.items():
+        if not isinstance(entry, dict) or any(type(entry.get(k)) is not t for k, t in _FILE_KEYS.items()):
+            return f"files.{rel}: not a role, sha256 and size"
+    for role in ("graph", "data"):
+        if not any(e["role"] == role for e in files.values()):
+            return f"files: no {role} file listed"
+    made = doc.get("made_from")
+    if not isinstance(made, dict):
+        return "made_from: not a mapping"
+    for key in ("model_file", "weight_file"):
+        record = made.get(key)
+        if record is not None and not (isinstance(record, dict) and
+                                       all(isinstance(v, (str, type(None))) for v in record.values())):
+            return f"made_from.{key}: not a mapping of path and sha256"
+    if not isinstance(made.get("library") or {}, dict):
+        return "made_from.library: not a mapping"
+    subgraphs = made.get("subgraphs") or {}
+    if not isinstance(subgraphs, dict) or not all(isinstance(v, dict) for v in subgraphs.values()):
+        return "made_from.subgraphs: not a mapping of mappings"
+    return ""
 
 
 def verify_files(manifest: Path, doc: dict, rerun: str, cache: StatCache,
@@ -143,7 +180,10 @@ def _mismatch(path: Path, rel: str, entry: dict, cache: StatCache) -> str:
         return "missing (listed in the build manifest)"
     if size != entry.get("size"):
         return f"{size} bytes, the build manifest says {entry.get('size')}"
-    digest = file_sha256(path) if size < HASH_ALWAYS_BELOW else cache.sha256(path, rel)
+    try:
+        digest = file_sha256(path) if size < HASH_ALWAYS_BELOW else cache.sha256(path, rel)
+    except OSError as e:   # a FIFO or a link to /dev/zero in place of the file
+        return f"cannot be read ({e.strerror})"
     if digest != entry.get("sha256"):
         return "contents differ from the build manifest (sha256)"
     return ""

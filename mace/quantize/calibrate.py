@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.config.fetch import local_path
-from mace.config.regular_file import open_regular
+from mace.util.regular_file import open_regular
 from mace.config import images
 from mace.config.files import file_names, image_file, load_input, load_npy, make_inputs
 from mace.errors import ConfigError

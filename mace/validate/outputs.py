@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from mace.config.deployment import ModelConfig, SubgraphConfig
 from mace.config.files import data_file, read_npy
-from mace.config.regular_file import NotRegularFile
+from mace.util.regular_file import NotRegularFile
 from mace.config.specs import user_to_framework
 from mace.errors import ModelError, RuntimeInputError
 from mace.frontends import FRAMEWORK_FORMATS

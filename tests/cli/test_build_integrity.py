@@ -176,3 +176,55 @@ def test_keys_that_do_not_change_the_build_are_not_stale(built):
     write_deployment(built / "deploy.yml", {"digits_cnn": digits_model(
         validation_inputs_data=None, validation_threshold={"CPU": 0.99})})
     ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--validate", cwd=built))
+
+
+def test_a_manifest_that_does_not_describe_the_build_is_stale(built):
+    """Issue 38: an edited manifest of the wrong shape was an internal error, and `files: {}` turned
+    every check off; now each is refused naming what is wrong with it."""
+    manifest = built / "out" / "digits" / "model" / "digits_cnn.manifest.json"
+    doc = json.loads(manifest.read_text())
+    pb = next(k for k, e in doc["files"].items() if e["role"] == "graph")
+    cases = [({**doc, "files": {}}, "files: no graph file listed"),
+             ({**doc, "files": "digits_cnn.pb"}, "files: not a mapping"),
+             ({**doc, "files": {**doc["files"], pb: "graph"}}, f"files.{pb}: not a role, sha256 and size"),
+             ({**doc, "files": {k: {**e, "size": "1"} for k, e in doc["files"].items()}}, "not a role, sha256"),
+             ({**doc, "made_from": "x"}, "made_from: not a mapping"),
+             ({**doc, "made_from": {**doc["made_from"], "model_file": "m.onnx"}}, "made_from.model_file"),
+             ({**doc, "made_from": {**doc["made_from"], "model_file": {"path": "m", "sha256": 7}}},
+              "made_from.model_file"),
+             ({**doc, "made_from": {**doc["made_from"], "subgraphs": {"x": []}}}, "made_from.subgraphs")]
+    for bad, fragment in cases:
+        manifest.write_text(json.dumps(bad))
+        refused(cli("run", "--config=deploy.yml", "--build_dir=out", cwd=built),
+                "the build manifest does not describe a build", fragment, RERUN)
+    manifest.write_text("[" * 100_000 + "]" * 100_000)
+    refused(cli("run", "--config=deploy.yml", "--build_dir=out", cwd=built),
+            "unreadable build manifest (nested too deeply)", RERUN)
+    manifest.write_text(json.dumps(doc))
+    ok(cli("run", "--config=deploy.yml", "--build_dir=out", cwd=built))
+
+
+def test_fifos_and_dev_zero_in_a_build_never_block(built):
+    """Issue 38: a FIFO or a link to /dev/zero where the build manifest, its stat cache or a file
+    it lists belongs was opened blocking (a FIFO waits for a writer forever)."""
+    import os
+    model_dir = built / "out" / "digits" / "model"
+    cache = model_dir / "digits_cnn.stat_cache.json"
+    cache.unlink()
+    os.mkfifo(cache)   # only saves time: ignored, and the run goes on
+    ok(cli("run", "--config=deploy.yml", "--build_dir=out", cwd=built, timeout=60))
+    manifest = model_dir / "digits_cnn.manifest.json"
+    text = manifest.read_text()
+    manifest.unlink()
+    manifest.symlink_to("/dev/zero")
+    refused(cli("run", "--config=deploy.yml", "--build_dir=out", cwd=built, timeout=60),
+            "unreadable build manifest (not a regular file: a character device)", RERUN)
+    doc = json.loads(text)
+    pb = next(k for k, e in doc["files"].items() if e["role"] == "graph")
+    doc["files"][pb]["size"] = 0   # a FIFO's size: the size check alone would let it through
+    manifest.unlink()
+    manifest.write_text(json.dumps(doc))
+    (built / "out" / "digits" / pb).unlink()
+    os.mkfifo(built / "out" / "digits" / pb)
+    refused(cli("run", "--config=deploy.yml", "--build_dir=out", cwd=built, timeout=60),
+            "digits_cnn.pb: cannot be read (not a regular file: a FIFO)", RERUN)

@@ -258,3 +258,31 @@ def test_convert_from_an_endless_url_fails_cleanly(tmp_path, bad_server):
     r = cli("convert", "--config=url.yml", "--build_dir=out", cwd=work, env=env, timeout=60)
     _one_error(r, "models.digits_cnn.model_file_path: cannot download", "more than 2097152 bytes")
     assert list((work / "out").rglob(".download.*")) == []
+
+
+@pytest.mark.parametrize("planted", ["fifo", "dev_zero"])
+def test_a_fifo_or_dev_zero_in_the_download_cache_is_replaced(tmp_path, yml, bad_server, planted):
+    """Issue 38: the cached copy was hashed with a blocking open (a FIFO waited forever, /dev/zero
+    was read without end); now only a regular file counts as cached, and the download replaces it."""
+    url, downloads = f"{bad_server}/ok", tmp_path / "dl"
+    downloads.mkdir()
+    cached = downloads / (hashlib.md5(url.encode()).hexdigest())
+    if planted == "fifo":
+        _fifo(cached)
+    else:
+        cached.symlink_to("/dev/zero")
+    path = fetch(url, hashlib.sha256(b"abc").hexdigest(), KEY, yml, downloads)
+    assert path == cached and path.is_file() and not path.is_symlink() and path.read_bytes() == b"abc"
+
+
+def test_a_url_without_sha256_stops_at_the_size_limit(tmp_path, yml, bad_server, monkeypatch):
+    """Issue 38: with no sha256 the download only serves to print one; it still stops at the limit."""
+    monkeypatch.setenv("MACE_MAX_DOWNLOAD_BYTES", "1M")
+    downloads = tmp_path / "dl"
+    start = time.monotonic()
+    with pytest.raises(ConfigError, match="more than 1048576 bytes"):
+        fetch(f"{bad_server}/endless", None, KEY, yml, downloads)
+    assert time.monotonic() - start < 10 and list(downloads.iterdir()) == []
+    with pytest.raises(ConfigError, match=f"models.m.model_sha256_checksum: required; the sha256 of .* is "
+                                          f"{hashlib.sha256(b'abc').hexdigest()}"):
+        fetch(f"{bad_server}/ok", None, KEY, yml, downloads)

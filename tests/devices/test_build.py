@@ -144,6 +144,25 @@ def test_running_on_a_board_needs_a_build(tmp_path):
     fails(r, "build.json is missing", "tools/converter.py build --config=deploy.yml --build_dir=out`")
 
 
+def test_a_build_json_that_is_a_fifo_or_of_the_wrong_shape_is_refused(tmp_path):
+    """Issue 38: build.json was read with a blocking open (a FIFO there waited forever) and its
+    shape trusted (internal errors); each is now one clear error before any connection."""
+    import os
+    work = arm_work(tmp_path)
+    assert cli("convert", "--config=deploy.yml", "--build_dir=out", cwd=work).returncode == 0
+    write_devices(work / "devices.yml", board={"target_abis": "arm64", "address": "10.0.0.1", "username": "u"})
+    build_json = work / "out" / "digits" / "build.json"
+    os.mkfifo(build_json)
+    r = cli("run", "--config=deploy.yml", "--build_dir=out", cwd=work, env=no_adb_env(), timeout=60)
+    fails(r, "build.json: unreadable (not a regular file: a FIFO)", "converter.py build --config=deploy.yml")
+    for bad in ([], {"abis": []}, {"abis": {"arm64": "lib/x"}}, {"abis": {"arm64": {"runner": 1}}},
+                {"abis": {"arm64": {"runner": "r"}}, "opencl": {"arm64": ["x"]}}):
+        build_json.unlink()
+        build_json.write_text(json.dumps(bad))
+        r = cli("run", "--config=deploy.yml", "--build_dir=out", cwd=work, env=no_adb_env(), timeout=60)
+        fails(r, "build.json: not a build description of this version")
+
+
 def test_runner_archive_is_a_zipapp_with_a_shebang(built):
     path = built / "out/digits/lib/host/cpu/mace_run.pyz"
     assert path.read_bytes().startswith(b"#!/usr/bin/env python3\n") and path.stat().st_mode & 0o111

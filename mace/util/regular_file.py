@@ -9,6 +9,7 @@ refused unless it is a regular file. Limits have environment overrides for big f
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import stat
 from pathlib import Path
@@ -59,10 +60,20 @@ def open_regular(path) -> BinaryIO:
         raise
 
 
-def read_limited(path, limit: int, env: str) -> bytes:
+def read_limited(path, limit: int, env: str | None = None) -> bytes:
     """The bytes of a regular file of at most `limit` bytes (`env` overrides the limit)."""
     with open_regular(path) as f:
         data = f.read(limit + 1)
     if len(data) > limit:
-        raise TooLarge(errno.EFBIG, f"larger than {limit} bytes (set {env} to allow more)", str(path))
+        how = f" (set {env} to allow more)" if env else ""
+        raise TooLarge(errno.EFBIG, f"larger than {limit} bytes{how}", str(path))
     return data
+
+
+def sha256_of_regular(path) -> str:
+    """sha256 of a regular file, read in 1 MiB chunks; NotRegularFile for a FIFO, device, ..."""
+    h = hashlib.sha256()
+    with open_regular(path) as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
