@@ -1,0 +1,133 @@
+"""ONNX dynamic quantization (onnxruntime's quantize_dynamic): ConvInteger, and the
+com.microsoft ops onnxruntime's graph optimizer fuses its MatMuls into (DynamicQuantizeMatMul,
+MatMulIntegerToFloat) -> float ops.
+
+quantize_dynamic writes each Conv as DynamicQuantizeLinear(x) -> ConvInteger(xq, w, x_zp, w_zp)
+-> Cast(float) -> Mul(x_scale * w_scale) (+ Add bias), each MatMul the same with MatMulInteger
+(ops_quant.py: exact reference kernels). As with the QOperator ops (ops_qlinear.py), the
+integer convolution runs as the float Conv it stands for:
+
+* ConvInteger: the float Conv of (x - x_zero_point) and the constant (w - w_zero_point) (per
+  tensor, or per output channel), rounded and cast to int32. Every operand is an integer, so
+  the float sum is the integer result while partial sums stay below 2^24 (about 256 products
+  of full-range operands); beyond, within float32 rounding (a relative 1e-7), which the Cast
+  and the scale product that follow carry into the float output.
+* DynamicQuantizeMatMul (A float, B int8/uint8 constant, b_scale, b_zero_point, bias):
+  DynamicQuantize(A) (onnxruntime's scale/zero-point formula and its round-half-to-even),
+  then MatMulInteger, Cast, times a_scale * b_scale, plus bias: onnxruntime's own sequence.
+* MatMulIntegerToFloat (A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias): the
+  MatMulInteger, Cast, scale product and bias as above.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.frontends.onnx.ops_qlinear import _float_op
+from mace.frontends.onnx.ops_quant import _fail
+from mace.frontends.onnx.registry import onnx_op
+
+# the com.microsoft ops this module maps (frontend.py accepts them)
+DYNAMIC_MICROSOFT = frozenset({"DynamicQuantizeMatMul", "MatMulIntegerToFloat"})
+
+
+def _as_float(ctx, node, name, what) -> str:
+    out = ctx.temp(node, f"{what}_float")
+    ctx.add("Cast", node, [name], [out], name=out, to="float32")
+    return out
+
+
+def _centred_input(ctx, node, x, zero, what) -> str:
+    """float(x) - float(zero): the zero point is a run-time scalar (DynamicQuantizeLinear's)."""
+    xf = _as_float(ctx, node, x, what)
+    if zero is None:
+        return xf
+    value = ctx.const(zero)
+    if value is not None and np.size(value) != 1:
+        raise _fail(node, ctx, f"{what}'s zero point must be one value (per tensor)")
+    if value is not None:
+        zf = ctx.add_const(ctx.temp(node, f"{what}_zero"), np.float32(np.asarray(value).reshape(())))
+    else:
+        zf = _as_float(ctx, node, zero, f"{what}_zero")
+    out = ctx.temp(node, f"{what}_centred")
+    ctx.add("Eltwise", node, [xf, zf], [out], name=out, type="SUB")
+    return out
+
+
+def _centred_weight(ctx, node, w, zero, axis) -> np.ndarray:
+    """Constant integers minus their zero point (per tensor or along `axis`), as float32."""
+    value = ctx.const(w)
+    if value is None:
+        raise _fail(node, ctx, "the weight must be a constant initializer")
+    z = np.zeros((), np.int64) if zero is None else ctx.const(zero)
+    if z is None:
+        raise _fail(node, ctx, "the weight's zero point must be constant")
+    z = np.asarray(z).astype(np.int64)
+    if z.size not in (1, value.shape[axis]):
+        raise _fail(node, ctx, f"the weight's zero point has {z.size} values for "
+                               f"{value.shape[axis]} channels")
+    if z.size > 1:
+        shape = [1] * value.ndim
+        shape[axis] = -1
+        z = z.reshape(shape)
+    return (value.astype(np.int64) - z.reshape(z.shape if z.size > 1 else ())).astype(np.float32)
+
+
+@onnx_op("ConvInteger")
+def conv_integer(ctx, node):
+    x = _centred_input(ctx, node, ctx.inp(node, 0), ctx.inp(node, 2), "x")
+    weight = _centred_weight(ctx, node, ctx.inp(node, 1), ctx.inp(node, 3), 0)
+    w = ctx.add_const(ctx.temp(node, "weight"), weight)
+    raw = _float_op(ctx, node, "Conv", [x, w])
+    rounded = ctx.temp(node, "rounded")
+    ctx.add("Eltwise", node, [raw], [rounded], name=rounded, type="ROUND")
+    ctx.add("Cast", node, [rounded], to="int32")
+
+
+def _scaled(ctx, node, acc, a_scale, b_scale, bias):
+    """node's output = float(acc) * (a_scale * b_scale) [+ bias], as onnxruntime computes it."""
+    b = ctx.const(b_scale)
+    if b is None:
+        raise _fail(node, ctx, "b_scale must be constant")
+    accf = _as_float(ctx, node, acc, "acc")
+    a = ctx.const(a_scale)
+    if a is not None:   # both constant: one product, folded here
+        scale = ctx.add_const(ctx.temp(node, "scale"),
+                              (np.float32(np.asarray(a).reshape(())) * np.asarray(b, np.float32)))
+    else:
+        scale = ctx.temp(node, "scale")
+        ctx.add("Eltwise", node, [a_scale, ctx.add_const(ctx.temp(node, "b_scale"),
+                                                         np.asarray(b, np.float32))],
+                [scale], name=scale, type="PROD")
+    if bias is None:
+        ctx.add("Eltwise", node, [accf, scale], type="PROD")
+        return
+    product = ctx.temp(node, "product")
+    ctx.add("Eltwise", node, [accf, scale], [product], name=product, type="PROD")
+    ctx.add("Eltwise", node, [product, bias], type="SUM")
+
+
+def _matmul_integer(ctx, node, a, b, a_zero, b_zero) -> str:
+    if b_zero is not None and ctx.const(b_zero) is None:
+        raise _fail(node, ctx, "b_zero_point must be constant")
+    acc = ctx.temp(node, "acc")
+    inputs = [a, b] + [z for z in (a_zero, b_zero) if z is not None]
+    ctx.add("MatMulInteger", node, inputs, [acc], name=acc, has_a_zero=int(a_zero is not None),
+            has_b_zero=int(b_zero is not None))
+    return acc
+
+
+@onnx_op("DynamicQuantizeMatMul")
+def dynamic_quantize_matmul(ctx, node):
+    """com.microsoft: A (float), B, b_scale, b_zero_point, bias -> float Y."""
+    names = [ctx.temp(node, k) for k in ("a_quantized", "a_scale", "a_zero")]
+    ctx.add("DynamicQuantize", node, [ctx.inp(node, 0)], names, name=names[0])
+    acc = _matmul_integer(ctx, node, names[0], ctx.inp(node, 1), names[2], ctx.inp(node, 3))
+    _scaled(ctx, node, acc, names[1], ctx.inp(node, 2), ctx.inp(node, 4))
+
+
+@onnx_op("MatMulIntegerToFloat")
+def matmul_integer_to_float(ctx, node):
+    """com.microsoft: A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias -> float Y."""
+    acc = _matmul_integer(ctx, node, ctx.inp(node, 0), ctx.inp(node, 1), ctx.inp(node, 4),
+                          ctx.inp(node, 5))
+    _scaled(ctx, node, acc, ctx.inp(node, 2), ctx.inp(node, 3), ctx.inp(node, 6))
