@@ -57,6 +57,10 @@ def _numbers(v, what: str) -> tuple:
     return out
 
 
+MAX_SIDE = 16384          # a resize target side; Pillow's own decoder guard allows ~9460 x 9460
+MAX_PIXELS = 1 << 28      # a resized image: 256 M pixels, 3 GiB as float32 RGB
+
+
 def _sizes(v) -> tuple:
     items = v if isinstance(v, list) else str(v).split(",")
     try:
@@ -65,7 +69,26 @@ def _sizes(v) -> tuple:
         raise ValueError(f"resize: expected N (shorter side) or H,W, got {v!r}") from None
     if len(out) not in (1, 2) or min(out) < 1:
         raise ValueError(f"resize: expected N (shorter side) or H,W of positive sizes, got {v!r}")
+    if max(out) > MAX_SIDE:
+        raise ValueError(f"resize: {max(out)} is more than {MAX_SIDE} pixels a side")
     return out
+
+
+def _check_arithmetic(mean: tuple, std: tuple, scale: float) -> None:
+    """std and scale positive, and the pixels 0..255 still finite, distinct numbers in float32 after
+    (pixel - mean) / std * scale: a mean of 1e308 or a std of 1e-45 makes every value inf, a scale
+    of 1e-45 leaves denormals, and a negative std or scale inverts the image (no model wants that)."""
+    if min(std) <= 0 or scale <= 0:
+        raise ValueError("std and scale must be positive")
+    if min(*std, scale) < np.finfo(np.float32).tiny:   # a denormal: no precision left
+        raise ValueError(f"std {list(std)} and scale {scale}: below float32's smallest normal number "
+                         f"({np.finfo(np.float32).tiny:g}): not finite, distinct values")
+    f32 = np.float32
+    with np.errstate(all="ignore"):
+        ends = [(f32(p) - f32(m)) / f32(s) * f32(scale) for m in mean for s in std for p in (0, 255)]
+    if not all(np.isfinite(ends)) or any(ends[i] == ends[i + 1] for i in range(0, len(ends), 2)):
+        raise ValueError(f"mean {list(mean)}, std {list(std)}, scale {scale} turn the pixels 0..255 into "
+                         f"{ends[0]:g}..{ends[1]:g} in float32: not finite, distinct values")
 
 
 def _one(raw, name: str) -> ImagePreprocess:
@@ -94,8 +117,12 @@ def _one(raw, name: str) -> ImagePreprocess:
     for key, values in (("mean", mean), ("std", std)):
         if len(values) not in (1, ORDERS[order]):
             raise ValueError(f"{where}{key}: {len(values)} values for {ORDERS[order]} channel(s) ({order})")
-    if 0.0 in std or len(scale) != 1 or scale[0] == 0.0:
-        raise ValueError(f"{where}std and scale must be non-zero (scale: one number)")
+    if len(scale) != 1:
+        raise ValueError(f"{where}scale: one number, got {len(scale)}")
+    try:
+        _check_arithmetic(mean, std, scale[0])
+    except ValueError as e:
+        raise ValueError(f"{where}{e}") from None
     return ImagePreprocess(resize, resample, order, mean, std, scale[0], layout)
 
 
@@ -158,6 +185,29 @@ def _resized_size(size: tuple, resize: tuple, target: tuple) -> tuple:
     return (n, max(1, round(h * n / w))) if w <= h else (max(1, round(w * n / h)), n)
 
 
+def _oriented(im):
+    """The picture as shown: EXIF orientation applied (a phone's portrait photo is stored sideways)."""
+    from PIL import ImageOps  # optional extra, as _pillow
+    return ImageOps.exif_transpose(im)
+
+
+HIGH_DEPTH = {"I;16": 257.0, "I;16B": 257.0, "I;16L": 257.0, "I;16N": 257.0, "I": 257.0}
+
+
+def _as_depth8(im, path, where: str):
+    """Pixels on the 0..255 scale `mean` and `std` are given in. Pillow's convert() clips a 16-bit
+    gray PNG (0..65535) to 0..255, so two values remain; such images are scaled (/257, as 8-bit
+    255 is 16-bit 65535) into a float image instead. Other modes Pillow converts properly."""
+    if im.mode not in HIGH_DEPTH:
+        return im
+    Image = _pillow()
+    values = np.asarray(im, dtype=np.float64)
+    if values.min() < 0 or values.max() > 65535:
+        raise RuntimeInputError(f"{where}: {path}: 32-bit pixel values {values.min():g}..{values.max():g}; "
+                                f"image inputs are 8- or 16-bit")
+    return Image.fromarray((values / HIGH_DEPTH[im.mode]).astype(np.float32), mode="F")
+
+
 # Pillow decodes only these: its other plugins are never offered a user's file (EPS and PDF go
 # to Ghostscript, where installed, whatever the file's name says).
 FORMATS = ("JPEG", "PNG")
@@ -200,10 +250,14 @@ def _open(path: Path, where: str, name: str):
 def decode(path, spec, prep: ImagePreprocess, where: str) -> np.ndarray:
     """One sample of input `spec` from an image file: (H, W, C) or (C, H, W), the input's dtype."""
     layout, _, h, w, _ = geometry(spec, prep, where)
-    im = _open(Path(path), where, spec.name)
-    im = im.convert("L" if prep.channel_order == "GRAY" else "RGB")
+    im = _as_depth8(_oriented(_open(Path(path), where, spec.name)), path, where)
+    if im.mode != "F":   # a scaled 16-bit gray image stays one float channel until after the crop
+        im = im.convert("L" if prep.channel_order == "GRAY" else "RGB")
     Image = _pillow()
     new = _resized_size(im.size, prep.resize, (h, w))
+    if new[0] * new[1] > MAX_PIXELS:
+        raise RuntimeInputError(f"{where}: {path} is {im.width}x{im.height}; resize {list(prep.resize)} "
+                                f"would make it {new[0]}x{new[1]}, more than {MAX_PIXELS} pixels")
     if new != im.size:
         im = im.resize(new, getattr(Image.Resampling, prep.resample.upper()))
     if im.width < w or im.height < h:
@@ -212,6 +266,8 @@ def decode(path, spec, prep: ImagePreprocess, where: str) -> np.ndarray:
     left, top = (im.width - w) // 2, (im.height - h) // 2
     pixels = np.asarray(im, dtype=np.float32)[top:top + h, left:left + w]
     pixels = pixels.reshape(h, w, -1)
+    if pixels.shape[-1] != ORDERS[prep.channel_order]:   # a 16-bit gray image for an RGB input
+        pixels = np.repeat(pixels, ORDERS[prep.channel_order], axis=-1)
     if prep.channel_order == "BGR":
         pixels = pixels[..., ::-1]
     mean = np.asarray(prep.mean, np.float32)

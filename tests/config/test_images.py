@@ -84,7 +84,17 @@ def test_one_mapping_applies_to_every_input_names_pick_one():
     ({"mean": [1, 2]}, "mean: 2 values for 3 channel(s)"),
     ({"channel_order": "RGBA"}, "channel_order"),
     ({"resize": "0"}, "resize"),
-    ({"std": 0}, "non-zero"),
+    ({"std": 0}, "positive"),
+    ({"resize": 100000}, "resize: 100000 is more than 16384 pixels a side"),
+    ({"resize": 2147483648}, "more than 16384 pixels a side"),
+    ({"resize": "8,99999"}, "more than 16384"),
+    ({"std": -1}, "std and scale must be positive"),
+    ({"scale": -0.5}, "std and scale must be positive"),
+    ({"mean": 1e308}, "not finite, distinct values"),
+    ({"scale": 1e308}, "not finite, distinct values"),
+    ({"std": 1e-45}, "not finite, distinct values"),
+    ({"scale": 1e-45}, "not finite, distinct values"),
+    ({"mean": float("inf")}, "expected finite numbers"),
     ({"data": {"crop": 3}}, "unknown key(s) crop"),
     ({"layout": "CHW"}, "layout"),
     ("yes", "expected a mapping"),
@@ -166,3 +176,57 @@ def test_other_formats_under_image_names_are_refused_naming_them(tmp_path, fmt, 
     assert decode(path, spec, spec.image, "k")[0, 0].tolist() == pytest.approx(
         ((np.float32([200, 10, 10]) - np.float32(spec.image.mean)) / np.float32(spec.image.std)
          * np.float32(spec.image.scale)).tolist())
+
+
+def _png(path, array, **save):
+    Image.fromarray(array).save(path, **save)
+    return path
+
+
+def test_resize_past_the_pixel_bound_is_refused_before_allocating(tmp_path):
+    """Issue 38: `resize: N` scales the shorter side: of a 1-pixel-high strip, 16384 makes
+    16384 x 2^21 pixels (the old 100000 on an 8x8 image, 10^10); refused naming the file."""
+    strip = _png(tmp_path / "strip.png", np.zeros((1, 128, 3), np.uint8))
+    spec = _spec((1, 8, 8, 3), resize=16384)
+    with pytest.raises(RuntimeInputError, match=r"strip.png is 128x1; resize \[16384\] would make it "
+                                                r"2097152x16384, more than 268435456 pixels"):
+        decode(strip, spec, spec.image, "k")
+
+
+def test_exif_orientation_is_applied(tmp_path):
+    """Issue 38: the tensor is the photo as shown, not the pixels as stored sideways."""
+    stored = np.zeros((2, 4, 3), np.uint8)
+    stored[0, 0] = 255                       # top-left, stored
+    exif = Image.Exif()
+    exif[0x0112] = 6                         # "rotate 90 clockwise to display"
+    path = _png(tmp_path / "sideways.png", stored, exif=exif.tobytes())
+    spec = _spec((1, 4, 2, 3), channel_order="RGB")
+    got = decode(path, spec, spec.image, "k")
+    assert got.shape == (4, 2, 3)
+    np.testing.assert_array_equal(got[..., 0], np.rot90(stored[..., 0], -1).astype(np.float32))
+
+
+@pytest.mark.parametrize("order", ["GRAY", "RGB"])
+def test_16_bit_png_is_scaled_not_clipped(tmp_path, order):
+    """Issue 38: Pillow's convert() clipped a 16-bit PNG to 0..255 (two values left); 65535 is 255."""
+    deep = (np.arange(64, dtype=np.uint16).reshape(8, 8) * 1040)
+    path = _png(tmp_path / "deep.png", deep)
+    assert Image.open(path).mode.startswith("I")
+    channels = 1 if order == "GRAY" else 3
+    spec = _spec((1, 8, 8, channels), channel_order=order)
+    got = decode(path, spec, spec.image, "k")
+    want = np.repeat((deep / 257.0).astype(np.float32)[..., None], channels, axis=-1)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    assert len(np.unique(got)) == 64
+
+
+def test_image_preprocess_nonsense_through_the_cli(tmp_path):
+    from tests.cli_helpers import cli, digits_model, workdir, write_deployment
+    work = workdir(tmp_path)
+    for bad, words in (({"resize": 2147483648}, "more than 16384 pixels a side"),
+                       ({"mean": 1e308}, "not finite, distinct values"),
+                       ({"std": -58.0}, "std and scale must be positive")):
+        write_deployment(work / "bad.yml", {"digits_cnn": digits_model(image_preprocess=bad)})
+        r = cli("config", "--config=bad.yml", cwd=work, timeout=60)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert "models.digits_cnn.image_preprocess" in r.stderr and words in r.stderr, r.stderr
