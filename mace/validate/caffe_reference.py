@@ -47,7 +47,16 @@ def _blob(proto) -> np.ndarray:
         dims = [getattr(proto, f) for f in legacy]
     else:
         dims = list(proto.shape.dim)
-    values = proto.data if len(proto.data) else proto.double_data
+    if len(proto.data) or len(proto.double_data):
+        values = proto.data if len(proto.data) else proto.double_data
+    elif proto.HasField("raw_data"):   # OpenCV's shrinkCaffeModel (FLOAT16), NVIDIA's Caffe
+        raw = {caffe_pb2.FLOAT16: "<f2", caffe_pb2.FLOAT: "<f4", caffe_pb2.DOUBLE: "<f8"}
+        if proto.raw_data_type not in raw:
+            raise ModelError(f"the Caffe reference reads no raw_data of type "
+                             f"{caffe_pb2.Type.Name(proto.raw_data_type)}")
+        values = np.frombuffer(proto.raw_data, raw[proto.raw_data_type])
+    else:
+        values = []
     return np.asarray(values, np.float64).reshape(dims)
 
 

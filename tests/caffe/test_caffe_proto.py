@@ -30,6 +30,7 @@ WIRE = [
     ("LayerParameter", "crop_param", 144), ("LayerParameter", "permute_param", 202),
     ("BlobProto", "data", 5), ("BlobProto", "shape", 7), ("BlobProto", "double_data", 8),
     ("BlobProto", "num", 1), ("BlobProto", "width", 4),
+    ("BlobProto", "raw_data_type", 10), ("BlobProto", "raw_data", 12),   # NVIDIA Caffe, OpenCV
     ("ConvolutionParameter", "dilation", 18), ("ConvolutionParameter", "group", 5),
     ("PoolingParameter", "pad", 4), ("PoolingParameter", "round_mode", 13),
     ("EltwiseParameter", "coeff", 2), ("InnerProductParameter", "transpose", 6),

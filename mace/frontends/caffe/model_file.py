@@ -90,11 +90,53 @@ def blob_dims(blob) -> tuple:
     return tuple(int(d) for d in blob.shape.dim)
 
 
+# raw_data_type -> the numpy type of raw_data's little-endian values (NVIDIA's Caffe, OpenCV)
+RAW_TYPES = {caffe_pb2.FLOAT16: np.dtype("<f2"), caffe_pb2.FLOAT: np.dtype("<f4"),
+             caffe_pb2.DOUBLE: np.dtype("<f8")}
+
+
+def _blob_values(blob, where: str, count: int) -> np.ndarray:
+    """The values of whichever BlobProto field holds them: `data`, `double_data`, or `raw_data`
+    of raw_data_type FLOAT16 / FLOAT / DOUBLE. A blob holding none of them is an error naming
+    what it does hold (only gradients, a raw type we do not read, fields our schema lacks)."""
+    if len(blob.data):
+        return np.asarray(blob.data, np.float32)
+    if len(blob.double_data):
+        return np.asarray(blob.double_data, np.float64)
+    if blob.HasField("raw_data"):
+        kind = blob.raw_data_type
+        if kind not in RAW_TYPES:
+            raise ModelError(f"{where}: blob raw_data of raw_data_type "
+                             f"{caffe_pb2.Type.Name(kind)} is not read (FLOAT16, FLOAT and DOUBLE are)")
+        dtype = RAW_TYPES[kind]
+        if len(blob.raw_data) != count * dtype.itemsize:
+            raise ModelError(f"{where}: blob raw_data holds {len(blob.raw_data)} bytes, expected "
+                             f"{count * dtype.itemsize} ({count} {caffe_pb2.Type.Name(kind)} values)")
+        return np.frombuffer(blob.raw_data, dtype)
+    if count == 0:
+        return np.zeros(0, np.float32)
+    held = [f.name for f, _ in blob.ListFields() if f.name not in ("shape",) + LEGACY_DIMS]
+    unknown = _unknown_field_numbers(blob)
+    what = (f"only {', '.join(held)}" if held else "no values") + (
+        f" and field(s) {', '.join(map(str, unknown))} that this Caffe schema does not know"
+        if unknown else "")
+    raise ModelError(f"{where}: blob of shape {list(blob_dims(blob))} holds {what}; its values "
+                     f"are read from data, double_data or raw_data ({count} expected)")
+
+
+def _unknown_field_numbers(message) -> list:
+    try:
+        from google.protobuf.unknown_fields import UnknownFieldSet
+        return sorted({f.field_number for f in UnknownFieldSet(message)})
+    except (ImportError, TypeError, AttributeError):   # an older protobuf
+        return []
+
+
 def blob_array(blob, where: str) -> np.ndarray:
-    """A BlobProto's values (float or double data) as a float32 array of its shape."""
+    """A BlobProto's values (see _blob_values) as a float32 array of its shape."""
     dims = blob_dims(blob)
-    values = blob.data if len(blob.data) else blob.double_data
     count = int(np.prod(dims)) if dims else 1
+    values = _blob_values(blob, where, count)
     if len(values) != count:
         raise ModelError(f"{where}: blob of shape {list(dims)} holds {len(values)} values, "
                          f"expected {count}")
