@@ -159,3 +159,22 @@ def test_quantize_dynamic_resnet50_from_onnx_light_models(tmp_path):
     got = prepare(qmodel, {name: x}).run({name: x})[logits]
     assert _cosine(got, want) >= 0.9999
     assert float(np.abs(got - want).max()) <= 0.02 * float(np.abs(want).max())
+
+
+@pytest.mark.parametrize("kind", sorted(BUILDERS))
+def test_quantize_dynamic_models_with_quantize_1(tmp_path, kind):
+    """quantize: 1 over a quantize_dynamic model: DynamicQuantize and MatMulInteger stay float
+    (no int8 kernels), the float ops around them (ConvInteger's Conv, the scale products) are
+    quantized with calibrated ranges. Measured: cosine 0.9997 (CNN), 0.99986 (MLP)."""
+    from mace.quantize.calibrate import collect_ranges
+
+    path, shape, outputs = dynamic_model(tmp_path, kind, "QUInt8", False, False)
+    rng = np.random.default_rng(0)
+    samples = [{"x": rng.normal(size=shape).astype(F32)} for _ in range(4)]
+    engine = prepare(onnx.load(str(path)), samples[0],
+                     options={"quantize": True, "calibrate": lambda g: collect_ranges(g, samples)})
+    assert "Quantize" in {op.type for op in engine.graph.net.op}
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, samples[0])
+    got = engine.run(samples[0])
+    for name, expected in zip(outputs, want):
+        assert _cosine(got[name], expected) >= 0.999, name
