@@ -17,17 +17,23 @@ integer convolution runs as the float Conv it stands for:
   then MatMulInteger, Cast, times a_scale * b_scale, plus bias: onnxruntime's own sequence.
 * MatMulIntegerToFloat (A, B, a_scale, b_scale, a_zero_point, b_zero_point, bias): the
   MatMulInteger, Cast, scale product and bias as above.
+* DynamicQuantizeLSTM (quantize_dynamic's LSTM: W [D, input, 4H] and R [D, H, 4H] as int8, one
+  scale per direction or per gate column): the float LSTM over the dequantized W and R. Not
+  onnxruntime's integers: onnxruntime also quantizes X and each step's h dynamically inside its
+  kernel, which this float LSTM does not repeat; the difference is that rounding (measured in
+  tests/quantize/test_dynamic_quantization.py).
 """
 from __future__ import annotations
 
 import numpy as np
+from onnx import helper
 
 from mace.frontends.onnx.ops_qlinear import _float_op
 from mace.frontends.onnx.ops_quant import _fail
 from mace.frontends.onnx.registry import onnx_op
 
 # the com.microsoft ops this module maps (frontend.py accepts them)
-DYNAMIC_MICROSOFT = frozenset({"DynamicQuantizeMatMul", "MatMulIntegerToFloat"})
+DYNAMIC_MICROSOFT = frozenset({"DynamicQuantizeMatMul", "MatMulIntegerToFloat", "DynamicQuantizeLSTM"})
 
 
 def _as_float(ctx, node, name, what) -> str:
@@ -131,3 +137,33 @@ def matmul_integer_to_float(ctx, node):
     acc = _matmul_integer(ctx, node, ctx.inp(node, 0), ctx.inp(node, 1), ctx.inp(node, 4),
                           ctx.inp(node, 5))
     _scaled(ctx, node, acc, ctx.inp(node, 2), ctx.inp(node, 3), ctx.inp(node, 6))
+
+
+def _dequantized_lstm_weight(ctx, node, i, i_scale, i_zp, what) -> str:
+    """int8/uint8 [D, K, 4H] (scale/zero point per direction [D] or per column [D, 4H]) ->
+    a float constant in ONNX LSTM's [D, 4H, K] layout."""
+    value, scale = ctx.const(ctx.inp(node, i)), ctx.const(ctx.inp(node, i_scale))
+    zp = ctx.const(ctx.inp(node, i_zp)) if ctx.inp(node, i_zp) is not None else np.zeros_like(scale)
+    if value is None or scale is None or zp is None or value.ndim != 3:
+        raise _fail(node, ctx, f"{what}, its scale and zero point must be constant ([D, K, 4H] "
+                               f"integers)")
+    d, _, cols = value.shape
+    scale, zp = np.asarray(scale, np.float32), np.asarray(zp).astype(np.int64)
+    if scale.size not in (d, d * cols) or zp.size != scale.size:
+        raise _fail(node, ctx, f"{what}'s scale has {scale.size} values for {d} direction(s) of "
+                               f"{cols} columns")
+    per = (d, 1, 1) if scale.size == d else (d, 1, cols)
+    real = (value.astype(np.int64) - zp.reshape(per)).astype(np.float32) * scale.reshape(per)
+    return ctx.add_const(ctx.temp(node, what), real.transpose(0, 2, 1).copy())
+
+
+@onnx_op("DynamicQuantizeLSTM")
+def dynamic_quantize_lstm(ctx, node):
+    """com.microsoft: X, W, R, B, sequence_lens, initial_h, initial_c, P, W_scale, W_zero_point,
+    R_scale, R_zero_point -> the LSTM's Y, Y_h, Y_c."""
+    w = _dequantized_lstm_weight(ctx, node, 1, 8, 9, "W")
+    r = _dequantized_lstm_weight(ctx, node, 2, 10, 11, "R")
+    inputs = [node.input[0], w, r] + [node.input[k] if k < len(node.input) else "" for k in range(3, 8)]
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    ctx.mappers["LSTM"](ctx, helper.make_node("LSTM", inputs, list(node.output),
+                                              name=ctx.op_name(node), **attrs))
