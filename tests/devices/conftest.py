@@ -84,3 +84,25 @@ def fake_adb(tmp_path, numpy_only_python, monkeypatch):
     yield env, home, add_phone
     for serial in phones:
         _remove_locks(f"mace-device-adb-{serial}.lock")
+
+
+def _arm_python(arch: str) -> Path:
+    from tests.devices.arm_board import arm_python
+
+    python, reason = arm_python(arch)
+    if reason:
+        print(f"\nskipping the {arch} board tests: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    return python
+
+
+@pytest.fixture(scope="session")
+def aarch64_python() -> Path:
+    """Debian's aarch64 python3 with numpy's manylinux wheel, under qemu-aarch64-static (arm_board.py)."""
+    return _arm_python("aarch64")
+
+
+@pytest.fixture(scope="session")
+def armhf_python() -> Path:
+    """Debian's armhf python3 with Debian's python3-numpy, under qemu-arm-static (arm_board.py)."""
+    return _arm_python("armhf")

@@ -1,0 +1,56 @@
+"""`build` and `run --validate` on real ARM userlands: the loopback sshd's board runs Debian's
+aarch64 or armhf python3 with numpy under qemu-user (arm_board.py, docs/test_board.md).
+
+What an x86 board cannot show: the runner and the runtime on an ARM numpy (its own OpenBLAS
+builds; on armhf 32-bit pointers and Debian's numpy 1.x), the build's ABI matching the board's
+`uname -m`, and outputs equal to the host engine's. Emulated: a run takes seconds of qemu time
+(numpy's import most of it); the timings are not a board's speed.
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from mace.runtime.engine import create_engine
+from tests.cli_helpers import cli
+from tests.devices.helpers import arm_work, build, ok, ssh_entry, write_devices
+
+BOARDS = {  # ABI of the build -> (fixture of the board's python, what its uname -m says)
+    "arm64": ("aarch64_python", "aarch64"),
+    "armhf": ("armhf_python", "armv7l"),
+}
+
+
+@pytest.mark.parametrize("abi", list(BOARDS))
+def test_digits_validates_on_an_arm_board(abi, request, tmp_path, sshd):
+    fixture, machine = BOARDS[abi]
+    python = request.getfixturevalue(fixture)
+    work = arm_work(tmp_path, abis=(abi,))
+    build(work)
+    write_devices(work / "devices.yml",
+                  board=ssh_entry(sshd, work / "remote", python, target_abis=[abi], models=f"qemu {machine}"))
+    r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--validate", "--round=2", "--output_dir=res",
+               "--json=r.json", "--device_timeout=600", cwd=work, timeout=900))
+    assert "Run model digits_cnn on board (cpu)" in r.stdout and "Similarity test passed" in r.stdout
+    header = next(ln for ln in r.stdout.splitlines() if ln.startswith("Device board ("))
+    assert f"ABI {abi}): Python 3." in header and machine in header, header
+    # the build's ABI is the board's: no "ran anyway" note
+    assert "ran anyway" not in r.stdout + r.stderr and "machine, but runs as ABI" not in r.stdout + r.stderr
+    report = json.loads((work / "r.json").read_text())["models"][0]
+    assert report["passed"] and report["device"] == "board"
+    info = report["device_info"]
+    assert info["machine"] == machine and info["abi"] == abi, info
+    board_numpy = (python.parent.parent / "manifest.json")
+    assert info["numpy"] == json.loads(board_numpy.read_text())["numpy"], info
+    # the numbers: the board's output against the host engine's, within the CPU threshold and close
+    image = np.load(work / "digits" / "inputs" / "image_0.npy").astype(np.float32).reshape(1, 8, 8, 1)
+    expected = create_engine(work / "out" / "digits" / "model" / "digits_cnn.pb").run({"image": image})["prob"]
+    got = np.load(work / "res" / "prob.npy")
+    assert got.shape == expected.shape and got.dtype == expected.dtype
+    cosine = float(np.dot(got.ravel(), expected.ravel()) / (np.linalg.norm(got) * np.linalg.norm(expected)))
+    assert cosine >= 0.999, cosine
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+    print(f"\n{abi} board ({machine}, numpy {info['numpy']}): round avg {report['timing']['avg_ms']:.1f} ms "
+          "under qemu (not a board's speed)")
