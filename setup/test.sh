@@ -14,10 +14,14 @@ cd "$(dirname "$0")/.."
 #   imported TensorFlow.
 # - openssh-server: the device tests' board is a real sshd on 127.0.0.1 (docs/test_board.md).
 # - chromium: the HTML reports and the sweep page are rendered and measured headless.
+# - qemu-user-static: the ARM test boards (tests/devices/arm_board.py) are Debian's aarch64 and
+#   armhf python3 with numpy run by qemu-aarch64-static / qemu-arm-static; their packages (~25 MB
+#   per board) are downloaded once per machine into ~/.cache/mace-test-boards (docs/test_board.md).
 missing=()
 dpkg -s pocl-opencl-icd >/dev/null 2>&1 || missing+=(pocl-opencl-icd)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)
+command -v qemu-aarch64-static >/dev/null || missing+=(qemu-user-static)
 if [ ${#missing[@]} -gt 0 ]; then
   if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
     echo "installing system packages for the tests: ${missing[*]}"

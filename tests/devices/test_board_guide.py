@@ -56,3 +56,17 @@ def test_the_guide_makes_a_board_that_runs_a_model(tmp_path, numpy_only_python):
             os.kill(int(pid.read_text()), signal.SIGTERM)
         for lock in Path(tempfile.gettempdir()).glob(f"mace-device-ssh-*-{port}.lock"):
             lock.unlink(missing_ok=True)
+
+
+def test_the_arm_recipe_downloads_what_the_test_boards_use():
+    # the by-hand recipe and tests/devices/arm_board.py make the same board (run by hand: it
+    # printed "aarch64 2.4.6"); a package added to one is added to the other
+    from tests.devices.arm_board import ARCHES, LIBRARIES
+
+    text = GUIDE.read_text()
+    recipe = next(b for b in _blocks("bash") if "qemu-aarch64-static" in b)
+    for package in ["python3.11-minimal", "libpython3.11-minimal", "libpython3.11-stdlib", *LIBRARIES]:
+        assert re.search(rf"(?<![\w.-]){re.escape(package)}(?![\w.-])", recipe), package
+    for package in ARCHES["armv7l"]["debs"]:
+        assert package in text, package
+    assert "PYTHONHOME" in recipe and "-L" in recipe and "Emulated timings are not performance numbers" in text
