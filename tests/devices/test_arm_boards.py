@@ -9,13 +9,14 @@ builds; on armhf 32-bit pointers and Debian's numpy 1.x), the build's ABI matchi
 from __future__ import annotations
 
 import json
+import time
 
 import numpy as np
 import pytest
 
 from mace.runtime.engine import create_engine
-from tests.cli_helpers import cli
-from tests.devices.helpers import arm_work, build, ok, ssh_entry, write_devices
+from tests.cli_helpers import cli, digits_model, workdir, write_deployment
+from tests.devices.helpers import build, ok, ssh_entry, write_devices
 
 BOARDS = {  # ABI of the build -> (fixture of the board's python, what its uname -m says)
     "arm64": ("aarch64_python", "aarch64"),
@@ -23,34 +24,44 @@ BOARDS = {  # ABI of the build -> (fixture of the board's python, what its uname
 }
 
 
+def _host_output(work, model: str) -> np.ndarray:
+    image = np.load(work / "digits" / "inputs" / "image_0.npy").astype(np.float32).reshape(1, 8, 8, 1)
+    return create_engine(work / "out" / "digits" / "model" / f"{model}.pb").run({"image": image})["prob"]
+
+
 @pytest.mark.parametrize("abi", list(BOARDS))
-def test_digits_validates_on_an_arm_board(abi, request, tmp_path, sshd):
+def test_digits_float_and_quantized_validate_on_an_arm_board(abi, request, tmp_path, sshd):
     fixture, machine = BOARDS[abi]
     python = request.getfixturevalue(fixture)
-    work = arm_work(tmp_path, abis=(abi,))
+    board_numpy = json.loads((python.parent.parent / "manifest.json").read_text())["numpy"]
+    work = workdir(tmp_path)
+    write_deployment(work / "deploy.yml", {"digits_cnn": digits_model(), "digits_q": digits_model(
+        quantize=1, quantize_calibration_data="digits/inputs")}, target_abis=[abi])
     build(work)
     write_devices(work / "devices.yml",
                   board=ssh_entry(sshd, work / "remote", python, target_abis=[abi], models=f"qemu {machine}"))
-    r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--validate", "--round=2", "--output_dir=res",
-               "--json=r.json", "--device_timeout=600", cwd=work, timeout=900))
-    assert "Run model digits_cnn on board (cpu)" in r.stdout and "Similarity test passed" in r.stdout
-    header = next(ln for ln in r.stdout.splitlines() if ln.startswith("Device board ("))
-    assert f"ABI {abi}): Python 3." in header and machine in header, header
-    # the build's ABI is the board's: no "ran anyway" note
-    assert "ran anyway" not in r.stdout + r.stderr and "machine, but runs as ABI" not in r.stdout + r.stderr
-    report = json.loads((work / "r.json").read_text())["models"][0]
-    assert report["passed"] and report["device"] == "board"
-    info = report["device_info"]
-    assert info["machine"] == machine and info["abi"] == abi, info
-    board_numpy = (python.parent.parent / "manifest.json")
-    assert info["numpy"] == json.loads(board_numpy.read_text())["numpy"], info
-    # the numbers: the board's output against the host engine's, within the CPU threshold and close
-    image = np.load(work / "digits" / "inputs" / "image_0.npy").astype(np.float32).reshape(1, 8, 8, 1)
-    expected = create_engine(work / "out" / "digits" / "model" / "digits_cnn.pb").run({"image": image})["prob"]
-    got = np.load(work / "res" / "prob.npy")
-    assert got.shape == expected.shape and got.dtype == expected.dtype
-    cosine = float(np.dot(got.ravel(), expected.ravel()) / (np.linalg.norm(got) * np.linalg.norm(expected)))
-    assert cosine >= 0.999, cosine
-    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
-    print(f"\n{abi} board ({machine}, numpy {info['numpy']}): round avg {report['timing']['avg_ms']:.1f} ms "
-          "under qemu (not a board's speed)")
+    for model, threshold in (("digits_cnn", 0.999), ("digits_q", 0.98)):
+        started = time.monotonic()
+        r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", f"--model_name={model}", "--validate",
+                   "--round=2", f"--output_dir=res_{model}", f"--json={model}.json", "--device_timeout=600",
+                   cwd=work, timeout=900))
+        seconds = time.monotonic() - started
+        assert f"Run model {model} on board (cpu)" in r.stdout and "Similarity test passed" in r.stdout
+        header = next(ln for ln in r.stdout.splitlines() if ln.startswith("Device board ("))
+        assert f"ABI {abi}): Python 3." in header and machine in header, header
+        # the build's ABI is the board's: no "ran anyway" note
+        assert "ran anyway" not in r.stdout + r.stderr and "machine, but runs as ABI" not in r.stdout + r.stderr
+        report = json.loads((work / f"{model}.json").read_text())["models"][0]
+        assert report["passed"] and report["device"] == "board" and report["notes"] == []
+        info = report["device_info"]
+        assert info["machine"] == machine and info["abi"] == abi and info["numpy"] == board_numpy, info
+        # the numbers: the board's output against the host engine's, within the validation
+        # threshold of the model (CPU 0.999, quantized 0.98), and in fact close
+        expected, got = _host_output(work, model), np.load(work / f"res_{model}" / "prob.npy")
+        assert got.shape == expected.shape and got.dtype == expected.dtype
+        cosine = float(np.dot(got.ravel(), expected.ravel()) / (np.linalg.norm(got) * np.linalg.norm(expected)))
+        assert cosine >= threshold, cosine
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6)
+        print(f"\n{model} on the {abi} board ({machine}, numpy {board_numpy}): `run --validate` {seconds:.1f} s, "
+              f"init {report['timing']['init_ms']:.0f} ms, round {report['timing']['avg_ms']:.1f} ms under qemu "
+              "(not a board's speed)")
