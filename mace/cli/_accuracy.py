@@ -18,6 +18,7 @@ from mace.config.files import library_dir, models_of
 from mace.scale import variants as variant_lib
 from mace.scale.accuracy import evaluate
 from mace.scale.runner import session
+from mace.validate.accuracy import shown as shown_value
 
 KEY = "accuracy_validation_script"
 
@@ -40,6 +41,8 @@ def _say(message: str) -> None:
 
 def main(args, config, console) -> list:
     """Run every model's script on every variant asked for; returns [(variant, ShardedRun)]."""
+    if getattr(args, "accuracy_runtimes", None) is not None:   # a mistake to report, not to ignore
+        variant_lib.parse(args.accuracy_runtimes, "--accuracy_runtimes")
     models = wanted(config, args.models)
     if not models:
         return []
@@ -55,7 +58,7 @@ def _model(args, config, console, model, cluster) -> list:
     script = local_path(sg.values[KEY], config.base_dir)
     where = f"{config.path}: {sg.key_path}.{KEY}"
     names = [variant_lib.label(sg)]
-    if getattr(args, "accuracy_runtimes", None):
+    if getattr(args, "accuracy_runtimes", None) is not None:   # '' is a mistake, not "the default"
         names = variant_lib.parse(args.accuracy_runtimes, "--accuracy_runtimes")
     rows = []
     for name in names:
@@ -88,7 +91,7 @@ def _print_table(console, model: str, rows: list, cluster) -> None:
         table.add_column(col, justify="left" if col in ("runtime", "result") else "right")
     for name, run in rows:
         r = run.result
-        shown = "-" if r.result is None else repr(r.result)
+        shown = "-" if r.result is None else shown_value(r.result)
         table.add_row(name, str(r.samples), f"{r.batches} x {r.batch_size}", escape(shown), f"{r.seconds:.2f}",
                       f"{r.samples / r.seconds:.1f}" if r.seconds else "-")
     console.print(table)

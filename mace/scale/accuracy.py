@@ -85,7 +85,7 @@ def evaluate(config, model, build_dir, script, where: str, cluster, variant: str
     validator = load_validator(script, where)
     session = open_model(config, model, build_dir)
     size, batch = int(validator.sample_size()), int(validator.batch_size())
-    ranges = batches(size, batch)
+    ranges = batches(size, batch, validator.where)
     shards = plan(ranges, shard_size(len(ranges), cluster.workers if cluster.kind == "ray" else 1))
     names = sorted(o.name for o in model.graph.outputs)
     files = [p for p in (session.pb_path, session.pb_path.with_suffix(".data")) if p.is_file()] + [script]

@@ -22,17 +22,158 @@ import contextlib
 import importlib.util
 import io
 import json
+import math
+import operator
+import os
+import signal
+import threading
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from mace.config.images import image_batch, is_image
-from mace.errors import ConfigError, ModelError
+from mace.errors import ConfigError, MaceError
 
 CLASS_NAME = "AccuracyValidator"
 METHODS = ("sample_size", "batch_size", "preprocess", "postprocess", "result")
+TIMEOUT_ENV, TIMEOUT_S = "MACE_ACCURACY_CALL_TIMEOUT_S", 600.0   # one call of the script's methods
+BATCHES_ENV, MAX_BATCHES = "MACE_ACCURACY_MAX_BATCHES", 1_000_000  # every range is listed (and fingerprinted) up front
+
+
+class ScriptError(MaceError):
+    """The user's accuracy script raised, exited, hung or returned nonsense: the message names the
+    method and holds the script's own traceback (it is the user's code, not ours)."""
+
+
+class _CallTimeout(BaseException):
+    """Raised inside the script by SIGALRM: a BaseException, so the script's `except Exception`
+    does not swallow it."""
+
+
+def _positive_env(env: str, default: float, kind=float):
+    raw = os.environ.get(env, "").strip()
+    try:
+        value = kind(raw) if raw else default
+    except ValueError:
+        value = -1
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{env}={raw!r}: expected a positive number")
+    return value
+
+
+@contextlib.contextmanager
+def _time_limit(seconds: float):
+    """SIGALRM after `seconds` in the main thread (the CLI and Ray's workers run the script there);
+    elsewhere no limit, as a thread cannot be interrupted. A timer set by the caller is restored."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "setitimer"):
+        yield
+        return
+
+    def expire(signum, frame):
+        raise _CallTimeout()
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def shown(value, limit: int = 200) -> str:
+    """repr() for messages and tables, bounded (a 5,000-digit int has no str() at all)."""
+    try:
+        text = repr(value)
+    except ValueError:   # int too large to convert to a string
+        text = f"an int of about {int(abs(value).bit_length() * 0.30103) + 1} digits"
+    except Exception as e:  # a user object whose __repr__ fails
+        text = f"<{type(value).__name__}: repr failed: {type(e).__name__}>"
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _said(e: BaseException, limit: int = 500) -> str:
+    """str() of the script's exception, bounded; its repr when str() itself fails."""
+    try:
+        text = str(e)
+    except Exception:
+        return shown(e, limit)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+class Script:
+    """The user's AccuracyValidator, every call bounded in time and its failures made ScriptErrors
+    naming the file, the method and the script's own traceback."""
+
+    def __init__(self, validator, where: str = "", path=None):
+        self.validator, self.where, self.path = validator, where, path
+
+    def _name(self, method: str, args: tuple) -> str:
+        head = f"{self.where}: " if self.where else ""
+        return f"{head}{CLASS_NAME}.{method}({', '.join(map(str, args))})"
+
+    def call(self, method: str, *args):
+        seconds = _positive_env(TIMEOUT_ENV, TIMEOUT_S)
+        try:
+            with _time_limit(seconds):
+                return getattr(self.validator, method)(*args)
+        except _CallTimeout:
+            raise ScriptError(f"{self._name(method, args)} did not return within {seconds:g} s "
+                              f"(set {TIMEOUT_ENV} to allow more)") from None
+        except SystemExit as e:
+            raise ScriptError(f"{self._name(method, args)} called sys.exit({shown(e.code)}): the "
+                              f"script must return, not exit\n{_their_traceback(e)}") from None
+        except Exception as e:
+            raise ScriptError(f"{self._name(method, args)} raised {type(e).__name__}: {_said(e)}\n"
+                              f"{_their_traceback(e)}") from None
+
+    def count(self, method: str, largest: int) -> int:
+        """sample_size() or batch_size(): a whole number from 1 to `largest`."""
+        value = self.call(method)
+        try:
+            if isinstance(value, (bool, np.bool_)):
+                raise TypeError
+            number = operator.index(value)   # int and numpy integers; not 2.5, nan, '5' or None
+        except TypeError:
+            raise ScriptError(f"{self._name(method, ())} returned {shown(value)} "
+                              f"({type(value).__name__}), not a whole number") from None
+        if number < 1 or number > largest:
+            what = "no sample to evaluate, so no accuracy (is its data set where the script looks?)" \
+                if method == "sample_size" and number < 1 else f"expected 1 to {largest}"
+            raise ScriptError(f"{self._name(method, ())} returned {shown(number)}: {what}")
+        return number
+
+    def sample_size(self):
+        return self.count("sample_size", MAX_SAMPLES)
+
+    def batch_size(self):
+        return self.count("batch_size", MAX_SAMPLES)
+
+    def preprocess(self, start, end):
+        return self.call("preprocess", start, end)
+
+    def postprocess(self, start, end, outputs):
+        return self.call("postprocess", start, end, outputs)
+
+    def result(self):
+        return self.call("result")
+
+
+MAX_SAMPLES = 1 << 62   # what numpy indexes; the number of batches is the real bound (MAX_BATCHES)
+
+
+def as_script(validator) -> Script:
+    return validator if isinstance(validator, Script) else Script(validator)
+
+
+def _their_traceback(e: BaseException) -> str:
+    """The traceback from the script's frames on (ours, the caller, left out), indented."""
+    tb = e.__traceback__.tb_next if e.__traceback__ else None
+    lines = traceback.format_exception(type(e), e, tb)
+    return "".join("  " + line for text in lines for line in text.splitlines(keepends=True)).rstrip()
 
 
 @dataclass
@@ -51,9 +192,9 @@ class AccuracyResult:
     def to_dict(self) -> dict:
         value = self.result
         try:
-            json.dumps(value)
-        except (TypeError, ValueError):
-            value = repr(value)
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError, RecursionError):   # objects, nan, a 5,000-digit int
+            value = shown(value, 1000)
         return {"model": self.model, "script": self.script, "samples": self.samples,
                 "batch_size": self.batch_size, "batches": self.batches, "seconds": round(self.seconds, 3),
                 "result": value, "printed": self.printed, "padded": self.padded, "notes": self.notes}
@@ -63,13 +204,22 @@ def load_validator(path, where: str, **kwargs):
     """Import the script and make its AccuracyValidator; errors name the file (`where`: the key)."""
     path = Path(path)
     if not path.is_file():
-        raise ConfigError(f"{where}: script {path} not found")
+        raise ConfigError(f"{where}: script {path} not found" if not path.exists()
+                          else f"{where}: script {path} is not a regular file")
+    if path.suffix != ".py":
+        raise ConfigError(f"{where}: script {path} is not a Python file (.py)")
     spec = importlib.util.spec_from_file_location(f"mace_accuracy_{abs(hash(str(path.resolve())))}", path)
     module = importlib.util.module_from_spec(spec)
     try:
-        spec.loader.exec_module(module)
-    except Exception as e:  # the user's code: say where it broke, briefly
-        raise ConfigError(f"{where}: {path} failed to load: {type(e).__name__}: {e}") from None
+        with _time_limit(_positive_env(TIMEOUT_ENV, TIMEOUT_S)):
+            spec.loader.exec_module(module)
+    except _CallTimeout:
+        raise ScriptError(f"{where}: {path} did not finish loading within "
+                          f"{_positive_env(TIMEOUT_ENV, TIMEOUT_S):g} s (set {TIMEOUT_ENV} to allow more)") from None
+    except (Exception, SystemExit) as e:  # the user's code: say where it broke, with their traceback
+        what = f"called sys.exit({shown(e.code)})" if isinstance(e, SystemExit) else \
+            f"{type(e).__name__}: {_said(e)}"
+        raise ScriptError(f"{where}: {path} failed to load: {what}\n{_their_traceback(e)}") from None
     cls = getattr(module, CLASS_NAME, None)
     if cls is None:
         raise ConfigError(f"{where}: {path} defines no class {CLASS_NAME} (MACE's accuracy plugin interface)")
@@ -77,19 +227,32 @@ def load_validator(path, where: str, **kwargs):
     if missing:
         raise ConfigError(f"{where}: {path}: {CLASS_NAME} lacks {', '.join(missing)}")
     try:
-        return cls(**kwargs)
-    except Exception as e:
-        raise ConfigError(f"{where}: {path}: {CLASS_NAME}() failed: {type(e).__name__}: {e}") from None
+        with _time_limit(_positive_env(TIMEOUT_ENV, TIMEOUT_S)):
+            return Script(cls(**kwargs), f"{where}: {path}", path)
+    except _CallTimeout:
+        raise ScriptError(f"{where}: {path}: {CLASS_NAME}() did not return within "
+                          f"{_positive_env(TIMEOUT_ENV, TIMEOUT_S):g} s (set {TIMEOUT_ENV} to allow more)") from None
+    except (Exception, SystemExit) as e:
+        what = f"called sys.exit({shown(e.code)})" if isinstance(e, SystemExit) else \
+            f"{type(e).__name__}: {_said(e)}"
+        raise ScriptError(f"{where}: {path}: {CLASS_NAME}() failed: {what}\n{_their_traceback(e)}") from None
 
 
-def batches(sample_size: int, batch_size: int) -> list:
+def batches(sample_size: int, batch_size: int, where: str = "") -> list:
     """[start, end) of every batch; the last one may be short. No sample is an error: an accuracy
-    over nothing is no result (result() would report whatever its empty state holds)."""
+    over nothing is no result (result() would report whatever its empty state holds). Every
+    range is listed up front (shards, their fingerprint), so at most MAX_BATCHES of them."""
     if sample_size < 1:
         raise ConfigError(f"{CLASS_NAME}.sample_size() returned {sample_size}: no sample to evaluate, so no "
                           f"accuracy (is its data set where the script looks?)")
     if batch_size < 1:
         raise ConfigError(f"{CLASS_NAME}.batch_size() returned {batch_size}; it must be at least 1")
+    limit = int(_positive_env(BATCHES_ENV, MAX_BATCHES, int))
+    count = -(-sample_size // batch_size)
+    if count > limit:
+        raise ScriptError(f"{where + ': ' if where else ''}{CLASS_NAME}.sample_size() {shown(sample_size)} in batches of {batch_size} is "
+                          f"{shown(count)} batches, more than {limit} (a larger batch_size(), or set "
+                          f"{BATCHES_ENV} to allow more)")
     return [(s, min(s + batch_size, sample_size)) for s in range(0, sample_size, batch_size)]
 
 
@@ -97,33 +260,54 @@ def feed(validator, specs, start: int, end: int) -> tuple:
     """(inputs shaped as the model's, zero samples padded): preprocess's arrays or lists of
     samples (a one-item list unwrapped, as MACE does) reshaped to each input; a short last
     batch is filled with zero samples whose outputs `run_batch` drops."""
-    raw = validator.preprocess(start, end)
+    user = as_script(validator)
+    raw = user.preprocess(start, end)
+    name = user._name("preprocess", (start, end))
     if not isinstance(raw, dict):
-        raise ModelError(f"{CLASS_NAME}.preprocess({start}, {end}) returned {type(raw).__name__}, "
-                         f"not a dict of input name -> data")
+        raise ScriptError(f"{name} returned {type(raw).__name__}, not a dict of input name -> data")
     inputs, pad = {}, 0
     for s in specs:
         if s.name not in raw:
-            raise ModelError(f"{CLASS_NAME}.preprocess({start}, {end}) gave no data for input '{s.name}' "
-                             f"(it gave: {', '.join(map(str, raw)) or 'nothing'})")
+            raise ScriptError(f"{name} gave no data for input '{s.name}' "
+                              f"(it gave: {shown(', '.join(map(str, raw))) or 'nothing'})")
         value = raw[s.name]
         if s.image is not None and _image_paths(value):  # file names: decoded as image_preprocess says
-            value = image_batch(list(value) if isinstance(value, (list, tuple)) else [value], s, s.image,
-                                f"{CLASS_NAME}.preprocess({start}, {end})")
+            value = image_batch(list(value) if isinstance(value, (list, tuple)) else [value], s, s.image, name)
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
-        a = np.asarray(value, dtype=s.dtype)
+        a = _numbers(value, name, s)
         want = int(np.prod(s.shape))
         batch = s.shape[0] if s.shape else 1
         per_sample = want // batch if batch else want
+        given, asked = (a.size // per_sample if per_sample else 0), end - start
+        if a.size != want and per_sample and a.size % per_sample == 0 and given < asked:
+            raise ScriptError(f"{name}: input '{s.name}' has {given} sample(s) for the {asked} asked "
+                              f"({start} to {end}); the missing ones would count as zeros in the metric")
         if a.size != want and per_sample and a.size % per_sample == 0 and a.size < want:
-            pad = batch - a.size // per_sample   # a short last batch
+            pad = batch - given   # a short last batch: zero samples whose outputs are dropped
             a = np.concatenate([a.reshape(-1), np.zeros(want - a.size, a.dtype)])
         if a.size != want:
-            raise ModelError(f"{CLASS_NAME}.preprocess({start}, {end}): input '{s.name}' has {a.size} values, "
-                             f"the model takes {list(s.shape)} ({want})")
+            raise ScriptError(f"{name}: input '{s.name}' has {a.size} values, "
+                              f"the model takes {list(s.shape)} ({want})")
         inputs[s.name] = a.reshape(s.shape)
     return inputs, pad
+
+
+def _numbers(value, name: str, spec) -> np.ndarray:
+    """`value` as an array of the input's dtype; strings, objects (ragged lists, generators, paths),
+    complex numbers (their imaginary part would be dropped) and the rest are refused by name."""
+    try:
+        a = np.asarray(value)
+    except (ValueError, TypeError) as e:   # ragged nested lists
+        raise ScriptError(f"{name}: input '{spec.name}' is no array of numbers ({shown(e)})") from None
+    if a.dtype.kind not in "biuf":
+        what = {"c": "complex numbers (the imaginary part would be dropped)", "O": "Python objects (a ragged "
+                "list, a generator, paths?)", "U": "strings", "S": "bytes"}.get(a.dtype.kind, f"dtype {a.dtype}")
+        raise ScriptError(f"{name}: input '{spec.name}' holds {what}, not numbers")
+    try:
+        return a.astype(spec.dtype)
+    except (ValueError, TypeError, OverflowError) as e:
+        raise ScriptError(f"{name}: input '{spec.name}' does not convert to {spec.dtype}: {shown(e)}") from None
 
 
 def _image_paths(value) -> bool:
@@ -143,22 +327,23 @@ def infer(validator, run, specs, start: int, end: int) -> tuple:
 def run_batch(validator, run, specs, start: int, end: int) -> int:
     """Preprocess [start, end), run it, postprocess; returns the padding."""
     outputs, pad = infer(validator, run, specs, start, end)
-    validator.postprocess(start, end, outputs)
+    as_script(validator).postprocess(start, end, outputs)
     return pad
 
 
 def evaluate(validator, run, specs, model: str = "", script: str = "", progress=None) -> AccuracyResult:
     """Every batch in order through `run`, then result(); `progress(done, total)` after each batch."""
     t0 = time.perf_counter()
-    size = int(validator.sample_size())
-    ranges = batches(size, int(validator.batch_size()))
+    user = as_script(validator)
+    size, batch = user.sample_size(), user.batch_size()
+    ranges = batches(size, batch, user.where)
     padded = 0
     for i, (start, end) in enumerate(ranges):
-        padded += run_batch(validator, run, specs, start, end)
+        padded += run_batch(user, run, specs, start, end)
         if progress:
             progress(i + 1, len(ranges))
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        value = validator.result()
-    return AccuracyResult(model, script, size, int(validator.batch_size()), len(ranges),
+        value = user.result()
+    return AccuracyResult(model, script, size, batch, len(ranges),
                           time.perf_counter() - t0, value, printed.getvalue(), padded)
