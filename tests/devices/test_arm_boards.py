@@ -65,3 +65,18 @@ def test_digits_float_and_quantized_validate_on_an_arm_board(abi, request, tmp_p
         print(f"\n{model} on the {abi} board ({machine}, numpy {board_numpy}): `run --validate` {seconds:.1f} s, "
               f"init {report['timing']['init_ms']:.0f} ms, round {report['timing']['avg_ms']:.1f} ms under qemu "
               "(not a board's speed)")
+
+
+def test_an_x86_board_listed_as_arm64_runs_with_a_note(tmp_path, sshd, numpy_only_python):
+    # the loopback board with this machine's Python: the ABI does not match its uname -m
+    work = workdir(tmp_path)
+    write_deployment(work / "deploy.yml", {"digits_cnn": digits_model()}, target_abis=["arm64"])
+    build(work)
+    write_devices(work / "devices.yml", board=ssh_entry(sshd, work / "remote", numpy_only_python))
+    r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--json=r.json", cwd=work))
+    report = json.loads((work / "r.json").read_text())["models"][0]
+    machine = report["device_info"]["machine"]
+    assert machine not in ("aarch64", "armv7l")
+    note = f"device board is a {machine} machine, but runs as ABI arm64 "
+    assert any(n.startswith(note) and n.endswith("ran anyway") for n in report["notes"]), report["notes"]
+    assert note in r.stdout + r.stderr
