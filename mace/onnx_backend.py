@@ -36,7 +36,7 @@ def dtype_name(dtype, tensor: str = "") -> str:
 def _input_spec(name: str, value) -> TensorSpec:
     if isinstance(value, (list, tuple, dict)):   # onnx's sequence / map test values
         raise ModelError(f"input '{name}' is a {type(value).__name__}, not a tensor; pymace takes "
-                         f"only tensor inputs (it has no sequence, map or optional values)")
+                         f"only tensor inputs (it has no sequence, optional or map values)")
     value = np.asarray(value)
     return TensorSpec(name, tuple(value.shape), "NONE", dtype_name(value.dtype, name))
 

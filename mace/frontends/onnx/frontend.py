@@ -179,8 +179,8 @@ def _check_input_kinds(model, path: Path) -> None:
             what = {"sequence_type": "a sequence", "map_type": "a map",
                     "optional_type": "an optional", "sparse_tensor_type": "a sparse tensor"}
             raise ModelError(f"{path}: graph input '{vi.name}' is {what.get(kind, kind)}; pymace "
-                             f"takes only tensor inputs (it has no sequence, map, optional or "
-                             f"sparse values)")
+                             f"takes only tensor inputs (it has no sequence, optional or map values, "
+                             f"nor sparse tensors)")
 
 
 def _opset(model) -> int:

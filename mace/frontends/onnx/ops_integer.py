@@ -71,11 +71,10 @@ def _centred_weight(ctx, node, w, zero, axis) -> np.ndarray:
     if z.size not in (1, value.shape[axis]):
         raise _fail(node, ctx, f"the weight's zero point has {z.size} values for "
                                f"{value.shape[axis]} channels")
-    if z.size > 1:
-        shape = [1] * value.ndim
-        shape[axis] = -1
-        z = z.reshape(shape)
-    return (value.astype(np.int64) - z.reshape(z.shape if z.size > 1 else ())).astype(np.float32)
+    shape = [1] * value.ndim
+    shape[axis] = -1
+    z = z.reshape(shape) if z.size > 1 else z.reshape(())
+    return (value.astype(np.int64) - z).astype(np.float32)
 
 
 @onnx_op("ConvInteger")
