@@ -76,4 +76,9 @@ def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:
     out = kwargs.get("output_dir")
     if out and Path(out).exists() and not Path(out).is_dir():   # before minutes of running
         raise ConfigError(f"--output_dir {out}: not a folder (a file of that name exists)")
+    if out:   # made now, not after the run: /proc/x, a read-only place, a missing permission
+        try:
+            Path(out).mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ConfigError(f"--output_dir {out}: cannot create the folder ({e.strerror})") from None
     return [run_model(config, m, **kwargs) for m in models_of(config, models)]

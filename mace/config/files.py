@@ -10,6 +10,8 @@ the tracer and the device runner, so they all agree.
 from __future__ import annotations
 
 import glob
+import math
+import os
 import re
 import zlib
 from pathlib import Path
@@ -143,9 +145,33 @@ def file_names(tensors, what: str) -> dict:
 
 
 def read_npy(path: Path) -> np.ndarray:
-    """np.load of a regular file only (a FIFO would block forever); OSError says what it is."""
+    """np.load of a regular file only (a FIFO would block forever); OSError says what it is.
+    The header's shape is checked against the bytes that follow it first: numpy allocates what
+    the header claims (6.4e13 elements: 256 TB) before reading a byte of it."""
     with open_regular(path) as f:
+        _check_npy_size(f)
+        f.seek(0)
         return np.load(f, allow_pickle=False, max_header_size=MAX_NPY_HEADER)
+
+
+def _check_npy_size(f) -> None:
+    """ValueError when an .npy header claims more data than the file holds (other files: np.load's)."""
+    if f.read(6) != b"\x93NUMPY":
+        return
+    f.seek(0)
+    version = np.lib.format.read_magic(f)
+    read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+    if read_header is None:
+        return   # version 3 and later: np.load reads (or refuses) them
+    shape, _, dtype = read_header(f, max_header_size=MAX_NPY_HEADER)
+    if dtype.hasobject:
+        return   # refused by np.load (allow_pickle=False)
+    needed = math.prod(int(d) for d in shape) * dtype.itemsize
+    left = os.fstat(f.fileno()).st_size - f.tell()
+    if needed > left:
+        raise ValueError(f"its header says shape {list(shape)} {dtype} ({needed} bytes), "
+                         f"but {left} bytes follow it")
 
 
 
@@ -215,12 +241,15 @@ def write_outputs(output_dir, outputs: dict, output_format: str = "npy") -> None
     out = Path(output_dir)
     raw = output_format == "raw"
     files = raw_names(OUTPUT_PREFIX, outputs, "output") if raw else file_names(outputs, "output")
-    out.mkdir(parents=True, exist_ok=True)
-    for name, value in outputs.items():
-        if raw:
-            write_raw(out / files[name], value)
-        else:
-            np.save(out / files[name], value)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for name, value in outputs.items():
+            if raw:
+                write_raw(out / files[name], value)
+            else:
+                np.save(out / files[name], value)
+    except OSError as e:
+        raise ConfigError(f"--output_dir {out}: cannot write {e.filename or out} ({e.strerror})") from None
 
 
 def make_inputs(config: DeploymentConfig, sg: SubgraphConfig, input_dir: Path | None, seed: int = 0,

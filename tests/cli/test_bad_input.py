@@ -136,6 +136,10 @@ def _bad_npy(path, kind):
         header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (1, 8, 8, 1), }"
         header += b" " * (200_000 - len(header)) + b"\n"
         path.write_bytes(b"\x93NUMPY\x02\x00" + len(header).to_bytes(4, "little") + header + bytes(256))
+    elif kind == "claims_6.4e13_elements":   # numpy would allocate 256 TB before reading
+        header = b"{'descr': '<f4', 'fortran_order': False, 'shape': (64000000000000,), }"
+        header += b" " * (118 - len(header)) + b"\n"
+        path.write_bytes(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header + bytes(256))
     else:
         values = {"str": np.full((1, 8, 8, 1), "a"), "bytes": np.full((1, 8, 8, 1), b"a"),
                   "datetime": np.full((1, 8, 8, 1), np.datetime64("2020-01-01")),
@@ -144,7 +148,7 @@ def _bad_npy(path, kind):
 
 
 @pytest.mark.parametrize("kind", ["empty", "npz", "structured", "huge_header", "str", "bytes",
-                                  "datetime", "complex"])
+                                  "datetime", "complex", "claims_6.4e13_elements"])
 def test_bad_npy_input(built, kind):
     (built / "in").mkdir()
     _bad_npy(built / "in" / "image.npy", kind)
@@ -156,6 +160,21 @@ def test_output_dir_is_a_file(built):
     (built / "taken").write_text("x")
     fails(cli("run", "--config=deploy.yml", "--build_dir=out", "--output_dir=taken", cwd=built),
           "--output_dir", "taken", "not a folder", code=1)
+
+
+def test_npy_header_claiming_more_than_the_file_holds(built):
+    """Issue 38: the header's 6.4e13 elements were allocated (MemoryError, exit 3) before a read."""
+    (built / "in").mkdir()
+    _bad_npy(built / "in" / "image.npy", "claims_6.4e13_elements")
+    fails(cli("run", "--config=deploy.yml", "--build_dir=out", "--input_dir=in", cwd=built),
+          "image.npy is not a readable .npy file", "header says shape [64000000000000] float32 "
+          "(256000000000000 bytes), but 256 bytes follow it", code=1)
+
+
+def test_output_dir_that_cannot_be_made(built):
+    """Issue 38: `--output_dir /proc/x` failed after the run with an internal error."""
+    fails(cli("run", "--config=deploy.yml", "--build_dir=out", "--output_dir=/proc/x", cwd=built),
+          "--output_dir /proc/x: cannot create the folder", code=1)
 
 
 @pytest.mark.parametrize("value", ["nan", "1e308", "-1", "inf"])
