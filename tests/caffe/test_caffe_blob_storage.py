@@ -99,3 +99,31 @@ def test_fields_the_schema_lacks_are_named(tmp_path):
     x = np.zeros((1, 3, 12, 12), np.float32)
     with pytest.raises(ModelError, match="field\\(s\\) 20 that this Caffe schema does not know"):
         convert_net(tmp_path, _broken(_net(), unknown), {"data": x}, ["fc"])
+
+
+def test_opencv_shrink_caffe_model(tmp_path):
+    """A file written by OpenCV's own cv2.dnn.shrinkCaffeModel (Convolution and InnerProduct
+    blobs as FLOAT16 raw_data, the rest left as data): converted, and compared with OpenCV's
+    run of the same file and with the numpy Caffe reference."""
+    cv2 = pytest.importorskip("cv2", reason="opencv-python-headless (the test extra)")
+    from mace.runtime.engine import Engine
+    from mace.validate.caffe_reference import run_caffe
+
+    net = _net()
+    proto, model = net.save(tmp_path)
+    shrunk = tmp_path / "shrunk.caffemodel"
+    cv2.dnn.shrinkCaffeModel(str(model), str(shrunk))
+    stored = caffe_pb2.NetParameter()
+    stored.ParseFromString(shrunk.read_bytes())
+    conv = next(layer for layer in stored.layer if layer.name == "conv1")
+    assert conv.blobs[0].raw_data_type == caffe_pb2.FLOAT16 and not len(conv.blobs[0].data)
+    net.caffemodel = shrunk.read_bytes
+    x = np.random.default_rng(4).uniform(-1, 1, (1, 3, 12, 12)).astype(np.float32)
+    graph, _, _ = convert_net(tmp_path / "ours", net, {"data": x}, ["fc"])
+    got = Engine(graph).run({"data": x})["fc"]
+    opencv = cv2.dnn.readNetFromCaffe(str(proto), str(shrunk))
+    opencv.setInput(x)
+    want = opencv.forward("fc")
+    reference = run_caffe(proto, {"data": x}, ["fc"], weight_path=shrunk)["fc"]
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(got, want.reshape(got.shape), rtol=1e-4, atol=1e-4)
