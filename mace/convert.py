@@ -37,6 +37,7 @@ from mace.runtime.gpu.programs import is_fp16
 from mace.transform.pipeline import pass_names, transform
 from mace.transform.placement import plan as placement
 from mace.validate.divergence import runtime_threshold
+from mace.util.leftovers import remove_leftovers
 from mace.validate.fp16_storage import mark_fp32_ops
 
 SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu", "dsp")
@@ -189,6 +190,9 @@ def build_files(config: DeploymentConfig, library: Path, r: ConvertResult) -> di
     return files
 
 
+SCRATCH = ".convert."   # builds/<library>/.convert.<pid>.<random>/: one convert's files until they move
+
+
 def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, models=None,
                        dump_dir: Path | None = None, progress=None) -> list:
     """Convert the named models (default: all); returns one ConvertResult per model.
@@ -198,7 +202,8 @@ def convert_deployment(config: DeploymentConfig, build_dir: Path | None = None, 
     # folders this call creates are removed again if it fails: a failed first convert leaves nothing
     created = [d for d in (final_dir.parent, *final_dir.parent.parents) if not d.exists()]
     final_dir.parent.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix=".convert.", dir=final_dir.parent))
+    remove_leftovers(final_dir.parent, SCRATCH)   # of converts that were killed (SIGKILL, power loss)
+    scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH}{os.getpid()}.", dir=final_dir.parent))
     try:
         try:
             results = [convert_model(config, config.models[n], scratch, build_dir, dump_dir,

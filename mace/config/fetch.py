@@ -23,6 +23,7 @@ from urllib.parse import urlparse
 
 from mace.errors import ChecksumError, ConfigError
 from mace.util.atomic import new_file_mode
+from mace.util.leftovers import remove_leftovers
 from mace.util.regular_file import byte_limit, sha256_of_regular
 
 DOWNLOAD_TIMEOUT_S = 60               # without a byte from the server
@@ -115,7 +116,7 @@ def _download(url: str, path: Path, yml: Path, key_path: str) -> None:
     except ValueError as e:
         raise ConfigError(f"{where}: {e}") from None
     path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_orphans(path.parent)
+    remove_leftovers(path.parent, PARTIAL)
     fd, tmp = tempfile.mkstemp(prefix=f"{PARTIAL}{os.getpid()}.", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as out:
@@ -124,7 +125,7 @@ def _download(url: str, path: Path, yml: Path, key_path: str) -> None:
         os.replace(tmp, path)
     except (OSError, ValueError, http.client.HTTPException) as e:  # ValueError: e.g. a bad port
         raise ConfigError(f"{where}: {e}") from None
-    finally:  # every way out, Ctrl-C included (SIGKILL: _remove_orphans, next time)
+    finally:  # every way out, Ctrl-C included (SIGKILL: remove_leftovers, next time)
         if os.path.exists(tmp):
             os.unlink(tmp)
 
@@ -165,21 +166,3 @@ def _copy(url: str, out, limit: int, seconds: float) -> None:
             if time.monotonic() > end:
                 raise DownloadLimit(f"not finished after {seconds:g} s ({done} bytes so far; set "
                                     f"{DEADLINE_ENV} to allow more time)")
-
-
-def _remove_orphans(folder: Path) -> None:
-    """Partial downloads of processes that are gone (killed mid-download); live ones are kept."""
-    for leftover in folder.glob(f"{PARTIAL}*"):
-        pid = leftover.name[len(PARTIAL):].split(".", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
-            leftover.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, OverflowError):  # gone, or a number no pid can be
-        return False
-    except PermissionError:  # another user's process
-        return True
-    return True

@@ -228,3 +228,18 @@ def test_fifos_and_dev_zero_in_a_build_never_block(built):
     os.mkfifo(built / "out" / "digits" / pb)
     refused(cli("run", "--config=deploy.yml", "--build_dir=out", cwd=built, timeout=60),
             "digits_cnn.pb: cannot be read (not a regular file: a FIFO)", RERUN)
+
+
+def test_a_killed_converts_scratch_folder_is_removed_by_the_next_convert(built):
+    """Issue 38: a SIGKILLed convert left builds/<lib>/.convert.* behind for ever; the next convert
+    removes those of dead processes and leaves a running convert's (this process's pid) alone."""
+    import os
+    library = built / "out" / "digits"
+    other_weights(built)
+    assert kill_convert_at(built, 1).returncode == 137   # killed before its first rename
+    left = list(library.glob(".convert.*"))
+    assert left and all(p.is_dir() for p in left)
+    running = library / f".convert.{os.getpid()}.live"
+    running.mkdir()
+    ok(cli("convert", "--config=deploy.yml", "--build_dir=out", cwd=built))
+    assert sorted(library.glob(".convert.*")) == [running]
