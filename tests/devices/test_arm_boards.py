@@ -65,6 +65,16 @@ def test_digits_float_and_quantized_validate_on_an_arm_board(abi, request, tmp_p
         print(f"\n{model} on the {abi} board ({machine}, numpy {board_numpy}): `run --validate` {seconds:.1f} s, "
               f"init {report['timing']['init_ms']:.0f} ms, round {report['timing']['avg_ms']:.1f} ms under qemu "
               "(not a board's speed)")
+    if abi == "arm64":  # MACE's benchmark tables measured on the board (one emulated run only)
+        started = time.monotonic()
+        r = ok(cli("benchmark", "--config=deploy.yml", "--build_dir=out", "--model_name=digits_cnn", "--round=2",
+                   "--json=b.json", "--device_timeout=600", cwd=work, timeout=900))
+        assert "Benchmark model digits_cnn (cpu) on device board (" in r.stdout and "aarch64" in r.stdout
+        assert "Sort by Run Order" in r.stdout and "Stat by Op Type" in r.stdout
+        data = json.loads((work / "b.json").read_text())["models"][0]
+        assert data["device_info"]["machine"] == "aarch64" and data["run_with_statistics"]["avg"] > 0
+        assert not any("ran anyway" in n for n in data["notes"]), data["notes"]
+        print(f"benchmark on the arm64 board: {time.monotonic() - started:.1f} s under qemu")
 
 
 def test_an_x86_board_listed_as_arm64_runs_with_a_note(tmp_path, sshd, numpy_only_python):
@@ -80,3 +90,19 @@ def test_an_x86_board_listed_as_arm64_runs_with_a_note(tmp_path, sshd, numpy_onl
     note = f"device board is a {machine} machine, but runs as ABI arm64 "
     assert any(n.startswith(note) and n.endswith("ran anyway") for n in report["notes"]), report["notes"]
     assert note in r.stdout + r.stderr
+
+
+def test_an_arm_board_that_cannot_be_made_says_why(monkeypatch, tmp_path):
+    from tests.devices import arm_board
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(arm_board.shutil, "which", lambda name: None)
+    assert arm_board.arm_python("arm64") == (
+        None, "apt-get is not available (the aarch64 test board is made from Debian packages)")
+    monkeypatch.setattr(arm_board.shutil, "which", lambda name: f"/usr/bin/{name}" if "apt" in name or "dpkg" in name
+                        else None)
+    monkeypatch.setattr(arm_board.os.path, "isfile", lambda path: False)
+    monkeypatch.setattr(arm_board.os, "geteuid", lambda: 1000)
+    assert arm_board.arm_python("armhf") == (
+        None, "qemu-arm-static is missing and apt-get as root is not available to install qemu-user-static")
+    assert not list(tmp_path.iterdir())  # nothing half made
