@@ -1,4 +1,5 @@
 """What the TFLite frontend refuses, each refusal naming the file, op or tensor at fault."""
+import numpy as np
 import pytest
 
 from mace.errors import ModelError, UnsupportedOpError
@@ -114,3 +115,78 @@ def test_integer_inputs_are_refused(tmp_path):
     with pytest.raises(ModelError, match=rf"input tensor '{name}' is quantized INT8 .*float inputs"):
         convert("tflite", ModelSpec(path, [TensorSpec(name, (1, 4, 4, 2), "NHWC", dtype="int8")],
                                     [TensorSpec(model.tensors[model.outputs[0]].name, None, "NONE")]))
+
+
+def _patched(src, dst, edit):
+    """`src` with `edit(buf, model)` applied to its bytes in place (no offsets move)."""
+    import tflite
+
+    buf = bytearray(src.read_bytes())
+    edit(buf, tflite.Model.GetRootAsModel(buf, 0))
+    dst.write_bytes(bytes(buf))
+    return dst
+
+
+def _set_int32(buf, table, field: int, j: int, value: int):
+    """Element j of the int32 vector in `field` of a FlatBuffer table (flatbuffers' own offsets)."""
+    at = table._tab.Vector(table._tab.Offset(field)) + 4 * j
+    buf[at:at + 4] = value.to_bytes(4, "little", signed=True)
+
+
+@pytest.mark.parametrize("where, value", [("op_input", 999), ("op_input", -7), ("op_output", 10**6),
+                                          ("graph_output", -1), ("opcode", 77)])
+def test_indices_out_of_range_are_refused(cumsum_model, tmp_path, where, value):
+    """Issue 38: indices past the tensor list were an internal error (IndexError) or, negative,
+    wrapped around to other tensors."""
+    def edit(buf, model):
+        sg = model.Subgraphs(0)
+        op = sg.Operators(0)
+        if where == "op_input":
+            _set_int32(buf, op, 6, 0, value)          # Operator.inputs
+        elif where == "op_output":
+            _set_int32(buf, op, 8, 0, value)          # Operator.outputs
+        elif where == "graph_output":
+            _set_int32(buf, sg, 8, 0, value)          # SubGraph.outputs
+        else:   # Operator.opcode_index (uint32), of an op whose index is not the default 0 (not stored)
+            op = next(o for o in map(sg.Operators, range(sg.OperatorsLength())) if o._tab.Offset(4))
+            at = op._tab.Pos + op._tab.Offset(4)
+            buf[at:at + 4] = value.to_bytes(4, "little")
+
+    path = _patched(cumsum_model, tmp_path / "bad.tflite", edit)
+    with pytest.raises(ModelError, match=r"bad.tflite: .*(name tensor|names operator code) .*damaged or hand-edited"):
+        read_model(path)
+
+
+@pytest.fixture(scope="module")
+def per_channel_model(tmp_path_factory):
+    path = tmp_path_factory.mktemp("tfl_pc") / "conv_int8.tflite"
+    w = tf.constant(np.random.default_rng(0).normal(size=(3, 3, 2, 4)).astype(np.float32))
+    return to_tflite(lambda x: tf.nn.conv2d(x, w, 1, "SAME"), [(1, 4, 4, 2)], path, mode="int8")
+
+
+def test_per_channel_counts_that_do_not_match_are_refused(per_channel_model, tmp_path):
+    """Issue 38: a per-channel scale vector shorter than the channel count, or a quantized_dimension
+    out of range, reached the kernels (reshape errors, wrong values)."""
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(per_channel_model.read_bytes(), 0)
+    sg = model.Subgraphs(0)
+    index = next(i for i in range(sg.TensorsLength())
+                 if sg.Tensors(i).Quantization() and sg.Tensors(i).Quantization().ScaleLength() > 1)
+
+    def fewer_scales(buf, model):
+        q = model.Subgraphs(0).Tensors(index).Quantization()
+        at = q._tab.Vector(q._tab.Offset(8)) - 4     # QuantizationParameters.scale: its length
+        buf[at:at + 4] = (q.ScaleLength() - 1).to_bytes(4, "little")
+
+    path = _patched(per_channel_model, tmp_path / "few.tflite", fewer_scales)
+    with pytest.raises(ModelError, match=r"few.tflite: tensor '.*' \[.*\]: \d+ scales for \d+ channels"):
+        read_model(path)
+    # quantized_dimension 0 is the default, which converters do not store: checked on the record
+    from mace.frontends.tflite.model_file import TflTensor, _check_quantization
+    t = TflTensor(0, "w", (4, 3, 3, 2), "INT8", None, np.ones(4, np.float32), np.zeros(4, np.int64), 9)
+    with pytest.raises(ModelError, match=r"m.tflite: tensor 'w' \[4, 3, 3, 2\]: quantized_dimension 9 is out of range"):
+        _check_quantization("m.tflite", t)
+    t.quantized_dimension, t.zero_point = 0, np.zeros(3, np.int64)
+    with pytest.raises(ModelError, match=r"3 zero points for 4 scales"):
+        _check_quantization("m.tflite", t)

@@ -142,18 +142,55 @@ def read_model(path) -> TflModel:
             raise ModelError(f"{path}: the TFLite model has no subgraph")
         sg = model.Subgraphs(0)
         tensors = _tensors(tflite, model, sg, buf, path)
-        ops = _ops(tflite, model, sg)
+        ops = _ops(tflite, model, sg, path)
         inputs = [int(i) for i in sg.InputsAsNumpy()] if sg.InputsLength() else []
         outputs = [int(i) for i in sg.OutputsAsNumpy()] if sg.OutputsLength() else []
     except ModelError:
         raise
     except Exception as e:  # a truncated or corrupt buffer fails inside the generated reader
         raise ModelError(f"{path}: cannot read the TFLite FlatBuffer ({type(e).__name__}: {e})") from None
+    _check_indices(path, tensors, ops, inputs, outputs)
+    for t in tensors:
+        _check_quantization(path, t)
     for op in ops:
         op.name = tensors[op.outputs[0]].name if op.outputs else f"{op.type}_{op.index}"
     m = TflModel(path, model.Version(), tensors, ops, inputs, outputs, model.SubgraphsLength())
     m.by_name = {t.name: t for t in tensors}
     return m
+
+
+def _check_indices(path: Path, tensors: list, ops: list, inputs: list, outputs: list) -> None:
+    """Every tensor index in range (-1 only for an op's optional input left out): a file that
+    points past its tensor list would otherwise fail later, or wrap around to the last tensors."""
+    n = len(tensors)
+    for what, indices, optional in (("the subgraph's inputs", inputs, False),
+                                    ("the subgraph's outputs", outputs, False),
+                                    *((f"op {op.index} ({op.type}) inputs", op.inputs, True) for op in ops),
+                                    *((f"op {op.index} ({op.type}) outputs", op.outputs, False) for op in ops)):
+        bad = [i for i in indices if not (0 <= i < n or (optional and i == -1))]
+        if bad:
+            raise ModelError(f"{path}: {what} name tensor {bad[0]}, but the subgraph has {n} tensors "
+                             f"(0..{n - 1}): a damaged or hand-edited file")
+
+
+def _check_quantization(path: Path, t: TflTensor) -> None:
+    """Per-channel parameters that fit the tensor: one scale, or one per channel of
+    quantized_dimension, and as many zero points as scales."""
+    if t.scale is None or t.scale.size <= 1:
+        if t.zero_point is not None and t.zero_point.size > 1:
+            raise ModelError(f"{path}: tensor '{t.name}' has {t.zero_point.size} zero points for "
+                             f"{0 if t.scale is None else t.scale.size} scale(s)")
+        return
+    where = f"{path}: tensor '{t.name}' {list(t.shape)}"
+    if not 0 <= t.quantized_dimension < len(t.shape):
+        raise ModelError(f"{where}: quantized_dimension {t.quantized_dimension} is out of range for a "
+                         f"rank-{len(t.shape)} tensor")
+    channels = t.shape[t.quantized_dimension]
+    if t.scale.size != channels:
+        raise ModelError(f"{where}: {t.scale.size} scales for {channels} channels along dimension "
+                         f"{t.quantized_dimension}")
+    if t.zero_point is not None and t.zero_point.size not in (0, t.scale.size):
+        raise ModelError(f"{where}: {t.zero_point.size} zero points for {t.scale.size} scales")
 
 
 def _tensors(tflite, model, sg, buf: bytes, path: Path) -> list:
@@ -207,12 +244,15 @@ def _data(model, index: int, buf: bytes, shape, type_name: str, path: Path):
     return value.astype(dtype).reshape(shape)
 
 
-def _ops(tflite, model, sg) -> list:
+def _ops(tflite, model, sg, path: Path) -> list:
     op_names = _enum_names(tflite.BuiltinOperator)
     option_names = _enum_names(tflite.BuiltinOptions)
     result = []
     for i in range(sg.OperatorsLength()):
         op = sg.Operators(i)
+        if not 0 <= op.OpcodeIndex() < model.OperatorCodesLength():
+            raise ModelError(f"{path}: op {i} names operator code {op.OpcodeIndex()}, but the model has "
+                             f"{model.OperatorCodesLength()}: a damaged or hand-edited file")
         code = model.OperatorCodes(op.OpcodeIndex())
         # builtin codes >= 127 live in builtin_code, older ones in deprecated_builtin_code
         value = max(int(code.BuiltinCode()), int(code.DeprecatedBuiltinCode()))
