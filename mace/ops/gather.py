@@ -11,11 +11,12 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 
 def wrap_indices(indices, dim, name="?"):
-    """Indices with negative values made positive; out-of-range ones are an error."""
+    """Indices with negative values made positive, as numpy's index type (intp: np.take refuses
+    int64 indices where intp is 32 bits, as on armhf boards); out-of-range ones are an error."""
     idx = np.asarray(indices, np.int64)
     if idx.size and (idx.min() < -dim or idx.max() >= dim):
         raise ValueError(f"Gather '{name}': indices out of range [-{dim}, {dim - 1}]")
-    return np.where(idx < 0, idx + dim, idx)
+    return np.where(idx < 0, idx + dim, idx).astype(np.intp, copy=False)
 
 
 @register_op("Gather", layout=Layout.ANY)

@@ -77,6 +77,47 @@ def test_digits_float_and_quantized_validate_on_an_arm_board(abi, request, tmp_p
         print(f"benchmark on the arm64 board: {time.monotonic() - started:.1f} s under qemu")
 
 
+@pytest.mark.parametrize("abi", list(BOARDS))
+def test_a_bert_style_encoder_validates_on_an_arm_board(abi, request, tmp_path, sshd):
+    # int64 token ids, Gather, attention with the mask, LayerNormalization, Erf: on armhf numpy's
+    # default int and intp are 32 bits
+    import onnx
+
+    from tests.cli_helpers import sha256
+    from tests.ops.onnx_encoder import bert_encoder, token_batch
+
+    fixture, machine = BOARDS[abi]
+    python = request.getfixturevalue(fixture)
+    model, outputs = bert_encoder(opset=17, newer=True, layers=1)
+    onnx.save(model, str(tmp_path / "encoder.onnx"))
+    ids, mask = token_batch(batch=2, seq=8)
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "mask.npy", mask)
+    entry = {"platform": "onnx", "model_file_path": "encoder.onnx",
+             "model_sha256_checksum": sha256(tmp_path / "encoder.onnx"), "runtime": "cpu",
+             "subgraphs": [{"input_tensors": ["input_ids", "attention_mask"], "input_shapes": ["2,8", "2,8"],
+                            "input_data_types": "int64", "input_data_formats": "NONE", "output_tensors": outputs,
+                            "output_shapes": ["2,8,32", "2,32", "2,32"], "output_data_formats": "NONE",
+                            "validation_inputs_data": ["ids.npy", "mask.npy"]}]}
+    write_deployment(tmp_path / "deploy.yml", {"encoder": entry}, library="encoder", target_abis=[abi])
+    build(tmp_path)
+    write_devices(tmp_path / "devices.yml", board=ssh_entry(sshd, tmp_path / "remote", python, target_abis=[abi]))
+    started = time.monotonic()
+    r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--validate", "--output_dir=res", "--json=r.json",
+               "--device_timeout=600", cwd=tmp_path, timeout=900))
+    seconds = time.monotonic() - started
+    report = json.loads((tmp_path / "r.json").read_text())["models"][0]
+    assert report["passed"] and report["device_info"]["machine"] == machine and report["notes"] == []
+    assert [v["name"] for v in report["validation"]] == outputs
+    expected = create_engine(tmp_path / "out" / "encoder" / "model" / "encoder.pb").run(
+        {"input_ids": ids, "attention_mask": mask})
+    for name in outputs:
+        got = np.load(tmp_path / "res" / f"{name}.npy")
+        assert got.dtype == expected[name].dtype and got.shape == expected[name].shape, name
+        np.testing.assert_allclose(got, expected[name], rtol=1e-4, atol=1e-5, err_msg=name)
+    print(f"\nencoder on the {abi} board: `run --validate` {seconds:.1f} s under qemu")
+
+
 def test_an_x86_board_listed_as_arm64_runs_with_a_note(tmp_path, sshd, numpy_only_python):
     # the loopback board with this machine's Python: the ABI does not match its uname -m
     work = workdir(tmp_path)
