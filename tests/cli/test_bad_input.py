@@ -124,6 +124,18 @@ def test_onnx_initializer_dims_disagree_with_its_data(work):
     fails(convert(work, {"m": entry}), "m.onnx", "initializer 'w'", code=1)
 
 
+@pytest.mark.parametrize("data_type", [0, 999])
+def test_onnx_initializer_of_no_data_type(work, data_type):
+    """Issue 38: onnx's shape inference raised a bare ValueError (internal error, exit 3)."""
+    from onnx import TensorProto, helper
+
+    init = helper.make_tensor("w", TensorProto.FLOAT, [4], [1, 2, 3, 4])
+    init.data_type = data_type
+    entry = onnx_entry(work, [helper.make_node("Add", ["x", "w"], ["y"])], [("x", [4])], [("y", [4])], [init])
+    fails(convert(work, {"m": entry}), f"initializer 'w' has data type {data_type}, which is no ONNX tensor type",
+          code=1)
+
+
 # ---- .npy inputs -------------------------------------------------------------------------
 def _bad_npy(path, kind):
     if kind == "empty":

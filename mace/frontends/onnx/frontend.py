@@ -152,9 +152,15 @@ def _check_model(model, path: Path) -> None:
         # says, and runs such models (onnx's own light Inception/DenseNet files with their
         # weights as initializers). Inferred under IR 4's rule; the model is not changed.
         model.ir_version = 4
+    known_types = set(onnx.TensorProto.DataType.values()) - {onnx.TensorProto.UNDEFINED}
+    for init in model.graph.initializer:   # onnx's inference raises a bare ValueError naming none
+        if init.data_type not in known_types:
+            raise ModelError(f"{path}: initializer '{init.name}' has data type {init.data_type}, "
+                             f"which is no ONNX tensor type")
     try:   # strict shape inference, not check_model: that also wants shapes ort does not need
         onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
+    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as e:
+        # ValueError: "Invalid tensor data type 999." of a value_info or attribute tensor
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ModelError(f"{path}: invalid ONNX model (onnx's strict shape inference: {first})") \
             from None
