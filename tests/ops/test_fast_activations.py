@@ -304,3 +304,12 @@ def test_eltwise_against_another_broadcast_runs_the_reference():
     graph = graph_of({"x": x.shape}, [("Eltwise", ["x", "c"], ["y"], dict(type="SUM"))],
                      {"c": np.ones((4, 1), np.float32)})
     assert Engine(graph).nodes[0].tag == "cpu"
+
+
+@pytest.mark.parametrize("shape, const", [((2, 0), np.zeros((0,), np.float32)), ((0, 3), np.ones(3, np.float32)),
+                                          ((1, 4, 0), np.float32([2.0]))])
+def test_constant_eltwise_of_an_empty_tensor_is_an_empty_result(shape, const):
+    # a TensorFlow strided slice of nothing, plus a constant: the fast kernel must not index into it
+    graph = graph_of({"x": shape}, [("Eltwise", ["x", "c"], ["y"], {"type": "SUM"})], {"c": const})
+    out = Engine(graph).run({"x": np.zeros(shape, np.float32)})["y"]
+    assert out.shape == shape and out.size == 0

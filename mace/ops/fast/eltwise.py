@@ -72,8 +72,9 @@ def const_operand(ctx):
     if len(which) != 1 or tuple(shapes[1 - which[0]]) != tuple(ctx.output_shapes[0]):
         return None
     values = channel_slope(consts[which[0]], tuple(ctx.output_shapes[0]))
-    if values is None or (ctx.arg("type") in ("MIN", "MAX") and np.isnan(values).any()):
-        return None
+    if values is None or values.size == 0 or 0 in tuple(ctx.output_shapes[0]) \
+            or (ctx.arg("type") in ("MIN", "MAX") and np.isnan(values).any()):
+        return None   # an empty tensor (a TF strided slice of nothing) is the reference's
     return which[0], values
 
 
