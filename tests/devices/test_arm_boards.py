@@ -55,6 +55,10 @@ def test_digits_float_and_quantized_validate_on_an_arm_board(abi, request, tmp_p
         assert report["passed"] and report["device"] == "board" and report["notes"] == []
         info = report["device_info"]
         assert info["machine"] == machine and info["abi"] == abi and info["numpy"] == board_numpy, info
+        # what the runner itself said there (the loopback board's files are on this machine)
+        env = json.loads((work / "remote" / "digits" / f"{model}.outputs" / "mace_run.json").read_text())
+        env = env["environment"]
+        assert env["machine"] == machine and env["numpy"] == board_numpy and env["protobuf"] == "python", env
         # the numbers: the board's output against the host engine's, within the validation
         # threshold of the model (CPU 0.999, quantized 0.98), and in fact close
         expected, got = _host_output(work, model), np.load(work / f"res_{model}" / "prob.npy")
