@@ -19,8 +19,8 @@ to the package registries). The recipe, by hand, is in docs/test_board.md:
 
 The result is cached under `~/.cache/mace-test-boards/` (XDG_CACHE_HOME), in a folder named by
 the recipe: the Debian release, the numpy asked for and RECIPE; a second run costs nothing.
-`manifest.json` there records the exact package files and versions. Emulated: ~10x slower
-than this CPU, so its timings say nothing about a board's speed.
+`manifest.json` there records the exact package files and versions. Emulated (`import numpy`
+1.3 s against 0.15 s natively): its timings say nothing about a board's speed.
 """
 from __future__ import annotations
 
