@@ -92,7 +92,7 @@ def evaluate(config, model, build_dir, script, where: str, cluster, variant: str
     key = fingerprint(files, size=size,
                       batch=batch, shards=[s.ranges for s in shards], outputs=names, variant=variant)
     store = ShardStore(store_dir(session, variant or model.graph.runtime), key)
-    done = store.open(resume)
+    done = store.open(resume, len(shards))
     job = AccuracyJob(config, model.name, build_dir, str(script), where, tuple(names), num_threads, fail_hook(),
                       str(store.directory / ".fail_hook_fired"))
     order = iter(shards)

@@ -2,7 +2,8 @@
 
 A shard is a run of consecutive batches ([start, end) sample ranges). Its result is saved as
 `shard_<index>.npz` (arrays only: no pickle is ever loaded back) next to a `manifest.json`
-holding the fingerprint of what produced it (model files, script, sizes). A folder whose
+holding the fingerprint of what produced it (model files, script, sizes) and the sha256 of
+each shard saved (a shard that does not match is run again, never resumed). A folder whose
 fingerprint differs was made by another build or script: it is emptied, never mixed in.
 Writes go to a temporary file first and are renamed into place, so a worker or driver that
 dies mid-write leaves no half shard behind.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,8 +20,28 @@ from pathlib import Path
 import numpy as np
 
 from mace.util.atomic import atomic_write, atomic_write_text
+from mace.util.regular_file import open_regular, read_limited, sha256_of_regular
 
 MANIFEST = "manifest.json"
+MANIFEST_LIMIT = 64 << 20
+_SHARD = re.compile(r"shard_(\d{5})\.npz")
+
+
+def _digest(path: Path) -> str | None:
+    """sha256 of a regular file that is no symbolic link; None for anything else."""
+    if path.is_symlink():
+        return None
+    try:
+        return sha256_of_regular(path)
+    except OSError:
+        return None
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 @dataclass(frozen=True)
@@ -67,33 +89,56 @@ class ShardStore:
     def __init__(self, directory, key: str):
         self.directory = Path(directory)
         self.key = key
-        self.discarded = 0      # shards of another fingerprint removed at open
+        self.discarded = 0      # shards of another fingerprint, or damaged, removed at open
+        self.sums = {}          # index -> sha256 of each shard saved (the manifest's record)
 
-    def open(self, resume: bool = True) -> set:
+    def open(self, resume: bool = True, count: int | None = None) -> set:
         """Make the folder ready; returns the indices of the shards already done (none unless
-        `resume` and the fingerprint matches)."""
+        `resume` and the fingerprint matches). A shard counts only if it is a regular file named
+        as this store names them, of an index below `count`, whose sha256 is the one recorded
+        when it was saved: a truncated, edited (zeroed outputs), planted or stray file, a link to
+        /dev/zero or a directory is removed, and its shard runs again."""
         manifest = self.directory / MANIFEST
-        same = False
-        if manifest.is_file():
-            try:
-                same = json.loads(manifest.read_text()).get("key") == self.key
-            except (OSError, ValueError):
-                same = False
-        if self.directory.exists() and not (same and resume):
-            self.discarded = len(list(self.directory.glob("shard_*.npz")))
-            shutil.rmtree(self.directory)
+        recorded, same = {}, False
+        try:
+            doc = json.loads(read_limited(manifest, MANIFEST_LIMIT))
+            same = isinstance(doc, dict) and doc.get("key") == self.key
+            recorded = doc.get("shards") if same and isinstance(doc.get("shards"), dict) else {}
+        except (OSError, ValueError, RecursionError):
+            pass
+        if (self.directory.exists() or self.directory.is_symlink()) and not (same and resume):
+            self.discarded = len(list(self.directory.glob("shard_*.npz"))) if self.directory.is_dir() else 0
+            _remove(self.directory)
         self.directory.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(manifest, json.dumps({"key": self.key}))
-        return {int(p.stem.split("_")[1]) for p in self.directory.glob("shard_*.npz")}
+        self.sums = {}
+        for p in list(self.directory.iterdir()):
+            if p.name == MANIFEST:
+                continue
+            m = _SHARD.fullmatch(p.name)
+            index = int(m.group(1)) if m else -1
+            want = recorded.get(str(index))
+            if m and (count is None or index < count) and isinstance(want, str) and _digest(p) == want:
+                self.sums[index] = want
+                continue
+            self.discarded += bool(m)
+            _remove(p)
+        self._write_manifest()
+        return set(self.sums)
+
+    def _write_manifest(self) -> None:
+        atomic_write_text(self.directory / MANIFEST, json.dumps(
+            {"key": self.key, "shards": {str(i): h for i, h in sorted(self.sums.items())}}))
 
     def path(self, index: int) -> Path:
         return self.directory / f"shard_{index:05d}.npz"
 
     def save(self, index: int, arrays: dict) -> None:
         atomic_write(self.path(index), lambda f: np.savez(f, **arrays))
+        self.sums[index] = sha256_of_regular(self.path(index))
+        self._write_manifest()
 
     def load(self, index: int) -> dict:
-        with np.load(self.path(index), allow_pickle=False) as z:
+        with open_regular(self.path(index)) as f, np.load(f, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
 
     def remove(self) -> None:

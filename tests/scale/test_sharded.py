@@ -91,6 +91,32 @@ def test_a_failed_run_resumes_from_its_finished_shards(digits, monkeypatch):
     assert seen[0] == 3 * 113 and seen[-1] == 450   # 4 shards of 113 batches: the bar starts past 3
 
 
+def test_damaged_or_planted_shards_are_run_again_not_resumed(digits, monkeypatch):
+    """Issue 38: resumed shards were read unchecked. Zeroed outputs (a valid .npz), a truncated
+    shard, a link to /dev/zero, a directory and a stray index are each run again or removed, and
+    the result is the uninterrupted run's."""
+    import os
+    config, build_dir, script = digits
+    expected = _top1(config, build_dir, script, LOCAL, "cpu").result.result
+    monkeypatch.setenv(FAIL_HOOK, "3:raise")
+    with pytest.raises(MaceError, match="shard 3"):
+        _top1(config, build_dir, script, LOCAL, "cpu")
+    monkeypatch.delenv(FAIL_HOOK)
+    store = build_dir / "digits" / "accuracy" / "digits_cnn" / "cpu"
+    with np.load(store / "shard_00000.npz") as z:
+        zeroed = {k: np.zeros_like(z[k]) if "_o" in k else z[k] for k in z.files}
+    np.savez(store / "shard_00000.npz", **zeroed)                        # outputs zeroed, still an .npz
+    (store / "shard_00001.npz").write_bytes((store / "shard_00001.npz").read_bytes()[:100])   # truncated
+    (store / "shard_00002.npz").unlink()
+    os.symlink("/dev/zero", store / "shard_00002.npz")
+    (store / "shard_00003.npz").mkdir()
+    (store / "shard_00099.npz").write_bytes((store / "manifest.json").read_bytes())   # no such shard
+    (store / "notes.txt").write_text("stray")
+    run = _top1(config, build_dir, script, LOCAL, "cpu")
+    assert run.resumed == 0 and run.result.result == expected
+    assert not store.exists()   # finished: removed, stray files with it
+
+
 def test_sharded_quantize_stat_log_is_byte_identical(digits, ray_up, tmp_path):
     config, build_dir, _ = digits
     float_config = load_deployment(config.path)
