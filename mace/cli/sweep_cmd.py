@@ -2,17 +2,20 @@
 several deployment files; a table, sweep.json / sweep.csv and sweep.html (docs/scale.md)."""
 from __future__ import annotations
 
+import argparse
 import sys
+from pathlib import Path
 
 from rich.markup import escape
 from rich.table import Table
 
 from mace.cli import _cluster
 from mace.cli._console import console as make_console
+from mace.cli._devices import seconds
 from mace.cli._progress import sample_bar
 from mace.config import load_deployment
 from mace.devices.device_yml import load_device_yml
-from mace.errors import ValidationFailed
+from mace.errors import ConfigError, ValidationFailed
 from mace.scale import variants as variant_lib
 from mace.scale.runner import session
 from mace.scale.sweep import run_sweep, write_outputs
@@ -32,12 +35,44 @@ def add_arguments(p) -> None:
                    help="devices to run on: 'all' (every device of the devices .yml that the deployment "
                         "file's target_abis fit, and the host) or names (repeatable, comma-separated)")
     p.add_argument("--device_yml", default=None, metavar="PATH", help="devices .yml in MACE's schema")
-    p.add_argument("--round", type=int, default=10, help="timed runs per model, runtime and device")
-    p.add_argument("--device_timeout", type=float, default=300.0, metavar="S",
+    p.add_argument("--round", type=_rounds, default=10, help="timed runs per model, runtime and device")
+    p.add_argument("--device_timeout", type=seconds, default=300.0, metavar="S",
                    help="seconds each step on a device may take")
     p.add_argument("--output_dir", default=None, metavar="DIR",
                    help="where sweep.json, sweep.csv and sweep.html go (default: <build_dir>/sweep)")
     _cluster.add_arguments(p)
+
+
+MAX_ROUNDS = 1_000_000
+
+
+def _rounds(text: str) -> int:
+    """--round: a whole number of timed runs, 1 to MAX_ROUNDS (as `run` checks its flags)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= MAX_ROUNDS:
+        raise argparse.ArgumentTypeError(f"expected 1 to {MAX_ROUNDS}, got {text!r}")
+    return value
+
+
+def _check_before_running(configs, out: str) -> None:
+    """What would fail after minutes of converting and running: builds that would overwrite
+    each other, and an output folder that cannot be made."""
+    seen = {}
+    for config in configs:
+        other = seen.setdefault(config.library_name, config.path)
+        if other != config.path:
+            raise ConfigError(f"{config.path}: library_name '{config.library_name}' is also {other}'s: "
+                              f"their builds would overwrite each other under one build folder; give "
+                              f"each deployment file its own library_name")
+    if Path(out).exists() and not Path(out).is_dir():
+        raise ConfigError(f"--output_dir {out}: not a folder (a file of that name exists)")
+    try:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--output_dir {out}: cannot create the folder ({e.strerror})") from None
 
 
 def _say(message: str) -> None:
@@ -47,6 +82,8 @@ def _say(message: str) -> None:
 def main(args) -> int:
     configs = [load_deployment(path) for path in args.config]
     runtimes = variant_lib.parse(args.runtimes)
+    out = args.output_dir or f"{args.build_dir}/sweep"
+    _check_before_running(configs, out)
     names = [] if not args.devices or args.devices == ["all"] else args.devices
     cluster = _cluster.cluster_of(args)
     console = make_console()
@@ -59,7 +96,6 @@ def main(args) -> int:
                          args.device_timeout, progress=lambda n, total: bar.update(task, completed=n, total=total),
                          notify=_say)
     _print(console, rows)
-    out = args.output_dir or f"{args.build_dir}/sweep"
     json_path, csv_path = write_outputs(rows, out)
     page = write_page(rows, f"{out}/sweep.html")
     console.print(f"sweep of {len(rows)} runs: {escape(str(json_path))}, {escape(str(csv_path))}, "

@@ -47,3 +47,27 @@ def test_a_validation_fail_alone_exits_1(tmp_path):
     r = cli("sweep", "--config=fails.yml", "--round=1", "--build_dir=out", cwd=work, timeout=600)
     assert r.returncode == 1 and "1 of 1 sweep runs failed: fails (cpu) on host: validation FAIL" in r.stderr, \
         r.stdout + r.stderr
+
+
+def test_sweep_flags_and_clashing_libraries_are_refused_before_any_job(tmp_path):
+    """Issue 38: sweep took --device_timeout nan/inf/1e308 and --round -1 unchecked, found out
+    about an --output_dir it cannot use after every job ran, and let two deployment files of one
+    library_name overwrite each other's builds."""
+    import time
+    work = workdir(tmp_path)
+    write_deployment(work / "a.yml", {"a": digits_model()}, library="same")
+    write_deployment(work / "b.yml", {"b": digits_model()}, library="same")
+    write_deployment(work / "c.yml", {"c": digits_model()}, library="other")
+    for flag in ("--device_timeout=nan", "--device_timeout=inf", "--device_timeout=1e308", "--round=-1",
+                 "--round=0", "--round=x"):
+        r = cli("sweep", "--config=c.yml", flag, "--build_dir=out", cwd=work, timeout=60)
+        assert r.returncode == 2 and flag.split("=")[0] in r.stderr, (flag, r.stderr)   # a usage error
+    (work / "taken").write_text("x")
+    start = time.monotonic()
+    for args, needle in ((["--config=a.yml", "--config=b.yml"], "library_name 'same' is also"),
+                         (["--config=c.yml", "--output_dir=taken"], "--output_dir taken: not a folder"),
+                         (["--config=c.yml", "--output_dir=/proc/x"], "--output_dir /proc/x: cannot create")):
+        r = cli("sweep", *args, "--round=1", "--build_dir=out", cwd=work, timeout=120)
+        assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+        assert [x for x in r.stderr.splitlines() if x.startswith("error:")] and needle in r.stderr, r.stderr
+    assert time.monotonic() - start < 60 and not (work / "out").exists()   # refused before converting
