@@ -61,3 +61,18 @@ def test_a_file_keras_cannot_read_is_still_a_clear_error(tmp_path):
     path.write_bytes(b"not an HDF5 file")
     with pytest.raises(ModelError, match="broken.h5: Keras cannot load this file"):
         load_graph_def(path)
+
+
+@pytest.mark.parametrize("config", ["null", "[1, 2]", '{"class_name": "Sequential", "config": [7]}',
+                                    '{"class_name": "Sequential", "config": [{"config": null}]}'])
+def test_a_model_config_of_the_wrong_shape_is_a_clear_error(tmp_path, config):
+    """Issue 38: `model_config` null or a list was an internal error (AttributeError) once Keras
+    itself had refused the file."""
+    from mace.frontends.tensorflow.loader import load_graph_def
+
+    path = tmp_path / "odd.h5"
+    old_style_sequential(path)
+    with h5py.File(path, "r+") as f:
+        f.attrs["model_config"] = config
+    with pytest.raises(ModelError, match="odd.h5: Keras cannot load this file"):
+        load_graph_def(path)

@@ -154,11 +154,13 @@ def _load_keras2_sequential(keras, path: Path, error: Exception):
             config = json.loads(f.attrs["model_config"])
     except Exception:  # noqa: BLE001 - not an HDF5 model file: Keras's own error says more
         raise fail from None
+    if not isinstance(config, dict):   # `null`, a list: no model Keras wrote
+        raise fail
     layers = config.get("config")
     if config.get("class_name") != "Sequential" or not isinstance(layers, list) or not layers:
         raise fail
-    first = layers[0]["config"]
-    if "batch_input_shape" not in first:
+    first = layers[0].get("config") if isinstance(layers[0], dict) else None
+    if not isinstance(first, dict) or "batch_input_shape" not in first:
         raise fail
     shape = first.pop("batch_input_shape")
     entry = {"class_name": "InputLayer", "config": {"batch_shape": shape, "name": f"{first['name']}_input",
