@@ -518,3 +518,18 @@ def test_the_profiler_names_the_conv_algorithm(shape, kernel, args, algorithm):
     engine.observers.append(profiler)
     engine.run({"x": x})
     assert [s.kernel for s in profiler.stats()] == [f"cpu:fast/{algorithm}"]
+
+
+@pytest.mark.parametrize("act", ["", "RELU"])
+@pytest.mark.parametrize("rows", [2, 16, 129])
+def test_fully_connected_on_the_packed_gemm(act, rows, jit):
+    """Several rows (a transformer's tokens) run our packed GEMM, the weight packed at load
+    (issue 33 item 4): OpenBLAS re-packed it on every call."""
+    from mace.ops.fast._pool import gemm_width
+    rng = np.random.default_rng(rows)
+    x = rng.standard_normal((rows, 96)).astype(np.float32)
+    consts = [rng.standard_normal((200, 96)).astype(np.float32), rng.standard_normal(200).astype(np.float32)]
+    got, want, kern = run_both("FullyConnected", x, consts, dict(activation=act) if act else {})
+    close(got, want)
+    expect = "packed" if jit != "numpy" and gemm_width() > 0 else "blas"
+    assert kern.algorithm_name == expect
