@@ -15,8 +15,8 @@ cd "$(dirname "$0")/.."
 # - openssh-server: the device tests' board is a real sshd on 127.0.0.1 (docs/test_board.md).
 # - chromium: the HTML reports and the sweep page are rendered and measured headless.
 # - qemu-user-static: the ARM test boards (tests/devices/arm_board.py) are Debian's aarch64 and
-#   armhf python3 with numpy run by qemu-aarch64-static / qemu-arm-static; their packages (~25 MB
-#   per board) are downloaded once per machine into ~/.cache/mace-test-boards (docs/test_board.md).
+#   armhf python3 with numpy run by qemu-aarch64-static / qemu-arm-static; their packages (26 MB for
+#   aarch64, 15 MB for armhf) are downloaded once per machine into ~/.cache/mace-test-boards (docs/test_board.md).
 missing=()
 dpkg -s pocl-opencl-icd >/dev/null 2>&1 || missing+=(pocl-opencl-icd)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)

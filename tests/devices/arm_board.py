@@ -231,7 +231,7 @@ def arm_python(arch: str) -> tuple[Path | None, str | None]:
         if python.is_file():
             return python, None
         shutil.rmtree(final, ignore_errors=True)  # left half made by a run that was killed
-        _say(f"making the {arch} test board in {final} (once per machine: ~25 MB of downloads)")
+        _say(f"making the {arch} test board in {final} (once per machine: 15-26 MB of downloads)")
         folder = Path(tempfile.mkdtemp(prefix=f".{arch}-", dir=final.parent))
         try:
             manifest = _make(arch, folder, numpy_spec)
