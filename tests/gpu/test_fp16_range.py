@@ -82,11 +82,11 @@ def saturating_model(work):
     return checksum, x
 
 
-def deployment(work, checksum, **keys):
+def deployment(work, checksum, output_shape="1,8,8,8", **keys):
     model = {"platform": "onnx", "model_file_path": "sat.onnx", "model_sha256_checksum": checksum,
              "runtime": "gpu", "data_type": "fp16_fp32", **keys,
              "subgraphs": [{"input_tensors": "x", "input_shapes": "1,4,8,8", "input_data_formats": "NCHW",
-                            "output_tensors": "y", "output_shapes": "1,8,8,8", "output_data_formats": "NCHW",
+                            "output_tensors": "y", "output_shapes": output_shape, "output_data_formats": "NCHW",
                             "validation_inputs_data": ["x.npy"]}]}
     return write_deployment(work / "sat.yml", {"sat": model}, library="sat")
 
@@ -202,12 +202,7 @@ def reduce_model(work):
 
 
 def reduce_deployment(work, checksum, **keys):
-    model = {"platform": "onnx", "model_file_path": "sat.onnx", "model_sha256_checksum": checksum,
-             "runtime": "gpu", "data_type": "fp16_fp32", **keys,
-             "subgraphs": [{"input_tensors": "x", "input_shapes": "1,4,8,8", "input_data_formats": "NCHW",
-                            "output_tensors": "y", "output_shapes": "1,8,1,1", "output_data_formats": "NCHW",
-                            "validation_inputs_data": ["x.npy"]}]}
-    return write_deployment(work / "sat.yml", {"sat": model}, library="sat")
+    return deployment(work, checksum, output_shape="1,8,1,1", **keys)
 
 
 def test_auto_keeps_the_readers_of_a_saturating_cpu_op_in_float(work):
