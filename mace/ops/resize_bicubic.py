@@ -38,7 +38,8 @@ def cubic_table(in_len, out_len, scale, coord_mode, a, exclude_outside, steps=0)
     if exclude_outside:
         weights = np.where((taps >= 0) & (taps < in_len), weights, 0.0)
         weights /= weights.sum(axis=1, keepdims=True)
-    return np.clip(taps, 0, in_len - 1), weights.astype(np.float32)
+    # intp: np.take refuses int64 indices where intp is 32 bits (armhf boards)
+    return np.clip(taps, 0, in_len - 1).astype(np.intp), weights.astype(np.float32)
 
 
 @kernel("ResizeBicubic", "cpu")
