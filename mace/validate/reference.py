@@ -149,7 +149,7 @@ def reference_runner(platform: str):
 
 # What validates each platform here (named in notes about the .yml's `backend`).
 REFERENCE_NAMES = {"onnx": "onnxruntime", "tensorflow": "TensorFlow", "keras": "TensorFlow",
-                   "caffe": "Caffe's forward pass in numpy"}
+                   "tflite": "LiteRT", "caffe": "Caffe's forward pass in numpy"}
 ONNX_BACKENDS = {"tensorflow": "onnx-tf", "caffe2": "Caffe2", "pytorch": "PyTorch"}
 
 

@@ -113,3 +113,29 @@ def test_config_shows_the_plan_and_refuses_an_original_on_other_platforms(work):
     (w / "tfl.yml").write_text((w / config).read_text().replace("platform: onnx", "platform: tflite"))
     with pytest.raises(ConfigError, match="original_model_file_path: only for ONNX models"):
         load_deployment(w / "tfl.yml")
+
+
+def test_validated_against_a_tflite_original(work):
+    """Issue 38: `backend: tflite` with original_model_file_path (documented) was an internal error
+    (KeyError: 'tflite') before any reference ran."""
+    pytest.importorskip("ai_edge_litert", reason="LiteRT runs the .tflite original (the tflite extra)")
+    import tensorflow as tf
+
+    w, onnx_sha = work
+    (w / "net.tflite").write_bytes(tf.lite.TFLiteConverter.from_keras_model(
+        keras.models.load_model(w / "net.keras")).convert())
+    model = dict(backend="tflite", original_model_file_path="net.tflite",
+                 original_model_sha256_checksum=sha256(w / "net.tflite"))
+    config = _deploy(w, onnx_sha, "tfl_named.yml", **model)
+    assert cli("convert", f"--config={config}", cwd=w).returncode == 0
+    r = cli("run", f"--config={config}", "--validate", cwd=w)
+    assert r.returncode == 1 and "internal error" not in r.stderr, r.stderr
+    assert "net.tflite: tensor 'x' is not in the TFLite model" in r.stderr, r.stderr   # names needed
+    from mace.frontends.tflite.model_file import read_model
+    tfl = read_model(w / "net.tflite")
+    doc = yaml.safe_load((w / config).read_text())
+    doc["models"]["net"]["subgraphs"][0].update(original_input_tensors=tfl.tensors[tfl.inputs[0]].name,
+                                                original_output_tensors=tfl.tensors[tfl.outputs[0]].name)
+    (w / config).write_text(yaml.safe_dump(doc, sort_keys=False))
+    r = cli("run", f"--config={config}", "--validate", cwd=w)
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
