@@ -24,6 +24,7 @@ the recipe: the Debian release, the numpy asked for and RECIPE; a second run cos
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -231,6 +232,10 @@ def arm_python(arch: str) -> tuple[Path | None, str | None]:
         if python.is_file():
             return python, None
         shutil.rmtree(final, ignore_errors=True)  # left half made by a run that was killed
+        for stale in final.parent.glob(f".{arch}-*"):  # the same, before its rename (an hour on)
+            with contextlib.suppress(OSError):
+                if time.time() - stale.stat().st_mtime > 3600:
+                    shutil.rmtree(stale, ignore_errors=True)
         _say(f"making the {arch} test board in {final} (once per machine: 15-26 MB of downloads)")
         folder = Path(tempfile.mkdtemp(prefix=f".{arch}-", dir=final.parent))
         try:
