@@ -341,7 +341,26 @@ def _model(reader, name, raw):
     model.subgraphs = _subgraphs(reader, model, raw["subgraphs"])
     _check_image_inputs(reader, model)
     model.graph = _whole(reader, model)
+    _warn_unused_keys(reader, model)
     return model
+
+
+def _warn_unused_keys(reader, model) -> None:
+    """Keys given where nothing reads them, said once each as the unknown keys are: a
+    `dsp_backend` for a subgraph with no DSP ops, a `quantize_schema` of a float model."""
+    for sg in model.subgraphs:
+        given = {k for k in ("dsp_backend", "quantize_schema") if sg.origin.get(k) in ("file", "model")}
+        where = {k: model.key_path if sg.origin[k] == "model" else sg.key_path for k in given}
+        if "dsp_backend" in given and "dsp" not in placed_runtimes(sg):
+            warning = (f"{where['dsp_backend']}.dsp_backend: given, but no op of this model runs on the DSP "
+                       f"(runtime {sg.runtime}): ignored")
+            if warning not in reader.warnings:
+                reader.warnings.append(warning)
+        if "quantize_schema" in given and sg.values.get("quantize_schema") and not (sg.quantize or
+                                                                                   sg.runtime == "dsp"):
+            warning = f"{where['quantize_schema']}.quantize_schema: given, but quantize is 0: ignored"
+            if warning not in reader.warnings:
+                reader.warnings.append(warning)
 
 
 def _old_format_keys(values: dict, origin: dict) -> None:

@@ -74,6 +74,10 @@ def plan(model, sg) -> tuple:
     if model.platform == "onnx" and backend in ORIGINAL_BACKENDS:
         return None, (f"backend: {backend}: no original_model_file_path given, so onnxruntime runs the ONNX "
                       f"file (name the {backend} file it was exported from to validate against that)")
+    if model.platform == "onnx" and given and backend in ("", "onnxruntime", "onnx"):
+        return None, (f"original_model_file_path {given} is not used: backend is "
+                      f"{backend or 'onnxruntime'}, so onnxruntime runs the ONNX file (set backend: "
+                      f"{', '.join(ORIGINAL_BACKENDS)} to validate against the original)")
     if model.platform == "onnx" and backend in ONNX_BACKENDS and given:
         return None, (f"backend: {backend}: no {ONNX_BACKENDS[backend]} reference in this release, so the "
                       f"original {given} cannot run; onnxruntime runs the ONNX file")

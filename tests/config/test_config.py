@@ -746,10 +746,32 @@ def test_every_later_feature_key_is_parsed_and_carried(load):
     assert sg.input_aliases == ["in0"] and sg.output_aliases == ["out0"]
     assert sg.validation_inputs_data == ["in.npy"]
     assert sg.order == 3
-    assert config.warnings == []
+    # every key known; the two that nothing reads in this model say so (issue 38)
+    assert config.warnings == ["models.mobilenet.dsp_backend: given, but no op of this model runs on the DSP "
+                               "(runtime gpu): ignored",
+                               "models.mobilenet.quantize_schema: given, but quantize is 0: ignored"]
 
 
 def test_unknown_attribute_raises_attribute_error(load):
     sg = sg0(load(deployment()))
     with pytest.raises(AttributeError):
         sg.no_such_key  # noqa: B018
+
+
+def test_new_keys_that_nothing_reads_are_warned_about(tmp_path):
+    """Issue 38: dsp_backend on a cpu model, quantize_schema without quantize and an
+    original_model_file_path without a backend that runs it were taken silently."""
+    from tests.cli_helpers import cli, digits_model, workdir, write_deployment
+    work = workdir(tmp_path)
+    write_deployment(work / "odd.yml", {"digits_cnn": digits_model(
+        dsp_backend="hexagon_sim", quantize_schema="int8", original_model_file_path="digits/digits_cnn.onnx")})
+    r = cli("config", "--config=odd.yml", cwd=work, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    assert "models.digits_cnn.dsp_backend: given, but no op of this model runs on the DSP (runtime cpu): " \
+           "ignored" in out, out
+    assert "models.digits_cnn.quantize_schema: given, but quantize is 0: ignored" in out, out
+    assert "original_model_file_path digits/digits_cnn.onnx is not used: backend is onnxruntime" in out, out
+    write_deployment(work / "fine.yml", {"digits_cnn": digits_model(quantize=1, quantize_schema="int8")})
+    r = cli("config", "--config=fine.yml", cwd=work, timeout=60)
+    assert r.returncode == 0 and "ignored" not in r.stdout + r.stderr, r.stdout + r.stderr

@@ -15,8 +15,8 @@ FILES = Path(__file__).parent / "files"
 
 
 def test_every_schema_key_is_known():
-    config = load_deployment(FILES / "all_keys.yml")
-    assert config.warnings == []
+    config = load_deployment(FILES / "all_keys.yml")   # every key known; quantize_schema unread (quantize: 0)
+    assert config.warnings == ["models.digits_cnn.quantize_schema: given, but quantize is 0: ignored"]
     sg = config.models["digits_cnn"].graph
     assert sg.accuracy_validation_script == "examples/digits/accuracy_validator.py"  # list unwrapped
     assert sg.input_aliases == ["picture"] and sg.validation_threshold["HEXAGON"] == 0.98
