@@ -190,3 +190,40 @@ def test_per_channel_counts_that_do_not_match_are_refused(per_channel_model, tmp
     t.quantized_dimension, t.zero_point = 0, np.zeros(3, np.int64)
     with pytest.raises(ModelError, match=r"3 zero points for 4 scales"):
         _check_quantization("m.tflite", t)
+
+
+@pytest.mark.parametrize("scale, zero_point, needle", [(0.0, None, "quantization scale [0.0]"),
+                                                       (-0.5, None, "quantization scale [-0.5]"),
+                                                       (1e-45, None, "quantization scale"),
+                                                       (float("nan"), None, "quantization scale [nan]"),
+                                                       (None, 300, "zero point [300], outside -128..127")])
+def test_degenerate_activation_quantization_is_refused(per_channel_model, tmp_path, scale, zero_point, needle):
+    """Issue 38: an int8 activation of scale 0, negative or denormal, or a zero point outside its
+    type, made LiteRT segfault inside our process during --validate; refused when the file is read."""
+    import struct
+
+    import tflite
+
+    model = tflite.Model.GetRootAsModel(per_channel_model.read_bytes(), 0)
+    sg = model.Subgraphs(0)
+
+    def int8_activation(t) -> bool:   # no constant data, one scale and one zero point
+        q = t.Quantization()
+        return (t.Type() == tflite.TensorType.INT8 and (t.Buffer() == 0 or model.Buffers(t.Buffer()).DataLength() == 0)
+                and q is not None and q.ScaleLength() == 1 and q.ZeroPointLength() == 1)
+
+    index = next(i for i in range(sg.TensorsLength()) if int8_activation(sg.Tensors(i)))
+
+    def edit(buf, model):
+        q = model.Subgraphs(0).Tensors(index).Quantization()
+        if scale is not None:   # QuantizationParameters.scale (float32 vector, field 8)
+            at = q._tab.Vector(q._tab.Offset(8))
+            buf[at:at + 4] = struct.pack("<f", scale)
+        if zero_point is not None:   # .zero_point (int64 vector, field 10)
+            at = q._tab.Vector(q._tab.Offset(10))
+            buf[at:at + 8] = struct.pack("<q", zero_point)
+
+    path = _patched(per_channel_model, tmp_path / "q.tflite", edit)
+    with pytest.raises(ModelError, match=r"q.tflite: tensor '.*'") as e:
+        read_model(path)
+    assert needle in str(e.value), str(e.value)

@@ -152,6 +152,9 @@ def read_model(path) -> TflModel:
     _check_indices(path, tensors, ops, inputs, outputs)
     for t in tensors:
         _check_quantization(path, t)
+    for t in tensors:
+        if t.data is None:   # activations, the model's inputs among them
+            _check_activation_quantization(path, t)
     for op in ops:
         op.name = tensors[op.outputs[0]].name if op.outputs else f"{op.type}_{op.index}"
     m = TflModel(path, model.Version(), tensors, ops, inputs, outputs, model.SubgraphsLength())
@@ -191,6 +194,23 @@ def _check_quantization(path: Path, t: TflTensor) -> None:
                          f"{t.quantized_dimension}")
     if t.zero_point is not None and t.zero_point.size not in (0, t.scale.size):
         raise ModelError(f"{where}: {t.zero_point.size} zero points for {t.scale.size} scales")
+
+
+def _check_activation_quantization(path: Path, t: TflTensor) -> None:
+    """A quantized activation's (an input's, an op's output's) scale finite, positive and normal,
+    its zero point in its type's range: LiteRT crashes the process (a segfault in its quantize
+    kernels) on the others, and our int8 kernels would divide by them."""
+    if not t.quantized:
+        return
+    tiny = np.finfo(np.float32).tiny
+    if not np.all(np.isfinite(t.scale)) or np.any(t.scale < tiny):
+        raise ModelError(f"{path}: tensor '{t.name}' has quantization scale {t.scale.tolist()}; a scale "
+                         f"is a finite number above {tiny:g}")
+    if t.zero_point is not None and t.zero_point.size and t.dtype is not None and t.dtype.kind in "iu":
+        info = np.iinfo(t.dtype)
+        if t.zero_point.min() < info.min or t.zero_point.max() > info.max:
+            raise ModelError(f"{path}: tensor '{t.name}' ({t.type_name}) has zero point "
+                             f"{t.zero_point.tolist()}, outside {info.min}..{info.max}")
 
 
 def _tensors(tflite, model, sg, buf: bytes, path: Path) -> list:
