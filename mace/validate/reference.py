@@ -70,10 +70,14 @@ def run_litert(model_path: Path, inputs: dict, output_names: list, num_threads: 
     except ImportError:
         raise ModelError(f"validating a TFLite model needs LiteRT: {install_hint('tflite')}") from None
     model = read_model(model_path)
-    with warnings.catch_warnings():   # keeping every tensor is what layer validation is for
-        warnings.simplefilter("ignore")
-        interp = Interpreter(model_path=str(model_path), num_threads=num_threads or None,
-                             experimental_preserve_all_tensors=True)
+    try:   # LiteRT's own refusals (an op version or schema it lacks, shapes it will not take) are its
+        with warnings.catch_warnings():   # keeping every tensor is what layer validation is for
+            warnings.simplefilter("ignore")
+            interp = Interpreter(model_path=str(model_path), num_threads=num_threads or None,
+                                 experimental_preserve_all_tensors=True)
+    except Exception as e:
+        raise ModelError(f"{model_path}: LiteRT refuses the reference model: {type(e).__name__}: "
+                         f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
     try:
         for name, value in inputs.items():
             t = _litert_tensor(model, name, model_path)

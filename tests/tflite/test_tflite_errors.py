@@ -227,3 +227,21 @@ def test_degenerate_activation_quantization_is_refused(per_channel_model, tmp_pa
     with pytest.raises(ModelError, match=r"q.tflite: tensor '.*'") as e:
         read_model(path)
     assert needle in str(e.value), str(e.value)
+
+
+def test_litert_refusing_the_model_is_named_as_litert_s_refusal(per_channel_model, tmp_path):
+    """Issue 38: an op version LiteRT lacks failed while making its interpreter, outside the
+    handler that names LiteRT: an internal error."""
+    pytest.importorskip("ai_edge_litert", reason="LiteRT is the reference")
+    from mace.validate.reference import run_litert
+
+    def edit(buf, model):
+        code = next(c for c in map(model.OperatorCodes, range(model.OperatorCodesLength())) if c._tab.Offset(8))
+        at = code._tab.Pos + code._tab.Offset(8)      # OperatorCode.version (int32)
+        buf[at:at + 4] = (99).to_bytes(4, "little")
+
+    path = _patched(per_channel_model, tmp_path / "v99.tflite", edit)
+    model = read_model(path)   # our reader does not care about op versions
+    name = model.tensors[model.inputs[0]].name
+    with pytest.raises(ModelError, match=r"v99.tflite: LiteRT refuses the reference model: .*99"):
+        run_litert(path, {name: np.zeros((1, 4, 4, 2), np.float32)}, [model.tensors[model.outputs[0]].name])
