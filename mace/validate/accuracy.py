@@ -110,13 +110,14 @@ class Script:
 
     def __init__(self, validator, where: str = "", path=None):
         self.validator, self.where, self.path = validator, where, path
+        self.seconds = _positive_env(TIMEOUT_ENV, TIMEOUT_S)   # read once, for every call
 
     def _name(self, method: str, args: tuple) -> str:
         head = f"{self.where}: " if self.where else ""
         return f"{head}{CLASS_NAME}.{method}({', '.join(map(str, args))})"
 
     def call(self, method: str, *args):
-        seconds = _positive_env(TIMEOUT_ENV, TIMEOUT_S)
+        seconds = self.seconds
         try:
             with _time_limit(seconds):
                 return getattr(self.validator, method)(*args)
@@ -208,14 +209,15 @@ def load_validator(path, where: str, **kwargs):
                           else f"{where}: script {path} is not a regular file")
     if path.suffix != ".py":
         raise ConfigError(f"{where}: script {path} is not a Python file (.py)")
+    seconds = _positive_env(TIMEOUT_ENV, TIMEOUT_S)
     spec = importlib.util.spec_from_file_location(f"mace_accuracy_{abs(hash(str(path.resolve())))}", path)
     module = importlib.util.module_from_spec(spec)
     try:
-        with _time_limit(_positive_env(TIMEOUT_ENV, TIMEOUT_S)):
+        with _time_limit(seconds):
             spec.loader.exec_module(module)
     except _CallTimeout:
-        raise ScriptError(f"{where}: {path} did not finish loading within "
-                          f"{_positive_env(TIMEOUT_ENV, TIMEOUT_S):g} s (set {TIMEOUT_ENV} to allow more)") from None
+        raise ScriptError(f"{where}: {path} did not finish loading within {seconds:g} s "
+                          f"(set {TIMEOUT_ENV} to allow more)") from None
     except (Exception, SystemExit) as e:  # the user's code: say where it broke, with their traceback
         what = f"called sys.exit({shown(e.code)})" if isinstance(e, SystemExit) else \
             f"{type(e).__name__}: {_said(e)}"
@@ -227,15 +229,16 @@ def load_validator(path, where: str, **kwargs):
     if missing:
         raise ConfigError(f"{where}: {path}: {CLASS_NAME} lacks {', '.join(missing)}")
     try:
-        with _time_limit(_positive_env(TIMEOUT_ENV, TIMEOUT_S)):
-            return Script(cls(**kwargs), f"{where}: {path}", path)
+        with _time_limit(seconds):
+            validator = cls(**kwargs)
     except _CallTimeout:
-        raise ScriptError(f"{where}: {path}: {CLASS_NAME}() did not return within "
-                          f"{_positive_env(TIMEOUT_ENV, TIMEOUT_S):g} s (set {TIMEOUT_ENV} to allow more)") from None
+        raise ScriptError(f"{where}: {path}: {CLASS_NAME}() did not return within {seconds:g} s "
+                          f"(set {TIMEOUT_ENV} to allow more)") from None
     except (Exception, SystemExit) as e:
         what = f"called sys.exit({shown(e.code)})" if isinstance(e, SystemExit) else \
             f"{type(e).__name__}: {_said(e)}"
         raise ScriptError(f"{where}: {path}: {CLASS_NAME}() failed: {what}\n{_their_traceback(e)}") from None
+    return Script(validator, f"{where}: {path}", path)
 
 
 def batches(sample_size: int, batch_size: int, where: str = "") -> list:
