@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 from collections import deque
 from pathlib import Path
 
@@ -45,6 +46,7 @@ def start(cluster, resources: dict | None = None) -> bool:
     source_root = str(Path(mace.__file__).resolve().parent.parent)
     env = {"PYTHONPATH": os.pathsep.join(p for p in (source_root, os.environ.get("PYTHONPATH")) if p)}
     if cluster.address:   # an existing cluster: mace is installed on its nodes (docs/scale.md)
+        _check_reachable(cluster.address)
         ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
     else:
         with _single_machine():
@@ -52,6 +54,24 @@ def start(cluster, resources: dict | None = None) -> bool:
                      _node_ip_address=LOOPBACK, logging_level="ERROR", log_to_driver=False,
                      runtime_env={"env_vars": env})
     return True
+
+
+CONNECT_TIMEOUT_S = 5.0   # one TCP connect to --ray_address before Ray's own minutes of retries
+
+
+def _check_reachable(address: str) -> None:
+    """A `host:port` or `ray://host:port` nothing answers at is one clear error within seconds;
+    ray.init would retry for minutes first. `auto` and other forms are left to Ray."""
+    target = address.removeprefix("ray://")
+    host, sep, port = target.rpartition(":")
+    if not sep or not port.isdigit() or not host:
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise MaceError(f"--ray_address {address}: no Ray cluster answers at {host}:{port} "
+                        f"({e.strerror or e}); check the address and that the cluster's head is up, "
+                        f"or leave --ray_address out to run on this machine only") from None
 
 
 @contextlib.contextmanager

@@ -93,3 +93,23 @@ def test_an_embedded_ray_listens_on_loopback_only():
     assert len(sockets) >= 3, report          # the GCS, the raylet, workers: the check saw them
     exposed = [s for s in sockets if not ipaddress.ip_address(s[2]).is_loopback]
     assert not exposed, f"listening beyond 127.0.0.1: {exposed}"
+
+
+def test_an_unreachable_ray_address_fails_within_seconds():
+    # issue 38: ray.init retried for 150+ s before saying anything
+    import socket
+    import time
+
+    from mace.errors import MaceError
+    from mace.scale import ray_pool
+    from mace.scale.runner import make_cluster
+
+    with socket.socket() as s:   # a port nothing listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        start = time.monotonic()
+        for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+            with pytest.raises(MaceError, match=f"--ray_address {address}: no Ray cluster answers at "
+                                                f"127.0.0.1:{port}"):
+                ray_pool.start(make_cluster("ray", address, 1))
+        assert time.monotonic() - start < 2 * ray_pool.CONNECT_TIMEOUT_S
