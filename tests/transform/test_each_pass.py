@@ -32,12 +32,12 @@ def _outputs(graph, x=X) -> dict:
     return Engine(graph, options={"reference_kernels": True}).run({"x": x})
 
 
-def _check(build, pass_fn, before: list, after: list, options=None, x=X, rtol=1e-5):
+def _check(build, pass_fn, before: list, after: list, options=None, x=X, rtol=1e-5, changes=True):
     """Run `pass_fn` alone on build()'s graph to its fixpoint, as the pipeline does: op types
     before/after, outputs unchanged."""
     original, graph = build(), build()
     assert _types(original) == before
-    assert pass_fn(graph, options or {}) is not False
+    assert bool(pass_fn(graph, options or {})) == changes or changes is None
     for _ in range(10):
         if not pass_fn(graph, options or {}):
             break
@@ -167,3 +167,18 @@ def test_every_pass_has_a_unit_test():
 @pytest.mark.parametrize("name", sorted(HERE))
 def test_the_cases_here_are_real_passes(name):
     assert name in {p.fn.__name__ for p in PASSES} | {p.name for p in PASSES}
+
+
+@pytest.mark.parametrize("options, fused", [({}, True), ({"runtime": "cpu"}, True), ({"runtime": "gpu"}, False),
+                                            ({"quantize": True}, False)])
+def test_fuse_hardswish_fuses_silu_on_the_cpu_only(options, fused):
+    from mace.transform.passes.fuse_hardswish import fuse_hardswish
+
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("Activation", ["x"], ["s"], {"activation": "SIGMOID"}),
+        ("Eltwise", ["x", "s"], ["y"], {"type": "PROD"})])
+    after = ["Activation"] if fused else ["Activation", "Eltwise"]
+    graph = _check(build, fuse_hardswish, ["Activation", "Eltwise"], after, options=options, changes=fused)
+    if fused:
+        assert get_arg(graph.net.op[0], "activation") == "SWISH"
+        np.testing.assert_allclose(_outputs(graph)["y"], X / (1 + np.exp(-X)), rtol=1e-5, atol=1e-6)

