@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import http.client
-import math
 import os
 import tempfile
 import time
@@ -23,6 +22,7 @@ from urllib.parse import urlparse
 
 from mace.errors import ChecksumError, ConfigError
 from mace.util.atomic import new_file_mode
+from mace.util.env_limits import positive_env
 from mace.util.leftovers import remove_leftovers
 from mace.util.regular_file import byte_limit, sha256_of_regular
 
@@ -138,14 +138,7 @@ class DownloadLimit(OSError):
 
 
 def _deadline() -> float:
-    raw = os.environ.get(DEADLINE_ENV, "").strip()
-    try:
-        seconds = float(raw) if raw else DEADLINE_S
-    except ValueError:
-        seconds = -1.0
-    if not (math.isfinite(seconds) and seconds > 0):
-        raise ValueError(f"{DEADLINE_ENV}={raw!r}: expected a positive number of seconds")
-    return seconds
+    return positive_env(DEADLINE_ENV, DEADLINE_S, unit="seconds")
 
 
 def _copy(url: str, out, limit: int, seconds: float) -> None:

@@ -22,9 +22,7 @@ import contextlib
 import importlib.util
 import io
 import json
-import math
 import operator
-import os
 import signal
 import threading
 import time
@@ -36,6 +34,7 @@ import numpy as np
 
 from mace.config.images import image_batch, is_image
 from mace.errors import ConfigError, MaceError
+from mace.util.env_limits import positive_env
 
 CLASS_NAME = "AccuracyValidator"
 METHODS = ("sample_size", "batch_size", "preprocess", "postprocess", "result")
@@ -54,14 +53,10 @@ class _CallTimeout(BaseException):
 
 
 def _positive_env(env: str, default: float, kind=float):
-    raw = os.environ.get(env, "").strip()
     try:
-        value = kind(raw) if raw else default
-    except ValueError:
-        value = -1
-    if not (math.isfinite(value) and value > 0):
-        raise ConfigError(f"{env}={raw!r}: expected a positive number")
-    return value
+        return positive_env(env, default, kind)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 @contextlib.contextmanager
