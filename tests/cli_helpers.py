@@ -182,3 +182,32 @@ def run_hint(message: str, cwd, env=None, timeout=300):
     assert len(commands) == 1, f"expected one `run` hint in:\n{message}"
     return subprocess.run(["/bin/sh", "-c", commands[0]], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
+
+
+HEX64 = re.compile(r"\b[0-9a-f]{64}\b")
+
+
+def make_example(name: str, tmp_path: Path, files=("make_model.py", "mobilenet_v2.yml"), timeout=600) -> tuple:
+    """Run examples/<name>/make_model.py in a copy of `files` under tmp_path/examples/<name>, as a
+    user would; returns (that folder, what the script printed)."""
+    work = tmp_path / "examples" / name
+    work.mkdir(parents=True)
+    for f in files:
+        shutil.copy(ROOT / "examples" / name / f, work / f)
+    made = subprocess.run([sys.executable, str(work / "make_model.py")], capture_output=True, text=True,
+                          timeout=timeout)
+    assert made.returncode == 0, made.stdout + made.stderr
+    return work, made.stdout
+
+
+def only_checksums_differ(text: str, shipped: str) -> bool:
+    """A generator pinned its sha256 into the .yml: that value changed and nothing else."""
+    return HEX64.sub("", text) == HEX64.sub("", shipped)
+
+
+def convert_and_validate(yml, cwd, timeout=600) -> None:
+    """`convert`, then `run --validate` passing, through the CLI."""
+    r = cli("convert", "--config", yml, cwd=cwd, timeout=timeout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = cli("run", "--config", yml, "--validate", cwd=cwd, timeout=timeout)
+    assert r.returncode == 0 and "Similarity test passed" in r.stdout, r.stdout + r.stderr
