@@ -337,8 +337,8 @@ def _run_model(device, config, job: _Job, remote_dir: str, opts: RunOptions, tmp
     local = tmp / f"{name}.outputs"
     local.mkdir()
     if any(not INDEXED_OUTPUT.fullmatch(str(o.get("file"))) for o in result["outputs"]):
-        raise DeviceError(device.name, step, "the runner named its output files, not output<i>.npy: is "
-                                             "mace_run.pyz on the board from this build? (run `build` again)")
+        raise DeviceError(device.name, step, "the runner named its output files, not output<i>.npy: the "
+                                             "mace_run.pyz on the board is not this build's; nothing was pulled")
     pulled = [posixpath.join(out_dir, o["file"]) for o in result["outputs"]]
     device.pull(pulled, local, opts.timeout, f"pull {name}")
     result["arrays"] = {o["name"]: _load_pulled(device, name, local / o["file"], o) for o in result["outputs"]}
