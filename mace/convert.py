@@ -24,6 +24,7 @@ from mace.config.files import code_dir, fetch_model_files, library_dir, make_inp
 from mace.config.provenance import made_from
 from mace.config.specs import ModelSpec
 from mace.errors import ConfigError, ModelError
+from mace.frontends.base import take_notes
 from mace.ir.args import set_arg
 from mace.ir.manifest import write_manifest
 from mace.ir.model_io import net_to_text, save_model
@@ -109,6 +110,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     spec = ModelSpec(model_path, sg.inputs, sg.outputs + placement.boundary_specs(plan), weight_path,
                      model.name)
     graph = frontends.convert(model.platform, spec)
+    read_notes = take_notes(graph)
     log = []
     options = {"runtime": sg.runtime, "data_type": sg.data_type, "winograd": sg.winograd}
     if plan:
@@ -126,7 +128,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     decided = transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name,
                         log=log.append).decided
     _check_output_shapes(config, graph, sg)
-    notes = gpu_fp32_notes(config, sg, graph, log.append, progress)
+    notes = read_notes + gpu_fp32_notes(config, sg, graph, log.append, progress)
     mapping = obfuscate_graph(graph) if sg.obfuscate else None  # before any writer sees a name
     for info in graph.net.output_info:
         del info.dims[:]

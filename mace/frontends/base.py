@@ -24,6 +24,23 @@ def new_graph(spec: ModelSpec, platform: str, framework_format: str) -> Graph:
     return graph
 
 
+NOTES_ARG = "frontend_notes"   # a net arg while converting: what the user should hear about the read
+
+
+def add_note(graph: Graph, text: str) -> None:
+    """Say something about how the model file was read (convert prints it as a note)."""
+    set_arg(graph.net, NOTES_ARG, take_notes(graph) + [text])
+
+
+def take_notes(graph: Graph) -> list:
+    """The frontend's notes, removed from the graph (they are not part of the model)."""
+    notes = next(([s.decode() for s in a.strings] for a in graph.net.arg if a.name == NOTES_ARG), [])
+    keep = [a for a in graph.net.arg if a.name != NOTES_ARG]
+    del graph.net.arg[:]
+    graph.net.arg.extend(keep)
+    return notes
+
+
 def map_node(graph: Graph, mapper, ctx, node, keep: set, where, what) -> None:
     """Run one node's mapper, then fold or shape the ops it added (`keep`: model outputs, which
     stay produced by an op). Any failure but ours becomes one ModelError naming the model file

@@ -16,8 +16,9 @@ import numpy as np
 
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_input_info, add_named_outputs, map_node, new_graph, rename_tensor
-from mace.frontends.tensorflow.loader import import_tf, load_graph_def, split_tensor, tensor_name
+from mace.frontends.base import (add_input_info, add_named_outputs, add_note, map_node, new_graph,
+                                 rename_tensor)
+from mace.frontends.tensorflow.loader import import_tf, load_model_file, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
 from mace.ir.graph import Graph
 from mace.ir.qat_ranges import record_ranges
@@ -275,7 +276,8 @@ def _record_fake_quant(ctx: TfContext) -> None:
 def convert(spec: ModelSpec) -> Graph:
     path = Path(spec.model_path)
     tf = import_tf()
-    graph_def = load_graph_def(path)
+    loaded = load_model_file(path)
+    graph_def = loaded.graph_def
     nodes = {n.name: n for n in graph_def.node}
     if len(nodes) != len(graph_def.node):   # TensorFlow refuses such a graph; a dict would hide it
         seen = set()
@@ -283,6 +285,8 @@ def convert(spec: ModelSpec) -> Graph:
         raise ModelError(f"{path}: two nodes are named '{dup}' (node names must be unique)")
     mappers = load_mappers()
     graph = new_graph(spec, "tensorflow", FRAMEWORK_FORMAT)
+    if loaded.note:
+        add_note(graph, f"{path.name}: {loaded.note}")
     outputs = [tensor_name(t.name) for t in spec.outputs]  # a list: the op order is reproducible
     keep = set(outputs)
     ctx = TfContext(graph, tf, keep)

@@ -11,9 +11,11 @@ by the functions that need it: it takes seconds.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import sys
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 from mace.errors import ModelError
@@ -64,8 +66,19 @@ def split_tensor(name: str) -> tuple:
     return node, int(index)
 
 
+@dataclass(frozen=True)
+class LoadedModel:
+    graph_def: object    # the frozen tf.compat.v1.GraphDef; callers must not modify it
+    note: str = ""       # how the file was read, when the user should hear it (tf_keras's fallback)
+
+
 def load_graph_def(path):
     """The frozen GraphDef of the model at `path` (a ModelError names what is wrong)."""
+    return load_model_file(path).graph_def
+
+
+def load_model_file(path) -> LoadedModel:
+    """The frozen GraphDef of the model at `path` and a note on how it was read."""
     path = Path(path)
     if not path.exists():
         raise ModelError(f"{path}: model file not found")
@@ -75,15 +88,14 @@ def load_graph_def(path):
 
 
 @functools.lru_cache(maxsize=4)
-def _load_cached(path: str, stamp: tuple):
-    # Keyed on every file's modification time and size, so a rewritten model is read
-    # again. Callers must not modify the returned GraphDef.
+def _load_cached(path: str, stamp: tuple) -> LoadedModel:
+    # Keyed on every file's modification time and size, so a rewritten model is read again.
     path = Path(path)
     if path.is_dir():
-        return _freeze_saved_model(path)
+        return LoadedModel(_freeze_saved_model(path))
     if path.suffix.lower() in KERAS_SUFFIXES:
         return _freeze_keras(path)
-    return _read_graph_def(path)
+    return LoadedModel(_read_graph_def(path))
 
 
 def _read_graph_def(path: Path):
@@ -116,14 +128,9 @@ def _freeze(concrete, path: Path):
     return frozen.graph.as_graph_def()
 
 
-def _freeze_keras(path: Path):
+def _freeze_keras(path: Path) -> LoadedModel:
     tf = import_tf()
-    import keras
-
-    try:
-        model = keras.models.load_model(str(path), compile=False)
-    except Exception as e:
-        model = _load_keras2_sequential(keras, path, e)
+    model, note = _load_keras(path)
     try:
         inputs = list(model.inputs)
     except (AttributeError, ValueError):
@@ -133,7 +140,43 @@ def _freeze_keras(path: Path):
     # Each placeholder is named after its Keras input, so input_tensors can name it.
     specs = [tf.TensorSpec(t.shape, t.dtype, name=t.name.split(":")[0]) for t in inputs]
     fn = tf.function(lambda *xs: model(list(xs) if len(xs) > 1 else xs[0], training=False))
-    return _freeze(fn.get_concrete_function(*specs), path)
+    return LoadedModel(_freeze(fn.get_concrete_function(*specs), path), note)
+
+
+def _load_keras(path: Path):
+    """(model, note): Keras 3 first; a Keras 2 file it cannot deserialize (a layer config with
+    arguments Keras 3 dropped, e.g. SpatialDropout1D's `trainable`: "unexpected keyword
+    argument") is read by tf_keras, Keras 2 on TF 2.16+, and the note says so."""
+    import keras
+
+    try:
+        return keras.models.load_model(str(path), compile=False), ""
+    except Exception as e:
+        error = e
+    try:
+        return _load_keras2_sequential(keras, path, error), ""
+    except ModelError as e:
+        refused = e
+    if importlib.util.find_spec("tf_keras") is None:
+        raise ModelError(f"{refused}; if Keras 2 wrote it, tf_keras may read it: "
+                         f"{install_hint('tf')} (installs tf-keras)") from None
+    import tf_keras
+
+    try:
+        model = tf_keras.models.load_model(str(path), compile=False)
+    except Exception as e:
+        raise ModelError(f"{refused}; tf_keras {tf_keras.__version__} cannot either "
+                         f"({type(e).__name__}: {_first_line(e)})") from None
+    return model, (f"read by tf_keras {tf_keras.__version__} (Keras 2): Keras {keras.__version__} "
+                   f"cannot ({type(error).__name__}: {_first_line(error)})")
+
+
+def _first_line(error: Exception, limit: int = 200) -> str:
+    """The last line of an exception's text that says something (Keras wraps the cause in
+    'Error when deserializing ... Exception encountered: <cause>'), cut to `limit` characters."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = lines[-1] if lines else type(error).__name__
+    return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
 
