@@ -96,9 +96,9 @@ class Kernel:
 
     # Bytes of the engine's shared scratch region that `bind` wants (set in setup).
     scratch_nbytes: int = 0
-    # Its work is mostly BLAS calls (np.matmul): an engine holding such a node keeps
-    # OpenBLAS's own threads rather than the fast kernels' compute pool, which runs with
-    # OpenBLAS held at one thread (mace/ops/fast/_pool.py).
+    # Its work is mostly BLAS calls (np.matmul): inside a compute pool session, which holds
+    # OpenBLAS at one thread, its step gets OpenBLAS's threads back while it runs
+    # (mace/ops/fast/_pool.py, Pool.with_blas_threads).
     uses_blas: bool = False
 
     def __init__(self, ctx: KernelContext):

@@ -171,24 +171,63 @@ def test_a_forked_child_runs_the_serial_twins(make, two_threads):
     np.testing.assert_array_equal(pickle.loads(data), want)
 
 
-def test_a_blas_bound_reference_op_keeps_openblas_threads(two_threads):
-    """A graph with a reference MatMul (BLAS work; a run-time `a` read transposed, which the
-    fast kernel leaves to it) binds nothing onto the pool: held at one OpenBLAS thread, the
-    MatMul would lose its threads."""
-    from mace.runtime.engine import Engine
+def _conv_then_reference_matmul():
+    """Conv2D (fast) -> MatMul reading `a` transposed (BLAS work the fast kernel leaves to
+    the reference)."""
     from tests.ops.ir_graph import graph_of
-    rng = np.random.default_rng(2)
     x, consts, args = grouped_conv()
     graph = graph_of({"x": x.shape, "z": (1, 40, 40, 20)},
                      [("Conv2D", ["x", "w", "b"], ["y"], dict(data_format="NHWC", **args)),
                       ("MatMul", ["y", "z"], ["m"], {"transpose_a": 1})], {"w": consts[0], "b": consts[1]},
                      outputs=("m",))
-    z = rng.standard_normal((1, 40, 40, 20)).astype(np.float32)
+    z = np.random.default_rng(2).standard_normal((1, 40, 40, 20)).astype(np.float32)
+    return graph, {"x": x, "z": z}
+
+
+def test_a_reference_blas_op_gets_openblas_threads_and_the_rest_stays_on_the_pool(monkeypatch, two_threads):
+    """A reference MatMul (BLAS work) no longer takes the pool from the whole graph: the conv
+    binds onto the pool (a run holds OpenBLAS at one thread), the MatMul's own step gets
+    OpenBLAS's two threads back and gives them up after it; same numbers as the references."""
+    from mace.ops.matmul import MatMulCpu
+    from mace.ops.fast.binding import reference_blas
+    from mace.runtime.engine import Engine
+    graph, feed = _conv_then_reference_matmul()
+    seen = []
+    run = MatMulCpu.run
+    monkeypatch.setattr(MatMulCpu, "run", lambda self, i, o: (seen.append(two_threads._get()), run(self, i, o)))
     engine = Engine(graph)
-    assert engine.keeps_blas and not engine.pooled
     assert [n.tag for n in engine.nodes] == ["cpu:fast", "cpu"]
-    want = Engine(graph, options={"reference_kernels": True}).run({"x": x, "z": z})["m"]
-    close(engine.run({"x": x, "z": z})["m"], want)
+    assert [n.op.type for n in reference_blas(engine.nodes)] == ["MatMul"]
+    assert engine.pooled and engine.nodes[0].kernel.algo.gemm.parts == 2
+    after = []
+    engine.observers.append(lambda when, node, eng: after.append(two_threads._get()) if when == "after" else None)
+    got = engine.run(feed)["m"]
+    assert seen == [2] and after == [1, 1] and two_threads._get() == 2
+    want = Engine(graph, options={"reference_kernels": True}).run(feed)["m"]
+    np.testing.assert_array_equal(got, want)
+    seen.clear()
+    with threadpool_limits(1):   # one thread: nothing to hand back
+        Engine(graph).run(feed)
+    assert seen == [1]
+
+
+def test_a_reference_blas_op_keeps_the_models_other_nodes_pooled_and_matches_onnxruntime(two_threads):
+    """The same end to end from ONNX: Conv -> a MatMul whose batch axes broadcast both ways
+    (the reference's np.matmul), against onnxruntime."""
+    from onnx import helper
+    from mace.ops.fast.binding import reference_blas
+    from tests.ops.onnx_case import rand
+    from tests.ops.onnx_graph import check_model, graph_model
+    x, w, b = rand(1, 8, 20, 20), rand(16, 8, 3, 3, seed=1), rand(16, seed=2)
+    z = rand(2, 1, 20, 7, seed=3)
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("MatMul", ["r", "z"], ["y"])]
+    model = graph_model(nodes, {"x": x, "z": z}, {"y": np.float32}, {"w": w, "b": b})
+    _, engine = check_model(model, {"x": x, "z": z})
+    assert [n.op.type for n in reference_blas(engine.nodes)] == ["MatMul"]
+    assert engine.pooled
+    assert any(n.op.type == "Conv2D" and n.tag == "cpu:fast" for n in engine.nodes)
 
 
 @pytest.mark.parametrize("bias", [True, False])

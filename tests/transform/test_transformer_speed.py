@@ -1,12 +1,12 @@
 """What makes a transformer encoder run at speed (issue 22, real-model latency), against
 onnxruntime: torch.onnx's decomposed GELU fused into one Activation (fuse_gelu), and
-attention's 4-D MatMuls on the fast kernel (a reference MatMul takes the compute pool
-from every other kernel of the model)."""
+attention's 4-D MatMuls on the fast kernel (a reference MatMul runs on OpenBLAS's threads,
+not the compute pool)."""
 import numpy as np
 import pytest
 from onnx import helper
 
-from mace.ops.fast.binding import FAST_TAG, keeps_blas
+from mace.ops.fast.binding import FAST_TAG, reference_blas
 from tests.ops.onnx_case import rand
 from tests.ops.onnx_encoder import bert_encoder, token_batch
 from tests.ops.onnx_graph import check_model, graph_model, op_types
@@ -69,7 +69,7 @@ def test_batched_matmul_of_any_rank_runs_on_the_fast_kernel(a_shape, b_shape):
     _, engine = check_model(model, {"a": a, "b": b})
     (node,) = engine.nodes
     assert node.tag == FAST_TAG
-    assert not keeps_blas(engine.nodes)
+    assert not reference_blas(engine.nodes)
 
 
 def test_broadcast_batch_matmul_stays_on_the_reference():
@@ -90,7 +90,7 @@ def test_bert_encoder_has_no_reference_blas_kernel_and_one_gelu_per_layer(opset)
     assert len(gelus) == 2
     assert op_types(engine).count("LayerNorm") == 5   # embeddings + 2 a layer, decomposed or not
     assert not any(a.s == b"ERF" for op in engine.graph.net.op for a in op.arg)
-    assert not keeps_blas(engine.nodes)
+    assert not reference_blas(engine.nodes)
 
 
 # ---- onnxruntime QDQ exports: HardSwish inlined with a Q/DQ pair on its gate -----------------

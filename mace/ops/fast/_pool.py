@@ -11,10 +11,12 @@ threadpoolctl knob), does all the splitting: GEMMs as tables of cblas_sgemm call
 on row (or column) slices (_loops.gemm_parts), loops as row ranges.
 
 Kernels ask `active()` at bind; where it is None (no numba or no OpenMP layer in
-it, no 64-bit OpenBLAS cblas, MACE_NO_POOL=1, one thread, an engine keeping
-OpenBLAS's threads for a BLAS-bound reference op) they bind their serial paths,
-with OpenBLAS threading the GEMMs as before. Sessions count in one process-wide
-depth: engines run from several Python threads at once stay correct, but may run
+it, no 64-bit OpenBLAS cblas, MACE_NO_POOL=1, one thread) they bind their serial
+paths, with OpenBLAS threading the GEMMs as before. A reference kernel that is
+mostly BLAS work (Kernel.uses_blas) gets OpenBLAS's threads back for its own step
+only (`with_blas_threads`), so one such op no longer keeps the whole graph off
+the pool (that had doubled the 2-thread time of models with one reference MatMul).
+Sessions count in one process-wide depth: engines run from several Python threads at once stay correct, but may run
 with OpenBLAS's threads back beside the pool's (slower) while another's run ends.
 GNU OpenMP cannot run in a forked child (numba terminates the child), so after a
 fork the bound steps run the serial twin of each loop in the calling thread.
@@ -66,7 +68,7 @@ class Pool:
         self._numba_threads = None
         self.made = 0   # pooled steps made so far: an engine whose binding made none skips `session`
         self.depth = 0  # sessions open: a pooled step called outside one opens its own
-        self.suspended = 0   # > 0: `active()` says None (an engine binding BLAS-bound reference ops)
+        self.outside = 1   # OpenBLAS's threads outside the open sessions (what `leave` restores)
         # the `auto` wait policy: each run on the cores other processes leave free
         self._contention = Contention() if _wait.adaptive() else None
 
@@ -85,6 +87,7 @@ class Pool:
         if self.depth > 1:
             return 1
         blas = int(self._get())
+        self.outside = blas
         n = max(1, min(blas, self._limit))
         if self._contention is not None and n > 1:
             # fewer threads than parts is still correct: a thread runs several parts in turn
@@ -114,6 +117,23 @@ class Pool:
 
     def session(self):
         return _Session(self)
+
+    def with_blas_threads(self, step):
+        """`step` (a reference kernel's, mostly BLAS work) run with the OpenBLAS threads a
+        session took away, and OpenBLAS held at one again after it: only this op gets them.
+        Setting the count costs ~0.4 us. The OpenBLAS workers spin a while after the op
+        (yielding the core) before they sleep: on a 6-conv graph ending in a small MatMul
+        that cost nothing measurable against holding the MatMul at one thread."""
+        def run():
+            outside = self.outside
+            if not self.depth or outside == 1 or _forked:
+                return step()
+            self._set(outside)
+            try:
+                step()
+            finally:
+                self._set(1)
+        return run
 
     # ---- steps -----------------------------------------------------------
     def gemms(self, chains: list, parts: int | None = None):
@@ -162,7 +182,7 @@ class Pool:
 def active() -> Pool | None:
     """The pool when it exists and runs get more than one thread (kernels ask at load)."""
     p = pool()
-    return p if p is not None and not p.suspended and p.width() > 1 else None
+    return p if p is not None and p.width() > 1 else None
 
 
 def gemm_width() -> int:
@@ -174,8 +194,6 @@ def gemm_width() -> int:
         lib = openblas()
         threads = _blas_threads(lib) if lib is not None else None
         return 1 if threads is not None and threads[0]() == 1 else 0
-    if p.suspended:
-        return 0
     return p.width()
 
 

@@ -2,8 +2,9 @@
 
     FAST_TAG                        the registry tag of these kernels ("cpu:fast")
     INT8_FAST_TAG                   the fast int8 kernels' ("int8:fast", mace/ops/fast/int8)
-    keeps_blas(nodes)               a reference kernel does BLAS work: nothing binds onto the pool
-    bind_step(node, scratch, ...)   bind one node; says whether the step landed on the compute pool
+    reference_blas(nodes)           the nodes whose reference kernel does BLAS work (each gets
+                                    OpenBLAS's threads for its own step; the rest stay on the pool)
+    bind_step(node, scratch)        bind one node; says whether the step landed on the compute pool
     in_place_concats(graph, nodes)  Concat inputs their producers can write straight into the
                                     Concat's output (a channel slice): {tensor: (output, channel)}
 
@@ -19,27 +20,31 @@ from mace.ir.runtimes import FAST_TAG, INT8_FAST_TAG  # noqa: F401 (importers ta
 POOLED_TAGS = (FAST_TAG, INT8_FAST_TAG)   # kernels that may bind steps onto the compute pool
 
 
-def keeps_blas(nodes) -> bool:
-    """A reference kernel doing BLAS work (MatMul, Deconv2D, ...): the compute pool would leave it
-    one OpenBLAS thread, so no kernel binds onto the pool."""
-    return any(getattr(n.kernel, "uses_blas", False) for n in nodes if n.tag not in POOLED_TAGS)
+def uses_reference_blas(node) -> bool:
+    """A reference kernel doing BLAS work (a declined MatMul, Einsum, ...)."""
+    return node.tag not in POOLED_TAGS and getattr(node.kernel, "uses_blas", False)
 
 
-def bind_step(node, scratch, blas_bound: bool):
-    """(the node's zero-argument step, the pool session its runs need or None)."""
+def reference_blas(nodes) -> list:
+    """The nodes of `nodes` whose reference kernel does BLAS work."""
+    return [n for n in nodes if uses_reference_blas(n)]
+
+
+def bind_step(node, scratch):
+    """(the node's zero-argument step, the pool session its runs need or None). A reference
+    BLAS kernel's step runs with OpenBLAS's own threads even inside a session (the pool
+    holds OpenBLAS at one thread): only that op gets them, the fast kernels around it stay
+    on the pool."""
     need = node.kernel.scratch_nbytes
-    compute = pool() if node.tag in POOLED_TAGS else None
+    compute = pool()
     made = compute.made if compute else 0
-    suspend = compute is not None and blas_bound
-    if suspend:
-        compute.suspended += 1
-    try:
-        step = node.kernel.bind(node.inputs, node.outputs, scratch[:need] if need else None)
-    finally:
-        if suspend:
-            compute.suspended -= 1
+    step = node.kernel.bind(node.inputs, node.outputs, scratch[:need] if need else None)
+    if compute is None:
+        return step, None
+    if uses_reference_blas(node):
+        return compute.with_blas_threads(step), None
     # a step on the compute pool: each run is a pool session (OpenBLAS held at one thread meanwhile)
-    session = compute.session() if compute and compute.made > made else None
+    session = compute.session() if node.tag in POOLED_TAGS and compute.made > made else None
     return step, session
 
 

@@ -1,13 +1,12 @@
 """MatMul, fast CPU kernel: float32 products of rank 2 or more as GEMMs on the compute pool.
 
-The reference's np.matmul is one call into OpenBLAS; on the pool (mace/ops/fast/_pool.py)
-that call would get one thread, so a graph holding the reference MatMul keeps OpenBLAS's
-threads for every kernel (Kernel.uses_blas). This kernel puts the products on the pool
-instead: a 2-D product split by rows or columns, a batch of them side by side (either
-operand may be shared across the batch). Batch axes of higher ranks fold into one (an
+The reference's np.matmul is one call into OpenBLAS, run with OpenBLAS's own threads
+switched on around its step (Kernel.uses_blas, mace/ops/fast/_pool.py); on the pool its
+products split with the other kernels' work instead: a 2-D product split by rows or
+columns, a batch of them side by side (either operand may be shared across the batch). Batch axes of higher ranks fold into one (an
 attention's [1, heads, seq, d] products are one stack of heads*seq GEMMs): the reference on
-those would take the pool from every kernel of a transformer (MiniLM: ~20x slower than
-onnxruntime on a busy 2-core machine, OpenBLAS's threads spinning on 16-row GEMMs). A
+those had OpenBLAS's threads spinning on 16-row GEMMs (MiniLM: ~20x slower than onnxruntime
+on a busy 2-core machine, when a reference MatMul still took the pool from every kernel). A
 constant operand is transposed once at load; a transposed input `b` is read in place
 (cblas's transposed B); a transposed input `a`, 1-D operands and broadcasts other than a
 whole operand shared are left to the reference. Off the pool it is np.matmul.
