@@ -22,6 +22,8 @@ from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_input_info, add_named_outputs, map_node, new_graph, rename_tensor
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.tflite.model_file import TflModel, TflOp, read_model
+from mace.frontends.tflite.ops_signal import (COMPLEX_OPS, COMPLEX_PLUMBING, complex_refusals,
+                                              complex_reshape, touches_complex)
 from mace.frontends.tflite.registry import CUSTOM_OPS, load_mappers
 from mace.ir.graph import Graph
 from mace.ir.qat_ranges import carry_range, record_ranges
@@ -151,6 +153,14 @@ def _check_ops(order: list, model: TflModel, mappers: dict) -> None:
                                  f"{', '.join(sorted(CUSTOM_OPS)) or 'none'})")
 
 
+def _check_complex(order: list, model: TflModel, spec: ModelSpec) -> None:
+    edges = [model.tensor(t.name) for t in [*spec.inputs, *spec.outputs]]
+    bad = complex_refusals(model, order, edges)
+    if bad:
+        raise UnsupportedOpError(f"{model.path}: complex values are carried only through "
+                                 f"{', '.join(sorted(COMPLEX_OPS))}: {'; '.join(bad)}")
+
+
 def _model_io(model: TflModel, indices) -> list:
     return [model.tensors[i].name for i in indices]
 
@@ -164,7 +174,7 @@ def _check_inputs(spec: ModelSpec, model: TflModel) -> None:
                              f"{_model_io(model, model.inputs)}")
         perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
         logical = [t.shape[p] for p in perm] if perm else list(t.shape)
-        declared = list(tensor.shape)
+        declared = list(tensor.signature or tensor.shape)   # -1: open (a dynamic input)
         if declared and (len(declared) != len(logical) or any(
                 m > 0 and m != d for i, (m, d) in enumerate(zip(declared, logical)) if i or m != 1)):
             hint = " (TFLite models are NHWC; input_data_formats NCHW transposes the input)" \
@@ -249,12 +259,15 @@ def convert(spec: ModelSpec) -> Graph:
     outputs = [t.name for t in spec.outputs]
     order = needed_ops(model, outputs, {t.name for t in spec.inputs})
     _check_ops(order, model, mappers)
+    _check_complex(order, model, spec)
     graph = new_graph(spec, "tflite", FRAMEWORK_FORMAT)
     ctx = TflContext(graph, model, set(outputs))
     _add_consts(ctx)
     _add_inputs(ctx, spec)
     for op in order:
-        map_node(graph, mappers[op.key], ctx, op, ctx.keep, model.path,
+        mapper = complex_reshape if op.type in COMPLEX_PLUMBING and touches_complex(model, op) \
+            else mappers[op.key]
+        map_node(graph, mapper, ctx, op, ctx.keep, model.path,
                  lambda: f"op '{model.op_name(op)}' ({op.type})")
     infer_shapes(graph)
     _record_quant_ranges(ctx, order)

@@ -53,6 +53,7 @@ class TflTensor:
     zero_point: np.ndarray | None = None
     quantized_dimension: int = 0
     sparse: bool = False            # stored sparse in the file (`data` is expanded)
+    signature: tuple | None = None  # the shape with -1 for dimensions left open (dynamic inputs)
 
     @property
     def dtype(self):
@@ -227,7 +228,9 @@ def _tensors(tflite, model, sg, buf: bytes, path: Path) -> list:
         else:   # the buffer holds only the stored values: expanded here, DENSIFY then folds
             stored = _data(model, t.Buffer(), buf, (-1,), type_name, path)
             data = None if stored is None else densify(stored, shape, *read_levels(tflite, sparsity))
-        tensor = TflTensor(i, name, shape, type_name, data, sparse=sparsity is not None)
+        tensor = TflTensor(i, name, shape, type_name, data, sparse=sparsity is not None,
+                           signature=tuple(int(d) for d in t.ShapeSignatureAsNumpy())
+                           if t.ShapeSignatureLength() else None)
         q = t.Quantization()
         if q is not None and q.ScaleLength():
             tensor.scale = q.ScaleAsNumpy().astype(np.float32)
