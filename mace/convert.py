@@ -9,6 +9,7 @@ build that does not match its manifest (mace/config/provenance.py).
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -23,10 +24,11 @@ from mace.config.fetch import local_path, sha256_of
 from mace.config.files import code_dir, fetch_model_files, library_dir, make_inputs, models_of
 from mace.config.provenance import made_from
 from mace.config.specs import ModelSpec
-from mace.errors import ConfigError, ModelError
+from mace.errors import ConfigError, MaceError, ModelError
 from mace.frontends.base import take_notes
 from mace.ir.args import set_arg
 from mace.ir.manifest import write_manifest
+from mace.ir.shape_ranges import record_shape_ranges
 from mace.ir.model_io import net_to_text, save_model
 from mace.quantize.calibrate import calibration_samples, calibration_source
 from mace.quantize.ranges import read_range_file
@@ -36,6 +38,7 @@ from mace.report.offline import report_path, write_report
 from mace.runtime.gpu.deploy import GPU_RUNTIMES
 from mace.runtime.gpu.programs import is_fp16
 from mace.transform.pipeline import pass_names, transform
+from mace.transform.variable_shapes import Probe, generalize, probe_values
 from mace.transform.placement import plan as placement
 from mace.validate.divergence import runtime_threshold
 from mace.util.leftovers import remove_leftovers
@@ -116,6 +119,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     if plan:
         placement.assign_parts(plan, graph)
         options["placement"] = plan
+    float_options = dict(options)   # what the variable-shape probes are converted with
     options.update(quantize_options(config, sg))
     if progress is not None and "target_cosine" in options:
         options["progress"] = lambda text: progress(f"{model.name}: {text}")
@@ -124,11 +128,13 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
         if unknown:
             raise ConfigError(f"{sg.key_path}.graph_optimize_options: unknown pass(es) "
                               f"{sorted(unknown)}; passes: {', '.join(pass_names())}")
-        options["only_passes"] = list(sg.graph_optimize_options)
+        options["only_passes"] = float_options["only_passes"] = list(sg.graph_optimize_options)
     decided = transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name,
                         log=log.append).decided
     _check_output_shapes(config, graph, sg)
     notes = read_notes + gpu_fp32_notes(config, sg, graph, log.append, progress)
+    base = graph if "quantize" not in options else None
+    notes += variable_shapes(model.platform, spec, plan, float_options, graph, base, progress)
     mapping = obfuscate_graph(graph) if sg.obfuscate else None  # before any writer sees a name
     for info in graph.net.output_info:
         del info.dims[:]
@@ -148,6 +154,58 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
                          report, extras, made_from(config, model, model_path, weight_path), notes,
                          mixed)
+
+
+def _convert_graph(platform: str, spec: ModelSpec, plan, options: dict):
+    """The framework file through its frontend and the pass list (the probes' convert)."""
+    graph = frontends.convert(platform, spec)
+    if plan:
+        placement.assign_parts(plan, graph)
+    transform(graph, options)
+    return graph
+
+
+def variable_shapes(platform: str, spec: ModelSpec, plan, options: dict, graph, base=None,
+                    progress=None) -> list:
+    """The declared variable input dimensions (input_shapes: -1..8,...): convert again at other
+    values of each, make `graph` follow them where it can and record the ranges and what pins
+    the rest in the model (mace/transform/variable_shapes.py); returns notes for the user.
+    `base`: the graph converted with `options` at the declared shapes (None: convert it)."""
+    ranged = [(t, dim, bounds) for t in spec.inputs for dim, bounds in t.dim_ranges.items()]
+    if not ranged:
+        return []
+    if base is None:
+        base = _convert_graph(platform, spec, plan, options)
+    probes = []
+    for t, dim, (low, high) in ranged:
+        for value in probe_values(t.shape[dim], low, high):
+            if progress is not None:
+                progress(f"converting again with '{t.name}' dimension {dim} = {value} (variable shapes)")
+            probes.append(_probe(platform, spec, plan, options, t, dim, value))
+    pins = generalize(graph, base, probes)
+    ranges, pinned = {}, {}
+    for t, dim, bounds in ranged:
+        ranges.setdefault(t.name, {})[dim] = bounds
+        if (t.name, dim) in pins:
+            pinned.setdefault(t.name, {})[dim] = pins[t.name, dim]
+    record_shape_ranges(graph.net, ranges, pinned)
+    return [f"input '{t.name}' dimension {dim} varies {bounds[0]}.."
+            f"{bounds[1] if bounds[1] is not None else ''} at run time" if (t.name, dim) not in pins
+            else f"input '{t.name}' dimension {dim} stays {t.shape[dim]}: {pins[t.name, dim]}"
+            for t, dim, bounds in ranged]
+
+
+def _probe(platform, spec, plan, options, t, dim, value) -> Probe:
+    shape = list(t.shape)
+    shape[dim] = value
+    inputs = [dataclasses.replace(i, shape=tuple(shape)) if i is t else i for i in spec.inputs]
+    outputs = [dataclasses.replace(o, shape=None) for o in spec.outputs]   # declared at the converted shape
+    try:
+        graph = _convert_graph(platform, dataclasses.replace(spec, inputs=inputs, outputs=outputs),
+                               plan, options)
+    except MaceError as e:
+        return Probe(t.name, dim, value, None, f"converting fails there: {e}")
+    return Probe(t.name, dim, value, graph)
 
 
 def gpu_fp32_notes(config: DeploymentConfig, sg, graph, log=None, progress=None) -> list:

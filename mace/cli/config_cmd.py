@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from mace.config import load_deployment, schema
+from mace.config.deployment import shape_range_notes
 from mace.config.files import code_names
 from mace.validate.original import plan as validation_plan
 
@@ -48,6 +49,10 @@ def main(args) -> int:
         for sg in model.subgraphs:
             _rows(table, f"{sg.key_path}.", sg.values, sg.origin)
     console.print(table)
+    for model in config.models.values():
+        for sg in model.subgraphs:
+            for line in shape_range_notes(sg):
+                console.print(f"[yellow]note:[/yellow] {escape(line)}")
     for var, value in config.env_used.items():
         console.print(escape(f"environment: ${{{var}}} = {value}"))
     for w in config.warnings:

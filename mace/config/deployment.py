@@ -48,7 +48,8 @@ class SubgraphConfig(_Level):
 
     @property
     def inputs(self) -> list:
-        return [TensorSpec(n, tuple(s), f, t, tuple(r), images.for_input(self.image_preprocess, n))
+        return [TensorSpec(n, tuple(s), f, t, tuple(r), images.for_input(self.image_preprocess, n),
+                           dict(getattr(s, "ranges", {})))
                 for n, s, f, t, r in zip(self.input_tensors, self.input_shapes, self.input_data_formats,
                                          self.input_data_types, self.input_ranges)]
 
@@ -146,6 +147,48 @@ def _per_tensor(reader, sg, key, count, what):
         reader.fail(f"{sg.key_path}.{key}", f"has {len(items)} entries but there are {count} {what}")
 
 
+def _check_shape_ranges(reader, sg):
+    """Variable dimensions (input_shapes: -1..8,...) where the runtime can change shapes."""
+    ranged = [n for n, s in zip(sg.input_tensors, sg.input_shapes) if getattr(s, "ranges", None)]
+    if ranged and sg.runtime == "dsp":
+        reader.fail(f"{sg.key_path}.input_shapes",
+                    f"input {ranged[0]!r} has a variable dimension, but the dsp runtime runs the "
+                    f"converted shapes only (give fixed dimensions, or use runtime: cpu)")
+
+
+def shape_range_notes(sg) -> list:
+    """One line per variable input dimension, as `config` shows them."""
+    notes = []
+    for name, shape in zip(sg.input_tensors, sg.input_shapes):
+        for dim, (low, high) in sorted(getattr(shape, "ranges", {}).items()):
+            notes.append(f"{sg.key_path}.input_shapes: input '{name}' dimension {dim} varies "
+                         f"{low}..{high if high is not None else 'unbounded'} (converted at {shape[dim]})")
+    return notes
+
+
+def with_input_shapes(sg: SubgraphConfig, shapes: dict, flag: str = "--input_shape") -> SubgraphConfig:
+    """A copy of `sg` whose inputs have `shapes` ({name: dims}, e.g. from `run --input_shape`)
+    and no validation files (those hold the converted shapes): random inputs at the new shapes,
+    validated against the framework. Whether the model runs at them is the engine's to say."""
+    unknown = sorted(set(shapes) - set(sg.input_tensors))
+    if unknown:
+        raise ConfigError(f"{flag} {unknown[0]}: not an input of {sg.key_path} "
+                          f"(its inputs: {', '.join(sg.input_tensors)})")
+    values = dict(sg.values)
+    new = []
+    for name, shape in zip(sg.input_tensors, sg.input_shapes):
+        if name in shapes and len(shapes[name]) != len(shape):
+            raise ConfigError(f"{flag} {name}={','.join(map(str, shapes[name]))}: the input has "
+                              f"{len(shape)} dimensions ({','.join(map(str, shape))})")
+        new.append(list(shapes.get(name, shape)))
+    values["input_shapes"] = new
+    for key in ("validation_inputs_data", "validation_outputs_data",
+                "validation_inputs_data_sha256_checksum", "validation_outputs_data_sha256_checksum"):
+        values[key] = []
+    origin = {**sg.origin, "input_shapes": flag}
+    return SubgraphConfig(sg.name, sg.key_path, values, origin)
+
+
 def _check_subgraph(reader, sg, model):
     n_in, n_out = len(sg.input_tensors), len(sg.output_tensors)
     if len(sg.input_shapes) != n_in:
@@ -166,6 +209,7 @@ def _check_subgraph(reader, sg, model):
         if fmt in ("NHWC", "NCHW") and len(shape) != 4 and sg.origin["input_data_formats"] == "file":
             reader.fail(f"{sg.key_path}.input_data_formats",
                         f"{fmt} needs a 4-D shape but '{name}' has {shape} (use NONE)")
+    _check_shape_ranges(reader, sg)
     runtime = sg.runtime
     if runtime in schema.ABSENT_RUNTIMES and sg.origin["runtime"] in ("file", "model"):
         where = model.key_path if sg.origin["runtime"] == "model" else sg.key_path

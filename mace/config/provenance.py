@@ -45,6 +45,10 @@ def build_values(sg) -> dict:
     """The subgraph's BUILD_KEYS as recorded; image_preprocess only changes a quantized build
     (its calibration images), so a float build records none and stays valid when it changes."""
     values = {k: sg.values.get(k) for k in BUILD_KEYS}
+    ranges = {n: {str(d): list(r) for d, r in getattr(shape, "ranges", {}).items()}
+              for n, shape in zip(sg.input_tensors, sg.input_shapes) if getattr(shape, "ranges", None)}
+    if ranges:   # input_shapes' variable dimensions (recorded only where there are some: older builds stay valid)
+        values["input_shape_ranges"] = ranges
     if not (sg.quantize or sg.runtime == "dsp"):
         values["image_preprocess"] = None
     return _plain(values)

@@ -81,6 +81,32 @@ def list_of(parse_item) -> Callable:
 MAX_DIM = 2**31 - 1
 
 
+class Shape(list):
+    """A shape as the model is converted at (plain ints, so every reader sees MACE's meaning),
+    with the dimensions the deployment file declares variable: `ranges` {dim: (low, high)},
+    high None for no upper bound. `-1..8` is 1..8, converted at 1; `2..` has no upper bound."""
+
+    ranges: dict
+
+    def __init__(self, dims=(), ranges=None):
+        super().__init__(dims)
+        self.ranges = dict(ranges or {})
+
+
+def _parse_dim(x) -> tuple:
+    """(converted value, (low, high) or None) of one dimension: N, lo..hi, ..hi, lo.. or -1."""
+    text = str(x).strip()
+    if ".." not in text:
+        n = as_int(text)
+        return (1, (1, None)) if n == -1 else (n, None)   # -1: the framework's own variable dim
+    low, high = (p.strip() for p in text.split("..", 1))
+    lo = 1 if low in ("", "-1") else as_int(low)
+    hi = None if high in ("", "-1") else as_int(high)
+    if lo < 1 or (hi is not None and hi < lo):
+        raise ValueError(f"range {text!r}: expected low..high with 1 <= low <= high")
+    return lo, (lo, hi)
+
+
 def parse_shape(v) -> list:
     if isinstance(v, list):
         items = v
@@ -88,14 +114,19 @@ def parse_shape(v) -> list:
         s = str(v).replace(" ", "")
         items = s.split(",") if s else []
     try:
-        dims = [as_int(x) for x in items]
-    except ValueError:
+        parsed = [_parse_dim(x) for x in items]
+    except ValueError as e:
+        if any(".." in str(x) for x in items):
+            raise ValueError(f"{e}, in \"{v}\"") from None
         raise ValueError(f"expected comma-separated integers, got \"{v}\"") from None
+    dims = [d for d, _ in parsed]
     if any(d < 0 for d in dims):
-        raise ValueError(f"dimensions must be >= 0, got \"{v}\"")
-    if any(d > MAX_DIM for d in dims):   # the IR's limit (mace/ir/checks.py); 10**30 is a typo
+        raise ValueError(f"dimensions must be >= 0 (or a range such as -1..8), got \"{v}\"")
+    if any(d > MAX_DIM for d in dims) or any(r and r[1] and r[1] > MAX_DIM for _, r in parsed):
+        # the IR's limit (mace/ir/checks.py); 10**30 is a typo
         raise ValueError(f"dimensions must be at most {MAX_DIM}, got \"{v}\"")
-    return dims
+    ranges = {i: r for i, (_, r) in enumerate(parsed) if r}
+    return Shape(dims, ranges) if ranges else dims
 
 
 def parse_shapes(v) -> list:
@@ -106,6 +137,15 @@ def parse_shapes(v) -> list:
         return [parse_shape(v)]
     items = v if isinstance(v, list) else [v]
     return [parse_shape(x) for x in items]
+
+
+def parse_fixed_shapes(v) -> list:
+    """parse_shapes where a variable dimension has no meaning (outputs, checked tensors)."""
+    shapes = parse_shapes(v)
+    for s in shapes:
+        if getattr(s, "ranges", None):
+            raise ValueError(f"a range is only allowed in input_shapes, got {v!r}")
+    return shapes
 
 
 def parse_range(v) -> list:
@@ -271,7 +311,7 @@ INHERITED_KEYS = [
             "scale, layout), one mapping for every input or input name -> mapping "
             "(docs/deployment_file.md, Images as inputs)"),
     Key("check_tensors", list_of(as_str), [], doc="tensors `run --validate` compares layer by layer"),
-    Key("check_shapes", parse_shapes, [], doc="their shapes (framework layout), checked too"),
+    Key("check_shapes", parse_fixed_shapes, [], doc="their shapes (framework layout), checked too"),
     Key("docker_image_tag", as_str, None, later="Caffe validation"),
     Key("dockerfile_path", as_str, None, later="Caffe validation"),
     Key("dockerfile_sha256_checksum", as_str, None, later="Caffe validation"),
@@ -301,9 +341,9 @@ MODEL_KEYS = [
 
 SUBGRAPH_KEYS = [
     Key("input_tensors", as_str_list, required=True),
-    Key("input_shapes", parse_shapes, required=True, doc="in input_data_formats order"),
+    Key("input_shapes", parse_shapes, required=True, doc="in input_data_formats order; a dimension may be a range lo..hi (-1..8: 1 to 8, converted at the low end)"),
     Key("output_tensors", as_str_list, required=True),
-    Key("output_shapes", parse_shapes, [], doc="checked against the converted model"),
+    Key("output_shapes", parse_fixed_shapes, [], doc="checked against the converted model"),
     Key("input_data_formats", list_of(one_of(DATA_FORMATS, lower=False)), ["NHWC"]),
     Key("output_data_formats", list_of(one_of(DATA_FORMATS, lower=False)), ["NHWC"]),
     Key("input_aliases", as_str_list, []),

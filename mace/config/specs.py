@@ -14,6 +14,9 @@ class TensorSpec:
     dtype: str = "float32"
     value_range: tuple = (-1.0, 1.0)
     image: object = None            # config.images.ImagePreprocess when the input takes JPEG/PNG files
+    # {dim: (low, high or None)} of `shape` (caller's layout) that may change at run time
+    # (input_shapes: -1..8,...); `shape` holds the values the model is converted at
+    dim_ranges: dict = field(default_factory=dict)
 
 
 @dataclass

@@ -37,6 +37,7 @@ from mace.util.aligned import aligned_empty, aligned_zeros
 from mace.runtime.gpu.runtime import GpuRuntime
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 from mace.runtime.node import Node
+from mace.runtime.resize import check_shapes, reshaped_graph, varies
 
 # Kernel variants per runtime, in the order tried (mace/ir/runtimes.py): "cpu:fast" before
 # "cpu"; quantized "int8:fast" (mace/ops/fast/int8) before "int8", the exact reference
@@ -207,6 +208,7 @@ class Engine:
         pre-pack weights at load); returns the rebuilt node indices. Used by the observer API
         (mace/runtime/observer.py) to relocate or replace weights; keep it working if run changes."""
         self.graph.consts[name] = value
+        self.__dict__.get("_shape_states", {}).clear()   # other shapes' kernels packed the old one
         rebuilt = [n.index for n in self.nodes if name in n.op.input]
         for i in rebuilt:  # in place: a run in progress picks the new kernel up
             vars(self.nodes[i]).update(vars(self._build_node(i, self.nodes[i].op)))
@@ -218,6 +220,52 @@ class Engine:
             for i in rebuilt:
                 self._steps[i] = self._bind(self.nodes[i])
         return rebuilt
+
+    # ---- shapes chosen at run time (mace/runtime/resize.py) ---------------
+    def resize(self, shapes: dict) -> None:
+        """Run inputs of these shapes from now on ({input: shape}; inputs not named keep theirs).
+        Only dimensions the model declares variable change (input_shapes: -1..8,...), else a
+        RuntimeInputError names the input and dimension. Shapes are inferred again, the arena
+        planned and the kernels bound for them once per shape signature; going back to a shape
+        seen before reuses that state (`resize_stats`). `run` resizes by itself."""
+        states = self.__dict__.setdefault("_shape_states", {})
+        base = self.__dict__.setdefault("_base_graph", self.graph)
+        current = {n: tuple(s) for n, (s, _) in self.input_specs().items()}
+        wanted = {**current, **{n: tuple(int(d) for d in s) for n, s in shapes.items()}}
+        key, now = _signature(wanted, self._input_names), _signature(current, self._input_names)
+        if key == now:
+            return
+        check_shapes(base, wanted)
+        if self.gpu or self.device == "dsp":
+            raise RuntimeInputError(f"the {self.device} runtime runs the shapes the model was converted "
+                                    f"at only; resizing runs on runtime cpu")
+        states[now] = self._shape_state()
+        stats = self.resize_stats
+        if key not in states:
+            states[key] = Engine(reshaped_graph(base, wanted), self.device, self.options)._shape_state()
+            stats["planned"] += 1
+        else:
+            stats["reused"] += 1
+        vars(self).update(states[key])
+
+    @property
+    def resize_stats(self) -> dict:
+        """{'planned': shapes planned and bound by resize, 'reused': resizes to a shape seen before}."""
+        return self.__dict__.setdefault("_resize_stats", {"planned": 0, "reused": 0})
+
+    def _shape_state(self) -> dict:
+        """What the engine holds per shape signature: every attribute but the engine-wide ones."""
+        return {k: v for k, v in vars(self).items() if k not in _ENGINE_WIDE}
+
+    def _follow_shapes(self, inputs: dict, specs: dict) -> dict:
+        """Resize to the inputs' shapes where the model declares variable dimensions."""
+        if not varies(self.graph) or set(inputs) != set(specs):
+            return specs
+        shapes = {n: tuple(np.shape(inputs[n])) for n in specs}
+        if all(shapes[n] == tuple(s) for n, (s, _) in specs.items()):
+            return specs
+        self.resize(shapes)
+        return self.input_specs()
 
     # ---- run -----------------------------------------------------------
     def input_specs(self) -> dict:
@@ -244,6 +292,7 @@ class Engine:
         if unknown:
             raise RuntimeInputError(f"unknown input tensor(s) {sorted(unknown)}; "
                                     f"the model's inputs are {sorted(specs)}")
+        specs = self._follow_shapes(inputs, specs)
         for name, (shape, _) in specs.items():
             if name not in inputs:
                 raise RuntimeInputError(f"missing input tensor '{name}' (shape {list(shape)})")
@@ -289,6 +338,14 @@ class Engine:
                 raise ModelError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
             for obs in observers:
                 obs("after", node, self)
+
+
+# what resize keeps across shapes (mace/runtime/resize.py): the rest is per shape signature
+_ENGINE_WIDE = frozenset({"observers", "options", "device", "_shape_states", "_base_graph", "_resize_stats"})
+
+
+def _signature(shapes: dict, names) -> tuple:
+    return tuple(tuple(shapes[n]) for n in names)
 
 
 def _widens(have: np.dtype, want: np.dtype) -> bool:

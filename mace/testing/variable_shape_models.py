@@ -1,0 +1,117 @@
+"""Small ONNX models with symbolic input dimensions, built with onnx.helper: the test models of
+variable input shapes (input_shapes: -1..8,...; docs/deployment_file.md).
+
+`classifier`: a CNN with a symbolic batch N (conv, pooling, Flatten, Gemm, Softmax).
+`encoder`: a transformer-encoder block over a symbolic sequence S, its head split and merge
+written the way PyTorch exports them (Shape -> Gather -> Concat -> Reshape) and as literal
+targets with 0 / -1; `positions=True` adds a learned position table sliced to S (Shape ->
+Slice), which a converted model cannot follow.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _init(rng, name, *shape, scale=0.2):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def _ints(name, values):
+    from onnx import numpy_helper
+
+    return numpy_helper.from_array(np.array(values, np.int64), name)
+
+
+def classifier(seed: int = 0, size: int = 16, classes: int = 10):
+    """ModelProto: x [N, 3, size, size] -> prob [N, classes]."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(seed)
+    inits = [_init(rng, "w1", 8, 3, 3, 3), _init(rng, "b1", 8), _init(rng, "w2", 16, 8, 3, 3),
+             _init(rng, "b2", 16), _init(rng, "fc_w", classes, 16), _init(rng, "fc_b", classes)]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("MaxPool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Conv", ["p1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c2"], ["r2"]),
+        helper.make_node("GlobalAveragePool", ["r2"], ["g"]),
+        helper.make_node("Flatten", ["g"], ["f"], axis=1),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["logits"], transB=1),
+        helper.make_node("Softmax", ["logits"], ["prob"], axis=-1),
+    ]
+    graph = helper.make_graph(
+        nodes, "classifier",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, size, size])],
+        [helper.make_tensor_value_info("prob", TensorProto.FLOAT, ["N", classes])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def encoder(seed: int = 0, width: int = 32, heads: int = 4, positions: bool = False, max_len: int = 64):
+    """ModelProto: x [1, S, width] -> y [1, S, width], one pre-norm encoder block."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(seed)
+    d = width // heads
+    inits = [_init(rng, n, width, width) for n in ("wq", "wk", "wv", "wo")] + [
+        _init(rng, "w_up", width, 2 * width), _init(rng, "w_down", 2 * width, width),
+        _init(rng, "ln_g", width, scale=1.0), _init(rng, "ln_b", width),
+        _init(rng, "pos", max_len, width),
+        _ints("zero", [0]), _ints("one", [1]), _ints("heads_d", [heads, d]), _ints("width", [width]),
+        _ints("split_literal", [0, 0, heads, d]), _ints("merge_literal", [1, -1, width]),
+        helper.make_tensor("scale", TensorProto.FLOAT, [], [float(np.sqrt(d))]),
+        helper.make_tensor("half", TensorProto.FLOAT, [], [0.5]),
+        helper.make_tensor("sqrt2", TensorProto.FLOAT, [], [float(np.sqrt(2.0))]),
+        helper.make_tensor("unit", TensorProto.FLOAT, [], [1.0]),
+    ]
+    nodes = []
+
+    def node(op, ins, outs, **attrs):
+        nodes.append(helper.make_node(op, ins, outs, **attrs))
+
+    src = "x"
+    if positions:   # x + pos[:S]: the slice end comes from x's shape
+        node("Shape", ["x"], ["x_shape"])
+        node("Gather", ["x_shape", "one"], ["seq"], axis=0)
+        node("Slice", ["pos", "zero", "seq", "zero"], ["pos_s"])
+        node("Add", ["x", "pos_s"], ["x_pos"])
+        src = "x_pos"
+    node("LayerNormalization", [src, "ln_g", "ln_b"], ["h"], axis=-1, epsilon=1e-5)
+    # head split as PyTorch exports it: Reshape(q, concat(shape(q)[0:2], [heads, d]))
+    node("Shape", ["h"], ["h_shape"])
+    node("Slice", ["h_shape", "zero", _ints_name(inits, "two", [2]), "zero"], ["bs"])
+    node("Concat", ["bs", "heads_d"], ["split_shape"], axis=0)
+    for name in ("q", "k", "v"):
+        node("MatMul", ["h", f"w{name}"], [f"{name}_flat"])
+        shape = "split_shape" if name != "v" else "split_literal"
+        node("Reshape", [f"{name}_flat", shape], [f"{name}_split"])
+        node("Transpose", [f"{name}_split"], [f"{name}_heads"], perm=[0, 2, 1, 3])
+    node("Transpose", ["k_heads"], ["k_t"], perm=[0, 1, 3, 2])
+    node("MatMul", ["q_heads", "k_t"], ["scores_raw"])
+    node("Div", ["scores_raw", "scale"], ["scores"])
+    node("Softmax", ["scores"], ["attn"], axis=-1)
+    node("MatMul", ["attn", "v_heads"], ["ctx_heads"])
+    node("Transpose", ["ctx_heads"], ["ctx_t"], perm=[0, 2, 1, 3])
+    node("Reshape", ["ctx_t", "merge_literal"], ["ctx"])
+    node("MatMul", ["ctx", "wo"], ["attn_out"])
+    node("Add", [src, "attn_out"], ["res1"])
+    node("MatMul", ["res1", "w_up"], ["up"])   # GELU written out (erf form)
+    node("Div", ["up", "sqrt2"], ["up_s"])
+    node("Erf", ["up_s"], ["up_e"])
+    node("Add", ["up_e", "unit"], ["up_e1"])
+    node("Mul", ["up", "up_e1"], ["up_m"])
+    node("Mul", ["up_m", "half"], ["gelu"])
+    node("MatMul", ["gelu", "w_down"], ["down"])
+    node("Add", ["res1", "down"], ["y"])
+    graph = helper.make_graph(
+        nodes, "encoder",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "S", width])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "S", width])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _ints_name(inits: list, name: str, values) -> str:
+    inits.append(_ints(name, values))
+    return name

@@ -1,0 +1,183 @@
+"""Variable input dimensions (input_shapes: -1..8,...): convert records them, the engine resizes
+(shapes inferred again, the arena planned and kernels bound once per shape), every shape checked
+against onnxruntime; what cannot follow is refused naming the input, dimension or op."""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import onnx
+import pytest
+import yaml
+
+from mace.config import load_deployment
+from mace.config.deployment import shape_range_notes
+from mace.convert import convert_deployment
+from mace.errors import ConfigError, ModelError, RuntimeInputError
+from mace.ir.shape_ranges import shape_pins, shape_ranges
+from mace.runtime.engine import create_engine
+from mace.testing.variable_shape_models import classifier, encoder
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def deployment(tmp, name, model, shape, fmt="NONE", **keys):
+    path = tmp / f"{name}.onnx"
+    onnx.save(model, path)
+    sg = {"input_tensors": "x", "input_shapes": shape, "input_data_formats": fmt,
+          "output_tensors": model.graph.output[0].name, "output_data_formats": "NONE"}
+    entry = {"platform": "onnx", "model_file_path": str(path), "runtime": "cpu",
+             "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest(), "subgraphs": [sg], **keys}
+    yml = tmp / f"{name}.yml"
+    yml.write_text(yaml.safe_dump({"library_name": name, "models": {name: entry}}))
+    return yml
+
+
+def convert(tmp, name, model, shape, fmt="NONE", **keys):
+    config = load_deployment(deployment(tmp, name, model, shape, fmt, **keys))
+    result = convert_deployment(config, build_dir=tmp / "builds")[0]
+    return result, tmp / f"{name}.onnx"
+
+
+def compare(engine, onnx_path, shapes, seed=0, atol=1e-4):
+    """Run every shape in turn through the engine and onnxruntime; returns the planned arena bytes."""
+    session = ort.InferenceSession(str(onnx_path))
+    arenas = []
+    for shape in shapes:
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+        (ours,) = engine.run({"x": x}).values()
+        (ref,) = session.run(None, {"x": x})
+        assert ours.shape == ref.shape
+        np.testing.assert_allclose(ours, ref, atol=atol, rtol=1e-3)
+        arenas.append(engine.plan.arena_size)
+    return arenas
+
+
+@pytest.fixture(scope="module")
+def classifier_build(tmp_path_factory):
+    return convert(tmp_path_factory.mktemp("cls"), "cls", classifier(), "-1..4,3,16,16", "NCHW")
+
+
+@pytest.fixture(scope="module")
+def encoder_build(tmp_path_factory):
+    return convert(tmp_path_factory.mktemp("enc"), "enc", encoder(), "1,8..64,32")
+
+
+# ---- deployment file ---------------------------------------------------------
+def test_ranges_parse_to_the_converted_value_and_show_in_config(tmp_path):
+    config = load_deployment(deployment(tmp_path, "m", classifier(), "-1..8,3,16,16", "NCHW"))
+    sg = config.models["m"].graph
+    assert list(sg.input_shapes[0]) == [1, 3, 16, 16]          # what every reader sees: MACE's meaning
+    assert sg.inputs[0].dim_ranges == {0: (1, 8)}
+    assert shape_range_notes(sg) == ["models.m.subgraphs[0].input_shapes: input 'x' dimension 0 varies "
+                                     "1..8 (converted at 1)"]
+    plain = load_deployment(deployment(tmp_path, "p", classifier(), "2,3,16,16", "NCHW")).models["p"].graph
+    assert plain.inputs[0].dim_ranges == {} and shape_range_notes(plain) == []
+
+
+@pytest.mark.parametrize("shape, message", [
+    ("4..2,3,16,16", "expected low..high with 1 <= low <= high"),
+    ("1..x,3,16,16", "expected an integer"),
+    ("0..4,3,16,16", "1 <= low"),
+])
+def test_bad_ranges_name_the_key(tmp_path, shape, message):
+    with pytest.raises(ConfigError, match=rf"input_shapes: .*{message}"):
+        load_deployment(deployment(tmp_path, "m", classifier(), shape, "NCHW"))
+
+
+def test_ranges_only_on_inputs_and_not_on_dsp(tmp_path):
+    with pytest.raises(ConfigError, match="dsp runtime runs the converted shapes only"):
+        load_deployment(deployment(tmp_path, "m", classifier(), "1..4,3,16,16", "NCHW", runtime="dsp"))
+    yml = deployment(tmp_path, "o", classifier(), "1..4,3,16,16", "NCHW")
+    doc = yaml.safe_load(yml.read_text())
+    doc["models"]["o"]["subgraphs"][0]["output_shapes"] = "1..4,10"
+    yml.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ConfigError, match="output_shapes: a range is only allowed in input_shapes"):
+        load_deployment(yml)
+
+
+def test_a_range_on_a_dimension_the_model_fixes_is_refused(tmp_path):
+    with pytest.raises(ModelError, match=r"input tensor 'x': dimension 2 is declared variable \(16..32\) "
+                                         r"but the model fixes it at 16"):
+        convert(tmp_path, "m", classifier(), "1,3,16..32,16", "NCHW")
+
+
+# ---- engine -------------------------------------------------------------------
+def test_classifier_at_batch_1_and_4_against_onnxruntime(classifier_build):
+    result, onnx_path = classifier_build
+    assert any("dimension 0 varies 1..4" in n for n in result.notes)
+    engine = create_engine(result.pb_path)
+    assert shape_ranges(engine.graph.net) == {"x": {0: (1, 4)}} and shape_pins(engine.graph.net) == {}
+    arenas = compare(engine, onnx_path, [(1, 3, 16, 16), (4, 3, 16, 16), (1, 3, 16, 16), (4, 3, 16, 16)])
+    assert arenas[1] > arenas[0] and arenas[2:] == arenas[:2]   # planned per shape, then reused
+    assert engine.resize_stats == {"planned": 1, "reused": 2}
+    assert engine.output_specs()["prob"][0] == (4, 10)
+
+
+def test_resize_keeps_kernels_and_plans_per_shape(classifier_build):
+    engine = create_engine(classifier_build[0].pb_path)
+    first = engine.plan.arena_size
+    engine.resize({"x": (3, 3, 16, 16)})
+    assert engine.input_specs()["x"][0] == (3, 3, 16, 16)
+    assert engine.plan.arena_size > first and engine.plan.lower_bound <= engine.plan.arena_size
+    engine.resize({"x": (3, 3, 16, 16)})   # the same shape: nothing to do
+    assert engine.resize_stats == {"planned": 1, "reused": 0}
+
+
+def test_reference_and_quantized_kernels_resize(tmp_path, classifier_build):
+    result, onnx_path = classifier_build
+    reference = create_engine(result.pb_path, options={"reference_kernels": True})
+    compare(reference, onnx_path, [(2, 3, 16, 16), (1, 3, 16, 16)])
+    sample = tmp_path / "x.npy"   # calibration at the converted shape
+    np.save(sample, np.random.default_rng(7).uniform(-1, 1, (1, 3, 16, 16)).astype(np.float32))
+    quantized, _ = convert(tmp_path, "q", classifier(), "-1..4,3,16,16", "NCHW", quantize=1,
+                           validation_inputs_data=[str(sample)])
+    engine = create_engine(quantized.pb_path)
+    assert engine.quantized and any(n.tag.startswith("int8") for n in engine.nodes)
+    session = ort.InferenceSession(str(onnx_path))
+    for batch in (1, 4):
+        x = np.random.default_rng(batch).uniform(-1, 1, (batch, 3, 16, 16)).astype(np.float32)
+        (ours,) = engine.run({"x": x}).values()
+        (ref,) = session.run(None, {"x": x})
+        cosine = float((ours * ref).sum() / np.linalg.norm(ours) / np.linalg.norm(ref))
+        assert ours.shape == (batch, 10) and cosine > 0.98
+        assert any(n.tag.startswith("int8") for n in engine.nodes)
+
+
+def test_encoder_at_sequence_lengths_8_16_64_against_onnxruntime(encoder_build):
+    result, onnx_path = encoder_build
+    assert any("dimension 1 varies 8..64" in n for n in result.notes)
+    engine = create_engine(result.pb_path)
+    arenas = compare(engine, onnx_path, [(1, 8, 32), (1, 16, 32), (1, 64, 32), (1, 8, 32), (1, 64, 32)])
+    assert arenas[0] < arenas[1] < arenas[2] and arenas[3:] == [arenas[0], arenas[2]]
+    assert engine.resize_stats == {"planned": 2, "reused": 2}
+
+
+def test_out_of_range_and_fixed_dimensions_are_refused(classifier_build):
+    engine = create_engine(classifier_build[0].pb_path)
+    with pytest.raises(RuntimeInputError, match=r"input tensor 'x' dimension 0: 5 is outside its range 1..4"):
+        engine.run({"x": np.zeros((5, 3, 16, 16), np.float32)})
+    with pytest.raises(RuntimeInputError, match=r"input tensor 'x' dimension 2 is fixed at 16 in this model"):
+        engine.resize({"x": (1, 3, 32, 16)})
+    with pytest.raises(RuntimeInputError, match=r"expected 4 dimensions"):
+        engine.resize({"x": (1, 3, 16)})
+    assert engine.input_specs()["x"][0] == (1, 3, 16, 16)   # a refused resize changes nothing
+
+
+def test_a_model_without_ranges_keeps_its_shapes(tmp_path):
+    result, _ = convert(tmp_path, "fixed", classifier(), "1,3,16,16", "NCHW")
+    engine = create_engine(result.pb_path)
+    with pytest.raises(RuntimeInputError, match=r"expected shape \[1, 3, 16, 16\], got \[2, 3, 16, 16\]"):
+        engine.run({"x": np.zeros((2, 3, 16, 16), np.float32)})
+    with pytest.raises(RuntimeInputError, match="dimension 0 is fixed at 1 in this model"):
+        engine.resize({"x": (2, 3, 16, 16)})
+
+
+def test_a_shape_folded_into_a_constant_pins_the_dimension_naming_the_op(tmp_path):
+    result, onnx_path = convert(tmp_path, "pos", encoder(positions=True), "1,8..64,32")
+    assert any("dimension 1 stays 8" in n and "Add_x_pos" in n for n in result.notes)
+    engine = create_engine(result.pb_path)
+    compare(engine, onnx_path, [(1, 8, 32)])   # the converted shape still runs
+    with pytest.raises(RuntimeInputError, match=r"input tensor 'x' dimension 1 stays 8 in the converted "
+                                                r"model: op 'Add_x_pos' \(Eltwise\) reads constant 'pos_s'"):
+        engine.run({"x": np.zeros((1, 16, 32), np.float32)})
