@@ -283,10 +283,16 @@ def test_packed_im2col_is_preferred_to_shifted_gemms_on_the_pool(two_threads):
     close(got, want)
 
 
-def test_im2col_with_an_activation_it_cannot_fuse_keeps_its_epilogue(two_threads):
+@pytest.mark.parametrize("store_loop", [True, False])
+def test_im2col_with_an_activation_it_cannot_fuse_keeps_its_epilogue(two_threads, store_loop, monkeypatch):
+    """A SIGMOID runs in the packed GEMM's store step; without its compiled loop (no
+    _act_loops) the conv leaves the packed GEMM and keeps an epilogue pass."""
+    from mace.ops.fast import _base
+    if not store_loop:
+        monkeypatch.setattr(_base, "act_loops", lambda: None)
     x, consts, args = conv_case(np.random.default_rng(14), h=20, w=20, c=4, o=8, s=(2, 2), act="SIGMOID")
     got, want, kern = run_both("Conv2D", x, consts, args)
-    assert kern.algorithm == "im2col" and not kern.algo.fused_epilogue
+    assert kern.algorithm == "im2col" and kern.algo.fused_epilogue == store_loop
     close(got, want)
 
 

@@ -112,6 +112,7 @@ TRUTH = {   # float64 maths, for where the reference is further off (its cancell
     "GELU": lambda v: v * 0.5 * math.erfc(-v / math.sqrt(2)),
     "GELU_TANH": lambda v: v * _sigmoid(2 * math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3)),
     "MISH": lambda v: v * math.tanh(_softplus(v)),
+    "TANH": math.tanh,
 }
 
 
@@ -313,3 +314,32 @@ def test_constant_eltwise_of_an_empty_tensor_is_an_empty_result(shape, const):
     graph = graph_of({"x": shape}, [("Eltwise", ["x", "c"], ["y"], {"type": "SUM"})], {"c": const})
     out = Engine(graph).run({"x": np.zeros(shape, np.float32)})["y"]
     assert out.shape == shape and out.size == 0
+
+
+@pytest.mark.parametrize("kind", ["SIGMOID", "SWISH", "GELU", "GELU_TANH", "ELU", "SELU", "SOFTPLUS", "MISH",
+                                  "HARDSWISH", "HARDSIGMOID", "LEAKYRELU", "TANH", "PRELU"])
+def test_store_step_activation_matches_reference(kind):
+    """_act_loops.store_rows, a conv's / FC's fused activation in the packed GEMM's (and the
+    depthwise loop's) store step: in place over rows `ld` floats apart (a Concat's channel
+    slice), the reference Activation's values within the kinds' tolerances (TANH: 2 ulp of
+    np.tanh or of the truth), the floats between the rows untouched."""
+    import ctypes
+
+    from mace.ops.fast._act_codes import STORE_CODES, params
+    lib = _jit.act_loops()
+    if lib is None:
+        pytest.skip("numba is not installed")
+    x = inputs()
+    args = dict(activation=kind, **ARGS.get(kind, {}))
+    slope = np.linspace(-1, 1, 16, dtype=np.float32)
+    consts = {"slope": slope} if kind == "PRELU" else None
+    with np.errstate(all="ignore"):
+        want = engines("Activation", x, args, consts)[1].run({"x": x})["y"]
+    big = np.full((x.shape[0], 24), 7, np.float32)
+    big[:, 3:19] = x
+    a, b = params(kind, args.get("activation_coefficient", 0.0), args.get("max_limit", 0.0), args.get("beta", 0.0))
+    ptr = ctypes.POINTER(ctypes.c_float)
+    lib.store_rows.ctypes(big[:, 3:].ctypes.data_as(ptr), x.shape[0], 16, 24, STORE_CODES[kind], a, b,
+                          slope.ctypes.data_as(ptr) if kind == "PRELU" else None)
+    assert_close(kind, big[:, 3:19], want, x)
+    assert (big[:, :3] == 7).all() and (big[:, 19:] == 7).all()

@@ -24,11 +24,11 @@ def conv(name, x, o, k, c, act="RELU"):
         {name + "_w": w, name + "_b": RNG.standard_normal(o).astype(np.float32)}
 
 
-def fire(extra_use=False, pooled=True, output_branch=False):
+def fire(extra_use=False, pooled=True, output_branch=False, act="RELU"):
     """x -> squeeze 1x1 -> (expand 1x1, expand 3x3, [max pool]) -> concat -> 2x -> y, a fire module
     with an Inception-like pool branch; optionally one branch also used elsewhere."""
     ops, consts = [], {}
-    for op, const in [conv("s", "x", 16, 1, 12), conv("e1", "s", 32, 1, 16), conv("e3", "s", 24, 3, 16)]:
+    for op, const in [conv("s", "x", 16, 1, 12), conv("e1", "s", 32, 1, 16, act), conv("e3", "s", 24, 3, 16, act)]:
         ops.append(op)
         consts.update(const)
     branches = ["e1", "e3"]
@@ -53,10 +53,12 @@ def both(graph):
     return fast, fast.run({"x": x}), ref.run({"x": x})
 
 
+@pytest.mark.parametrize("act", ["RELU", "HARDSWISH", "SIGMOID"])
 @pytest.mark.parametrize("threads", [1, 2])
-def test_convs_write_into_the_concat_and_it_copies_only_the_rest(threads):
+def test_convs_write_into_the_concat_and_it_copies_only_the_rest(threads, act):
+    """Any fused activation (HARDSWISH, SIGMOID: the packed GEMM's store step) as well as a clip."""
     with threadpool_limits(threads):
-        engine, got, want = both(fire())
+        engine, got, want = both(fire(act=act))
     assert set(engine.aliases) == {"e1", "e3"}
     assert engine.aliases["e3"] == ("cat", 32)
     close(got["y"], want["y"])

@@ -42,7 +42,7 @@ def test_every_ragged_edge_matches_numpy(m, n, k):
     a, w, b = product(np.random.default_rng(m * 1000 + n * 10 + k), m, k, n)
     gemm = Panels(w, b, (F32(-np.inf), F32(np.inf)), 1)
     c = np.full((m, n), np.nan, F32)
-    loops.pgemm(a, gemm.panels, gemm.bias, gemm.lo, gemm.hi, c, 0, m)
+    loops.pgemm(*gemm.args(a, c), 0, m)
     close(c, reference(a, w, b, -np.inf, np.inf), rtol=1e-5)
 
 
@@ -60,11 +60,11 @@ def test_row_ranges_and_panel_ranges_write_only_their_part():
     gemm = Panels(w, b, (F32(0), F32(3)), 1)
     want = reference(a, w, b, 0, 3)
     c = np.full((40, 100), -7, F32)
-    loops.pgemm(a, gemm.panels, gemm.bias, gemm.lo, gemm.hi, c, 11, 29)
+    loops.pgemm(*gemm.args(a, c), 11, 29)
     close(c[11:29], want[11:29], rtol=1e-5)
     assert (c[:11] == -7).all() and (c[29:] == -7).all()
     c[:] = -7
-    loops.pgemm_panels(a, gemm.panels, gemm.bias, gemm.lo, gemm.hi, c, 1, 3)   # columns 32:96
+    loops.pgemm_panels(*gemm.args(a, c), 1, 3)   # columns 32:96
     close(c[:, 32:96], want[:, 32:96], rtol=1e-5)
     assert (c[:, :32] == -7).all() and (c[:, 96:] == -7).all()
 
@@ -78,7 +78,7 @@ def test_strided_rows_and_no_bias():
     a, c = big_a[:, 5:25], big_c[:, 10:50]
     _, w, _ = product(rng, 30, 20, 40)
     gemm = Panels(w, None, (F32(-1), F32(1)), 1)
-    loops.pgemm(a, gemm.panels, gemm.bias, gemm.lo, gemm.hi, c, 0, 30)
+    loops.pgemm(*gemm.args(a, c), 0, 30)
     close(c, reference(a, w, None, -1, 1), rtol=1e-5)
     assert (big_c[:, :10] == -7).all() and (big_c[:, 50:] == -7).all()
 
@@ -155,4 +155,49 @@ def test_a_grouped_1x1_keeps_one_packed_copy():
         got, want, kern = run_both("Conv2D", x, consts, args)
     assert all(np.shares_memory(g.panels, kern.algo.wmat) for g in kern.algo.gemms)
     assert all(g.panels.ctypes.data % 64 == 0 for g in kern.algo.gemms)
+    close(got, want)
+
+
+STORE_KINDS = ["SIGMOID", "SWISH", "HARDSWISH", "LEAKYRELU", "HARDSIGMOID", "TANH", "ELU"]
+
+
+@pytest.fixture(params=[1, 2], ids=["1-thread", "pool"])
+def threads(request, monkeypatch):
+    if request.param == 2:
+        if _pool.pool() is None:
+            pytest.skip("no compute pool here")
+        monkeypatch.setattr(_pool, "MIN_PARALLEL_WORK", 0)   # split even these small cases
+    limit = threadpool_limits(request.param)
+    request.addfinalizer(limit.restore_original_limits)
+    return request.param
+
+
+@pytest.mark.parametrize("case", [CONVS[0], CONVS[3], CONVS[4], CONVS[5], CONVS[6],
+                                  dict(k=(3, 3), h=5, w=300, o=70)])   # by panels on the pool
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_fused_activation_keeps_the_conv_on_the_packed_gemm(kind, case, threads):
+    """Any activation with a compiled loop runs in the packed GEMM's store step (issue 33 item 2):
+    a fused HARDSWISH had sent the conv to im2col + OpenBLAS + a numpy epilogue."""
+    x, consts, args = conv_case(np.random.default_rng(10), **dict(dict(h=17, w=15, c=12, o=20),
+                                                                  **dict(case, act=kind)))
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm in ("im2col", "pointwise") and kern.algo.fused_epilogue
+    close(got, want)
+
+
+@pytest.mark.parametrize("kind", STORE_KINDS)
+def test_a_fused_activation_runs_in_the_depthwise_loop_and_the_fc_gemm(kind, threads):
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((2, 13, 11, 24)).astype(F32)
+    args = dict(strides=[2, 1], dilations=[1, 1], pads=[1, 1, 1, 1], group=24, activation=kind,
+                max_limit=6.0, activation_coefficient=0.1)
+    got, want, kern = run_both("DepthwiseConv2d", x, [rng.standard_normal((24, 1, 3, 3)).astype(F32),
+                                                       rng.standard_normal(24).astype(F32)], args)
+    assert kern.after is None   # no pass after the loop
+    close(got, want)
+    x2 = rng.standard_normal((40, 24)).astype(F32)
+    got, want, kern = run_both("FullyConnected", x2, [rng.standard_normal((50, 24)).astype(F32),
+                                                      rng.standard_normal(50).astype(F32)],
+                               dict(activation=kind, max_limit=6.0, activation_coefficient=0.1))
+    assert kern.packed is not None
     close(got, want)

@@ -13,6 +13,9 @@ CODES = {"SIGMOID": 0, "SWISH": 1, "GELU": 2, "GELU_TANH": 3, "ELU": 5, "SELU": 
 UNARY_CODES = {"ERF": 4, "SQRT": 12, "RSQRT": 13, "RECIPROCAL": 14, "NEG": 15, "ABS": 16,
                "SQUARE": 17}
 EXACT_FROM = 9   # codes from here on are the float32-step kinds of _act_loops.exact
+# a conv's / FC's fused activation in the packed GEMM's store step (_act_loops.store_rows): every
+# Activation code, and TANH (standalone it stays np.tanh) and PRELU (a slope per channel)
+STORE_CODES = dict(CODES, TANH=18, PRELU=19)
 
 
 def loop_name(code: int, inplace: bool = False) -> str:

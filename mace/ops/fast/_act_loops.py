@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange, types
+from numba import carray, cfunc, njit, prange, types
 from numba.extending import intrinsic
 
 OPTS = dict(cache=True, nogil=True, error_model="numpy")
@@ -42,6 +42,9 @@ MATH = dict(OPTS, inline="always", fastmath={"contract"})
 # 2.4 / 1.8 / 2.2 on 64k floats, 1 thread, a loaded machine; the references keep them)
 SIGMOID, SWISH, GELU, GELU_TANH, ERF, ELU, SELU, SOFTPLUS, MISH = range(9)
 HARDSWISH, HARDSIGMOID, LEAKYRELU, SQRT, RSQRT, RECIPROCAL, NEG, ABS, SQUARE = range(9, 18)
+# the codes only `store_rows` (a conv's or FC's fused activation) runs: a standalone TANH stays np.tanh,
+# PRELU has its own loop
+TANH, PRELU = 18, 19
 
 F0, F1, F6, FHALF = np.float32(0), np.float32(1), np.float32(6), np.float32(0.5)
 LOG2E = 1.4426950408889634
@@ -188,6 +191,13 @@ def _softplus(x):
     big = _log(1.0 + e)
     v = max(x, 0.0) + (small if e < 1e-5 else big)
     return v if x == x else x   # NaN: _log reads no NaN from its bits
+
+
+@njit(**MATH)
+def _tanh(x):
+    """tanh(x) = -m / (2 + m), m = expm1(-2|x|), signed: no cancellation near 0, 1 for a large |x|."""
+    m = _expm1(-2.0 * abs(x))
+    return math.copysign(-m / (2.0 + m), x)
 
 
 @njit(**MATH)
@@ -462,3 +472,48 @@ def const_binary_inplace_par(x, c, code, lo, hi, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         const_binary_inplace(x, c, code, lo, hi, r0, r1)
+
+
+# ---- a conv's or FC's fused activation, in the packed GEMM's (or depthwise loop's) store step ----
+# _loops.py calls `store_rows` by address after each block it stores (its row block x its panels:
+# at most 192 rows, still in cache), so any activation keeps the conv on the packed GEMM and its
+# output may be a Concat's channel slice (rows `ld` floats apart). By address, so that neither
+# file's numba cache holds a stale copy of the other's code (numba keys a function's cache on its
+# own file only).
+STORE_ROWS = types.void(types.CPointer(types.float32), types.int64, types.int64, types.int64, types.int64,
+                        types.float32, types.float32, types.CPointer(types.float32))
+
+
+@njit(**UNARY)
+def _tanh_inplace(x):
+    for i in range(x.shape[0]):
+        x[i] = _tanh(np.float64(x[i]))
+
+
+@njit(**OPTS)
+def _prelu_row(x, slope):
+    for i in range(x.shape[0]):
+        v = x[i]
+        x[i] = v if v >= F0 else v * slope[i]
+
+
+@cfunc(STORE_ROWS, cache=True, error_model="numpy")
+def store_rows(at, rows, cols, ld, code, a, b, slope):
+    """In place over `rows` rows of `cols` floats from address `at`, `ld` floats apart: activation
+    `code` with parameters a, b as `unary` / `exact` (TANH: _tanh; PRELU: slope[j] for column j)."""
+    if rows <= 0 or cols <= 0:
+        return
+    if ld == cols and code != PRELU:   # contiguous rows: one run
+        cols, rows = rows * cols, 1
+    flat = carray(at, (rows - 1) * ld + cols)
+    slopes = carray(slope, cols if code == PRELU else 0)
+    for r in range(rows):
+        row = flat[r * ld:r * ld + cols]
+        if code < HARDSWISH:
+            unary_inplace(row, code, a, b, 0, cols)
+        elif code == TANH:
+            _tanh_inplace(row)
+        elif code == PRELU:
+            _prelu_row(row, slopes)
+        else:
+            exact_inplace(row, code, a, b, 0, cols)

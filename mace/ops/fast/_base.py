@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops._common import apply_activation
-from mace.ops.fast._act_codes import CODES, loop_name, params
+from mace.ops.fast._act_codes import CODES, STORE_CODES, loop_name, params
 from mace.ops.fast._jit import act_loops
 from mace.ops.registry import Kernel
 from mace.util.aligned import ALIGN, aligned_empty   # every carved array starts on a cache line
@@ -57,6 +57,27 @@ def clip_bounds(act: dict, dtype=np.float32):
         return None
     t = np.dtype(dtype).type
     return t(bounds[0]), t(bounds[1])
+
+
+# the store step's fused activation for none (or a clip: lo, hi do it): _loops._store's `epi`
+NO_STORE = (0, 0, np.float32(0), np.float32(0), 0)
+
+
+def store_epilogue(act: dict, slope=None):
+    """(lo, hi, epi) for the packed GEMM's and the depthwise loop's store step: the clip of a
+    RELU / RELUX / CLIP (or none) as lo, hi, any other activation with a compiled loop as `epi`
+    (_loops._store: store_rows' address, its code and parameters, a PRELU's `slope` address: a
+    float32 array per output channel the caller keeps alive); None where neither applies (a
+    kind without a loop, no numba)."""
+    bounds = clip_bounds(act)
+    if bounds is not None:
+        return bounds + (NO_STORE,)
+    kind, lib = act.get("act"), act_loops()
+    if lib is None or kind not in STORE_CODES or (kind == "PRELU") != (slope is not None):
+        return None
+    a, b = params(kind, act.get("alpha", 0.0), act.get("max_limit", 0.0))
+    at = 0 if slope is None else int(slope.ctypes.data)
+    return F32.type(-np.inf), F32.type(np.inf), (int(lib.store_rows.address), STORE_CODES[kind], a, b, at)
 
 
 def activation_fn(act: dict, dtype=np.float32):

@@ -1,8 +1,9 @@
 """Convolution as GEMM on NHWC buffers: 1x1 convs straight on the input, others via im2col.
 
-Where it can (Panels: group 1, a clip activation or none, the compiled loops there)
-the GEMM is our own packed one (_loops.pgemm): the filter packed once at load, bias
-and clip fused, split across the compute pool's threads by rows or by filter panels;
+Where it can (Panels: group 1, any activation with a compiled loop or none, the compiled
+loops there) the GEMM is our own packed one (_loops.pgemm): the filter packed once at load,
+bias, clip and activation fused (the activation over each row block as it is stored:
+_base.store_epilogue), split across the compute pool's threads by rows or by filter panels;
 a k x k conv reads its windows in place from the padded input (_loops.conv_pgemm: no
 im2col copy). Otherwise numpy's matmul / OpenBLAS per (image, group) into `out` (row
 stride O, so a group's columns are a strided view, no copy).
@@ -20,6 +21,7 @@ from functools import partial
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from mace.ops.fast._base import NO_STORE
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import active, by_rows, gemm_width, loop, matmul
@@ -83,20 +85,22 @@ def is_pointwise(g: ConvGeometry) -> bool:
 def packed_width(geo: ConvGeometry, bounds, grouped: bool = False) -> int:
     """Threads for _loops' packed GEMM (Panels), or 0 to keep OpenBLAS's: the compiled
     loops, group 1 (any for a 1x1 conv: `grouped`, one Panels per group), no column
-    dilation (a window row's taps contiguous), an activation that is a clip (or none:
-    `bounds` from clip_bounds), and GEMMs not left to OpenBLAS's threads."""
+    dilation (a window row's taps contiguous), an activation the store step does (`bounds`:
+    lo, hi of _base.store_epilogue; None where it cannot), and GEMMs not left to OpenBLAS's
+    threads."""
     if loops() is None or (geo.group != 1 and not grouped) or geo.dilations[1] != 1 or bounds is None:
         return 0
     return gemm_width()
 
 
 class Panels:
-    """out = clip(a @ W + bias, lo, hi) through _loops' packed GEMM: W [K, N] packed once
-    into panels [ceil(N / NR), K, NR] (zero-padded), bias padded to match. A product splits
+    """out = act(clip(a @ W + bias, lo, hi)) through _loops' packed GEMM: W [K, N] packed once
+    into panels [ceil(N / NR), K, NR] (zero-padded), bias padded to match, act the store step's
+    activation `epi` (_base.store_epilogue; NO_STORE: none). A product splits
     across `parts` threads by rows of a, or by panels where a is short and W wide (each
     thread then streams only its own part of W: ResNet-50's 49-row layers)."""
 
-    def __init__(self, wmat: np.ndarray, bias, bounds, parts: int):
+    def __init__(self, wmat: np.ndarray, bias, bounds, parts: int, epi=NO_STORE):
         lib = loops()
         k, n = wmat.shape
         count = -(-n // lib.NR)
@@ -108,10 +112,11 @@ class Panels:
         if bias is not None:
             self.bias[:n] = bias
         self.lo, self.hi = (np.float32(v) for v in bounds)
+        self.epi = epi
         self.parts = parts
 
     def args(self, a2d, out2d) -> tuple:
-        return (a2d, self.panels, self.bias, self.lo, self.hi, out2d)
+        return (a2d, self.panels, self.bias, self.lo, self.hi, self.epi, out2d)
 
     def step(self, a2d, out2d):
         m, n = out2d.shape
@@ -126,7 +131,7 @@ class Panels:
         one), its windows read in place (implicit im2col, _loops.conv_pgemm)."""
         m, n = out2d.shape
         args = (xp, geo.ow, geo.strides[0], geo.strides[1], geo.dilations[0], geo.kh,
-                self.panels, self.bias, self.lo, self.hi, out2d)
+                self.panels, self.bias, self.lo, self.hi, self.epi, out2d)
         work = m * self.panels.shape[1] * n
         if self.by_rows(m, n, geo.oh):
             return loop("conv_pgemm", args, geo.oh, work, self.parts)
@@ -135,6 +140,11 @@ class Panels:
     def by_rows(self, m: int, n: int, lines: int) -> bool:
         """Split by rows (in `lines` units: output rows of a conv), else by panels."""
         return self.parts == 1 or (lines >= self.parts and by_rows(m, n, self.parts))
+
+
+def channels_from(epi, first: int) -> tuple:
+    """The store step's `epi` for output channels first.. (a group's): a PRELU's slope moved on."""
+    return epi[:4] + ((epi[4] + 4 * first) if epi[4] else 0,)
 
 
 def small_m(geo: ConvGeometry, rows: int) -> bool:
@@ -157,18 +167,18 @@ class Transposed:
 class Pointwise:
     """1x1 conv, no padding: out[:, grp] = x[:, grp] @ W[grp]; a stride > 1 subsamples first."""
 
-    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None):
+    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None, epi=NO_STORE):
         self.geo = geo
         strided = tuple(geo.strides) != (1, 1)
         self.specs = [((geo.n, geo.oh, geo.ow, geo.c), np.float32)] if strided else []
         m = geo.n * geo.oh * geo.ow
         width = packed_width(geo, bounds, grouped=True)
-        # the packed GEMM adds the bias and clips (Conv2DFast skips its epilogue)
+        # the packed GEMM adds the bias, clips and activates (Conv2DFast skips its epilogue)
         self.fused_epilogue = width > 0
         if self.fused_epilogue:   # a stride > 1 reads the subsampled pixels in place
             og = geo.og
-            self.gemms = [Panels(wmat[i], None if bias is None else bias[i * og:(i + 1) * og], bounds, width)
-                          for i in range(geo.group)]
+            self.gemms = [Panels(wmat[i], None if bias is None else bias[i * og:(i + 1) * og], bounds, width,
+                                 channels_from(epi, i * og)) for i in range(geo.group)]
             self.gemm = self.gemms[0]
             self.wmat = self.gemm.panels
             if geo.group > 1:   # all groups in one step: each thread its rows of every group
@@ -198,7 +208,7 @@ class Pointwise:
                 x2d, out2d = x.reshape(-1, g.c), pixel_rows(out)
                 if g.group == 1:
                     return steps + [self.gemm.step(x2d, out2d)]
-                args = (x2d, self.wmat, self.bias, self.gemm.lo, self.gemm.hi, out2d)
+                args = (x2d, self.wmat, self.bias, self.gemm.lo, self.gemm.hi, self.gemm.epi, out2d)
                 return steps + [loop("pgemm_groups", args, len(x2d), x2d.size * g.og, self.gemm.parts)]
             return steps + [gemm.conv_step(x[image, ..., i * g.cg:(i + 1) * g.cg], g,
                                            pixel_rows(out[image])[:, i * g.og:(i + 1) * g.og])
@@ -226,7 +236,7 @@ class Im2col:
     otherwise each chunk of windows copied into `cols`, then OpenBLAS's GEMM per chunk
     and group."""
 
-    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None):
+    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None, epi=NO_STORE):
         self.geo = geo
         k = geo.kh * geo.kw * geo.cg
         self.padded = any(geo.pads)
@@ -235,7 +245,7 @@ class Im2col:
         self.fused_epilogue = width > 0
         self.specs = []
         if self.fused_epilogue:
-            self.gemm = Panels(wmat[0], bias, bounds, width)
+            self.gemm = Panels(wmat[0], bias, bounds, width, epi)
             self.wmat = self.gemm.panels
         else:
             self.wmat = wmat

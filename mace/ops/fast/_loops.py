@@ -37,9 +37,40 @@ from mace.ops.fast._isa import has
 OPTS = dict(cache=True, fastmath=True, nogil=True)
 
 
+@intrinsic
+def _store_at(typingctx, fn, at, rows, cols, ld, code, a, b, slope):
+    """_act_loops.store_rows(at, rows, cols, ld, code, a, b, slope) at address fn (addresses as
+    integers): the call by address keeps each file's numba cache its own."""
+    i64, f32 = types.int64, types.float32
+    sig = types.void(i64, i64, i64, i64, i64, i64, f32, f32, i64)
+
+    def codegen(context, builder, signature, args):
+        fptr = ir.FloatType().as_pointer()
+        i64_, f32_ = ir.IntType(64), ir.FloatType()
+        fnty = ir.FunctionType(ir.VoidType(), [fptr, i64_, i64_, i64_, i64_, f32_, f32_, fptr])
+        fn_, at_, rows_, cols_, ld_, code_, a_, b_, slope_ = args
+        callee = builder.inttoptr(fn_, fnty.as_pointer())
+        builder.call(callee, [builder.inttoptr(at_, fptr), rows_, cols_, ld_, code_, a_, b_,
+                              builder.inttoptr(slope_, fptr)])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
 @njit(**OPTS)
-def depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, r0, r1):
-    """out[n, y, x, c] = clip(bias[c] + sum_ij xpad[n, y*sh + i*dh, x*sw + j*dw, c] * w[i, j, c]).
+def _store(epi, at, rows, cols, ld, col0):
+    """A fused activation over a block just stored: `rows` rows of `cols` floats from address
+    `at`, `ld` floats apart, its first column col0 of the output (a PRELU's slope index).
+    epi = (store_rows' address or 0 for none, code, a, b, slope address or 0): the kernels'
+    _base.store_epilogue."""
+    if epi[0] != 0:
+        slope = epi[4] + col0 * 4 if epi[4] != 0 else 0
+        _store_at(epi[0], at, rows, cols, ld, epi[1], epi[2], epi[3], slope)
+
+
+@njit(**OPTS)
+def depthwise(x, w, bias, lo, hi, epi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, r0, r1):
+    """out[n, y, x, c] = act(clip(bias[c] + sum_ij xpad[n, y*sh + i*dh, x*sw + j*dw, c] * w[i, j, c])),
+    act the fused activation `epi` applied to each row as it is stored (_store; none: epi[0] == 0).
 
     Zero padding is implicit: taps outside the input are skipped. A 3x3 filter's
     interior pixels (all nine taps inside) are one expression per channel over
@@ -108,6 +139,7 @@ def depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l
             for ox in range(s0, s1):
                 for ch in range(c):
                     orow[ox, ch] = min(max(orow[ox, ch], lo), hi)
+        _store(epi, orow.ctypes.data, ow, c, c, 0)
 
 
 @njit(**OPTS)
@@ -666,13 +698,14 @@ def _tiles(r, nv, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, lo, hi):
 
 
 @njit(**OPTS)
-def _pgemm(base, per_line, line_step, row_step, nseg, seg_len, seg_stride, panels, bias, lo, hi, c,
+def _pgemm(base, per_line, line_step, row_step, nseg, seg_len, seg_stride, panels, bias, lo, hi, epi, c,
            r0, r1, j0, j1):
-    """c[r0:r1, panel columns j0:j1] = clip(A @ B + bias, lo, hi), B packed as panels
+    """c[r0:r1, panel columns j0:j1] = act(clip(A @ B + bias, lo, hi)), B packed as panels
     [P, K, NR], bias padded to P * NR, c with contiguous rows. A's row q starts at address
     base + (q // per_line) * line_step + (q % per_line) * row_step (bytes) and runs in
     segments (see _tile). Full panels are written in place, a ragged last one through a
-    small tile buffer."""
+    small tile buffer. The fused activation `epi` (_store) runs over each row block once its
+    panels are stored, while the block is in cache."""
     n, ldc = c.shape[1], c.strides[0] // 4
     k = nseg * seg_len
     pb, pc, pbias = panels.ctypes.data, c.ctypes.data, bias.ctypes.data
@@ -718,35 +751,39 @@ def _pgemm(base, per_line, line_step, row_step, nseg, seg_len, seg_stride, panel
                         for y in range(nw):
                             c[i + x, n0 + y] = tmp[x, y]
                 i += r
+        c0 = j0 * NR
+        _store(epi, pc + (ib * ldc + c0) * 4, ie - ib, min(n, j1 * NR) - c0, ldc, c0)
         ib = ie
 
 
 @njit(**OPTS)
-def pgemm(a, panels, bias, lo, hi, c, r0, r1):
-    """Rows r0:r1 of c = clip(a @ B + bias, lo, hi), a with contiguous rows, B packed."""
+def pgemm(a, panels, bias, lo, hi, epi, c, r0, r1):
+    """Rows r0:r1 of c = act(clip(a @ B + bias, lo, hi)), a with contiguous rows, B packed,
+    act the fused activation `epi` (_store)."""
     m, k = a.shape
-    _pgemm(a.ctypes.data, max(m, 1), 0, a.strides[0], 1, k, 0, panels, bias, lo, hi, c,
+    _pgemm(a.ctypes.data, max(m, 1), 0, a.strides[0], 1, k, 0, panels, bias, lo, hi, epi, c,
            r0, r1, 0, panels.shape[0])
 
 
 @njit(**OPTS)
-def pgemm_panels(a, panels, bias, lo, hi, c, j0, j1):
-    """Panels j0:j1 (columns j0 * NR: j1 * NR) of c = clip(a @ B + bias, lo, hi)."""
+def pgemm_panels(a, panels, bias, lo, hi, epi, c, j0, j1):
+    """Panels j0:j1 (columns j0 * NR: j1 * NR) of c = act(clip(a @ B + bias, lo, hi))."""
     m, k = a.shape
-    _pgemm(a.ctypes.data, max(m, 1), 0, a.strides[0], 1, k, 0, panels, bias, lo, hi, c,
+    _pgemm(a.ctypes.data, max(m, 1), 0, a.strides[0], 1, k, 0, panels, bias, lo, hi, epi, c,
            0, m, j0, j1)
 
 
 @njit(**OPTS)
-def pgemm_groups(a, panels, bias, lo, hi, c, r0, r1):
+def pgemm_groups(a, panels, bias, lo, hi, epi, c, r0, r1):
     """Rows r0:r1 of a grouped 1x1 conv: group g's columns of c from its columns of a,
     its filter packed as panels[g] [P, K, NR], its bias bias[g] (padded to P * NR)."""
     k = panels.shape[2]
     og = c.shape[1] // panels.shape[0]
     for g in range(panels.shape[0]):
         ag = a[:, g * k:(g + 1) * k]
+        slope = epi[4] + g * og * 4 if epi[4] != 0 else 0   # a PRELU's slope: the group's channels
         _pgemm(ag.ctypes.data, max(ag.shape[0], 1), 0, ag.strides[0], 1, k, 0, panels[g], bias[g], lo, hi,
-               c[:, g * og:(g + 1) * og], r0, r1, 0, panels.shape[1])
+               (epi[0], epi[1], epi[2], epi[3], slope), c[:, g * og:(g + 1) * og], r0, r1, 0, panels.shape[1])
 
 
 @njit(**OPTS)
@@ -759,21 +796,21 @@ def _windows(xp, sh, sw, dh, kh, panels):
 
 
 @njit(**OPTS)
-def conv_pgemm(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, r0, r1):
+def conv_pgemm(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, epi, out2d, r0, r1):
     """Output rows r0:r1 of a k x k conv of one image straight from its padded NHWC input
     xp [Hp, Wp, C] (no column dilation): output pixel (y, x)'s A row is its window, kh
     runs of kw * C contiguous floats (kw from the packed filter's K)."""
     line, pixel, nseg, seg_len, seg_stride = _windows(xp, sh, sw, dh, kh, panels)
     _pgemm(xp.ctypes.data, ow, line, pixel, nseg, seg_len, seg_stride, panels, bias,
-           lo, hi, out2d, r0 * ow, r1 * ow, 0, panels.shape[0])
+           lo, hi, epi, out2d, r0 * ow, r1 * ow, 0, panels.shape[0])
 
 
 @njit(**OPTS)
-def conv_pgemm_panels(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, j0, j1):
+def conv_pgemm_panels(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, epi, out2d, j0, j1):
     """conv_pgemm's panels j0:j1, all output rows."""
     line, pixel, nseg, seg_len, seg_stride = _windows(xp, sh, sw, dh, kh, panels)
     _pgemm(xp.ctypes.data, ow, line, pixel, nseg, seg_len, seg_stride, panels, bias,
-           lo, hi, out2d, 0, out2d.shape[0], j0, j1)
+           lo, hi, epi, out2d, 0, out2d.shape[0], j0, j1)
 
 
 # ---- the compute pool's drivers -------------------------------------------------
@@ -876,11 +913,11 @@ def _part(rows, parts, p):
 
 
 @njit(**PAR)
-def depthwise_par(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, parts):
+def depthwise_par(x, w, bias, lo, hi, epi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, parts):
     rows = out.shape[0] * out.shape[1]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        depthwise(x, w, bias, lo, hi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, r0, r1)
+        depthwise(x, w, bias, lo, hi, epi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, r0, r1)
 
 
 @njit(**PAR)
@@ -972,40 +1009,40 @@ def dense_rows_par(x, w, bias, lo, hi, out, parts):
 
 
 @njit(**PAR)
-def pgemm_par(a, panels, bias, lo, hi, c, parts):
+def pgemm_par(a, panels, bias, lo, hi, epi, c, parts):
     rows = a.shape[0]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        pgemm(a, panels, bias, lo, hi, c, r0, r1)
+        pgemm(a, panels, bias, lo, hi, epi, c, r0, r1)
 
 
 @njit(**PAR)
-def pgemm_panels_par(a, panels, bias, lo, hi, c, parts):
+def pgemm_panels_par(a, panels, bias, lo, hi, epi, c, parts):
     count = panels.shape[0]
     for p in prange(parts):
         j0, j1 = _part(count, parts, p)
-        pgemm_panels(a, panels, bias, lo, hi, c, j0, j1)
+        pgemm_panels(a, panels, bias, lo, hi, epi, c, j0, j1)
 
 
 @njit(**PAR)
-def conv_pgemm_par(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, parts):
+def conv_pgemm_par(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, epi, out2d, parts):
     oh = out2d.shape[0] // ow
     for p in prange(parts):
         r0, r1 = _part(oh, parts, p)
-        conv_pgemm(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, r0, r1)
+        conv_pgemm(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, epi, out2d, r0, r1)
 
 
 @njit(**PAR)
-def conv_pgemm_panels_par(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, parts):
+def conv_pgemm_panels_par(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, epi, out2d, parts):
     count = panels.shape[0]
     for p in prange(parts):
         j0, j1 = _part(count, parts, p)
-        conv_pgemm_panels(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, out2d, j0, j1)
+        conv_pgemm_panels(xp, ow, sh, sw, dh, kh, panels, bias, lo, hi, epi, out2d, j0, j1)
 
 
 @njit(**PAR)
-def pgemm_groups_par(a, panels, bias, lo, hi, c, parts):
+def pgemm_groups_par(a, panels, bias, lo, hi, epi, c, parts):
     rows = a.shape[0]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        pgemm_groups(a, panels, bias, lo, hi, c, r0, r1)
+        pgemm_groups(a, panels, bias, lo, hi, epi, c, r0, r1)

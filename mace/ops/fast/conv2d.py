@@ -5,8 +5,8 @@ tiny maps -> one dense matrix (_conv_dense); 1x1 without pads -> GEMM on the
 input itself (_conv_gemm.Pointwise); 3x3 stride 1 with arg `winograd` 2|4 (set
 by the mark_winograd pass from the .yml) -> Winograd where _winograd.pick_block
 says it pays; where our packed GEMM applies (_conv_gemm.packed_width: filter
-packed at load, windows read in place from the padded input, bias and clip
-fused) -> that (_conv_gemm.Im2col); else k x k stride-1 convs on large maps ->
+packed at load, windows read in place from the padded input, bias, clip and any
+activation with a compiled loop fused into its store step) -> that (_conv_gemm.Im2col); else k x k stride-1 convs on large maps ->
 kh*kw shifted OpenBLAS GEMMs accumulating in place (_conv_shifted, bias and
 activation fused into its crop); everything else -> chunked im2col + GEMM
 (_conv_gemm.Im2col). OpenBLAS GEMMs of at most _conv_gemm.SMALL_M rows run
@@ -23,7 +23,8 @@ import numpy as np
 from mace.ops._common import activation_args, sequence
 from mace.ops.conv2d import conv_geometry
 from mace.ops.fast import _conv_dense, _conv_direct, _conv_shifted, _winograd
-from mace.ops.fast._base import F32, FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size
+from mace.ops.fast._base import (F32, NO_STORE, FastKernel, activation_fn, carve, clip_bounds, loop_bias,
+                                 scratch_size, store_epilogue)
 from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter, packed_width
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
@@ -56,19 +57,22 @@ def float_conv(ctx) -> bool:
             and (len(ctx.consts) < 3 or ctx.consts[2] is not None))
 
 
-def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=None, act=None):
+def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=None, act=None, store=None):
+    """`bounds`: the activation as a clip (clip_bounds), else None; `store`: as the packed GEMM's
+    store step does it (_base.store_epilogue: lo, hi, epi), else None."""
     if _conv_direct.fits(geo, bounds):
         return _conv_direct.Direct(geo, w, bias, bounds)
     if _conv_dense.fits(geo):
         return _conv_dense.Dense(geo, w)
+    packed, epi = (store[:2], store[2]) if store is not None else (None, NO_STORE)
     if is_pointwise(geo):
-        return Pointwise(geo, pack_filter(w, geo.group), bias, bounds)
+        return Pointwise(geo, pack_filter(w, geo.group), bias, packed, epi)
     block = _winograd.pick_block(geo, winograd)
     if block:
         return _winograd.Winograd(geo, w, block)
-    if _conv_shifted.fits(geo) and not (PREFER_PACKED_IM2COL and packed_width(geo, bounds)):
+    if _conv_shifted.fits(geo) and not (PREFER_PACKED_IM2COL and packed_width(geo, packed)):
         return _conv_shifted.Shifted(geo, w, bias, act, bounds)
-    return Im2col(geo, pack_filter(w, geo.group), bias, bounds)
+    return Im2col(geo, pack_filter(w, geo.group), bias, packed, epi)
 
 
 @kernel("Conv2D", "cpu:fast")
@@ -81,7 +85,7 @@ class Conv2DFast(FastKernel):
         self.act = activation_fn(activation_args(ctx))
         self.bounds = clip_bounds(activation_args(ctx))
         self.algo = choose(self.geo, ctx.consts[1], int(ctx.arg("winograd", 0)),
-                           self.bias, self.bounds, self.act)
+                           self.bias, self.bounds, self.act, store_epilogue(activation_args(ctx)))
         # the packed filter, as an attribute of its own: observers list it among kernel buffers
         self.packed = next(getattr(self.algo, a) for a in ("wmat", "u", "t", "taps") if hasattr(self.algo, a))
         self.scratch_nbytes = scratch_size(self.algo.specs)

@@ -16,7 +16,7 @@ import numpy as np
 
 from mace.ops import fully_connected as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args, sequence
-from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds, loop_bias
+from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds, loop_bias, store_epilogue
 from mace.ops.fast._conv_gemm import ConvGeometry, Panels, packed_width
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import active, loop, matmul
@@ -52,12 +52,14 @@ class FullyConnectedFast(FastKernel):
             self.w = np.ascontiguousarray(self.wt.T)   # the (O, K) weight itself, no copy
             self.loop_bias = loop_bias(self.bias, self.w.shape[0])
         # several rows (a transformer's tokens, a batch): our packed GEMM with the weight packed
-        # once here, bias and clip fused; OpenBLAS's sgemm re-packed the weight on every call
+        # once here, bias and activation fused; OpenBLAS's sgemm re-packed the weight on every call
         # (MiniLM's FCs: 74% of its run). Where GEMMs belong to OpenBLAS's threads, width is 0.
-        width = 0 if self.small or rows < PACKED_MIN_ROWS or self.bounds is None else packed_width(
+        store = store_epilogue(act)
+        width = 0 if self.small or rows < PACKED_MIN_ROWS or store is None else packed_width(
             ConvGeometry(1, rows, 1, self.wt.shape[0], 1, 1, (1, 1), (1, 1), (0, 0, 0, 0), rows, 1,
-                         self.wt.shape[1], 1), self.bounds)
-        self.packed = Panels(np.ascontiguousarray(self.wt), self.bias, self.bounds, width) if width else None
+                         self.wt.shape[1], 1), store[:2])
+        self.packed = Panels(np.ascontiguousarray(self.wt), self.bias, store[:2], width, store[2]) \
+            if width else None
 
     @property
     def algorithm_name(self) -> str:
