@@ -79,9 +79,16 @@ def apply_activation(x: np.ndarray, act: str, alpha: float = 0.0, max_limit: flo
         np.clip(x * alpha + max_limit, 0, 1, out=x)  # alpha=slope, max_limit=offset
     elif act == "HARDSWISH":
         np.multiply(x, np.clip(x / 6.0 + 0.5, 0, 1), out=x)
+    elif act == "SWISH":   # fused into a conv on CPU float models (fuse_activation)
+        np.copyto(x, swish(x, alpha))
     else:
         raise ValueError(f"unknown activation '{act}'")
     return x
+
+
+def swish(x: np.ndarray, alpha: float) -> np.ndarray:
+    """x * sigmoid(alpha x), written so a large |x| never overflows exp."""
+    return x * (0.5 * (1.0 + np.tanh(0.5 * alpha * x)))
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

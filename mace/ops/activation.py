@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from mace.ops._common import apply_activation, broadcast_shape
+from mace.ops._common import apply_activation, broadcast_shape, swish
 from mace.ops.eltwise import _np_erf
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
@@ -23,7 +23,7 @@ class Activation(OpSpec):
 
 
 def extra_activation(kind, x, alpha, beta):
-    """Activations that are never fused into a producer."""
+    """Activations apply_activation lacks (SWISH: both, as a conv may have it fused)."""
     if kind == "GELU":
         return 0.5 * x * (1.0 + _np_erf(x / np.sqrt(2.0)))
     if kind == "GELU_TANH":
@@ -36,8 +36,8 @@ def extra_activation(kind, x, alpha, beta):
         return beta * np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
     if kind == "MISH":
         return x * np.tanh(np.logaddexp(0, x))
-    if kind == "SWISH":  # x * sigmoid(alpha x), written so a large |x| never overflows exp
-        return x * (0.5 * (1.0 + np.tanh(0.5 * alpha * x)))
+    if kind == "SWISH":  # x * sigmoid(alpha x)
+        return swish(x, alpha)
     if kind == "CELU":
         return np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(np.minimum(x, 0) / alpha))
     if kind == "THRESHOLDEDRELU":

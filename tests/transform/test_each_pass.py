@@ -182,3 +182,23 @@ def test_fuse_hardswish_fuses_silu_on_the_cpu_only(options, fused):
     if fused:
         assert get_arg(graph.net.op[0], "activation") == "SWISH"
         np.testing.assert_allclose(_outputs(graph)["y"], X / (1 + np.exp(-X)), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("options, fused", [({}, True), ({"runtime": "gpu"}, False), ({"quantize": True}, False)])
+def test_fuse_activation_folds_swish_into_the_conv_on_the_cpu_only(options, fused):
+    """SiLU (SWISH after fuse_hardswish) becomes the conv's fused activation: the packed GEMM
+    applies it as it stores (issue 33 item 2); the GPU and int8 kernels have no SWISH."""
+    from mace.transform.passes.fuse_activation import fuse_activation
+
+    w = RNG.normal(size=(6, 8, 3, 3)).astype(np.float32)
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("Conv2D", ["x", "w"], ["c"], {"strides": [1, 1], "padding_values": [1, 1, 1, 1], "data_format": "NHWC"}),
+        ("Activation", ["c"], ["y"], {"activation": "SWISH", "activation_coefficient": 1.0})], {"w": w})
+    after = ["Conv2D"] if fused else ["Conv2D", "Activation"]
+    graph = _check(build, fuse_activation, ["Conv2D", "Activation"], after, options=options, changes=fused,
+                   rtol=1e-4)
+    if fused:
+        assert get_arg(graph.net.op[0], "activation") == "SWISH"
+        assert get_arg(graph.net.op[0], "activation_coefficient") == 1.0
+        fast = Engine(graph).run({"x": X})["y"]   # the packed GEMM's store step
+        np.testing.assert_allclose(fast, _outputs(graph)["y"], rtol=1e-4, atol=1e-5)

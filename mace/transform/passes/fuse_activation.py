@@ -4,27 +4,41 @@ Conv2D, DepthwiseConv2d, Deconv2D, FullyConnected, BatchNorm and float Eltwise
 accept RELU, RELUX, LEAKYRELU, CLIP, SIGMOID, TANH, HARDSIGMOID, HARDSWISH as
 `activation` args (MACE's FOLD_ACTIVATION, plus a few; PRELU stays separate
 since its slope is a tensor). The producer's output must have no other reader.
+
+SWISH (fuse_hardswish's SiLU) too on models that run on the CPU in float, into the ops whose
+fast kernels apply it as they store their output (Conv2D, DepthwiseConv2d, FullyConnected:
+the packed GEMM's and the depthwise loop's store step); the GPU and int8 kernels have no SWISH.
 """
 from __future__ import annotations
 
 from mace.ir.args import get_arg, has_arg, set_arg
 from mace.ir.qat_ranges import carry_range
+from mace.transform.passes.fuse_hardswish import cpu_float
 
 HOSTS = {"Conv2D", "DepthwiseConv2d", "Deconv2D", "FullyConnected", "BatchNorm", "Eltwise"}
 FUSABLE = {"RELU", "RELUX", "LEAKYRELU", "CLIP", "SIGMOID", "TANH", "HARDSIGMOID", "HARDSWISH"}
+# kinds only a CPU float model fuses, and the ops that take them
+CPU_FUSABLE = {"SWISH"}
+CPU_HOSTS = {"Conv2D", "DepthwiseConv2d", "FullyConnected"}
+
+
+def _fusable(kind, host_type, cpu: bool) -> bool:
+    if kind in FUSABLE:
+        return host_type in HOSTS
+    return cpu and kind in CPU_FUSABLE and host_type in CPU_HOSTS
 
 
 def fuse_activation(graph, options) -> bool:
     producers = graph.producers()
     consumers = graph.consumers()
     outputs = set(graph.output_names)
-    removed = set()
+    removed, cpu = set(), cpu_float(options)
     for op in graph.net.op:
         if op.type != "Activation" or len(op.input) != 1:
             continue
         kind = get_arg(op, "activation")
         src = producers.get(op.input[0])
-        if (kind not in FUSABLE or src is None or src.type not in HOSTS or src.name in removed
+        if (src is None or not _fusable(kind, src.type, cpu) or src.name in removed
                 or get_arg(src, "activation", "") or len(consumers[src.output[0]]) != 1
                 or src.output[0] in outputs or len(src.output) != 1):
             continue
