@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 from pathlib import Path
 
-from mace.config.deployment import DeploymentConfig, ModelConfig
+from mace.config.deployment import DeploymentConfig, ModelConfig, with_input_shapes
 from mace.config.files import make_inputs, models_of, write_outputs
 from mace.errors import ConfigError
 from mace.runtime.affinity import pin_threads, set_wait_policy, thread_limit
@@ -27,9 +27,16 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
               seed: int = 0, profile: bool = False, tuning: bool = False, gpu_perf_hint: int = 0,
               gpu_priority_hint: int = 0, cpu_affinity_policy: int = 0, auto_tuning: bool = True,
               restart_round: int = 1, output_format: str = "npy",
-              cpu_wait_policy: str | None = None) -> ModelRunResult:
+              cpu_wait_policy: str | None = None, input_shapes: dict | None = None) -> ModelRunResult:
+    """`input_shapes` ({input: dims}, `run --input_shape`): run and validate at these shapes
+    instead of the converted ones (the model's variable dimensions, docs/deployment_file.md)."""
     sg = model.graph
     notes = set_wait_policy(cpu_wait_policy)   # before the engine starts the compute pool
+    shapes = {n: d for n, d in (input_shapes or {}).items() if n in sg.input_tensors}
+    if shapes:   # random inputs at these shapes (or --input_dir's files), the reference at them too
+        sg = with_input_shapes(sg, shapes)
+        notes.append("input shape(s) " + ", ".join(f"{n}={','.join(map(str, d))}" for n, d in shapes.items())
+                     + " (--input_shape)")
     with thread_limit(num_threads):
         if cpu_affinity_policy and not pin_threads(cpu_affinity_policy, num_threads):
             notes.append(f"cpu_affinity_policy {cpu_affinity_policy}: this OS does not let us pin threads")
@@ -81,4 +88,10 @@ def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:
             Path(out).mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise ConfigError(f"--output_dir {out}: cannot create the folder ({e.strerror})") from None
-    return [run_model(config, m, **kwargs) for m in models_of(config, models)]
+    chosen = models_of(config, models)
+    named = set((kwargs.get("input_shapes") or {}))
+    missing = sorted(named - {t for m in chosen for t in m.graph.input_tensors})
+    if missing:
+        raise ConfigError(f"--input_shape {missing[0]}: no model run here has that input (their inputs: "
+                          f"{', '.join(sorted({t for m in chosen for t in m.graph.input_tensors}))})")
+    return [run_model(config, m, **kwargs) for m in chosen]

@@ -12,8 +12,8 @@ from mace.cli._cpu_flags import add_wait_policy
 from rich.markup import escape
 from rich.table import Table
 
-from mace.config import load_deployment
-from mace.config.files import library_dir
+from mace.config import load_deployment, schema
+from mace.config.files import library_dir, models_of
 from mace.errors import ConfigError, ValidationFailed
 from mace.report.run_csv import write_report_csv
 from mace.run import run_deployment
@@ -50,6 +50,11 @@ def add_arguments(p) -> None:
                         "2 little cores, 3 high performance, 4 power save")
     add_wait_policy(p)
     p.add_argument("--seed", type=int, default=0, help="seed of the random validation inputs")
+    p.add_argument("--input_shape", action="append", default=[], metavar="NAME=DIMS",
+                   help="run (and --validate against the framework) at this input shape instead of the "
+                        "converted one, e.g. data=4,3,224,224 (DIMS alone for a one-input model; repeat per "
+                        "input): random inputs unless --input_dir; only dimensions the deployment file "
+                        "declares variable (input_shapes: -1..8,...) may change")
     p.add_argument("--json", dest="json_path", default=None, metavar="PATH",
                    help="write metrics and timings as JSON")
     _devices.add_arguments(p)
@@ -127,6 +132,27 @@ def _report_csv(args, config, console, results) -> None:
     console.print(f"report CSV: {escape(str(path))}")
 
 
+def parse_input_shapes(flags: list, config, models=None) -> dict:
+    """{input: dims} of the --input_shape flags (NAME=DIMS, or DIMS for a one-input model)."""
+    shapes = {}
+    for text in flags:
+        name, sep, dims = text.rpartition("=")
+        if not sep:
+            inputs = sorted({t for m in models_of(config, models) for t in m.graph.input_tensors})
+            if len(inputs) != 1:
+                raise ConfigError(f"--input_shape {text}: name the input (NAME=DIMS); inputs: {', '.join(inputs)}")
+            name = inputs[0]
+        try:
+            shape = schema.parse_fixed_shapes(dims)[0]
+        except (ValueError, IndexError):
+            raise ConfigError(f"--input_shape {text}: expected NAME=comma-separated integers, "
+                              f"e.g. data=4,3,224,224") from None
+        if not shape or min(shape) < 1:
+            raise ConfigError(f"--input_shape {text}: every dimension must be at least 1")
+        shapes[name] = shape
+    return shapes
+
+
 def main(args) -> int:
     config = load_deployment(args.config)
     _overrides.apply(config, args)  # MACE's --target_abis, --model_graph_format, ...
@@ -136,6 +162,11 @@ def main(args) -> int:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
     if args.restart_round < 1:
         raise ConfigError(f"--restart_round {args.restart_round}: must be at least 1")
+    input_shapes = parse_input_shapes(args.input_shape, config, args.models)
+    boards = args.device_yml or set(",".join(args.devices or []).split(",")) - {"host", ""}
+    if input_shapes and boards:
+        raise ConfigError("--input_shape: runs on this machine only in this release (boards run the "
+                          "converted shapes); drop --device_yml / --devices")
     if args.quantize_stat:  # MACE's statistics run over --input_dir: no timing, no validation
         return _quant_flags.run_stat(args, config, console)
     results, device_errors = _devices.run(config, args, lambda output_dir: run_deployment(
@@ -143,7 +174,7 @@ def main(args) -> int:
         validate=args.validate, input_dir=args.input_dir,
         output_dir=output_dir, num_threads=args.num_threads, seed=args.seed,
         cpu_affinity_policy=args.cpu_affinity_policy, cpu_wait_policy=args.cpu_wait_policy,
-        restart_round=args.restart_round,
+        restart_round=args.restart_round, input_shapes=input_shapes,
         output_format=args.output_format,
         profile=args.vlog_level >= 2, **_gpu_flags.run_kwargs(args)), console,
         profile=args.vlog_level >= 2, **_gpu_flags.run_kwargs(args))   # the board's GPU engine too
