@@ -181,3 +181,10 @@ def test_a_shape_folded_into_a_constant_pins_the_dimension_naming_the_op(tmp_pat
     with pytest.raises(RuntimeInputError, match=r"input tensor 'x' dimension 1 stays 8 in the converted "
                                                 r"model: op 'Add_x_pos' \(Eltwise\) reads constant 'pos_s'"):
         engine.run({"x": np.zeros((1, 16, 32), np.float32)})
+
+
+def test_runtimes_that_keep_the_converted_shapes_say_so(classifier_build):
+    engine = create_engine(classifier_build[0].pb_path)
+    engine.device = "dsp"   # the DSP simulator's engine: its graphs keep the converted shapes
+    with pytest.raises(RuntimeInputError, match="the dsp runtime runs the shapes the model was converted at only"):
+        engine.resize({"x": (2, 3, 16, 16)})
