@@ -28,6 +28,7 @@ from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
 from mace.transform.passes.fuse_gelu import fuse_gelu
 from mace.transform.passes.fuse_hardswish import fuse_hardswish
+from mace.transform.passes.fuse_paddle_hardswish import fuse_paddle_hardswish
 from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
 from mace.transform.passes.lower_fake_quantize import lower_fake_quantize
 from mace.transform.passes.quantize import quantize_graph, wants_quantize
@@ -69,6 +70,7 @@ PASSES = [
     Pass("fold_batchnorm", fold_batchnorm),
     Pass("fuse_gelu", fuse_gelu),
     Pass("fuse_hardswish", fuse_hardswish),
+    Pass("fuse_paddle_hardswish", fuse_paddle_hardswish),
     Pass("fuse_layer_norm", fuse_layer_norm),
     Pass("fuse_activation", fuse_activation),
     Pass("fold_into_batchnorm", fold_into_batchnorm),

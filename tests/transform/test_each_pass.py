@@ -153,7 +153,7 @@ ELSEWHERE = {
     "quantize": "tests/quantize",
 }
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
-        "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd"}
+        "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish"}
 
 
 def test_every_pass_has_a_unit_test():
@@ -202,3 +202,43 @@ def test_fuse_activation_folds_swish_into_the_conv_on_the_cpu_only(options, fuse
         assert get_arg(graph.net.op[0], "activation_coefficient") == 1.0
         fast = Engine(graph).run({"x": X})["y"]   # the packed GEMM's store step
         np.testing.assert_allclose(fast, _outputs(graph)["y"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("form", ["clip", "fused_clip", "mul_sixth", "swapped"])
+def test_fuse_paddle_hardswish(form):
+    """Paddle2ONNX's x * clip(x + 3, 0, 6) / 6 (Add, Clip, Mul, Div) -> one HARDSWISH, in the
+    spellings exporters use: the clip its own op or fused into the Add, / 6 or * 1/6, either order."""
+    from mace.transform.passes.fuse_paddle_hardswish import fuse_paddle_hardswish
+
+    consts = {"three": np.float32([3.0]), "six": np.float32(6.0), "sixth": np.float32([1 / 6])}
+    x = (RNG.normal(size=X.shape) * 4).astype(np.float32)   # across the clip's both ends
+    relux = {"activation": "RELUX", "max_limit": 6.0}
+    plus = [("Eltwise", ["three", "x"] if form == "swapped" else ["x", "three"], ["s"], {"type": "SUM"})]
+    if form == "fused_clip":
+        plus = [("Eltwise", ["x", "three"], ["g"], {"type": "SUM", **relux})]
+    else:
+        plus.append(("Activation", ["s"], ["g"], relux if form != "swapped" else
+                     {"activation": "CLIP", "activation_coefficient": 0.0, "max_limit": 6.0}))
+    prod = ("Eltwise", ["g", "x"] if form == "swapped" else ["x", "g"], ["p"], {"type": "PROD"})
+    last = ("Eltwise", ["p", "sixth"], ["y"], {"type": "PROD"}) if form == "mul_sixth" else \
+        ("Eltwise", ["p", "six"], ["y"], {"type": "DIV"})
+    ops = plus + [prod, last]
+    build = lambda: graph_of({"x": X.shape}, ops, consts)  # noqa: E731
+    graph = _check(build, fuse_paddle_hardswish, [op[0] for op in ops], ["Activation"], x=x)
+    assert get_arg(graph.net.op[0], "activation") == "HARDSWISH"
+
+
+def test_fuse_paddle_hardswish_leaves_other_gates():
+    """x * clip(x + 3, 0, 5) / 6 is not a hardswish; nor is a gate read twice."""
+    from mace.transform.passes.fuse_paddle_hardswish import fuse_paddle_hardswish
+
+    consts = {"three": np.float32([3.0]), "six": np.float32(6.0)}
+    for limit, extra in ((5.0, False), (6.0, True)):
+        ops = [("Eltwise", ["x", "three"], ["g"], {"type": "SUM", "activation": "RELUX", "max_limit": limit}),
+               ("Eltwise", ["x", "g"], ["p"], {"type": "PROD"}), ("Eltwise", ["p", "six"], ["y"], {"type": "DIV"})]
+        outputs = ["y"]
+        if extra:
+            ops.append(("Activation", ["g"], ["z"], {"activation": "RELU"}))
+            outputs.append("z")
+        graph = graph_of({"x": X.shape}, ops, consts, outputs)
+        assert not fuse_paddle_hardswish(graph, {})
