@@ -49,10 +49,12 @@ def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dic
         value = inputs[s.name].transpose(perm) if perm else inputs[s.name]
         perm = user_to_framework(value.shape, fw_format, ref_format)
         fw_inputs[reference.names.get(s.name, s.name)] = value.transpose(perm) if perm else value
-    weights = {"weight_path": reference.weight_path} if reference.weight_path else {}  # Caffe's .caffemodel
+    extra = {"weight_path": reference.weight_path} if reference.weight_path else {}  # Caffe's .caffemodel
     names = [reference.names.get(t, t) for t in sg.output_tensors]
+    if reference.platform == "tflite":   # quantized outputs asked for as integers compare as integers
+        extra["integer_outputs"] = [n for s, n in zip(sg.outputs, names) if s.dtype != "float32"]
     ref = reference_runner(reference.platform)(reference.model_path, fw_inputs, names,
-                                               max(num_threads, 0), **weights)  # 0: the framework's default
+                                               max(num_threads, 0), **extra)  # 0: the framework's default
     metrics = []
     for s, name in zip(sg.outputs, names):
         value = ref[name]

@@ -56,10 +56,12 @@ def run_tensorflow(model_path: Path, inputs: dict, output_names: list, num_threa
     return dict(zip(output_names, values))
 
 
-def run_litert(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0) -> dict:
+def run_litert(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0,
+               integer_outputs=()) -> dict:
     """The .tflite file in LiteRT's interpreter (ai-edge-litert). Any tensor may be asked for
-    (all are kept); quantized ones come back as the reals they stand for, and a float input
-    fed to a quantized input tensor is quantized with that tensor's scale and zero point."""
+    (all are kept); quantized ones come back as the reals they stand for, those named in
+    `integer_outputs` as the integers LiteRT holds (output_data_types int8/uint8), and a float
+    input fed to a quantized input tensor is quantized with that tensor's scale and zero point."""
     import warnings
 
     import numpy as np
@@ -92,7 +94,7 @@ def run_litert(model_path: Path, inputs: dict, output_names: list, num_threads: 
         for name in output_names:
             t = _litert_tensor(model, name, model_path)
             value = interp.get_tensor(t.index)
-            result[name] = _real(t, value)
+            result[name] = value.copy() if name in integer_outputs else _real(t, value)
     except ModelError:
         raise
     except Exception as e:

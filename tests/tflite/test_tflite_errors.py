@@ -98,7 +98,8 @@ def test_cli_reports_unsupported_ops_without_traceback(cumsum_model, tmp_path):
     assert not (tmp_path / "builds" / "tfl" / "model" / "m.pb").exists()
 
 
-def test_integer_inputs_are_refused(tmp_path):
+def test_integer_inputs_of_another_type_are_refused(tmp_path):
+    """int8 inputs are taken as int8 (the integers) or float32 (the reals): uint8 names the choices."""
     import numpy as np
 
     conv = tf.lite.TFLiteConverter.from_concrete_functions([tf.function(lambda x: tf.nn.relu(x) * 2.0)
@@ -112,8 +113,10 @@ def test_integer_inputs_are_refused(tmp_path):
     path.write_bytes(conv.convert())
     model = read_model(path)
     name = model.tensors[model.inputs[0]].name
-    with pytest.raises(ModelError, match=rf"input tensor '{name}' is quantized INT8 .*float inputs"):
-        convert("tflite", ModelSpec(path, [TensorSpec(name, (1, 4, 4, 2), "NHWC", dtype="int8")],
+    with pytest.raises(ModelError, match=rf"input tensor '{name}' is quantized INT8 \(scale .*, zero point "
+                                         rf"-?\d+\); input_data_types may be int8 \(the integers\) or float32 "
+                                         rf"\(the real values\), not uint8"):
+        convert("tflite", ModelSpec(path, [TensorSpec(name, (1, 4, 4, 2), "NHWC", dtype="uint8")],
                                     [TensorSpec(model.tensors[model.outputs[0]].name, None, "NONE")]))
 
 

@@ -21,6 +21,8 @@ import numpy as np
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_input_info, add_named_outputs, map_node, new_graph, rename_tensor
 from mace.config.specs import ModelSpec, user_to_framework
+from mace.frontends.tflite.edges import (check_edge_type, input_to_reals, is_quantized_edge,
+                                         reals_to_output)
 from mace.frontends.tflite.model_file import TflModel, TflOp, read_model
 from mace.frontends.tflite.ops_signal import (COMPLEX_OPS, COMPLEX_PLUMBING, complex_refusals,
                                               complex_reshape, touches_complex)
@@ -182,8 +184,9 @@ def _check_inputs(spec: ModelSpec, model: TflModel) -> None:
             raise ModelError(f"{path}: input tensor '{t.name}': shape {list(t.shape)} ({t.data_format}) "
                              f"is {logical} in the model's NHWC layout, but the model declares "
                              f"{declared}{hint}")
-        _refuse_integer_edge(tensor, "input", path)
-        if tensor.dtype is not None and tensor.dtype != np.dtype(t.dtype):
+        if is_quantized_edge(tensor):   # int8/uint8 inputs: the integers, or the reals (edges.py)
+            check_edge_type(tensor, t.dtype, "input", path)
+        elif tensor.dtype is not None and tensor.dtype != np.dtype(t.dtype):
             raise ModelError(f"{path}: input tensor '{t.name}' is {tensor.dtype} in the model, the "
                              f"deployment file says {t.dtype} (set input_data_types)")
 
@@ -194,18 +197,8 @@ def _check_outputs(spec: ModelSpec, model: TflModel) -> None:
         if tensor is None or tensor.data is not None:
             raise ModelError(f"{model.path}: output tensor '{t.name}' is not computed by the model; "
                              f"its outputs are {_model_io(model, model.outputs)}")
-        _refuse_integer_edge(tensor, "output", model.path)
-
-
-def _refuse_integer_edge(tensor, what: str, path) -> None:
-    """The converted graph is float inside (integer tensors become the reals they stand for), so
-    a quantized tensor cannot be one of its inputs or outputs."""
-    if tensor.real_range() is not None:
-        raise ModelError(f"{path}: {what} tensor '{tensor.name}' is quantized {tensor.type_name} "
-                         f"(scale {float(tensor.scale.reshape(-1)[0]):.6g}); pymace takes and gives the "
-                         f"float values: export with float {what}s (the TFLite converter's default "
-                         f"inference_{what}_type=tf.float32), or name the float tensor beside the "
-                         f"QUANTIZE/DEQUANTIZE at the edge")
+        if is_quantized_edge(tensor):
+            check_edge_type(tensor, t.dtype, "output", model.path)
 
 
 def _add_consts(ctx: TflContext) -> None:
@@ -227,6 +220,23 @@ def _add_inputs(ctx: TflContext, spec: ModelSpec) -> None:
                                   dims=list(perm))
             infer_op(ctx.graph, op)
             ctx.rename[t.name] = inner
+        tensor = ctx.model.tensor(t.name)
+        if is_quantized_edge(tensor):
+            ctx.rename[t.name] = input_to_reals(ctx.graph, ctx.name(t.name), tensor, t.dtype)
+
+
+def _integer_outputs(ctx: TflContext, spec: ModelSpec) -> None:
+    """Quantized outputs asked for as integers (output_data_types int8/uint8): the reals mapped
+    back to the tensor's integers; the real tensor gives up the output's name."""
+    for t in spec.outputs:
+        tensor = ctx.model.tensor(t.name)
+        if not is_quantized_edge(tensor) or t.dtype == "float32":
+            continue
+        source = ctx.name(t.name)
+        if source == t.name:
+            source = ctx.graph.unique_name(f"{t.name}_real")
+            _rename_everywhere(ctx.graph, t.name, source)
+        ctx.rename[t.name] = reals_to_output(ctx.graph, source, tensor)
 
 
 def _rename_everywhere(graph: Graph, old: str, new: str) -> None:
@@ -271,6 +281,7 @@ def convert(spec: ModelSpec) -> Graph:
                  lambda: f"op '{model.op_name(op)}' ({op.type})")
     infer_shapes(graph)
     _record_quant_ranges(ctx, order)
+    _integer_outputs(ctx, spec)
     add_named_outputs(graph, spec.outputs, ctx.name, FRAMEWORK_FORMAT,
                       lambda old, new: _rename_everywhere(graph, old, new))
     infer_shapes(graph)
