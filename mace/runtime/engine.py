@@ -236,9 +236,9 @@ class Engine:
         if key == now:
             return
         check_shapes(base, wanted)
-        if self.gpu or self.device == "dsp":
+        if self.device == "dsp":
             raise RuntimeInputError(f"the {self.device} runtime runs the shapes the model was converted "
-                                    f"at only; resizing runs on runtime cpu")
+                                    f"at only; resizing runs on runtime cpu or gpu")
         states[now] = self._shape_state()
         stats = self.resize_stats
         if key not in states:
