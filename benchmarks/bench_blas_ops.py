@@ -155,6 +155,14 @@ def synthetic() -> list:
     nodes.append(helper.make_node("MatMul", [prev, "z"], ["y"]))
     cases.append(("convs+reference_matmul", graph_model(nodes, {"x": x, "z": z}, {"y": np.float32}, consts),
                   {"x": x, "z": z}))
+    # a 2x upsampler: conv, ConvTranspose 4x4 stride 2, relu (the segmentation / SR decoder idiom)
+    x = r(1, 32, 56, 56, scale=1)
+    consts = {"w": r(32, 32, 3, 3), "b": r(32), "wt": r(32, 16, 4, 4), "bt": r(16)}
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"]),
+             helper.make_node("ConvTranspose", ["r", "wt", "bt"], ["t"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["t"], ["y"])]
+    cases.append(("conv+deconv_upsampler", graph_model(nodes, {"x": x}, {"y": np.float32}, consts), {"x": x}))
     return cases
 
 

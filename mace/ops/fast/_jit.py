@@ -16,6 +16,7 @@ note (logging, shown by the CLI) says so before the first one compiles.
 from __future__ import annotations
 
 import functools
+import importlib
 import logging
 import os
 
@@ -71,3 +72,18 @@ def note_if_cold(module, what: str) -> None:
     where = cold_cache(module)
     if where:
         log.warning(COLD_NOTE.format(what=what, where=where))
+
+
+@functools.lru_cache(maxsize=None)
+def op_loops(name: str):
+    """An op's own module of compiled loops, mace/ops/fast/<name>.py (_deconv_loops, _rnn_loops:
+    a file each, so numba's per-file cache recompiles only that op's loops after an edit), or
+    None when they cannot be had (as `loops`)."""
+    if loops() is None:
+        return None
+    try:
+        module = importlib.import_module(f"mace.ops.fast.{name}")
+    except Exception:   # numba cannot build or cache them here: the references run
+        return None
+    note_if_cold(module, f"fast CPU kernels ({name.strip('_')})")
+    return module
