@@ -24,6 +24,7 @@ from mace.transform.passes.fold_channel_shuffle import fold_channel_shuffle
 from mace.transform.passes.fold_constants import fold_constants
 from mace.transform.passes.fold_flatten_transpose import fold_flatten_transpose
 from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
+from mace.transform.passes.fold_reshape_pairs import fold_reshape_pairs
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
 from mace.transform.passes.fuse_gelu import fuse_gelu
@@ -72,6 +73,7 @@ PASSES = [
     Pass("fuse_hardswish", fuse_hardswish),
     Pass("fuse_paddle_hardswish", fuse_paddle_hardswish),
     Pass("fuse_layer_norm", fuse_layer_norm),
+    Pass("fold_reshape_pairs", fold_reshape_pairs),
     Pass("fuse_activation", fuse_activation),
     Pass("fold_into_batchnorm", fold_into_batchnorm),
     Pass("to_nhwc", to_nhwc, repeat=False),

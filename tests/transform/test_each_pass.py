@@ -153,7 +153,7 @@ ELSEWHERE = {
     "quantize": "tests/quantize",
 }
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
-        "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish"}
+        "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs"}
 
 
 def test_every_pass_has_a_unit_test():
@@ -242,3 +242,34 @@ def test_fuse_paddle_hardswish_leaves_other_gates():
             outputs.append("z")
         graph = graph_of({"x": X.shape}, ops, consts, outputs)
         assert not fuse_paddle_hardswish(graph, {})
+
+
+def test_fold_reshape_pairs():
+    """A 1-D conv's Reshape out, its ReLU, the next conv's Reshape in: the ReLU moves before the
+    Reshape, the Reshape pair cancels (issue 33 item 6); one that changes the shape stays, merged."""
+    from mace.transform.passes.fold_reshape_pairs import fold_reshape_pairs
+
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("Reshape", ["x"], ["r1"], {"dims": [1, 16, 8]}),
+        ("Activation", ["r1"], ["a"], {"activation": "RELU"}),
+        ("Reshape", ["a"], ["r2"], {"dims": [1, 4, 4, 8]}),
+        ("Activation", ["r2"], ["b"], {"activation": "TANH"}),
+        ("Reshape", ["b"], ["r3"], {"dims": [1, 2, 64]}),
+        ("Eltwise", ["r3"], ["c"], {"type": "ABS"}),
+        ("Reshape", ["c"], ["y"], {"dims": [2, 64]})])
+    graph = _check(build, fold_reshape_pairs, ["Reshape", "Activation", "Reshape", "Activation", "Reshape",
+                                               "Eltwise", "Reshape"], ["Activation", "Activation", "Eltwise", "Reshape"])
+    assert graph.shape("y") == (2, 64) and get_arg(graph.net.op[-1], "dims") == [2, 64]
+
+
+def test_fold_reshape_pairs_keeps_shared_and_returned_tensors():
+    from mace.transform.passes.fold_reshape_pairs import fold_reshape_pairs
+
+    graph = graph_of({"x": X.shape}, [
+        ("Reshape", ["x"], ["r1"], {"dims": [1, 16, 8]}),
+        ("Activation", ["r1"], ["a"], {"activation": "RELU"}),
+        ("Activation", ["r1"], ["b"], {"activation": "TANH"})], outputs=["a", "b"])
+    assert not fold_reshape_pairs(graph, {})
+    graph = graph_of({"x": X.shape}, [("Reshape", ["x"], ["r1"], {"dims": [1, 16, 8]}),
+                                      ("Activation", ["r1"], ["a"], {"activation": "RELU"})], outputs=["r1", "a"])
+    assert not fold_reshape_pairs(graph, {})
