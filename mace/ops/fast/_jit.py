@@ -8,21 +8,16 @@ kernel that asks (not with mace), and without it (no wheel for the platform, or
 MACE_NO_JIT=1 in the environment) `loops()` is None and each kernel keeps its
 numpy path, which stays the tested fallback.
 
-Compiling happens once per machine and source, on the first run, and takes long enough to look
-like a hang (the digits example ~4 s; three ONNX ResNet-50 / ShuffleNet / Inception-v2 models ~2
-minutes on 2 cores, then ~4 s warm): when numba's cache holds nothing for the loops, a one-line
-note (logging, shown by the CLI) says so before the first one compiles.
+Compiling happens once per machine and signature, 1-4 s a loop, and a new model meets loops
+and signatures no earlier one used: its first run would look like a hang. The compile listener
+(mace/ops/fast/kernel_cache.py, registered here with the loops) makes every compile visible
+(a note, or the CLI's progress line), and `converter.py warmup` compiles them all ahead.
 """
 from __future__ import annotations
 
 import functools
 import importlib
-import logging
 import os
-
-log = logging.getLogger("mace.jit")
-COLD_NOTE = ("note: compiling the {what} with numba for this machine (the first run only; a minute or "
-             "two for a large model, then they load from numba's cache in {where})")
 
 
 @functools.lru_cache(maxsize=None)
@@ -36,7 +31,7 @@ def loops():
         return None
     except Exception:     # e.g. numba cannot place its cache (code run from a zipapp)
         return None
-    note_if_cold(_loops, "fast CPU kernels")
+    _watched()
     return _loops
 
 
@@ -50,28 +45,8 @@ def act_loops():
         from mace.ops.fast import _act_loops
     except Exception:   # numba cannot build or cache them here: the references run
         return None
-    note_if_cold(_act_loops, "fast CPU activations")
+    _watched()
     return _act_loops
-
-
-def cold_cache(module) -> str | None:
-    """numba's cache folder for `module`'s loops when it holds none of them for the module's
-    current source (so each compiles on first use), else None. numba keeps one index file per
-    loop, stamped with the source file's time and size; an index it cannot use reads as empty."""
-    try:
-        files = [d._cache._cache_file for d in vars(module).values()
-                 if hasattr(getattr(d, "_cache", None), "_cache_file")]
-        if files and not any(f._load_index() for f in files):
-            return str(files[0]._cache_path)
-    except Exception:   # numba's cache internals differ: better no note than a failed run
-        return None
-    return None
-
-
-def note_if_cold(module, what: str) -> None:
-    where = cold_cache(module)
-    if where:
-        log.warning(COLD_NOTE.format(what=what, where=where))
 
 
 @functools.lru_cache(maxsize=None)
@@ -85,5 +60,11 @@ def op_loops(name: str):
         module = importlib.import_module(f"mace.ops.fast.{name}")
     except Exception:   # numba cannot build or cache them here: the references run
         return None
-    note_if_cold(module, f"fast CPU kernels ({name.strip('_')})")
+    _watched()
     return module
+
+
+def _watched() -> None:
+    """Compiles from here on reach the compile listener (notes, the CLI's progress line)."""
+    from mace.ops.fast._compile_events import listener
+    listener()

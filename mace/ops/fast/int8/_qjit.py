@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 
-from mace.ops.fast._jit import loops, note_if_cold
+from mace.ops.fast._jit import loops
 
 
 @functools.lru_cache(maxsize=None)
@@ -16,5 +16,4 @@ def qloops():
         from mace.ops.fast.int8 import _qloops
     except Exception:   # e.g. an llvmlite without the API the tile is written in
         return None
-    note_if_cold(_qloops, "int8 CPU kernels")
     return _qloops
