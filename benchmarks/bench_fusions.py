@@ -39,7 +39,7 @@ from mace.runtime.engine import Engine  # noqa: E402
 from mace.transform.passes import fuse_activation  # noqa: E402
 
 # the passes issue 33 added (skipped for "before"; a name the pass list lacks is ignored)
-UNDO = ["fuse_paddle_hardswish", "fold_reshape_pairs"]
+UNDO = ["fuse_paddle_hardswish", "fold_reshape_pairs", "fold_affine_into_conv"]
 
 
 def _clip_only(act, slope=None):
@@ -84,7 +84,7 @@ def graphs(yml: Path, undo: list) -> tuple:
     return before, after
 
 
-def measure(name: str, rounds: int, runs: int, cache: Path, undo: list):
+def measure(name: str, rounds: int, runs: int, cache: Path, undo: list, store_before: bool = False):
     import onnxruntime as ort
     import zoo
 
@@ -103,8 +103,11 @@ def measure(name: str, rounds: int, runs: int, cache: Path, undo: list):
         options.intra_op_num_threads = options.inter_op_num_threads = 1
         sess = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     with threadpool_limits(1):
-        with before_store_step():
+        if store_before:   # only the passes in --undo differ
             before = Engine(g_before)
+        else:
+            with before_store_step():
+                before = Engine(g_before)
         after = Engine(g_after)
         runners = {"before": lambda: before.run(inputs), "after": lambda: after.run(inputs),
                    "ort": lambda: sess.run(None, inputs)}
@@ -131,10 +134,13 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--undo", default=",".join(UNDO), help="passes skipped for 'before'")
+    ap.add_argument("--store-before", action="store_true",
+                    help="'before' keeps the store step's activations (isolates the --undo passes)")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")
     args = ap.parse_args(argv)
     for name in args.models.split(","):
-        measure(name, args.rounds, args.runs, args.cache, [u for u in args.undo.split(",") if u])
+        measure(name, args.rounds, args.runs, args.cache, [u for u in args.undo.split(",") if u],
+                args.store_before)
     return 0
 
 

@@ -19,6 +19,7 @@ from mace.ir.model_io import net_to_text
 from mace.transform.decided import Decided
 from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
 from mace.transform.passes.flatten_atrous_conv import flatten_atrous_conv
+from mace.transform.passes.fold_affine_into_conv import fold_affine_into_conv
 from mace.transform.passes.fold_batchnorm import fold_batchnorm
 from mace.transform.passes.fold_channel_shuffle import fold_channel_shuffle
 from mace.transform.passes.fold_constants import fold_constants
@@ -76,6 +77,7 @@ PASSES = [
     Pass("fold_reshape_pairs", fold_reshape_pairs),
     Pass("fuse_activation", fuse_activation),
     Pass("fold_into_batchnorm", fold_into_batchnorm),
+    Pass("fold_affine_into_conv", fold_affine_into_conv),
     Pass("to_nhwc", to_nhwc, repeat=False),
     Pass("fold_transposes", fold_transposes),
     Pass("fold_constants_after_layout", fold_constants),

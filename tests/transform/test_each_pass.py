@@ -153,7 +153,8 @@ ELSEWHERE = {
     "quantize": "tests/quantize",
 }
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
-        "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs"}
+        "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs",
+        "fold_affine_into_conv"}
 
 
 def test_every_pass_has_a_unit_test():
@@ -273,3 +274,19 @@ def test_fold_reshape_pairs_keeps_shared_and_returned_tensors():
     graph = graph_of({"x": X.shape}, [("Reshape", ["x"], ["r1"], {"dims": [1, 16, 8]}),
                                       ("Activation", ["r1"], ["a"], {"activation": "RELU"})], outputs=["r1", "a"])
     assert not fold_reshape_pairs(graph, {})
+
+
+@pytest.mark.parametrize("k,pads,folds", [(1, [0, 0, 0, 0], True), (3, [0, 0, 0, 0], True), (3, [1, 1, 1, 1], False)])
+def test_fold_affine_into_conv(k, pads, folds):
+    """x * s + t (PP-OCR's affine after its hardswish) folds into the unpadded conv reading it;
+    a padded conv keeps it (its border would read t where the zero padding is)."""
+    from mace.transform.passes.fold_affine_into_conv import fold_affine_into_conv
+
+    consts = {"s": RNG.uniform(0.5, 2, 8).astype(np.float32), "t": np.float32([0.3]),
+              "w": RNG.normal(size=(6, 8, k, k)).astype(np.float32), "b": RNG.normal(size=6).astype(np.float32)}
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("Eltwise", ["s", "x"], ["m"], {"type": "PROD"}),
+        ("Eltwise", ["m", "t"], ["a"], {"type": "SUM"}),
+        ("Conv2D", ["a", "w", "b"], ["y"], {"strides": [1, 1], "pads": pads, "data_format": "NHWC"})], consts)
+    after = ["Conv2D"] if folds else ["Eltwise", "Eltwise", "Conv2D"]
+    _check(build, fold_affine_into_conv, ["Eltwise", "Eltwise", "Conv2D"], after, rtol=1e-4, changes=folds)
