@@ -96,17 +96,17 @@ def conv_model(path: Path, input_name: str = "input:0", output_name: str = "scop
 
 
 def unsupported_model(path: Path) -> str:
-    """Relu then NonMaxSuppression (no frontend maps it): inputs boxes [1,4,4], scores [1,1,4]."""
+    """Relu then Unique (no frontend maps it): inputs boxes [1,4,4], scores [1,1,4]."""
     import onnx
     from onnx import TensorProto, helper
 
     nodes = [helper.make_node("Relu", ["scores"], ["s"], name="relu1"),
-             helper.make_node("NonMaxSuppression", ["boxes", "s"], ["selected"], name="nms_node")]
+             helper.make_node("Unique", ["s"], ["selected"], name="unique_node")]
     graph = helper.make_graph(
         nodes, "g",
         [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, 4, 4]),
          helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, 1, 4])],
-        [helper.make_tensor_value_info("selected", TensorProto.INT64, [None, 3])])
+        [helper.make_tensor_value_info("selected", TensorProto.FLOAT, [None])])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     model.ir_version = 8
     onnx.checker.check_model(model)

@@ -62,6 +62,13 @@ class OpSpec:
         raise NotImplementedError
 
     @staticmethod
+    def ragged(op) -> dict:
+        """Outputs whose length along one axis depends on the data (NonZero, NonMaxSuppression):
+        {output index: (axis, index of the int64 output holding that length)}. `infer` gives
+        the static upper bound; the kernel fills the rest with zeros (mace/ops/_ragged.py)."""
+        return {}
+
+    @staticmethod
     def remap_axes(op, perm: tuple, ranks: list):
         """AXIS ops: rewrite axis args for inputs stored as logical.transpose(perm).
 

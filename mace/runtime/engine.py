@@ -30,6 +30,7 @@ from mace.errors import MaceError, ModelError, RuntimeInputError
 from mace.ir.args import get_arg
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
+from mace.ir.ragged import ragged_outputs
 from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, bind_step, in_place_concats
 from mace.ops.registry import Kernel, KernelContext, select_kernel
 from mace.proto import pb
@@ -316,7 +317,21 @@ class Engine:
         finally:
             if session is not None:
                 session.__exit__()
-        return {n: np.array(self._tensor(n)) for n in self._output_names}
+        outputs = {n: np.array(self._tensor(n)) for n in self._output_names}
+        return self._cut_ragged(outputs) if self._ragged else outputs
+
+    @functools.cached_property
+    def _ragged(self) -> dict:
+        """{output: (length tensor, axis)} of the outputs whose length depends on the data."""
+        return ragged_outputs(self.graph.net)
+
+    def _cut_ragged(self, outputs: dict) -> dict:
+        """Outputs whose length depends on the data, cut to the length the run wrote
+        (mace/ir/ragged.py); the buffers keep the planned upper bound."""
+        for name, (length, axis) in self._ragged.items():
+            n = int(self._tensor(length).reshape(-1)[0])
+            outputs[name] = outputs[name][(slice(None),) * axis + (slice(0, n),)].copy()
+        return outputs
 
     def _run_steps(self) -> None:
         step = -1

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mace.ir.ragged import ragged_outputs
+
 
 @dataclass
 class TensorLife:
@@ -88,6 +90,7 @@ def tensor_lives(graph) -> list:
         for t in op.input:
             if t in last_use:
                 last_use[t] = i
-    for name in list(graph.input_names) + list(graph.output_names):
-        last_use[name] = last  # the caller's tensors outlive the run
+    lengths = [length for length, _ in ragged_outputs(graph.net).values()]
+    for name in list(graph.input_names) + list(graph.output_names) + lengths:
+        last_use[name] = last  # the caller's tensors (and the lengths they are cut to) outlive the run
     return [TensorLife(n, graph.nbytes(n), first_use[n], last_use[n]) for n in first_use]

@@ -33,6 +33,7 @@ from mace.transform.passes.fuse_hardswish import fuse_hardswish
 from mace.transform.passes.fuse_paddle_hardswish import fuse_paddle_hardswish
 from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
 from mace.transform.passes.lower_fake_quantize import lower_fake_quantize
+from mace.transform.passes.mark_ragged import mark_ragged
 from mace.transform.passes.quantize import quantize_graph, wants_quantize
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.to_nhwc import to_nhwc
@@ -90,6 +91,8 @@ PASSES = [
     # placement first: with dsp groups, quantize rewrites only the ops placed there
     Pass("place_ops", place_ops, repeat=False, when=wants_placement),
     Pass("quantize", quantize_graph, repeat=False, when=wants_quantize),
+    # last: records which model outputs the engine cuts to a data-dependent length
+    Pass("mark_ragged", mark_ragged, repeat=False),
 ]
 
 MAX_REPEATS = 50
@@ -107,7 +110,7 @@ def _enabled(p: Pass, options: dict) -> bool:
     return not only or p.name in only or p.name in REQUIRED
 
 
-REQUIRED = {"quantize", "sort_topologically", "infer_shapes", "to_nhwc", "fold_transposes",
+REQUIRED = {"quantize", "mark_ragged", "sort_topologically", "infer_shapes", "to_nhwc", "fold_transposes",
             "sort_topologically_final", "infer_shapes_final", "place_ops"}
 
 

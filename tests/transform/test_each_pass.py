@@ -151,6 +151,7 @@ ELSEWHERE = {
     "fold_flatten_transpose": "tests/onnx (flattening classifiers)",
     "place_ops": "tests/transform/test_placement.py",
     "quantize": "tests/quantize",
+    "mark_ragged": "tests/onnx/test_data_dependent_outputs.py",
 }
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
         "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs",

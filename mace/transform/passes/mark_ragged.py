@@ -1,0 +1,94 @@
+"""Follow the outputs whose length depends on the data (`OpSpec.ragged`: NonZero,
+NonMaxSuppression, TopK of a computed k) to the model outputs, and record those with their
+length tensors (mace/ir/ragged.py) for the engine to cut them after each run.
+
+Such a tensor is planned at its upper bound, its rows past the length zero. An op may read it
+when every row of its output depends on one row of it: element-wise ops, Cast, Gather (by
+those indices, or of rows along another axis), Transpose, and a Reshape that keeps that axis
+whole. Any other reader (a reduction, Softmax or Concat along the axis, a MatMul ...) would mix
+the padding in: the convert stops naming it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.errors import ModelError
+from mace.ir.args import get_arg
+from mace.ir.ragged import record_ragged_outputs
+from mace.ops.registry import spec
+
+ELEMENT_WISE = {"Identity", "Cast", "Activation", "Eltwise"}
+
+
+def mark_ragged(graph, options) -> bool:
+    ragged = {}   # tensor -> (axis, length tensor, the op that made it)
+    for op in graph.net.op:
+        read = [t for t in op.input if t in ragged]
+        if read:
+            ragged.update(_follow(graph, op, read, ragged))
+        for i, (axis, length) in spec(op.type).ragged(op).items():
+            rank = len(graph.shape(op.output[i]))
+            ragged[op.output[i]] = (axis % rank, op.output[length], op.name)
+    record_ragged_outputs(graph.net, {n: (ragged[n][1], ragged[n][0])
+                                      for n in graph.output_names if n in ragged})
+    return False
+
+
+def _follow(graph, op, read, ragged) -> dict:
+    """{output: ragged entry} of `op`, which reads the ragged tensors `read`, or a ModelError."""
+    first = ragged[read[0]]
+    if len({ragged[t][1] for t in read}) > 1:
+        raise _refuse(op, read[0], first, "with another data-dependent length")
+    axis = _output_axis(graph, op, read, ragged)
+    if axis is None:
+        raise _refuse(op, read[0], first, "")
+    return {t: (axis, first[1], first[2]) for t in op.output}
+
+
+def _output_axis(graph, op, read, ragged):
+    """The axis of op's outputs that carries the length, or None where the op mixes rows."""
+    out_shape = graph.shape(op.output[0])
+    if op.type in ELEMENT_WISE:
+        axes = set()
+        for t in op.input:
+            shape = graph.shape(t)
+            moved = len(out_shape) - len(shape)
+            if t in ragged:
+                axes.add(ragged[t][0] + moved)
+        if len(axes) != 1:
+            return None
+        axis = axes.pop()
+        for t in op.input:   # the other operands broadcast along that axis, else they mix rows
+            shape = graph.shape(t)
+            where = axis - (len(out_shape) - len(shape))
+            if t not in ragged and 0 <= where < len(shape) and shape[where] != 1:
+                return None
+        return axis
+    if op.type == "Gather":
+        data, idx = op.input[0], op.input[1]
+        gather = get_arg(op, "axis", 0) % len(graph.shape(data))
+        if data in ragged and idx in ragged:
+            return None
+        if idx in ragged:
+            return gather + ragged[idx][0]
+        axis = ragged[data][0]
+        if axis == gather:
+            return None
+        return axis if axis < gather else axis + len(graph.shape(idx)) - 1
+    if op.type == "Transpose":
+        return list(get_arg(op, "dims")).index(ragged[read[0]][0])
+    if op.type == "Reshape":
+        shape, axis = graph.shape(op.input[0]), ragged[read[0]][0]
+        before = int(np.prod(shape[:axis], dtype=np.int64))
+        for j, d in enumerate(out_shape):   # the axis kept whole, only the dims around it regrouped
+            if d == shape[axis] and int(np.prod(out_shape[:j], dtype=np.int64)) == before:
+                return j
+    return None
+
+
+def _refuse(op, tensor, entry, detail) -> ModelError:
+    axis, _, source = entry
+    return ModelError(f"op '{op.name}' ({op.type}) reads '{tensor}', whose length along axis {axis} depends "
+                      f"on the data (made by op '{source}'){' ' + detail if detail else ''}: such a tensor "
+                      f"goes only through element-wise ops, Cast, Gather, Transpose and Reshapes that keep "
+                      f"that axis, or out of the model")

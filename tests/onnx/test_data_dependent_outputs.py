@@ -1,0 +1,138 @@
+"""Outputs whose length depends on the data (NonMaxSuppression, NonZero, TopK of a computed k):
+planned at a static upper bound, cut to the length each run found, against onnxruntime; what
+reads such a tensor across its rows is refused naming the op."""
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import onnx
+import pytest
+import yaml
+from onnx import TensorProto, helper, numpy_helper
+
+from mace.config import load_deployment
+from mace.convert import convert_deployment
+from mace.errors import ModelError
+from mace.onnx_backend import prepare
+from mace.runtime.engine import create_engine
+
+ort = pytest.importorskip("onnxruntime")
+
+
+def _const(name, value, dtype):
+    return numpy_helper.from_array(np.array(value, dtype), name)
+
+
+def nms_model(boxes=20, classes=2, center=0, score_threshold=0.3, limit=15, head=True, batch=1):
+    """NMS, and the kept boxes gathered by its box column (a detection head's usual tail)."""
+    inits = [_const("limit", [limit], np.int64), _const("iou", [0.4], np.float32),
+             _const("two", 2, np.int64), _const("zero", 0, np.int64)]
+    score = ""
+    if score_threshold is not None:
+        inits.append(_const("score", [score_threshold], np.float32))
+        score = "score"
+    nodes = [helper.make_node("NonMaxSuppression", ["boxes", "scores", "limit", "iou", score], ["selected"],
+                              center_point_box=center)]
+    outputs = [helper.make_tensor_value_info("selected", TensorProto.INT64, ["n", 3])]
+    if head:
+        nodes += [helper.make_node("Gather", ["selected", "two"], ["box_index"], axis=1),
+                  helper.make_node("Gather", ["boxes", "zero"], ["boxes0"], axis=0),
+                  helper.make_node("Gather", ["boxes0", "box_index"], ["picked"], axis=0)]
+        outputs.append(helper.make_tensor_value_info("picked", TensorProto.FLOAT, ["n", 4]))
+    graph = helper.make_graph(nodes, "nms", [
+        helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [batch, "N", 4]),
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, [batch, classes, "N"])], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def detections(rng, batch, boxes, classes):
+    """Boxes in clusters (so suppression has work to do) and scores."""
+    centres = rng.uniform(0.2, 0.8, (batch, boxes, 2))
+    centres[:, boxes // 2:] = centres[:, :boxes - boxes // 2] + rng.normal(0, 0.02, centres[:, boxes // 2:].shape)
+    sizes = rng.uniform(0.1, 0.3, (batch, boxes, 2))
+    corner = np.concatenate([centres - sizes / 2, centres + sizes / 2], axis=-1)[..., [1, 0, 3, 2]]
+    return corner.astype(np.float32), rng.uniform(0, 1, (batch, classes, boxes)).astype(np.float32)
+
+
+def run_both(model, feeds: dict, engine=None):
+    engine = engine or prepare(model, feeds)
+    ours = engine.run(feeds)
+    names = [o.name for o in model.graph.output]
+    ref = dict(zip(names, ort.InferenceSession(model.SerializeToString()).run(None, feeds)))
+    for name in names:
+        assert ours[name].shape == ref[name].shape, name
+        np.testing.assert_array_equal(ours[name], ref[name])
+    return engine, ours
+
+
+@pytest.mark.parametrize("center, score_threshold, batch, classes", [
+    (0, 0.3, 1, 2), (0, None, 1, 1), (1, 0.5, 1, 3), (0, 0.2, 2, 2)])
+def test_nms_keeps_what_onnxruntime_keeps(center, score_threshold, batch, classes):
+    rng = np.random.default_rng(classes + batch)
+    model = nms_model(center=center, score_threshold=score_threshold, classes=classes, batch=batch,
+                      head=batch == 1)
+    boxes, scores = detections(rng, batch, 20, classes)
+    if center:   # [x_center, y_center, width, height]
+        y1, x1, y2, x2 = np.moveaxis(boxes, -1, 0)
+        boxes = np.stack([(x1 + x2) / 2, (y1 + y2) / 2, x2 - x1, y2 - y1], axis=-1).astype(np.float32)
+    engine, ours = run_both(model, {"boxes": boxes, "scores": scores})
+    bound = batch * classes * 15
+    assert engine.output_specs()["selected"][0] == (bound, 3)     # planned at the upper bound
+    assert 0 < len(ours["selected"]) < bound
+    lengths = {len(ours["selected"])}
+    for seed in range(3):   # the same engine, other data: other lengths
+        boxes, scores = detections(np.random.default_rng(seed), batch, 20, classes)
+        _, out = run_both(model, {"boxes": boxes, "scores": scores}, engine)
+        lengths.add(len(out["selected"]))
+    assert len(lengths) > 1
+
+
+def test_nonzero_and_topk_of_a_computed_k():
+    inits = [_const("zero_f", [0.0], np.float32), _const("one", [1], np.int64), _const("flat", [-1], np.int64)]
+    nodes = [helper.make_node("Greater", ["x", "zero_f"], ["positive"]),
+             helper.make_node("NonZero", ["positive"], ["where"]),
+             helper.make_node("Cast", ["positive"], ["positive_i"], to=TensorProto.INT64),
+             helper.make_node("ReduceSum", ["positive_i"], ["count"], keepdims=0),
+             helper.make_node("Reshape", ["count", "one"], ["k"]),
+             helper.make_node("Reshape", ["x", "flat"], ["x_flat"]),
+             helper.make_node("TopK", ["x_flat", "k"], ["values", "indices"], axis=-1),
+             helper.make_node("Neg", ["values"], ["negated"])]
+    graph = helper.make_graph(nodes, "nz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])], [
+        helper.make_tensor_value_info("where", TensorProto.INT64, [2, "n"]),
+        helper.make_tensor_value_info("negated", TensorProto.FLOAT, ["k"]),
+        helper.make_tensor_value_info("indices", TensorProto.INT64, ["k"])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    engine, ours = run_both(model, {"x": x})
+    assert engine.output_specs()["where"][0] == (2, 12) and ours["where"].shape == (2, int((x > 0).sum()))
+    _, empty = run_both(model, {"x": -np.ones((3, 4), np.float32)}, engine)
+    assert empty["where"].shape == (2, 0) and empty["indices"].shape == (0,)
+
+
+def test_a_reader_across_the_rows_is_refused_naming_it():
+    model = nms_model(head=False)
+    model.graph.node.append(helper.make_node("ReduceMax", ["selected"], ["most"], keepdims=0, name="summary"))
+    del model.graph.output[:]
+    model.graph.output.append(helper.make_tensor_value_info("most", TensorProto.INT64, []))
+    boxes, scores = detections(np.random.default_rng(0), 1, 20, 2)
+    with pytest.raises(ModelError, match=r"op 'summary' \(Reduce\) reads 'selected', whose length along axis 0 "
+                                         r"depends on the data"):
+        prepare(model, {"boxes": boxes, "scores": scores})
+
+
+def test_nms_over_a_variable_number_of_boxes_with_validation(tmp_path):
+    """The deployment-file path: boxes 8..64 declared variable, the bound follows N."""
+    path = tmp_path / "nms.onnx"
+    onnx.save(nms_model(), path)
+    sg = {"input_tensors": "boxes,scores", "input_shapes": ["1,8..64,4", "1,2,8..64"],
+          "input_data_formats": "NONE", "output_tensors": "selected,picked", "output_data_formats": "NONE"}
+    entry = {"platform": "onnx", "model_file_path": str(path), "subgraphs": [sg], "runtime": "cpu",
+             "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest()}
+    (tmp_path / "nms.yml").write_text(yaml.safe_dump({"library_name": "nms", "models": {"nms": entry}}))
+    result = convert_deployment(load_deployment(tmp_path / "nms.yml"), build_dir=tmp_path / "builds")[0]
+    engine = create_engine(result.pb_path)
+    for n in (8, 64, 20):
+        boxes, scores = detections(np.random.default_rng(n), 1, n, 2)
+        run_both(nms_model(), {"boxes": boxes, "scores": scores}, engine)
+        assert engine.output_specs()["selected"][0] == (2 * min(15, n), 3)
