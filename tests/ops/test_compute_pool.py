@@ -87,6 +87,23 @@ def test_steps_made_inside_a_run_still_split(two_threads):
     assert two_threads.width() == 2
 
 
+def test_a_product_too_small_to_split_stays_numpys(two_threads):
+    """Under MIN_PARALLEL_WORK multiply-adds a product is np.matmul in the calling thread (no
+    pooled step: its graph need not be a pool session, whose thread wake-ups cost more); at
+    or above it, one on the pool. Same numbers either way."""
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((1, 64)).astype(np.float32), rng.standard_normal((64, 1)).astype(np.float32)
+    out, made = np.empty((1, 1), np.float32), two_threads.made
+    _pool.matmul(a, b, out)()
+    assert two_threads.made == made
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5)
+    a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 16)).astype(np.float32)
+    out = np.empty((64, 16), np.float32)
+    _pool.matmul(a, b, out)()
+    assert two_threads.made == made + 1
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
 def test_gemms_refuse_what_blas_cannot_take(two_threads):
     a = np.ones((10, 8), np.float32)
     with pytest.raises(ValueError, match="not a BLAS operand"):

@@ -212,9 +212,13 @@ def matmul(a, b, out, trans_b: bool = False):
     """A step doing out = a @ b (b given as [.., n, k] and used transposed when trans_b):
     2-D, or a stack of 3-D products where either operand may be one 2-D matrix shared by
     the stack. On the pool when it is active and the operands are BLAS operands, else
-    numpy's matmul."""
+    numpy's matmul. A product under MIN_PARALLEL_WORK multiply-adds stays numpy's too: split,
+    it made a wake-word model (a 64 -> 1 FullyConnected with a sigmoid) a pool session whose
+    thread wake-ups cost more than its run (oww_hey_mycroft at 2 threads: ~1-6 ms, not ~0.3)."""
     p = active()
-    if p is not None and a.dtype == b.dtype == out.dtype == np.float32 and out.ndim in (2, 3):
+    macs = out.size * a.shape[-1]
+    if (p is not None and a.dtype == b.dtype == out.dtype == np.float32 and out.ndim in (2, 3)
+            and macs >= MIN_PARALLEL_WORK):
         chains = [[(a, b, out, 0.0, trans_b)]] if out.ndim == 2 else \
             [[(a[i] if a.ndim == 3 else a, b[i] if b.ndim == 3 else b, out[i], 0.0, trans_b)]
              for i in range(out.shape[0])]
