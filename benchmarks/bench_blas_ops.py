@@ -163,6 +163,16 @@ def synthetic() -> list:
              helper.make_node("ConvTranspose", ["r", "wt", "bt"], ["t"], strides=[2, 2], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["t"], ["y"])]
     cases.append(("conv+deconv_upsampler", graph_model(nodes, {"x": x}, {"y": np.float32}, consts), {"x": x}))
+    # recurrent layers the size of a wake-word / VAD model's: 16 steps of 96 features
+    for op, gates, direction in (("LSTM", 4, "forward"), ("GRU", 3, "bidirectional")):
+        dirs = 2 if direction == "bidirectional" else 1
+        x = r(16, 1, 96, scale=1)
+        consts = {"W": r(dirs, gates * 64, 96), "R": r(dirs, gates * 64, 64), "B": r(dirs, 2 * gates * 64)}
+        outputs = ["y", "yh"] + (["yc"] if op == "LSTM" else [])
+        nodes = [helper.make_node(op, ["x", "W", "R", "B"], outputs, hidden_size=64, direction=direction,
+                                  **({"linear_before_reset": 1} if op == "GRU" else {}))]
+        model = graph_model(nodes, {"x": x}, {o: np.float32 for o in outputs}, consts, opset=14)
+        cases.append((f"{op.lower()}_{direction}_16x96x64", model, {"x": x}))
     return cases
 
 
