@@ -115,3 +115,14 @@ def encoder(seed: int = 0, width: int = 32, heads: int = 4, positions: bool = Fa
 def _ints_name(inits: list, name: str, values) -> str:
     inits.append(_ints(name, values))
     return name
+
+
+def with_symbolic_batch(model, name: str = "N"):
+    """`model` (a ModelProto, changed in place and returned) with dimension 0 of its inputs and
+    outputs symbolic: onnx's light architectures declare batch 1."""
+    inits = {i.name for i in model.graph.initializer}
+    for vi in [i for i in model.graph.input if i.name not in inits] + list(model.graph.output):
+        dim = vi.type.tensor_type.shape.dim[0]
+        dim.ClearField("dim_value")
+        dim.dim_param = name
+    return model

@@ -16,15 +16,16 @@ from mace.convert import convert_deployment
 from mace.errors import ConfigError, ModelError, RuntimeInputError
 from mace.ir.shape_ranges import shape_pins, shape_ranges
 from mace.runtime.engine import create_engine
-from mace.testing.variable_shape_models import classifier, encoder
+from mace.testing.onnx_models import data_input, randomized
+from mace.testing.variable_shape_models import classifier, encoder, with_symbolic_batch
 
 ort = pytest.importorskip("onnxruntime")
 
 
-def deployment(tmp, name, model, shape, fmt="NONE", **keys):
+def deployment(tmp, name, model, shape, fmt="NONE", input_name="x", **keys):
     path = tmp / f"{name}.onnx"
     onnx.save(model, path)
-    sg = {"input_tensors": "x", "input_shapes": shape, "input_data_formats": fmt,
+    sg = {"input_tensors": input_name, "input_shapes": shape, "input_data_formats": fmt,
           "output_tensors": model.graph.output[0].name, "output_data_formats": "NONE"}
     entry = {"platform": "onnx", "model_file_path": str(path), "runtime": "cpu",
              "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest(), "subgraphs": [sg], **keys}
@@ -39,14 +40,14 @@ def convert(tmp, name, model, shape, fmt="NONE", **keys):
     return result, tmp / f"{name}.onnx"
 
 
-def compare(engine, onnx_path, shapes, seed=0, atol=1e-4):
+def compare(engine, onnx_path, shapes, seed=0, atol=1e-4, input_name="x"):
     """Run every shape in turn through the engine and onnxruntime; returns the planned arena bytes."""
     session = ort.InferenceSession(str(onnx_path))
     arenas = []
     for shape in shapes:
         x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
-        (ours,) = engine.run({"x": x}).values()
-        (ref,) = session.run(None, {"x": x})
+        (ours,) = engine.run({input_name: x}).values()
+        (ref,) = session.run(None, {input_name: x})
         assert ours.shape == ref.shape
         np.testing.assert_allclose(ours, ref, atol=atol, rtol=1e-3)
         arenas.append(engine.plan.arena_size)
@@ -188,3 +189,27 @@ def test_runtimes_that_keep_the_converted_shapes_say_so(classifier_build):
     engine.device = "dsp"   # the DSP simulator's engine: its graphs keep the converted shapes
     with pytest.raises(RuntimeInputError, match="the dsp runtime runs the shapes the model was converted at only"):
         engine.resize({"x": (2, 3, 16, 16)})
+
+
+def test_a_real_architecture_at_batch_1_and_4(tmp_path):
+    """onnx's light SqueezeNet (random weights), its batch made symbolic, against onnxruntime."""
+    model = with_symbolic_batch(randomized("squeezenet"))
+    name, shape = data_input(model)
+    result, onnx_path = convert(tmp_path, "squeezenet", model, "1..4," + ",".join(map(str, shape[1:])),
+                                "NCHW", input_name=name)
+    engine = create_engine(result.pb_path)
+    arenas = compare(engine, onnx_path, [[1] + shape[1:], [4] + shape[1:]], atol=1e-3, input_name=name)
+    assert arenas[1] > arenas[0]
+
+
+def test_a_batch_the_framework_graph_fixes_is_pinned_at_its_reshape(tmp_path):
+    """onnx's light ResNet-50 reshapes to a literal (1, 2048): batch 2 fails in the framework too,
+    so convert records the range as pinned by that node."""
+    model = with_symbolic_batch(randomized("resnet50"))
+    name, shape = data_input(model)
+    result, _ = convert(tmp_path, "resnet50", model, "1..4," + ",".join(map(str, shape[1:])), "NCHW",
+                        input_name=name)
+    engine = create_engine(result.pb_path)
+    with pytest.raises(RuntimeInputError, match=rf"input tensor '{name}' dimension 0 stays 1 in the converted "
+                                                r"model: converting fails there: .*node 'n173' \(Reshape\)"):
+        engine.resize({name: [2] + shape[1:]})
