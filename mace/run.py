@@ -74,9 +74,30 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, roun
         reference = None if use_files else reference_for(config, model, sg, build_dir)
         if reference and reference.note:
             result.notes.append(reference.note)   # the framework is the reference: say which one, as asked
+        steps = None if use_files else _state_sequence(engine, config, sg, inputs, seed, build_dir)
+        if steps:
+            result.notes.append(f"stateful model: validated over {len(steps)} runs from its initial state "
+                                f"(the first on the run's inputs, then seeds {seed + 1}..{seed + len(steps) - 1})")
         result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads, build_dir,
-                                          use_files=source == "validation_inputs_data", reference=reference)
+                                          use_files=source == "validation_inputs_data", reference=reference,
+                                          steps=steps)
     return result
+
+
+STATE_STEPS = 8   # runs a stateful (streaming) model is validated over: its state must carry
+
+
+def _state_sequence(engine, config, sg, inputs: dict, seed: int, build_dir) -> list | None:
+    """[(inputs, outputs)] of a model with variables run STATE_STEPS times from its initial state;
+    None for a model without state. The engine is reset before and after."""
+    variables = getattr(engine, "variables", None)
+    if variables is None or not variables.initial:
+        return None
+    engine.reset_state()
+    sequence = [inputs] + [make_inputs(config, sg, None, seed + k, build_dir)[0] for k in range(1, STATE_STEPS)]
+    steps = [(x, engine.run(x)) for x in sequence]
+    engine.reset_state()
+    return steps
 
 
 def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:

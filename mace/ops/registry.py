@@ -55,6 +55,8 @@ class OpSpec:
     type: str = ""
     layout: Layout = Layout.ANY
     kernels: dict = {}
+    # it changes state kept between runs (AssignVariable): never folded, kept without readers
+    side_effects: bool = False
 
     @staticmethod
     def infer(ctx: InferContext) -> list:
@@ -91,6 +93,7 @@ class KernelContext:
     # mace.ir.quant_params.QuantParams (or None: float tensor) per input / output
     input_quant: list = field(default_factory=list)
     output_quant: list = field(default_factory=list)
+    variables: object = None   # the engine's mace.ops.variable.Variables (state between runs)
 
     def arg(self, name, default=_MISSING):
         if default is _MISSING:

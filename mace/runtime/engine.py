@@ -33,6 +33,7 @@ from mace.ir.model_io import load_model
 from mace.ir.ragged import ragged_outputs
 from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, bind_step, in_place_concats
 from mace.ops.registry import Kernel, KernelContext, select_kernel
+from mace.ops.variable import Variables
 from mace.proto import pb
 from mace.util.aligned import aligned_empty, aligned_zeros
 from mace.runtime.gpu.runtime import GpuRuntime
@@ -74,6 +75,7 @@ class Engine:
             self.cpu_tags = [t for t in self.cpu_tags if t not in FAST_TAGS]
         self.gpu = _gpu_runtime(self) if device in GPU_DEVICES else None  # ops placed on the GPU
         self.aliases = {}   # tensor -> (Concat output, first channel): see _in_place_concats
+        self.variables = Variables()   # state kept between runs (ReadVariable / AssignVariable)
         self.plan = self._plan()
         self.arena = _arena(self.plan.arena_size)
         self.buffers = self._bind_buffers()
@@ -154,6 +156,7 @@ class Engine:
             options=self.options,
             input_quant=[g.quant_params(t) for t in op.input] if self.quantized else [],
             output_quant=[g.quant_params(t) for t in op.output] if self.quantized else [],
+            variables=self.variables,
         )
         cls, tag = self._select(op.type, ctx, self.cpu_tags if op.device_type == pb.CPU else self.tags)
         return Node(index, op, cls(ctx), tag, ins, [self.buffers[t] for t in op.output])
@@ -303,8 +306,13 @@ class Engine:
                                         f"got {list(value.shape)}")
             np.copyto(self.buffers[name], exact_input(name, value, self.buffers[name].dtype), casting="unsafe")
 
+    def reset_state(self) -> None:
+        """Variables (a streaming model's state) back to their initial values, as when loaded."""
+        self.variables.reset()
+
     def run(self, inputs: dict) -> dict:
-        """Run once; returns a fresh dict of output arrays (copies)."""
+        """Run once; returns a fresh dict of output arrays (copies). A model with variables
+        (ReadVariable / AssignVariable) starts from the state the previous run left."""
         self.set_inputs(inputs)
         session = self._session
         if session is not None:

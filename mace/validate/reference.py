@@ -62,10 +62,14 @@ def run_litert(model_path: Path, inputs: dict, output_names: list, num_threads: 
     (all are kept); quantized ones come back as the reals they stand for, those named in
     `integer_outputs` as the integers LiteRT holds (output_data_types int8/uint8), and a float
     input fed to a quantized input tensor is quantized with that tensor's scale and zero point."""
+    return run_litert_sequence(model_path, [inputs], output_names, num_threads, integer_outputs)[0]
+
+
+def run_litert_sequence(model_path: Path, sequence: list, output_names: list, num_threads: int = 0,
+                        integer_outputs=()) -> list:
+    """run_litert over a sequence of input dicts in one interpreter, so that a stateful model's
+    variables carry from one step to the next (a streaming model); one output dict per step."""
     import warnings
-
-    import numpy as np
-
 
     try:
         from ai_edge_litert.interpreter import Interpreter
@@ -81,25 +85,33 @@ def run_litert(model_path: Path, inputs: dict, output_names: list, num_threads: 
         raise ModelError(f"{model_path}: LiteRT refuses the reference model: {type(e).__name__}: "
                          f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from None
     try:
-        for name, value in inputs.items():
-            t = _litert_tensor(model, name, model_path)
-            if tuple(np.shape(value)) != tuple(t.shape):
-                interp.resize_tensor_input(t.index, list(np.shape(value)))
-        interp.allocate_tensors()
-        for name, value in inputs.items():
-            t = _litert_tensor(model, name, model_path)
-            interp.set_tensor(t.index, _to_stored(t, np.asarray(value)))
-        interp.invoke()
-        result = {}
-        for name in output_names:
-            t = _litert_tensor(model, name, model_path)
-            value = interp.get_tensor(t.index)
-            result[name] = value.copy() if name in integer_outputs else _real(t, value)
+        return [_litert_step(interp, model, model_path, inputs, output_names, integer_outputs, k == 0)
+                for k, inputs in enumerate(sequence)]
     except ModelError:
         raise
     except Exception as e:
         raise ModelError(f"{model_path}: LiteRT could not run the reference model: "
                          f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+
+
+def _litert_step(interp, model, model_path, inputs: dict, output_names, integer_outputs, first: bool) -> dict:
+    import numpy as np
+
+    if first:
+        for name, value in inputs.items():
+            t = _litert_tensor(model, name, model_path)
+            if tuple(np.shape(value)) != tuple(t.shape):
+                interp.resize_tensor_input(t.index, list(np.shape(value)))
+        interp.allocate_tensors()
+    for name, value in inputs.items():
+        t = _litert_tensor(model, name, model_path)
+        interp.set_tensor(t.index, _to_stored(t, np.asarray(value)))
+    interp.invoke()
+    result = {}
+    for name in output_names:
+        t = _litert_tensor(model, name, model_path)
+        value = interp.get_tensor(t.index)
+        result[name] = value.copy() if name in integer_outputs else _real(t, value)
     return result
 
 

@@ -26,6 +26,7 @@ from mace.frontends.tflite.edges import (check_edge_type, input_to_reals, is_qua
 from mace.frontends.tflite.model_file import TflModel, TflOp, read_model
 from mace.frontends.tflite.ops_signal import (COMPLEX_OPS, COMPLEX_PLUMBING, complex_refusals,
                                               complex_reshape, touches_complex)
+from mace.frontends.tflite.ops_state import read_state
 from mace.frontends.tflite.registry import CUSTOM_OPS, load_mappers
 from mace.ir.graph import Graph
 from mace.ir.qat_ranges import carry_range, record_ranges
@@ -47,6 +48,7 @@ class TflContext:
         self.model = model
         self.keep = keep      # tensors that must stay produced by an op (model outputs)
         self.rename = {}      # TFLite tensor name -> IR tensor name (inputs, aliases)
+        self.state = read_state(model)   # resource variables (ops_state.py)
 
     def name(self, t: str) -> str:
         return self.rename.get(t, t)
@@ -131,6 +133,10 @@ def needed_ops(model: TflModel, outputs: list, fed: set) -> list:
     """Ops the output tensors depend on (stopping at fed tensors), in the file's order."""
     producer = {t: op for op in model.ops for t in op.outputs}
     wanted, stack = set(), [model.by_name[n].index for n in outputs]
+    for op in model.ops:   # state for the next run: needed though no output reads it
+        if op.type == "ASSIGN_VARIABLE":
+            wanted.add(op.index)
+            stack.extend(i for i in op.inputs if i >= 0)
     while stack:
         t = stack.pop()
         op = producer.get(t)

@@ -119,6 +119,9 @@ class TflModel:
     outputs: list
     subgraphs: int = 1
     by_name: dict = field(default_factory=dict)
+    # subgraph index -> (tensors, ops) for the other subgraphs (CALL_ONCE's initialiser), or the
+    # reason one could not be read
+    others: dict = field(default_factory=dict)
 
     def tensor(self, name: str) -> TflTensor | None:
         return self.by_name.get(name)
@@ -160,7 +163,20 @@ def read_model(path) -> TflModel:
         op.name = tensors[op.outputs[0]].name if op.outputs else f"{op.type}_{op.index}"
     m = TflModel(path, model.Version(), tensors, ops, inputs, outputs, model.SubgraphsLength())
     m.by_name = {t.name: t for t in tensors}
+    m.others = {i: _other_subgraph(tflite, model, buf, i, path) for i in range(1, model.SubgraphsLength())}
     return m
+
+
+def _other_subgraph(tflite, model, buf: bytes, index: int, path: Path):
+    """(tensors, ops) of subgraph `index`, or why it cannot be read (only what uses it fails)."""
+    try:
+        sg = model.Subgraphs(index)
+        tensors, ops = _tensors(tflite, model, sg, buf, path), _ops(tflite, model, sg, path)
+    except Exception as e:  # noqa: BLE001 - reported by the op that needs the subgraph
+        return f"{type(e).__name__}: {e}"
+    for op in ops:
+        op.name = tensors[op.outputs[0]].name if op.outputs else f"{op.type}_{op.index}"
+    return tensors, ops
 
 
 def _check_indices(path: Path, tensors: list, ops: list, inputs: list, outputs: list) -> None:

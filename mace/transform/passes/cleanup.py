@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from mace.ir.args import get_arg
 from mace.ir.qat_ranges import carry_range
+from mace.ops.registry import spec
 
 
 def _is_noop(graph, op) -> bool:
@@ -63,7 +64,7 @@ def remove_dead_ops(graph, options) -> bool:
     needed = set(graph.output_names)
     live = []
     for op in reversed(list(graph.net.op)):
-        if any(t in needed for t in op.output):
+        if any(t in needed for t in op.output) or spec(op.type).side_effects:
             live.append(op)
             needed.update(op.input)
     live.reverse()

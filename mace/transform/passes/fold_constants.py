@@ -51,6 +51,8 @@ def _evaluate_nhwc(graph, op, ins) -> list:
 
 
 def is_foldable(graph, op) -> bool:
+    if spec(op.type).side_effects:   # state for the next run (AssignVariable): it must run
+        return False
     if op.type == "Shape":
         return op.input[0] in graph.specs or op.input[0] in graph.consts
     return bool(op.input) and all(t in graph.consts for t in op.input)
