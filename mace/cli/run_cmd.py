@@ -163,10 +163,11 @@ def main(args) -> int:
     if args.restart_round < 1:
         raise ConfigError(f"--restart_round {args.restart_round}: must be at least 1")
     input_shapes = parse_input_shapes(args.input_shape, config, args.models)
-    boards = args.device_yml or set(",".join(args.devices or []).split(",")) - {"host", ""}
+    named = set(",".join(args.devices or []).split(",")) - {""}
+    boards = named - {"host"} or (not named and any(a != "host" for a in config.target_abis))
     if input_shapes and boards:
         raise ConfigError("--input_shape: runs on this machine only in this release (boards run the "
-                          "converted shapes); drop --device_yml / --devices")
+                          "converted shapes); add --device host")
     if args.quantize_stat:  # MACE's statistics run over --input_dir: no timing, no validation
         return _quant_flags.run_stat(args, config, console)
     results, device_errors = _devices.run(config, args, lambda output_dir: run_deployment(

@@ -53,3 +53,11 @@ def test_a_shape_the_model_cannot_take_is_one_error(work, flag, message):
     done = cli("run", "--config=cls.yml", "--validate", "--input_shape", flag, cwd=work, timeout=300)
     assert done.returncode == 1
     assert message in " ".join(done.stderr.split()) and "Traceback" not in done.stderr
+
+
+def test_boards_are_refused_until_they_take_shapes(work):
+    done = cli("run", "--config=cls.yml", "--input_shape", "x=2,3,16,16", "--target_abis", "arm64", cwd=work)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "--input_shape: runs on this machine only in this release" in " ".join(done.stderr.split())
+    done = cli("run", "--config=cls.yml", "--input_shape", "x=2,3,16,16", "--device", "host", cwd=work)
+    assert done.returncode == 0, done.stderr
