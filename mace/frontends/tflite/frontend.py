@@ -24,8 +24,7 @@ from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.tflite.edges import (check_edge_type, input_to_reals, is_quantized_edge,
                                          reals_to_output)
 from mace.frontends.tflite.model_file import TflModel, TflOp, read_model
-from mace.frontends.tflite.ops_signal import (COMPLEX_OPS, COMPLEX_PLUMBING, complex_refusals,
-                                              complex_reshape, touches_complex)
+from mace.frontends.tflite.ops_signal import COMPLEX_OPS, complex_mapper, complex_refusals, touches_complex
 from mace.frontends.tflite.ops_state import read_state
 from mace.frontends.tflite.registry import CUSTOM_OPS, load_mappers
 from mace.ir.graph import Graph
@@ -281,8 +280,7 @@ def convert(spec: ModelSpec) -> Graph:
     _add_consts(ctx)
     _add_inputs(ctx, spec)
     for op in order:
-        mapper = complex_reshape if op.type in COMPLEX_PLUMBING and touches_complex(model, op) \
-            else mappers[op.key]
+        mapper = (touches_complex(model, op) and complex_mapper(op.type)) or mappers[op.key]
         map_node(graph, mapper, ctx, op, ctx.keep, model.path,
                  lambda: f"op '{model.op_name(op)}' ({op.type})")
     infer_shapes(graph)

@@ -6,7 +6,7 @@ the value axis of the IR's DFT (ONNX's layout), so every complex op is a chain o
 every runtime already has: RFFT2D is a one-sided DFT over the last axis then a full DFT over
 the one before; IRFFT2D the inverse pair; COMPLEX_ABS sqrt(sum of squares over the pair);
 REAL/IMAG take one of the two. RESHAPE, SQUEEZE and EXPAND_DIMS move complex tensors (to the
-TFLite tensor's shape, the pair axis kept). Any other op on a complex tensor, and a complex model
+TFLite tensor's shape, the pair axis kept), and CAST to a real type keeps the real part. Any other op on a complex tensor, and a complex model
 input or output, is refused before converting (`complex_refusals`), naming the op and tensor.
 tf.signal.rfft (a 1-D transform) is exported by TensorFlow as RESHAPE -> RFFT2D -> RESHAPE, so it
 needs nothing more.
@@ -15,9 +15,11 @@ import numpy as np
 
 from mace.frontends.slicing import reshape_to
 from mace.frontends.tflite.registry import tfl_op
+from mace.ops._common import normalize_axis
+from mace.ops.reshape import resolve_shape
 
 COMPLEX_PLUMBING = {"RESHAPE", "SQUEEZE", "EXPAND_DIMS"}    # complex in, complex out, values kept
-COMPLEX_OPS = {"RFFT2D", "COMPLEX_ABS", "REAL", "IMAG", "IRFFT2D"} | COMPLEX_PLUMBING
+COMPLEX_OPS = {"RFFT2D", "COMPLEX_ABS", "REAL", "IMAG", "IRFFT2D", "CAST"} | COMPLEX_PLUMBING
 
 
 def is_complex(tensor) -> bool:
@@ -39,13 +41,62 @@ def complex_refusals(model, order: list, edges: list) -> list:
     return bad
 
 
-def complex_reshape(ctx, op):
-    """RESHAPE / SQUEEZE / EXPAND_DIMS of a complex tensor: to the TFLite output's shape + (2,)."""
+def complex_mapper(op_type: str):
+    """The mapping of a builtin that meets a complex tensor, where it differs from the usual one."""
+    return complex_reshape if op_type in COMPLEX_PLUMBING else complex_cast if op_type == "CAST" else None
+
+
+def complex_cast(ctx, op):
+    """CAST of a complex tensor to a real type keeps the real part (TensorFlow's and LiteRT's
+    cast; BirdNET's spectrogram layer casts its STFT so). Casting a real tensor to complex is refused."""
+    source, target = ctx.tensor(op, 0), ctx.model.tensors[op.outputs[0]]
+    if not is_complex(source):
+        raise ctx.fail(op, f"casting to {target.type_name} is not supported (complex values enter only "
+                           f"through RFFT2D)")
+    if is_complex(target):
+        ctx.alias(op, 0, ctx.inp(op, 0))
+        return
+    if target.dtype is None or target.dtype.kind not in "biuf":
+        raise ctx.fail(op, f"cannot cast to {target.type_name}")
     x = ctx.inp(op, 0)
-    dims = [int(d) for d in ctx.model.tensors[op.outputs[0]].shape] + [2]
-    if int(np.prod(dims)) != int(np.prod(ctx.shape(x))):
-        raise ctx.fail(op, f"complex input {list(ctx.shape(x))[:-1]} does not reshape to {dims[:-1]}")
-    reshape_to(ctx, op, x, dims)
+    real = ctx.temp(op, "real")
+    part = ctx.add_const(ctx.temp(op, "part"), np.array(0, np.int32))
+    ctx.add("Gather", op, [x, part], [real], name=real, axis=len(ctx.shape(x)) - 1)
+    ctx.add("Cast", op, [real], to=target.dtype.name)
+
+
+def complex_reshape(ctx, op):
+    """RESHAPE / SQUEEZE / EXPAND_DIMS of a complex tensor: the op's own shape rule on the values'
+    shape (the pair axis left out), then the pair axis back on."""
+    x = ctx.inp(op, 0)
+    shape = list(ctx.shape(x))[:-1]
+    try:
+        dims = _reshaped(ctx, op, shape)
+    except ValueError as e:
+        raise ctx.fail(op, f"complex input {shape}: {e}") from None
+    reshape_to(ctx, op, x, list(dims) + [2])
+
+
+def _reshaped(ctx, op, shape: list) -> list:
+    if op.type == "SQUEEZE":
+        given = [int(d) for d in op.options.SqueezeDimsAsNumpy()] \
+            if op.options is not None and op.options.SqueezeDimsLength() else []
+        axes = {normalize_axis(a, len(shape)) for a in given} or {i for i, d in enumerate(shape) if d == 1}
+        if any(shape[a] != 1 for a in axes):
+            raise ValueError(f"cannot squeeze axes {sorted(axes)}")
+        return [d for i, d in enumerate(shape) if i not in axes]
+    if op.type == "EXPAND_DIMS":
+        axis = ctx.static_ints(op, 1, "axis")
+        if len(axis) != 1:
+            raise ValueError(f"axis {axis} must be one axis")
+        return shape[:normalize_axis(axis[0], len(shape) + 1)] + [1] + shape[normalize_axis(axis[0], len(shape) + 1):]
+    if ctx.inp(op, 1) is not None and ctx.const(ctx.inp(op, 1)) is not None:
+        dims = ctx.static_ints(op, 1, "the target shape")
+    elif op.options is not None and op.options.NewShapeLength():
+        dims = [int(d) for d in op.options.NewShapeAsNumpy()]
+    else:
+        dims = list(ctx.model.tensors[op.outputs[0]].shape)
+    return list(resolve_shape(shape, dims, allowzero=True))
 
 
 def _fft_lengths(ctx, op, shape):
