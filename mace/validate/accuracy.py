@@ -274,8 +274,9 @@ def feed(validator, specs, start: int, end: int) -> tuple:
         if isinstance(value, list) and len(value) == 1:
             value = value[0]
         a = _numbers(value, name, s)
-        want = int(np.prod(s.shape))
-        batch = s.shape[0] if s.shape else 1
+        shape = run_shape(s, end - start)
+        want = int(np.prod(shape))
+        batch = shape[0] if shape else 1
         per_sample = want // batch if batch else want
         given, asked = (a.size // per_sample if per_sample else 0), end - start
         if a.size != want and per_sample and a.size % per_sample == 0 and given < asked:
@@ -286,9 +287,19 @@ def feed(validator, specs, start: int, end: int) -> tuple:
             a = np.concatenate([a.reshape(-1), np.zeros(want - a.size, a.dtype)])
         if a.size != want:
             raise ScriptError(f"{name}: input '{s.name}' has {a.size} values, "
-                              f"the model takes {list(s.shape)} ({want})")
-        inputs[s.name] = a.reshape(s.shape)
+                              f"the model takes {list(shape)} ({want})")
+        inputs[s.name] = a.reshape(shape)
     return inputs, pad
+
+
+def run_shape(spec, samples: int) -> tuple:
+    """The input's shape for a batch of `samples`: a batch dimension the deployment file declares
+    variable (input_shapes: -1..8,...) takes them all in one run; a fixed one stays as converted
+    (a short last batch is padded)."""
+    low, high = spec.dim_ranges.get(0, (None, None)) if spec.shape else (None, None)
+    if low is not None and low <= samples and (high is None or samples <= high):
+        return (samples,) + tuple(spec.shape[1:])
+    return tuple(spec.shape)
 
 
 def _numbers(value, name: str, spec) -> np.ndarray:

@@ -61,3 +61,40 @@ def test_boards_are_refused_until_they_take_shapes(work):
     assert "--input_shape: runs on this machine only in this release" in " ".join(done.stderr.split())
     done = cli("run", "--config=cls.yml", "--input_shape", "x=2,3,16,16", "--device", "host", cwd=work)
     assert done.returncode == 0, done.stderr
+
+
+ACCURACY = '''
+import numpy as np
+
+
+class AccuracyValidator:
+    """10 random samples in batches of 4: the model (batch 1..4) runs 4, 4 and 2 at a time."""
+    def __init__(self, **kwargs):
+        self.rows = []
+
+    def sample_size(self):
+        return 10
+
+    def batch_size(self):
+        return 4
+
+    def preprocess(self, start, end, **kwargs):
+        return {"x": np.random.default_rng(start).uniform(-1, 1, (end - start, 3, 16, 16)).astype(np.float32)}
+
+    def postprocess(self, start, end, outputs, **kwargs):
+        self.rows.append(outputs["prob"].shape[0])
+
+    def result(self):
+        return float(sum(self.rows) == 10 and len(self.rows) == 3)
+'''
+
+
+def test_an_accuracy_script_runs_real_batches(work):
+    (work / "acc.py").write_text(ACCURACY)
+    doc = yaml.safe_load((work / "cls.yml").read_text())
+    doc["models"]["cls"]["accuracy_validation_script"] = "acc.py"
+    (work / "acc.yml").write_text(yaml.safe_dump(doc))
+    done = cli("run", "--config=acc.yml", cwd=work, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    row = next(line for line in done.stdout.splitlines() if "3 x 4" in line)
+    assert "1.0" in row   # every batch came back whole, padding-free

@@ -99,3 +99,17 @@ def test_an_accuracy_over_no_sample_fails(tmp_path):
     assert not (work / "builds/digits/digits_cnn_accuracy.json").exists()
     with pytest.raises(Exception, match="sample_size"):
         batches(0, 1)
+
+
+def test_a_variable_batch_runs_whole_batches_without_padding():
+    """input_shapes: 1..2,1 (converted at 1): batches of 2 run as one [2, 1] input, the last as [1, 1]."""
+    spec = TensorSpec("x", (1, 1), "NONE", "float32", (-1.0, 1.0), dim_ranges={0: (1, 2)})
+    v, shapes = _Counting(), []
+
+    def run(inputs):
+        shapes.append(inputs["x"].shape)
+        return {"y": inputs["x"] * 10}
+
+    r = evaluate(v, run, [spec], "m", "s")
+    assert shapes == [(2, 1), (2, 1), (1, 1)] and r.padded == 0
+    assert v.seen == [(0, 2, [0.0, 10.0]), (2, 4, [20.0, 30.0]), (4, 5, [40.0])]
