@@ -243,13 +243,17 @@ class Engine:
         if self.device == "dsp":
             raise RuntimeInputError(f"the {self.device} runtime runs the shapes the model was converted "
                                     f"at only; resizing runs on runtime cpu or gpu")
-        states[now] = self._shape_state()
+        states.pop(now, None)
+        states[now] = self._shape_state()   # the shape left: used more recently than the rest
         stats = self.resize_stats
         if key not in states:
             states[key] = Engine(reshaped_graph(base, wanted), self.device, self.options)._shape_state()
             stats["planned"] += 1
         else:
             stats["reused"] += 1
+        states[key] = states.pop(key)   # most recently used last
+        while len(states) > max(int(self.options.get("shape_cache", SHAPE_CACHE)), 1):
+            del states[next(iter(states))]   # each kept shape holds its arena and packed weights
         vars(self).update(states[key])
 
     @property
@@ -363,6 +367,9 @@ class Engine:
                 obs("after", node, self)
 
 
+# shapes whose plan and kernels resize keeps (options {"shape_cache": N}), least recently used
+# dropped first: a sequence model fed every length from 1 to 512 would otherwise keep 512 arenas
+SHAPE_CACHE = 8
 # what resize keeps across shapes (mace/runtime/resize.py): the rest is per shape signature
 _ENGINE_WIDE = frozenset({"observers", "options", "device", "_shape_states", "_base_graph", "_resize_stats"})
 

@@ -213,3 +213,13 @@ def test_a_batch_the_framework_graph_fixes_is_pinned_at_its_reshape(tmp_path):
     with pytest.raises(RuntimeInputError, match=rf"input tensor '{name}' dimension 0 stays 1 in the converted "
                                                 r"model: converting fails there: .*node 'n173' \(Reshape\)"):
         engine.resize({name: [2] + shape[1:]})
+
+
+def test_the_shapes_kept_are_bounded_least_recently_used_first(classifier_build):
+    engine = create_engine(classifier_build[0].pb_path, options={"shape_cache": 2})
+    for batch in (2, 3, 4, 3):
+        engine.resize({"x": (batch, 3, 16, 16)})
+    assert engine.resize_stats == {"planned": 3, "reused": 1}   # 3 was kept, 1 and 2 dropped
+    engine.resize({"x": (1, 3, 16, 16)})
+    assert engine.resize_stats == {"planned": 4, "reused": 1}
+    assert len(engine.__dict__["_shape_states"]) == 2
