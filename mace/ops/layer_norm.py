@@ -1,7 +1,8 @@
 """LayerNorm: normalise over axes [axis, rank), then scale and shift (ONNX LayerNormalization).
 
 Inputs: x, scale, optional bias (both broadcast against the normalised
-trailing shape). Args: axis (default -1), epsilon (default 1e-5). Optional
+trailing shape), and with arg `skip` 1 a last input of x's shape added to x first (a
+residual Add fused by fuse_skip_layer_norm). Args: axis (default -1), epsilon (default 1e-5). Optional
 outputs 2 and 3 are the mean and 1/std (shape of x with the normalised axes
 set to 1). Statistics are computed in float32 like ONNX's default stash_type.
 Layout ANY: `axis` counts in the framework's layout.
@@ -14,6 +15,15 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 def _axes(op_arg, rank):
     return tuple(range(normalize_axis(op_arg("axis", -1), rank), rank))
+
+
+def skip_input(ctx):
+    """The index of the residual input added to x first (arg `skip`), or None."""
+    return len(ctx.input_shapes) - 1 if ctx.arg("skip", 0) else None
+
+
+def has_bias(ctx) -> bool:
+    return len(ctx.input_shapes) - (skip_input(ctx) is not None) > 2
 
 
 @register_op("LayerNorm", layout=Layout.ANY)
@@ -35,14 +45,17 @@ class LayerNormCpu(Kernel):
     def setup(self, ctx):
         self.axes = _axes(ctx.arg, len(ctx.input_shapes[0]))
         self.eps = float(ctx.arg("epsilon", 1e-5))
+        self.skip, self.bias = skip_input(ctx), has_bias(ctx)
 
     def run(self, inputs, outputs):
         x = inputs[0].astype(np.float32, copy=False)
+        if self.skip is not None:
+            x = x + inputs[self.skip]
         mean = x.mean(axis=self.axes, keepdims=True)
         centred = x - mean
         inv_std = 1.0 / np.sqrt(np.square(centred).mean(axis=self.axes, keepdims=True) + self.eps)
         y = centred * inv_std * inputs[1]
-        if len(inputs) > 2:
+        if self.bias:
             y += inputs[2]
         np.copyto(outputs[0], y, casting="unsafe")
         for out, stat in zip(outputs[1:], (mean, inv_std)):

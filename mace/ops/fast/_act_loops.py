@@ -517,3 +517,43 @@ def store_rows(at, rows, cols, ld, code, a, b, slope):
             _prelu_row(row, slopes)
         else:
             exact_inplace(row, code, a, b, 0, cols)
+
+
+# ---- LayerNorm over the last axis -------------------------------------------------------------
+# Sums in float64 (reassociated: LLVM vectorizes a reduction only so), each output rounded once
+# from float64; the reference's float32 steps (numpy's pairwise mean, then four roundings) are
+# within a few float32 ulp of the same.
+NORM = dict(OPTS, fastmath={"reassoc", "contract"})
+
+
+@njit(**NORM)
+def layer_norm(x, skip, has_skip, scale, bias, eps, out, r0, r1):
+    """out[r] = (v - mean(v)) / sqrt(var(v) + eps) * scale + bias over rows r0:r1 of x (rows, C),
+    v = x[r] (+ skip[r] in float32 first, as an Add before it would round, when has_skip)."""
+    c = x.shape[1]
+    for r in range(r0, r1):
+        xr, o = x[r], out[r]
+        if has_skip:   # o holds the float32 sum (out may be x or skip itself: each read first)
+            sr = skip[r]
+            for j in range(c):
+                o[j] = xr[j] + sr[j]
+            xr = o
+        s = 0.0
+        for j in range(c):
+            s += np.float64(xr[j])
+        mean = s / c
+        q = 0.0
+        for j in range(c):
+            d = np.float64(xr[j]) - mean
+            q += d * d
+        inv = 1.0 / math.sqrt(q / c + eps)
+        for j in range(c):
+            o[j] = (np.float64(xr[j]) - mean) * inv * scale[j] + bias[j]
+
+
+@njit(**dict(NORM, parallel=True))
+def layer_norm_par(x, skip, has_skip, scale, bias, eps, out, parts):
+    rows = x.shape[0]
+    for p in prange(parts):
+        r0, r1 = _part(rows, parts, p)
+        layer_norm(x, skip, has_skip, scale, bias, eps, out, r0, r1)
