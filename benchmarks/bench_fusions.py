@@ -7,7 +7,8 @@ Each model (a corpus row of benchmarks/zoo_manifest.yml, fetched as zoo.py fetch
 converted twice in this process: as the pass list is ("after"), and with the issue's fusions
 undone ("before": the passes in --undo skipped, SWISH not fused into its conv) and its engine
 loaded with the store step's activations off (a conv whose activation is not a clip leaves the
-packed GEMM for OpenBLAS and an epilogue pass, as before issue 33 item 2). Then three runners
+packed GEMM for OpenBLAS and an epilogue pass, as before issue 33 item 2) and LayerNorm on its
+reference kernel. Then three runners
 interleaved: before, after, onnxruntime (one intra-op thread). CPU time per run
 (time.process_time), medians over --rounds rounds of --runs runs; the after engine's cosine
 against onnxruntime (the smallest over the outputs).
@@ -33,13 +34,13 @@ from bench_activations import _cosine, timed  # noqa: E402
 from mace.config.deployment import load_deployment  # noqa: E402
 from mace.config.specs import ModelSpec  # noqa: E402
 from mace.convert import _convert_graph  # noqa: E402
-from mace.ops.fast import conv2d, depthwise_conv2d, fully_connected  # noqa: E402
+from mace.ops.fast import conv2d, depthwise_conv2d, fully_connected, layer_norm  # noqa: E402
 from mace.ops.fast._base import NO_STORE, clip_bounds  # noqa: E402
 from mace.runtime.engine import Engine  # noqa: E402
 from mace.transform.passes import fuse_activation  # noqa: E402
 
 # the passes issue 33 added (skipped for "before"; a name the pass list lacks is ignored)
-UNDO = ["fuse_paddle_hardswish", "fold_reshape_pairs", "fold_affine_into_conv"]
+UNDO = ["fuse_paddle_hardswish", "fold_reshape_pairs", "fold_affine_into_conv", "fuse_skip_layer_norm"]
 
 
 def _clip_only(act, slope=None):
@@ -48,17 +49,21 @@ def _clip_only(act, slope=None):
 
 
 @contextmanager
-def before_store_step():
-    """Engines loaded inside run only a clip in the store step, as before issue 33 item 2."""
+def before_kernels():
+    """Engines loaded inside run only a clip in the store step (as before issue 33 item 2) and
+    LayerNorm on its reference kernel (before the fast one)."""
     modules = (conv2d, depthwise_conv2d, fully_connected)
     saved = [m.store_epilogue for m in modules]
+    saved_ln = layer_norm.LayerNormFast.accepts
     for m in modules:
         m.store_epilogue = _clip_only
+    layer_norm.LayerNormFast.accepts = staticmethod(lambda ctx: False)
     try:
         yield
     finally:
         for m, fn in zip(modules, saved):
             m.store_epilogue = fn
+        layer_norm.LayerNormFast.accepts = saved_ln
 
 
 @contextmanager
@@ -106,7 +111,7 @@ def measure(name: str, rounds: int, runs: int, cache: Path, undo: list, store_be
         if store_before:   # only the passes in --undo differ
             before = Engine(g_before)
         else:
-            with before_store_step():
+            with before_kernels():
                 before = Engine(g_before)
         after = Engine(g_after)
         runners = {"before": lambda: before.run(inputs), "after": lambda: after.run(inputs),
@@ -135,7 +140,7 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--undo", default=",".join(UNDO), help="passes skipped for 'before'")
     ap.add_argument("--store-before", action="store_true",
-                    help="'before' keeps the store step's activations (isolates the --undo passes)")
+                    help="'before' keeps the new kernels (store step, fast LayerNorm): isolates the --undo passes")
     ap.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")
     args = ap.parse_args(argv)
     for name in args.models.split(","):

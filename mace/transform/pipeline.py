@@ -32,6 +32,7 @@ from mace.transform.passes.fuse_gelu import fuse_gelu
 from mace.transform.passes.fuse_hardswish import fuse_hardswish
 from mace.transform.passes.fuse_paddle_hardswish import fuse_paddle_hardswish
 from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
+from mace.transform.passes.fuse_skip_layer_norm import fuse_skip_layer_norm
 from mace.transform.passes.lower_fake_quantize import lower_fake_quantize
 from mace.transform.passes.mark_ragged import mark_ragged
 from mace.transform.passes.quantize import quantize_graph, wants_quantize
@@ -75,6 +76,7 @@ PASSES = [
     Pass("fuse_hardswish", fuse_hardswish),
     Pass("fuse_paddle_hardswish", fuse_paddle_hardswish),
     Pass("fuse_layer_norm", fuse_layer_norm),
+    Pass("fuse_skip_layer_norm", fuse_skip_layer_norm),
     Pass("fold_reshape_pairs", fold_reshape_pairs),
     Pass("fuse_activation", fuse_activation),
     Pass("fold_into_batchnorm", fold_into_batchnorm),

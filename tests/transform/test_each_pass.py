@@ -155,7 +155,7 @@ ELSEWHERE = {
 }
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
         "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs",
-        "fold_affine_into_conv"}
+        "fold_affine_into_conv", "fuse_skip_layer_norm"}
 
 
 def test_every_pass_has_a_unit_test():
@@ -291,3 +291,25 @@ def test_fold_affine_into_conv(k, pads, folds):
         ("Conv2D", ["a", "w", "b"], ["y"], {"strides": [1, 1], "pads": pads, "data_format": "NHWC"})], consts)
     after = ["Conv2D"] if folds else ["Eltwise", "Eltwise", "Conv2D"]
     _check(build, fold_affine_into_conv, ["Eltwise", "Eltwise", "Conv2D"], after, rtol=1e-4, changes=folds)
+
+
+@pytest.mark.parametrize("options, fused", [({}, True), ({"runtime": "gpu"}, False)])
+def test_fuse_skip_layer_norm(options, fused):
+    """LayerNorm(a + b) reads the residual as its `skip` input (CPU float models only); the fast
+    kernel then adds them per row."""
+    from mace.transform.passes.fuse_skip_layer_norm import fuse_skip_layer_norm
+
+    x = RNG.normal(size=(1, 6, 16)).astype(np.float32)
+    consts = {"r": RNG.normal(size=(1, 6, 16)).astype(np.float32), "gamma": RNG.uniform(0.5, 1.5, 16).astype(np.float32),
+              "beta": RNG.normal(size=16).astype(np.float32)}
+    build = lambda: graph_of({"x": x.shape}, [  # noqa: E731
+        ("Activation", ["x"], ["h"], {"activation": "TANH"}),
+        ("Eltwise", ["h", "x"], ["s"], {"type": "SUM"}),
+        ("LayerNorm", ["s", "gamma", "beta"], ["y"], {"axis": -1, "epsilon": 1e-5})], consts)
+    after = ["Activation", "LayerNorm"] if fused else ["Activation", "Eltwise", "LayerNorm"]
+    graph = _check(build, fuse_skip_layer_norm, ["Activation", "Eltwise", "LayerNorm"], after, options=options,
+                   x=x, rtol=1e-4, changes=fused)
+    if fused:
+        assert get_arg(graph.net.op[-1], "skip") == 1 and list(graph.net.op[-1].input)[-1] == "x"
+        fast = Engine(graph).run({"x": x})["y"]
+        np.testing.assert_allclose(fast, _outputs(graph, x)["y"], rtol=1e-4, atol=1e-5)
