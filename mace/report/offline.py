@@ -20,7 +20,9 @@ from mace.config.files import fetch_model_files
 from mace.errors import MaceError
 from mace.ir.opstats import graph_stats
 from mace.proto import pb
+from mace.ir.shape_ranges import shape_pins, shape_ranges
 from mace.report.memory import memory_timeline
+from mace.runtime.resize import converted_shapes, reshaped_graph
 from mace.transform.placement.groups import report_lines as placement_lines
 from mace.util.text import banner, kib, si, table
 
@@ -52,6 +54,8 @@ class OfflineReport:
     fused_framework_ops: int = 0   # framework ops merged into another op (fusions)
     live_bytes: list = field(default_factory=list)   # per op: bytes of live tensors (memory timeline)
     placement: list = field(default_factory=list)    # lines: groups and transfers of a mixed placement
+    # variable input dimensions (input_shapes: -1..8,...): (shapes, arena, lower bound) at each end
+    shape_arenas: list = field(default_factory=list)
 
     @property
     def model_data_bytes(self) -> int:
@@ -97,7 +101,26 @@ def offline_report(graph, source_path, pb_path=None, data_path=None, model: str 
         graph_bytes=Path(pb_path).stat().st_size if pb_path and Path(pb_path).exists() else 0,
         data_bytes=Path(data_path).stat().st_size if data_path and Path(data_path).exists() else 0,
         fused_framework_ops=fused, live_bytes=timeline.live_bytes,
-        placement=placement_lines(graph, layers))
+        placement=placement_lines(graph, layers), shape_arenas=shape_arenas(graph))
+
+
+def shape_arenas(graph) -> list:
+    """(input shapes, arena bytes, lower bound) at both ends of each variable input dimension
+    the model follows (mace/ir/shape_ranges.py): the engine plans each shape as at load."""
+    converted, pins = converted_shapes(graph), shape_pins(graph.net)
+    rows = []
+    for name, dims in shape_ranges(graph.net).items():
+        for dim, (low, high) in sorted(dims.items()):
+            if dim in pins.get(name, {}):
+                continue
+            for value in (low, high):
+                if value is None or value == converted[name][dim]:
+                    continue
+                shapes = dict(converted)
+                shapes[name] = tuple(value if i == dim else d for i, d in enumerate(converted[name]))
+                plan = memory_timeline(reshaped_graph(graph, shapes)).plan
+                rows.append((shapes, plan.arena_size, plan.lower_bound))
+    return rows
 
 
 def used_consts(graph) -> set:
@@ -153,8 +176,18 @@ def render_text(report: OfflineReport) -> str:
         f"Estimated size of model data: {report.model_data_bytes} bytes "
         f"(graph {report.graph_bytes} + weights {report.data_bytes})",
         *([""] + report.placement if report.placement else []),
+        *_shape_arena_lines(report.shape_arenas),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _shape_arena_lines(rows: list) -> list:
+    lines = ["", "Tensor arena at other input shapes (variable dimensions, planned when first run):"] if rows else []
+    for shapes, arena, bound in rows:
+        over = (arena / bound - 1) * 100 if bound else 0.0
+        at = ", ".join(f"{n} ({', '.join(map(str, s))})" for n, s in shapes.items())
+        lines.append(f"  {at}: {arena} (lower bound {bound}; {over:.1f}% above it)")
+    return lines
 
 
 def source_model(config, model, build_dir=None):

@@ -223,3 +223,11 @@ def test_the_shapes_kept_are_bounded_least_recently_used_first(classifier_build)
     engine.resize({"x": (1, 3, 16, 16)})
     assert engine.resize_stats == {"planned": 4, "reused": 1}
     assert len(engine.__dict__["_shape_states"]) == 2
+
+
+def test_the_offline_report_plans_the_ends_of_each_range(encoder_build):
+    result, _ = encoder_build
+    ((shapes, arena, bound),) = result.report.shape_arenas   # 8 is the converted end
+    assert shapes == {"x": (1, 64, 32)} and arena == bound > result.report.arena_bytes
+    text = result.pb_path.with_name("enc_report.txt").read_text()
+    assert f"x (1, 64, 32): {arena} (lower bound {bound}; 0.0% above it)" in text
