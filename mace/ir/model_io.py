@@ -8,6 +8,8 @@ previous model intact.
 """
 from __future__ import annotations
 
+import mmap
+
 from pathlib import Path
 
 import numpy as np
@@ -105,6 +107,23 @@ def _map_consts(net: pb.NetDef, data_path: Path, pb_path: Path) -> dict:
         raw = blob[t.offset:t.offset + t.data_size]
         consts[t.name] = raw.view(dtype).reshape(tuple(t.dims))
     return consts
+
+
+def release_weight_pages(consts: dict) -> int:
+    """Let the OS drop the weights file's pages from this process's resident set; returns how many
+    mappings were released. Kernels that packed a weight at bind (the GEMM panels) never read the
+    mapped copy again, yet its pages stayed resident: counted twice. The mapping is read-only and
+    file-backed, so a page a kernel does read again is faulted back in from the page cache,
+    unchanged (MADV_DONTNEED on such a mapping drops nothing but residency)."""
+    maps = {id(m): m for m in (getattr(v, "_mmap", None) for v in consts.values()) if m is not None}
+    released = 0
+    for m in maps.values():
+        try:
+            m.madvise(mmap.MADV_DONTNEED)
+            released += 1
+        except (AttributeError, OSError, ValueError):   # no madvise on this OS, or a closed map
+            pass
+    return released
 
 
 def _write_quant(t, p) -> None:

@@ -29,7 +29,7 @@ from mace.ir.runtimes import GPU_RUNTIMES, INT8_TAGS, RUNTIMES
 from mace.errors import MaceError, ModelError, RuntimeInputError
 from mace.ir.args import get_arg
 from mace.ir.graph import Graph
-from mace.ir.model_io import load_model
+from mace.ir.model_io import load_model, release_weight_pages
 from mace.ir.ragged import ragged_outputs
 from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, bind_step, in_place_concats
 from mace.ops.registry import Kernel, KernelContext, select_kernel
@@ -79,7 +79,7 @@ class Engine:
         self.plan = self._plan()
         self.arena = _arena(self.plan.arena_size)
         self.buffers = self._bind_buffers()
-        self.nodes = [self._build_node(i, op) for i, op in enumerate(graph.net.op)]
+        self.nodes = [self._built(i, op) for i, op in enumerate(graph.net.op)]
         self.aliases = self._in_place_concats()
         if self.aliases:   # planned again without the aliased tensors, the nodes re-pointed
             self.plan = self._plan()
@@ -92,8 +92,17 @@ class Engine:
         self._steps = [self._bind(node) for node in self.nodes]
         if self.gpu:
             self.gpu.ready(self.nodes)
+            release_weight_pages(graph.consts)   # uploaded: the host copy need not stay resident
 
     # ---- load ----------------------------------------------------------
+    def _built(self, index: int, op) -> Node:
+        """The op's node; then its weights' mapped pages may go: a kernel that packed them never
+        reads them again, and the packed and mapped copies were both resident (docs/memory.md).
+        Pages a kernel does read again fault back in from the page cache."""
+        node = self._build_node(index, op)
+        release_weight_pages({t: self.graph.consts[t] for t in op.input if t in self.graph.consts})
+        return node
+
     def tensor_lives(self) -> list:
         """Lifetimes of every non-constant tensor in execution order."""
         return tensor_lives(self.graph)
