@@ -83,6 +83,7 @@ class Conv2DCpu(Kernel):
         self.wmat = np.ascontiguousarray(wg.reshape(g, kh * kw * cg, o // g))
         self.bias = None if len(ctx.consts) < 3 or ctx.consts[2] is None else ctx.consts[2].astype(np.float32)
         self.act = activation_args(ctx)
+        self.slope = ctx.consts[3] if len(ctx.consts) > 3 else None   # a fused PRELU's, per channel
         self.kh, self.kw, self.o = kh, kw, o
         self.pointwise = (kh, kw) == (1, 1) and self.strides == [1, 1] and not any(self.pads) and g == 1
         if not self.pointwise:
@@ -105,7 +106,7 @@ class Conv2DCpu(Kernel):
                 out2d.reshape(-1, self.group, self.o // self.group)[...] = self.gout.transpose(1, 0, 2)
         if self.bias is not None:
             out2d += self.bias
-        apply_activation(out, **self.act)
+        apply_activation(out, **self.act, slope=self.slope)
 
     def _im2col(self, x):
         p, g = self.pads, self.group

@@ -33,6 +33,7 @@ class DepthwiseConv2dCpu(Kernel):
         self.taps = np.ascontiguousarray(w[:, 0].astype(np.float32).transpose(1, 2, 0))
         self.bias = None if len(ctx.consts) < 3 or ctx.consts[2] is None else ctx.consts[2].astype(np.float32)
         self.act = activation_args(ctx)
+        self.slope = ctx.consts[3] if len(ctx.consts) > 3 else None   # a fused PRELU's, per channel
         xp_shape = list(self.in_shape)
         xp_shape[3] = c * self.mult
         self.xp = padded_buffer(xp_shape, self.pads, 0.0, np.float32)
@@ -54,6 +55,6 @@ class DepthwiseConv2dCpu(Kernel):
                 np.multiply(window(self.xp, i, j, self.dil, self.strides, self.out_hw),
                             self.taps[i, j], out=self.tmp)
                 acc += self.tmp
-        apply_activation(acc, **self.act)
+        apply_activation(acc, **self.act, slope=self.slope)
         if acc is not out:
             out[...] = acc

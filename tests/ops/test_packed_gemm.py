@@ -201,3 +201,24 @@ def test_a_fused_activation_runs_in_the_depthwise_loop_and_the_fc_gemm(kind, thr
                                dict(activation=kind, max_limit=6.0, activation_coefficient=0.1))
     assert kern.packed is not None
     close(got, want)
+
+
+@pytest.mark.parametrize("case", [CONVS[0], CONVS[3], CONVS[4], CONVS[6], dict(k=(3, 3), h=5, w=300, o=70),
+                                  dict(k=(5, 5), h=9, w=9, c=2, o=3)])   # small: not the packed GEMM
+def test_a_fused_prelu_reads_its_slope_per_output_channel(case, threads):
+    """PRELU fused by fuse_activation: the slope is the conv's input 3, one per output channel
+    (a group's channels offset into it), applied in the store step, or after the GEMM elsewhere."""
+    x, consts, args = conv_case(np.random.default_rng(12), **dict(dict(h=17, w=15, c=12, o=20),
+                                                                  **dict(case, act="PRELU")))
+    consts.append(np.random.default_rng(13).uniform(-1, 1, consts[0].shape[0]).astype(F32))
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    close(got, want)
+    assert not np.array_equal(want, np.maximum(want, 0))   # negative values: the slope mattered
+    rng = np.random.default_rng(14)
+    xd = rng.standard_normal((1, 11, 9, 24)).astype(F32)
+    dargs = dict(strides=[1, 1], dilations=[1, 1], pads=[1, 1, 1, 1], group=24, activation="PRELU")
+    got, want, kern = run_both("DepthwiseConv2d", xd, [rng.standard_normal((24, 1, 3, 3)).astype(F32),
+                                                        rng.standard_normal(24).astype(F32),
+                                                        rng.uniform(-1, 1, 24).astype(F32)], dargs)
+    assert kern.after is None
+    close(got, want)

@@ -313,3 +313,25 @@ def test_fuse_skip_layer_norm(options, fused):
         assert get_arg(graph.net.op[-1], "skip") == 1 and list(graph.net.op[-1].input)[-1] == "x"
         fast = Engine(graph).run({"x": x})["y"]
         np.testing.assert_allclose(fast, _outputs(graph, x)["y"], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("options, fused", [({}, True), ({"runtime": "gpu"}, False)])
+def test_fuse_activation_takes_a_prelu_slope_per_channel(options, fused):
+    """A PRELU with a slope per output channel fuses into the conv before it (CPU float): the
+    slope becomes the conv's input 3 (after a zero bias here); the store step applies it."""
+    from mace.transform.passes.fuse_activation import fuse_activation
+
+    w = RNG.normal(size=(6, 8, 3, 3)).astype(np.float32)
+    slope = RNG.uniform(-1, 1, (1, 1, 6)).astype(np.float32)
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("Conv2D", ["x", "w"], ["c"], {"strides": [1, 1], "pads": [1, 1, 1, 1], "data_format": "NHWC"}),
+        ("Activation", ["c", "slope"], ["y"], {"activation": "PRELU"})], {"w": w, "slope": slope})
+    after = ["Conv2D"] if fused else ["Conv2D", "Activation"]
+    graph = _check(build, fuse_activation, ["Conv2D", "Activation"], after, options=options, changes=fused,
+                   rtol=1e-4)
+    if fused:
+        conv = graph.net.op[0]
+        assert get_arg(conv, "activation") == "PRELU" and len(conv.input) == 4
+        np.testing.assert_array_equal(graph.consts[conv.input[3]], slope.reshape(-1))
+        fast = Engine(graph).run({"x": X})["y"]
+        np.testing.assert_allclose(fast, _outputs(graph)["y"], rtol=1e-4, atol=1e-5)

@@ -80,7 +80,15 @@ def store_epilogue(act: dict, slope=None):
     return F32.type(-np.inf), F32.type(np.inf), (int(lib.store_rows.address), STORE_CODES[kind], a, b, at)
 
 
-def activation_fn(act: dict, dtype=np.float32):
+def fused_slope(ctx):
+    """A conv's fused PRELU slope (its input 3: one per output channel, fuse_activation), as
+    contiguous float32, or None."""
+    if ctx.arg("activation", "") != "PRELU" or len(ctx.consts) < 4 or ctx.consts[3] is None:
+        return None
+    return np.ascontiguousarray(np.asarray(ctx.consts[3], np.float32).reshape(-1))
+
+
+def activation_fn(act: dict, dtype=np.float32, slope=None):
     """In-place activation `fn(x)` for a kernel's fused activation args, or None.
 
     RELU / RELUX / CLIP use np.clip with bounds of the tensor's own type: numpy 2.4
@@ -97,7 +105,7 @@ def activation_fn(act: dict, dtype=np.float32):
         lo, hi = bounds
         return lambda x: np.clip(x, lo, hi, out=x)
     compiled = _compiled_in_place(act, dtype)
-    return compiled or (lambda x: apply_activation(x, **act))
+    return compiled or (lambda x: apply_activation(x, **act, slope=slope))
 
 
 def _compiled_in_place(act: dict, dtype):

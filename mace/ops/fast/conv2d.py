@@ -23,8 +23,8 @@ import numpy as np
 from mace.ops._common import activation_args, sequence
 from mace.ops.conv2d import conv_geometry
 from mace.ops.fast import _conv_dense, _conv_direct, _conv_shifted, _winograd
-from mace.ops.fast._base import (F32, NO_STORE, FastKernel, activation_fn, carve, clip_bounds, loop_bias,
-                                 scratch_size, store_epilogue)
+from mace.ops.fast._base import (F32, NO_STORE, FastKernel, activation_fn, carve, clip_bounds, fused_slope,
+                                 loop_bias, scratch_size, store_epilogue)
 from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter, packed_width
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
@@ -82,10 +82,12 @@ class Conv2DFast(FastKernel):
     def setup(self, ctx):
         self.geo = geometry(ctx, ctx.consts[1].shape)
         self.bias = const_bias(ctx)
-        self.act = activation_fn(activation_args(ctx))
-        self.bounds = clip_bounds(activation_args(ctx))
+        act = activation_args(ctx)
+        self.slope = fused_slope(ctx)   # kept: the store step reads it by address
+        self.act = activation_fn(act, slope=self.slope)
+        self.bounds = clip_bounds(act)
         self.algo = choose(self.geo, ctx.consts[1], int(ctx.arg("winograd", 0)),
-                           self.bias, self.bounds, self.act, store_epilogue(activation_args(ctx)))
+                           self.bias, self.bounds, self.act, store_epilogue(act, self.slope))
         # the packed filter, as an attribute of its own: observers list it among kernel buffers
         self.packed = next(getattr(self.algo, a) for a in ("wmat", "u", "t", "taps") if hasattr(self.algo, a))
         self.scratch_nbytes = scratch_size(self.algo.specs)

@@ -20,8 +20,8 @@ from numpy.lib.stride_tricks import as_strided
 
 from mace.ops import depthwise_conv2d as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args, sequence
-from mace.ops.fast._base import (NO_STORE, FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size,
-                                 store_epilogue)
+from mace.ops.fast._base import (NO_STORE, FastKernel, activation_fn, carve, clip_bounds, fused_slope, loop_bias,
+                                 scratch_size, store_epilogue)
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
@@ -44,7 +44,8 @@ class DepthwiseConv2dFast(FastKernel):
         # taps[i, j] is tap (i, j)'s weight per channel
         self.taps = np.ascontiguousarray(np.asarray(ctx.consts[1], np.float32)[:, 0].transpose(1, 2, 0))
         self.bias = const_bias(ctx)
-        self.act = activation_fn(activation_args(ctx))
+        self.slope = fused_slope(ctx)   # kept: the store step reads it by address
+        self.act = activation_fn(activation_args(ctx), slope=self.slope)
         self.compiled = loops() is not None
         if self.compiled:
             self._setup_loop(activation_args(ctx))
@@ -58,7 +59,7 @@ class DepthwiseConv2dFast(FastKernel):
     def _setup_loop(self, act):
         g = self.geo
         self.specs, self.scratch_nbytes = [], 0
-        store = store_epilogue(act)
+        store = store_epilogue(act, self.slope)
         # the loop clips and activates each output row as it stores it; an activation without
         # a compiled loop runs after it
         self.after = None if store is not None else self.act

@@ -66,6 +66,7 @@ def fold_affine_into_conv(graph, options) -> bool:
     for conv in graph.net.op:
         op = producers.get(conv.input[0]) if conv.type == "Conv2D" and conv.input else None
         if (op is None or op.name in removed or conv.name in removed or int(get_arg(conv, "group", 1)) != 1
+                or len(conv.input) > 3
                 or conv.input[1] not in graph.consts or graph.consts[conv.input[1]].ndim != 4
                 or (len(conv.input) > 2 and conv.input[2] not in graph.consts)
                 or len(consumers[op.output[0]]) != 1 or op.output[0] in outputs or not _unpadded(graph, conv)):

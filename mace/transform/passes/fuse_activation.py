@@ -8,11 +8,17 @@ since its slope is a tensor). The producer's output must have no other reader.
 SWISH (fuse_hardswish's SiLU) too on models that run on the CPU in float, into the ops whose
 fast kernels apply it as they store their output (Conv2D, DepthwiseConv2d, FullyConnected:
 the packed GEMM's and the depthwise loop's store step); the GPU and int8 kernels have no SWISH.
+So does a PRELU whose slope is a constant per output channel (or one number) into a Conv2D or
+DepthwiseConv2d: the slope becomes the conv's fourth input, a vector of its output channels
+(after a zero bias where it had none).
 """
 from __future__ import annotations
 
+import numpy as np
+
 from mace.ir.args import get_arg, has_arg, set_arg
 from mace.ir.qat_ranges import carry_range
+from mace.transform.passes.fold_batchnorm import _channel_vector as channel_vector
 from mace.transform.passes.fuse_hardswish import cpu_float
 
 HOSTS = {"Conv2D", "DepthwiseConv2d", "Deconv2D", "FullyConnected", "BatchNorm", "Eltwise"}
@@ -20,6 +26,7 @@ FUSABLE = {"RELU", "RELUX", "LEAKYRELU", "CLIP", "SIGMOID", "TANH", "HARDSIGMOID
 # kinds only a CPU float model fuses, and the ops that take them
 CPU_FUSABLE = {"SWISH"}
 CPU_HOSTS = {"Conv2D", "DepthwiseConv2d", "FullyConnected"}
+SLOPE_HOSTS = {"Conv2D", "DepthwiseConv2d"}   # a fused PRELU: the slope is input 3
 
 
 def _fusable(kind, host_type, cpu: bool) -> bool:
@@ -28,23 +35,47 @@ def _fusable(kind, host_type, cpu: bool) -> bool:
     return cpu and kind in CPU_FUSABLE and host_type in CPU_HOSTS
 
 
+def _prelu_slope(graph, op, src):
+    """PRELU `op`'s slope as a vector of `src`'s output channels, or None (not a constant per
+    channel, or `src` cannot take it)."""
+    if (src.type not in SLOPE_HOSTS or len(op.input) != 2 or op.input[1] not in graph.consts
+            or src.input[1] not in graph.consts or len(src.input) > 3
+            or (len(src.input) == 3 and src.input[2] not in graph.consts)):
+        return None
+    if np.asarray(graph.consts[op.input[1]]).dtype.kind != "f":
+        return None
+    return channel_vector(graph, src, op.input[1], graph.consts[src.input[1]].shape[0])
+
+
+def _take_slope(graph, op, src, slope) -> None:
+    if len(src.input) < 3:
+        src.input.append(graph.add_const(graph.unique_name(src.name + "_bias"),
+                                         np.zeros(slope.shape[0], np.float32)))
+    src.input.append(graph.add_const(graph.unique_name(op.input[1]), np.ascontiguousarray(slope, np.float32)))
+
+
 def fuse_activation(graph, options) -> bool:
     producers = graph.producers()
     consumers = graph.consumers()
     outputs = set(graph.output_names)
     removed, cpu = set(), cpu_float(options)
     for op in graph.net.op:
-        if op.type != "Activation" or len(op.input) != 1:
+        if op.type != "Activation" or not op.input:
             continue
         kind = get_arg(op, "activation")
         src = producers.get(op.input[0])
-        if (src is None or not _fusable(kind, src.type, cpu) or src.name in removed
+        slope = _prelu_slope(graph, op, src) if kind == "PRELU" and cpu and src is not None else None
+        if len(op.input) != 1 and slope is None:
+            continue
+        if (src is None or not (slope is not None or _fusable(kind, src.type, cpu)) or src.name in removed
                 or get_arg(src, "activation", "") or len(consumers[src.output[0]]) != 1
                 or src.output[0] in outputs or len(src.output) != 1):
             continue
         if src.type == "Eltwise" and graph.specs.get(src.output[0], (None, None))[1] is not None \
                 and graph.dtype(src.output[0]).kind != "f":
             continue
+        if slope is not None:
+            _take_slope(graph, op, src, slope)
         set_arg(src, "activation", kind)
         for name in ("max_limit", "activation_coefficient"):
             if has_arg(op, name):
