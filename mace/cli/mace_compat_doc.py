@@ -37,7 +37,9 @@ OTHERS = """## Files and behaviour
   `model_out_<name>` with `--output_format raw` (docs/cli.md).
 - `accuracy_validation_script`: `run` imports the file, makes its `AccuracyValidator(**kwargs)`,
   feeds `preprocess(start, end)` batches (a one-item list is unwrapped; a short last batch is
-  filled with zero samples whose outputs are dropped) through the converted model in this
+  filled with zero samples whose outputs are dropped; a model whose batch dimension is declared
+  variable, `input_shapes: -1..8,...`, runs each batch of `batch_size()` samples as one input of
+  that batch, and the short last one as it is) through the converted model in this
   process, calls `postprocess(start, end, outputs)` and `result()`, prints what it printed and
   returned, and saves both to `builds/<library>/<model>_accuracy.json`
   (`mace/validate/accuracy.py`; example: `examples/digits/digits_accuracy.yml`).

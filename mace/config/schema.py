@@ -341,7 +341,8 @@ MODEL_KEYS = [
 
 SUBGRAPH_KEYS = [
     Key("input_tensors", as_str_list, required=True),
-    Key("input_shapes", parse_shapes, required=True, doc="in input_data_formats order; a dimension may be a range lo..hi (-1..8: 1 to 8, converted at the low end)"),
+    Key("input_shapes", parse_shapes, required=True,
+        doc="in input_data_formats order; a dimension may be a range lo..hi (-1..8: 1 to 8, converted at 1)"),
     Key("output_tensors", as_str_list, required=True),
     Key("output_shapes", parse_fixed_shapes, [], doc="checked against the converted model"),
     Key("input_data_formats", list_of(one_of(DATA_FORMATS, lower=False)), ["NHWC"]),

@@ -101,6 +101,17 @@ def add_named_outputs(graph: Graph, outputs: list, source_of, framework_format: 
             rename(src, t.name)
 
 
+def check_variable_dims(path, t: TensorSpec, declared, perm, what: str = "the model") -> None:
+    """A dimension the deployment file declares variable (input_shapes: -1..8,...) must be one in
+    the framework model too: `declared` in the framework's layout, None / 0 / -1 where open."""
+    for i, m in enumerate(declared):
+        dim = perm[i] if perm else i
+        if dim in t.dim_ranges and m is not None and m > 0:
+            low, high = t.dim_ranges[dim]
+            raise ModelError(f"{path}: input tensor '{t.name}': dimension {dim} is declared variable "
+                             f"({low}..{high if high is not None else ''}) but {what} fixes it at {m}")
+
+
 def add_input_info(graph: Graph, t: TensorSpec) -> None:
     info = graph.net.input_info.add(name=t.name, data_type=BY_NAME[t.dtype],
                                     data_format=FORMAT_ENUM[t.data_format])

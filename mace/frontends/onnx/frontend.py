@@ -12,7 +12,7 @@ import numpy as np
 
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph
+from mace.frontends.base import add_framework_input, add_outputs, check_variable_dims, map_node, new_graph
 from mace.frontends.onnx.ops_integer import DYNAMIC_MICROSOFT
 from mace.frontends.onnx.ops_qlinear import COM_MICROSOFT, GRID_PASSTHROUGH, on_grid
 from mace.frontends.onnx.registry import load_mappers
@@ -256,17 +256,7 @@ def _check_inputs(spec: ModelSpec, declared: dict, path: Path) -> None:
                 f"{path}: input tensor '{t.name}': shape {list(t.shape)} ({t.data_format}) is "
                 f"{logical} in the model's {FRAMEWORK_FORMAT} layout, but the model declares "
                 f"{[d if d else '?' for d in model_dims]}{hint}")
-        for i, m in enumerate(model_dims):   # a variable dimension must be one in the model too
-            user_dim = perm[i] if perm else i
-            if user_dim in t.dim_ranges and m is not None and m > 0:
-                raise ModelError(f"{path}: input tensor '{t.name}': dimension {user_dim} is declared "
-                                 f"variable ({_range_text(t.dim_ranges[user_dim])}) but the model "
-                                 f"fixes it at {m}")
-
-
-def _range_text(bounds) -> str:
-    low, high = bounds
-    return f"{low}..{high if high is not None else ''}"
+        check_variable_dims(path, t, model_dims, perm)
 
 
 def _check_input_types(spec: ModelSpec, model, path: Path) -> None:

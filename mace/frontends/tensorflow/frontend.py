@@ -16,8 +16,8 @@ import numpy as np
 
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import (add_input_info, add_named_outputs, add_note, map_node, new_graph,
-                                 rename_tensor)
+from mace.frontends.base import (add_input_info, add_named_outputs, add_note, check_variable_dims, map_node,
+                                 new_graph, rename_tensor)
 from mace.frontends.tensorflow.loader import import_tf, load_model_file, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
 from mace.ir.graph import Graph
@@ -225,6 +225,7 @@ def _check_inputs(ctx: TfContext, spec: ModelSpec, nodes: dict, path: Path) -> N
             raise ModelError(f"{path}: input tensor '{t.name}': shape {list(t.shape)} ({t.data_format}) "
                              f"is {logical} in the model's {FRAMEWORK_FORMAT} layout, but the "
                              f"placeholder declares {[d if d >= 0 else '?' for d in declared]}{hint}")
+        check_variable_dims(path, t, declared or [], perm, "the placeholder")
         dtype = ctx.attr(node, "dtype")
         if dtype is not None and np.dtype(dtype) != np.dtype(t.dtype):
             raise ModelError(f"{path}: input tensor '{t.name}' is {np.dtype(dtype)} in the model, the "

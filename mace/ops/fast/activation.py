@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import activation as _reference  # noqa: F401 - registers the op type first
 from mace.ops.fast._act_codes import CODES, aliasing, loop_name, params
 from mace.ops.fast._base import F32, FastKernel
 from mace.ops.fast._jit import act_loops

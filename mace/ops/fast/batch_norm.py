@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import batch_norm as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args
 from mace.ops.fast._base import F32, FastKernel, clip_bounds
 from mace.ops.fast._jit import loops

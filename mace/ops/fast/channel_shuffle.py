@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import channel_shuffle as _reference  # noqa: F401 - registers the op type first
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop

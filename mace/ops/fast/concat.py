@@ -8,7 +8,6 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops import concat as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import normalize_axis, sequence
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._jit import loops

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import deconv2d as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args, sequence
 from mace.ops.deconv2d import deconv_geometry
 from mace.ops.fast._base import F32, FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size

@@ -18,7 +18,6 @@ from functools import partial
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from mace.ops import depthwise_conv2d as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args, sequence
 from mace.ops.fast._base import (NO_STORE, FastKernel, activation_fn, carve, clip_bounds, fused_slope, loop_bias,
                                  scratch_size, store_epilogue)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import eltwise as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args
 from mace.ops.fast._act_codes import UNARY_CODES, aliasing
 from mace.ops.fast._base import F32, FastKernel, clip_bounds

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import fully_connected as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import activation_args, sequence
 from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds, loop_bias, store_epilogue
 from mace.ops.fast._conv_gemm import ConvGeometry, Panels, packed_width

@@ -10,7 +10,6 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops import gru as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import sequence
 from mace.ops.fast._base import FastKernel, carve, scratch_size
 from mace.ops.fast._jit import op_loops

@@ -11,7 +11,6 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops import local_response_norm as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import sequence
 from mace.ops.fast._base import F32, FastKernel, carve, scratch_size
 from mace.ops.registry import kernel

@@ -17,7 +17,6 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops import matmul as _reference  # noqa: F401 - registers the op type first
 from mace.ops.fast._base import F32, FastKernel
 from mace.ops.fast._pool import matmul
 from mace.ops.registry import kernel

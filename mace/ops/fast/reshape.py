@@ -6,7 +6,6 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops import reshape as _reference  # noqa: F401 - registers the op type first
 from mace.ops.fast._base import FastKernel
 from mace.ops.registry import kernel
 

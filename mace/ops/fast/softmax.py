@@ -10,7 +10,6 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops import softmax as _reference  # noqa: F401 - registers the op type first
 from mace.ops._common import normalize_axis
 from mace.ops.fast._base import F32, FastKernel
 from mace.ops.fast._jit import loops

@@ -5,7 +5,6 @@ whole shuffle stays on the GPU instead of a round trip to the CPU per shuffle.
 """
 import numpy as np
 
-from mace.ops import channel_shuffle  # noqa: F401 (registers the op type first)
 from mace.ops.gpu._tensor import GatherGpu
 from mace.ops.registry import kernel
 

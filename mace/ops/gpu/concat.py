@@ -1,7 +1,6 @@
 """Concat on channels on the GPU (four inputs per launch)."""
 from __future__ import annotations
 
-from mace.ops import concat  # noqa: F401 (registers the op type first)
 from mace.ir.args import get_arg
 from mace.ops._common import normalize_axis
 from mace.ops.gpu.images import as_nhwc, cdiv

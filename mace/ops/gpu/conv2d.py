@@ -7,7 +7,6 @@ transforms run on the GPU, the filter transform G g G^T once on the host.
 
 import numpy as np
 
-from mace.ops import conv2d  # noqa: F401 (registers the op types first)
 from mace.ir.args import get_arg
 from mace.ops.conv2d import conv_geometry
 from mace.ops.gpu.images import cdiv, conv_filter_size, height_major_size

@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from mace.ops import deconv2d  # noqa: F401 (registers the op types first)
 from mace.ir.args import get_arg
 from mace.ops.deconv2d import deconv_geometry
 from mace.ops.gpu.conv2d import bias_image, conv_unsupported

@@ -1,7 +1,6 @@
 """DepthToSpace on the GPU (DCR and CRD modes)."""
 from __future__ import annotations
 
-from mace.ops import depth_to_space  # noqa: F401 (registers the op type first)
 from mace.ops.gpu._tensor import SpaceDepthGpu
 from mace.ops.registry import kernel
 

@@ -2,7 +2,6 @@
 
 import numpy as np
 
-from mace.ops import depthwise_conv2d  # noqa: F401 (registers the op types first)
 from mace.ops.conv2d import conv_geometry
 from mace.ops.gpu.conv2d import bias_image, conv_unsupported
 from mace.ops.gpu.images import cdiv, dw_filter_size

@@ -3,7 +3,6 @@ broadcasting, unary), Activation (PReLU included), BatchNorm and FakeQuantize.""
 
 import numpy as np
 
-from mace.ops import activation, batch_norm, eltwise  # noqa: F401 (registers the op types first)
 from mace.ops.fake_quantize import grid
 from mace.ir.args import get_arg
 from mace.ops.gpu.images import as_nhwc, cdiv

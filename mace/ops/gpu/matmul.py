@@ -3,7 +3,6 @@ and MatMul (both operands images; batch dims equal, or one side 2-D) on the GPU.
 
 import numpy as np
 
-from mace.ops import fully_connected, matmul  # noqa: F401 (registers the op types first)
 from mace.ops.gpu.conv2d import bias_image
 from mace.ops.gpu.images import as_nhwc, cdiv, channel_major_size, conv_filter_size
 from mace.ops.gpu.kernel import GpuKernel, act_args, fusable, i32, image_fits

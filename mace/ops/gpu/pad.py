@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import pad  # noqa: F401 (registers the op type first)
 from mace.ir.args import get_arg
 from mace.ops.gpu._tensor import NHWC_AXES
 from mace.ops.gpu.elementwise import pixel_gws

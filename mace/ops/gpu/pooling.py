@@ -1,6 +1,5 @@
 """Pooling (max / average) and Reduce over H, W on the GPU."""
 
-from mace.ops import pooling, reduce  # noqa: F401 (registers the op types first)
 from mace.ir.args import get_arg
 from mace.ops.gpu.images import cdiv
 from mace.ops.gpu.kernel import GpuKernel, i32

@@ -1,7 +1,6 @@
 """Reshape on the GPU: a gather from the input image (same flat index on both sides)."""
 from __future__ import annotations
 
-from mace.ops import reshape  # noqa: F401 (registers the op type first)
 from mace.ops.gpu._tensor import GatherGpu, strides
 from mace.ops.registry import kernel
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import resize_bilinear  # noqa: F401 (registers the op type first)
 from mace.ops._resize import axis_params
 from mace.ops.gpu._tensor import ResizeGpu
 from mace.ops.registry import kernel

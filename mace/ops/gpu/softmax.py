@@ -1,7 +1,6 @@
 """Softmax (and LogSoftmax) over channels on the GPU."""
 from __future__ import annotations
 
-from mace.ops import softmax  # noqa: F401 (registers the op type first)
 from mace.ir.args import get_arg
 from mace.ops._common import normalize_axis
 from mace.ops.gpu.images import as_nhwc

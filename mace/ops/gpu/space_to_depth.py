@@ -1,7 +1,6 @@
 """SpaceToDepth on the GPU."""
 from __future__ import annotations
 
-from mace.ops import space_to_depth  # noqa: F401 (registers the op type first)
 from mace.ops.gpu._tensor import SpaceDepthGpu
 from mace.ops.registry import kernel
 

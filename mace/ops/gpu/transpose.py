@@ -1,7 +1,6 @@
 """Transpose on the GPU: a gather from the input image through permuted strides."""
 from __future__ import annotations
 
-from mace.ops import transpose  # noqa: F401 (registers the op type first)
 from mace.ops.gpu._tensor import GatherGpu, strides
 from mace.ops.registry import kernel
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import activation as _reference  # noqa: F401 - registers the op type first
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.activation import ActivationInt8

@@ -3,7 +3,6 @@ uint8 codes (the reference copies one strided group at a time), rescaled where t
 has its own range (_moves.FastMove)."""
 from __future__ import annotations
 
-from mace.ops import channel_shuffle as _reference  # noqa: F401 - registers the op type first
 from mace.ops.fast.channel_shuffle import ChannelShuffleFast
 from mace.ops.fast.int8._moves import FastMove
 from mace.ops.int8.channel_shuffle import ChannelShuffleInt8

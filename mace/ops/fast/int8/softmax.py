@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops import softmax as _reference  # noqa: F401 - registers the op type first
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.softmax import PROB_BITS, SoftmaxInt8

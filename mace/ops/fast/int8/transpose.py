@@ -3,7 +3,6 @@ blocked / per-column transposes, the reshaped copy), rescaled where the output h
 range (_moves.FastMove)."""
 from __future__ import annotations
 
-from mace.ops import reshape as _reshape, transpose as _transpose  # noqa: F401 - register the op types first
 from mace.ops.fast.int8._moves import FastMove
 from mace.ops.fast.reshape import ReshapeFast
 from mace.ops.fast.transpose import TransposeFast
