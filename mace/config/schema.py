@@ -135,6 +135,9 @@ def parse_shapes(v) -> list:
         return []
     if isinstance(v, list) and v and all(isinstance(x, int) for x in v):
         return [parse_shape(v)]
+    if isinstance(v, list) and any(isinstance(x, int) for x in v) and all(
+            isinstance(x, int) or ".." in str(x) and "," not in str(x) for x in v):
+        return [parse_shape(v)]   # one YAML list with a range in it: [-1..8, 3, 224, 224]
     items = v if isinstance(v, list) else [v]
     return [parse_shape(x) for x in items]
 

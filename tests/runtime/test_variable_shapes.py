@@ -76,6 +76,19 @@ def test_ranges_parse_to_the_converted_value_and_show_in_config(tmp_path):
     assert plain.inputs[0].dim_ranges == {} and shape_range_notes(plain) == []
 
 
+@pytest.mark.parametrize("shape, converted, ranges", [
+    ("-1,3,16,16", [1, 3, 16, 16], {0: (1, None)}),          # the framework's own symbolic dim
+    ("2..,3,16,16", [2, 3, 16, 16], {0: (2, None)}),
+    ("..8,3,16,16", [1, 3, 16, 16], {0: (1, 8)}),
+    ("[1..2, 3, 16, 16]", [1, 3, 16, 16], {0: (1, 2)}),    # a YAML list
+])
+def test_range_spellings(tmp_path, shape, converted, ranges):
+    if shape.startswith("["):
+        shape = yaml.safe_load(shape)
+    sg = load_deployment(deployment(tmp_path, "m", classifier(), shape, "NCHW")).models["m"].graph
+    assert list(sg.input_shapes[0]) == converted and sg.inputs[0].dim_ranges == ranges
+
+
 @pytest.mark.parametrize("shape, message", [
     ("4..2,3,16,16", "expected low..high with 1 <= low <= high"),
     ("1..x,3,16,16", "expected an integer"),
