@@ -2,6 +2,7 @@
 variable input shapes (input_shapes: -1..8,...; docs/deployment_file.md).
 
 `classifier`: a CNN with a symbolic batch N (conv, pooling, Flatten, Gemm, Softmax).
+`detector`: conv heads over a symbolic H x W, NonMaxSuppression over every cell inside the graph.
 `encoder`: a transformer-encoder block over a symbolic sequence S, its head split and merge
 written the way PyTorch exports them (Shape -> Gather -> Concat -> Reshape) and as literal
 targets with 0 / -1; `positions=True` adds a learned position table sliced to S (Shape ->
@@ -126,3 +127,38 @@ def with_symbolic_batch(model, name: str = "N"):
         dim.ClearField("dim_value")
         dim.dim_param = name
     return model
+
+
+def detector(seed: int = 0, classes: int = 3, limit: int = 10):
+    """ModelProto: x [1, 3, H, W] (H, W symbolic) -> a box and a class-score map per cell of a
+    stride-4 grid, NonMaxSuppression over every cell, the kept boxes gathered: selected [n, 3],
+    picked [n, 4]. Its reshapes are literal targets with -1 (the cells follow H and W)."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(seed)
+    inits = [_init(rng, "w1", 8, 3, 3, 3), _init(rng, "w_box", 4, 8, 1, 1), _init(rng, "w_cls", classes, 8, 1, 1),
+             _ints("box_shape", [1, 4, -1]), _ints("cls_shape", [1, classes, -1]), _ints("limit", [limit]),
+             helper.make_tensor("iou", TensorProto.FLOAT, [1], [0.3]),
+             helper.make_tensor("score", TensorProto.FLOAT, [1], [0.55]),
+             helper.make_tensor("two", TensorProto.INT64, [], [2]),
+             helper.make_tensor("zero", TensorProto.INT64, [], [0])]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1"], ["c1"], pads=[1, 1, 1, 1], strides=[4, 4]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w_box"], ["box_map"]),
+        helper.make_node("Sigmoid", ["box_map"], ["box_unit"]),
+        helper.make_node("Reshape", ["box_unit", "box_shape"], ["box_cols"]),
+        helper.make_node("Transpose", ["box_cols"], ["boxes"], perm=[0, 2, 1]),
+        helper.make_node("Conv", ["r1", "w_cls"], ["cls_map"]),
+        helper.make_node("Sigmoid", ["cls_map"], ["cls_unit"]),
+        helper.make_node("Reshape", ["cls_unit", "cls_shape"], ["scores"]),
+        helper.make_node("NonMaxSuppression", ["boxes", "scores", "limit", "iou", "score"], ["selected"]),
+        helper.make_node("Gather", ["selected", "two"], ["cell"], axis=1),
+        helper.make_node("Gather", ["boxes", "zero"], ["boxes0"], axis=0),
+        helper.make_node("Gather", ["boxes0", "cell"], ["picked"], axis=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "detector", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+        [helper.make_tensor_value_info("selected", TensorProto.INT64, ["n", 3]),
+         helper.make_tensor_value_info("picked", TensorProto.FLOAT, ["n", 4])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])

@@ -16,6 +16,7 @@ from mace.convert import convert_deployment
 from mace.errors import ModelError
 from mace.onnx_backend import prepare
 from mace.runtime.engine import create_engine
+from mace.testing.variable_shape_models import detector
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -136,3 +137,27 @@ def test_nms_over_a_variable_number_of_boxes_with_validation(tmp_path):
         boxes, scores = detections(np.random.default_rng(n), 1, n, 2)
         run_both(nms_model(), {"boxes": boxes, "scores": scores}, engine)
         assert engine.output_specs()["selected"][0] == (2 * min(15, n), 3)
+
+
+def test_a_detector_at_two_image_sizes(tmp_path):
+    """Conv heads, NonMaxSuppression over every cell, kept boxes gathered: converted once with
+    H and W variable, run at 32x32 and 48x40 against onnxruntime (the NMS bound follows the cells)."""
+    model = detector()
+    path = tmp_path / "det.onnx"
+    onnx.save(model, path)
+    sg = {"input_tensors": "x", "input_shapes": "1,3,32..64,32..64", "input_data_formats": "NCHW",
+          "output_tensors": "selected,picked", "output_data_formats": "NONE"}
+    entry = {"platform": "onnx", "model_file_path": str(path), "subgraphs": [sg], "runtime": "cpu",
+             "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest()}
+    (tmp_path / "det.yml").write_text(yaml.safe_dump({"library_name": "det", "models": {"det": entry}}))
+    result = convert_deployment(load_deployment(tmp_path / "det.yml"), build_dir=tmp_path / "builds")[0]
+    assert not any("stays" in n for n in result.notes), result.notes
+    engine, session = create_engine(result.pb_path), ort.InferenceSession(str(path))
+    for h, w in ((32, 32), (48, 40), (32, 32)):
+        x = np.random.default_rng(h * w).standard_normal((1, 3, h, w)).astype(np.float32)
+        ours = engine.run({"x": x})
+        selected, picked = session.run(None, {"x": x})
+        np.testing.assert_array_equal(ours["selected"], selected)
+        np.testing.assert_allclose(ours["picked"], picked, atol=1e-6)
+        assert 0 < len(selected) < engine.output_specs()["selected"][0][0] == 3 * 10
+    assert engine.resize_stats == {"planned": 1, "reused": 1}
