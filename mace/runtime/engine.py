@@ -256,7 +256,7 @@ class Engine:
         states[now] = self._shape_state()   # the shape left: used more recently than the rest
         stats = self.resize_stats
         if key not in states:
-            states[key] = Engine(reshaped_graph(base, wanted), self.device, self.options)._shape_state()
+            states[key] = self._engine_at(reshaped_graph(base, wanted))._shape_state()
             stats["planned"] += 1
         else:
             stats["reused"] += 1
@@ -264,6 +264,14 @@ class Engine:
         while len(states) > max(int(self.options.get("shape_cache", SHAPE_CACHE)), 1):
             del states[next(iter(states))]   # each kept shape holds its arena and packed weights
         vars(self).update(states[key])
+
+    def _engine_at(self, graph: Graph) -> "Engine":
+        """This model's engine for `graph` (its shapes inferred again), sharing the state kept
+        between runs: a streaming model's variables do not start over when the shape changes."""
+        other = Engine(graph, self.device, self.options)
+        # its kernels look the values up in their store at run time (mace/ops/variable.py)
+        other.variables.values, other.variables.initial = self.variables.values, self.variables.initial
+        return other
 
     @property
     def resize_stats(self) -> dict:
@@ -380,7 +388,8 @@ class Engine:
 # dropped first: a sequence model fed every length from 1 to 512 would otherwise keep 512 arenas
 SHAPE_CACHE = 8
 # what resize keeps across shapes (mace/runtime/resize.py): the rest is per shape signature
-_ENGINE_WIDE = frozenset({"observers", "options", "device", "_shape_states", "_base_graph", "_resize_stats"})
+_ENGINE_WIDE = frozenset({"observers", "options", "device", "variables", "_shape_states", "_base_graph",
+                          "_resize_stats"})
 
 
 def _signature(shapes: dict, names) -> tuple:

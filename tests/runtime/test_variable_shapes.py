@@ -14,10 +14,13 @@ from mace.config import load_deployment
 from mace.config.deployment import shape_range_notes
 from mace.convert import convert_deployment
 from mace.errors import ConfigError, ModelError, RuntimeInputError
-from mace.ir.shape_ranges import shape_pins, shape_ranges
-from mace.runtime.engine import create_engine
+from mace.ir.dtypes import from_numpy
+from mace.ir.graph import Graph
+from mace.ir.shape_ranges import record_shape_ranges, shape_pins, shape_ranges
+from mace.runtime.engine import Engine, create_engine
 from mace.testing.onnx_models import data_input, randomized
 from mace.testing.variable_shape_models import classifier, encoder, with_symbolic_batch
+from mace.transform.shape_inference import infer_shapes
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -244,3 +247,25 @@ def test_the_offline_report_plans_the_ends_of_each_range(encoder_build):
     assert shapes == {"x": (1, 64, 32)} and arena == bound > result.report.arena_bytes
     text = result.pb_path.with_name("enc_report.txt").read_text()
     assert f"x (1, 64, 32): {arena} (lower bound {bound}; 0.0% above it)" in text
+
+
+def test_state_kept_between_runs_carries_across_shapes():
+    """A streaming model's variables (ReadVariable / AssignVariable) go on counting when the
+    batch changes, and reset_state resets them for every shape."""
+    g = Graph()
+    info = g.net.input_info.add(name="x", data_type=from_numpy(np.float32))
+    info.dims.extend([1, 3])
+    g.add_const("initial", np.zeros(3, np.float32))
+    g.add_const("one", np.ones(3, np.float32))
+    g.add_op("ReadVariable", [], ["state"], variable="counter", shape=[3], dtype="float32")
+    g.add_op("Eltwise", ["x", "state"], ["y"], type="SUM")
+    g.add_op("Eltwise", ["state", "one"], ["next"], type="SUM")
+    g.add_op("AssignVariable", ["next", "initial", "state"], [], variable="counter")
+    g.net.output_info.add(name="y")
+    infer_shapes(g)
+    record_shape_ranges(g.net, {"x": {0: (1, 4)}}, {})
+    engine = Engine(g)
+    seen = [engine.run({"x": np.zeros((b, 3), np.float32)})["y"][:, 0].tolist() for b in (1, 2, 1)]
+    assert seen == [[0.0], [1.0, 1.0], [2.0]]
+    engine.reset_state()
+    assert engine.run({"x": np.zeros((2, 3), np.float32)})["y"][:, 0].tolist() == [0.0, 0.0]
