@@ -132,9 +132,10 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     decided = transform(graph, options, dump_dir=dump_dir and Path(dump_dir) / model.name,
                         log=log.append).decided
     _check_output_shapes(config, graph, sg)
-    notes = read_notes + gpu_fp32_notes(config, sg, graph, log.append, progress)
-    base = graph if "quantize" not in options else None
-    notes += variable_shapes(model.platform, spec, plan, float_options, graph, base, progress)
+    base = graph if "quantize" not in options else None   # before gpu_fp32_ops marks ops
+    notes = read_notes + variable_shapes(model.platform, spec, plan, float_options, graph, base, progress,
+                                         hide_names=bool(sg.obfuscate))
+    notes += gpu_fp32_notes(config, sg, graph, log.append, progress)
     mapping = obfuscate_graph(graph) if sg.obfuscate else None  # before any writer sees a name
     for info in graph.net.output_info:
         del info.dims[:]
@@ -166,11 +167,12 @@ def _convert_graph(platform: str, spec: ModelSpec, plan, options: dict):
 
 
 def variable_shapes(platform: str, spec: ModelSpec, plan, options: dict, graph, base=None,
-                    progress=None) -> list:
+                    progress=None, hide_names: bool = False) -> list:
     """The declared variable input dimensions (input_shapes: -1..8,...): convert again at other
     values of each, make `graph` follow them where it can and record the ranges and what pins
     the rest in the model (mace/transform/variable_shapes.py); returns notes for the user.
-    `base`: the graph converted with `options` at the declared shapes (None: convert it)."""
+    `base`: the graph converted with `options` at the declared shapes (None: convert it).
+    `hide_names` (obfuscate: 1): the model records that a dimension is pinned, not by which op."""
     ranged = [(t, dim, bounds) for t in spec.inputs for dim, bounds in t.dim_ranges.items()]
     if not ranged:
         return []
@@ -187,7 +189,8 @@ def variable_shapes(platform: str, spec: ModelSpec, plan, options: dict, graph, 
     for t, dim, bounds in ranged:
         ranges.setdefault(t.name, {})[dim] = bounds
         if (t.name, dim) in pins:
-            pinned.setdefault(t.name, {})[dim] = pins[t.name, dim]
+            pinned.setdefault(t.name, {})[dim] = ("an op of the model folds its converted value (op names "
+                                                  "hidden: obfuscate: 1)" if hide_names else pins[t.name, dim])
     record_shape_ranges(graph.net, ranges, pinned)
     return [f"input '{t.name}' dimension {dim} varies {bounds[0]}.."
             f"{bounds[1] if bounds[1] is not None else ''} at run time" if (t.name, dim) not in pins

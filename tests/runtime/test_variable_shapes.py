@@ -269,3 +269,12 @@ def test_state_kept_between_runs_carries_across_shapes():
     assert seen == [[0.0], [1.0, 1.0], [2.0]]
     engine.reset_state()
     assert engine.run({"x": np.zeros((2, 3), np.float32)})["y"][:, 0].tolist() == [0.0, 0.0]
+
+
+def test_an_obfuscated_model_does_not_name_the_op_that_pins(tmp_path):
+    result, _ = convert(tmp_path, "pos", encoder(positions=True), "1,8..64,32", obfuscate=1)
+    assert any("Add_x_pos" in n for n in result.notes)   # the user who converts sees the name
+    engine = create_engine(result.pb_path)
+    assert "Add_x_pos" not in str(shape_pins(engine.graph.net))
+    with pytest.raises(RuntimeInputError, match=r"dimension 1 stays 8 .*op names hidden: obfuscate: 1"):
+        engine.resize({"x": (1, 16, 32)})
