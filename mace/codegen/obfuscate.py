@@ -12,6 +12,7 @@ from pathlib import Path
 
 from mace.ir.graph import Graph
 from mace.ir.layouts import ARG as PERMS_ARG, record_perms, stored_perms
+from mace.ir.ragged import ragged_outputs, record_ragged_outputs
 
 
 def obfuscate_graph(graph: Graph) -> dict:
@@ -37,7 +38,15 @@ def obfuscate_graph(graph: Graph) -> dict:
     graph.quant = {tensor(n): p for n, p in graph.quant.items()}
     graph.specs = {tensor(n): v for n, v in graph.specs.items()}
     _rename_perms(graph, tensors)
+    _rename_ragged(graph, tensors)
     return {"ops": _invert(ops), "tensors": _invert(tensors), "framework_ops": _invert(fw)}
+
+
+def _rename_ragged(graph: Graph, tensors: dict) -> None:
+    """The ragged_outputs net argument names each data-dependent output's length tensor."""
+    ragged = ragged_outputs(graph.net)
+    if ragged:
+        record_ragged_outputs(graph.net, {n: (tensors.get(t, t), a) for n, (t, a) in ragged.items()})
 
 
 def _rename_perms(graph: Graph, tensors: dict) -> None:

@@ -139,16 +139,18 @@ def test_nms_over_a_variable_number_of_boxes_with_validation(tmp_path):
         assert engine.output_specs()["selected"][0] == (2 * min(15, n), 3)
 
 
-def test_a_detector_at_two_image_sizes(tmp_path):
+@pytest.mark.parametrize("obfuscate", [0, 1])
+def test_a_detector_at_two_image_sizes(tmp_path, obfuscate):
     """Conv heads, NonMaxSuppression over every cell, kept boxes gathered: converted once with
-    H and W variable, run at 32x32 and 48x40 against onnxruntime (the NMS bound follows the cells)."""
+    H and W variable, run at 32x32 and 48x40 against onnxruntime (the NMS bound follows the cells;
+    obfuscate: 1 renames the length tensor the outputs are cut to)."""
     model = detector()
     path = tmp_path / "det.onnx"
     onnx.save(model, path)
     sg = {"input_tensors": "x", "input_shapes": "1,3,32..64,32..64", "input_data_formats": "NCHW",
           "output_tensors": "selected,picked", "output_data_formats": "NONE"}
     entry = {"platform": "onnx", "model_file_path": str(path), "subgraphs": [sg], "runtime": "cpu",
-             "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest()}
+             "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest(), "obfuscate": obfuscate}
     (tmp_path / "det.yml").write_text(yaml.safe_dump({"library_name": "det", "models": {"det": entry}}))
     result = convert_deployment(load_deployment(tmp_path / "det.yml"), build_dir=tmp_path / "builds")[0]
     assert not any("stays" in n for n in result.notes), result.notes
