@@ -107,3 +107,39 @@ def test_an_assignment_nobody_reads_survives_the_passes():
     assert engine.run({"x": one})["y"].tolist() == [[8, 8, 8]]   # 1 + the 7 assigned
     engine.reset_state()
     assert engine.run({"x": one})["y"].tolist() == [[3, 3, 3]]
+
+
+class TwoWrites(tf.Module):
+    """A variable assigned twice in one run, read in between and after: the second write is what
+    the next run starts from."""
+
+    def __init__(self):
+        self.acc = tf.Variable(tf.constant([[0.5, -0.5, 1.0]]), name="acc")
+
+    @tf.function(input_signature=[tf.TensorSpec((1, 3), tf.float32, name="x0")])
+    def __call__(self, x):
+        self.acc.assign(self.acc * 0.9 + x)
+        middle = tf.tanh(self.acc)
+        self.acc.assign(self.acc - 0.25 * middle)
+        return middle + self.acc
+
+
+def test_a_variable_written_twice_in_a_run(tmp_path):
+    module = TwoWrites()
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([module.__call__.get_concrete_function()], module)
+    conv.experimental_enable_resource_variables = True
+    path = tmp_path / "twice.tflite"
+    path.write_bytes(conv.convert())
+    engine, x, y = engine_for_shape(path, (1, 3))
+    assert [op.type for op in engine.graph.net.op].count("AssignVariable") == 1
+    sequence = [{x: rand(1, 3, seed=20 + k)} for k in range(5)]
+    want = [r[y] for r in run_litert_sequence(path, sequence, [y])]
+    for k, feed in enumerate(sequence):
+        np.testing.assert_allclose(engine.run(feed)[y], want[k], rtol=1e-5, atol=1e-6, err_msg=f"step {k}")
+
+
+def engine_for_shape(path, shape):
+    ins, outs = io_names(path)
+    graph = convert("tflite", ModelSpec(path, [TensorSpec(ins[0], shape, "NONE")], [TensorSpec(outs[0], None, "NONE")]))
+    transform(graph, {"runtime": "cpu"})
+    return Engine(graph), ins[0], outs[0]

@@ -9,8 +9,9 @@ value); anything else there is refused, naming the op. In the main subgraph, REA
 becomes the IR's ReadVariable and ASSIGN_VARIABLE its AssignVariable (mace/ops/variable.py): the
 engine keeps the value from one run to the next, `engine.reset_state()` goes back to the
 initial values. A READ_VARIABLE after an ASSIGN_VARIABLE of the same run is the value assigned
-(so no op order between them needs keeping), and a variable the main subgraph never assigns is
-a constant.
+(so no op order between them needs keeping), only a variable's last ASSIGN_VARIABLE of a run
+stores (an earlier one is seen by the reads between), and a variable the main subgraph never
+assigns is a constant.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ class VariableState:
     names: dict = field(default_factory=dict)     # handle tensor index (main subgraph) -> variable name
     initial: dict = field(default_factory=dict)   # variable name -> initial value
     assigned: set = field(default_factory=set)    # variables the main subgraph assigns
+    last: dict = field(default_factory=dict)      # variable name -> index of its last ASSIGN_VARIABLE
     reads: dict = field(default_factory=dict)     # variable name -> its ReadVariable's IR output
     written: dict = field(default_factory=dict)   # variable name -> the IR tensor last assigned to it
 
@@ -52,6 +54,7 @@ def read_state(model) -> VariableState:
             state.initial.update(_initial_values(model, op))
         elif op.type == "ASSIGN_VARIABLE" and op.inputs and op.inputs[0] in state.names:
             state.assigned.add(state.names[op.inputs[0]])
+            state.last[state.names[op.inputs[0]]] = op.index
     return state
 
 
@@ -106,8 +109,10 @@ def read_variable(ctx, op):
 @tfl_op("ASSIGN_VARIABLE")
 def assign_variable(ctx, op):
     name, initial = _variable(ctx, op)
+    value = ctx.inp(op, 1)
+    ctx.state.written[name] = value
+    if op.index != ctx.state.last[name]:   # overwritten later in the run: only reads see it
+        return
     start = ctx.add_const(ctx.temp(op, "initial"), initial)
     order = [ctx.state.reads[name]] if name in ctx.state.reads else []   # the read runs first
-    value = ctx.inp(op, 1)
     ctx.add("AssignVariable", op, [value, start, *order], [], name=ctx.temp(op, "assign"), variable=name)
-    ctx.state.written[name] = value
