@@ -335,3 +335,10 @@ def test_fuse_activation_takes_a_prelu_slope_per_channel(options, fused):
         np.testing.assert_array_equal(graph.consts[conv.input[3]], slope.reshape(-1))
         fast = Engine(graph).run({"x": X})["y"]
         np.testing.assert_allclose(fast, _outputs(graph)["y"], rtol=1e-4, atol=1e-5)
+
+
+def test_remove_identity_drops_a_cast_to_the_same_type():
+    build = lambda: graph_of({"x": X.shape}, [("Cast", ["x"], ["c"], {"to": "float32"}),  # noqa: E731
+                                             ("Cast", ["c"], ["h"], {"to": "float16"}),
+                                             ("Activation", ["h"], ["y"], {"activation": "RELU"})])
+    _check(build, remove_identity, ["Cast", "Cast", "Activation"], ["Cast", "Activation"], rtol=1e-3)

@@ -1,7 +1,8 @@
 """Passes that remove what does not compute anything.
 
-remove_identity: Identity ops (ONNX Identity/Dropout, TF Identity/StopGradient)
-  and Reshapes to the same shape disappear; consumers read the input instead.
+remove_identity: Identity ops (ONNX Identity/Dropout, TF Identity/StopGradient),
+  Reshapes to the same shape and Casts to the same type (silero_vad's float32 -> float32,
+  1-D conv exports) disappear; consumers read the input instead.
 remove_dead_ops: ops whose outputs nobody reads (and are not model outputs),
   and constants nobody reads.
 """
@@ -17,6 +18,8 @@ def _is_noop(graph, op) -> bool:
         return True
     if op.type == "Reshape" and op.input[0] in graph.specs and op.output[0] in graph.specs:
         return graph.shape(op.input[0]) == graph.shape(op.output[0])
+    if op.type == "Cast" and op.input[0] in graph.specs and op.output[0] in graph.specs:
+        return graph.dtype(op.input[0]) == graph.dtype(op.output[0])
     if op.type == "Transpose":
         dims = get_arg(op, "dims", [])
         return bool(dims) and list(dims) == sorted(dims)
