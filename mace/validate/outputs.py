@@ -12,7 +12,7 @@ from mace.errors import ModelError, RuntimeInputError
 from mace.frontends import FRAMEWORK_FORMATS
 from mace.validate.metrics import compare
 from mace.validate.original import reference_for
-from mace.validate.reference import reference_runner, run_litert_sequence
+from mace.validate.reference import litert_reals, reference_runner, run_litert_sequence
 
 
 def _reference_files(config, sg: SubgraphConfig, build_dir=None) -> dict:
@@ -52,8 +52,6 @@ def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dic
     sequence = [_framework_inputs(sg, step_inputs, fw_format, ref_format, reference) for step_inputs, _ in steps]
     extra = {"weight_path": reference.weight_path} if reference.weight_path else {}  # Caffe's .caffemodel
     names = [reference.names.get(t, t) for t in sg.output_tensors]
-    if reference.platform == "tflite":   # quantized outputs asked for as integers compare as integers
-        extra["integer_outputs"] = [n for s, n in zip(sg.outputs, names) if s.dtype != "float32"]
     if len(steps) > 1:
         if reference.platform != "tflite":
             raise ModelError(f"{config.path}: {model.key_path}: a sequence is validated against LiteRT "
@@ -66,6 +64,8 @@ def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dic
     for s, name in zip(sg.outputs, names):
         ref = [_caller_layout(r[name], s, fw_format, ref_format) for r in refs]
         ours = [step_outputs[s.name] for _, step_outputs in steps]
+        if reference.platform == "tflite" and s.dtype != "float32":   # integers of a quantized output:
+            ours = [litert_reals(reference.model_path, name, v) for v in ours]   # compared as the reals
         if len(steps) > 1:
             ref, ours = [np.stack(ref)], [np.stack(ours)]
         metrics.append(_compare(config, model, s.name, ref[0], ours[0], sg.threshold()))

@@ -115,6 +115,13 @@ def _litert_step(interp, model, model_path, inputs: dict, output_names, integer_
     return result
 
 
+def litert_reals(model_path: Path, name: str, value):
+    """`value`, integers of the model's tensor `name` (output_data_types int8/uint8), as the reals
+    they stand for, as LiteRT's own outputs are compared: a cosine of raw integers would be
+    dominated by the zero point."""
+    return _real(_litert_tensor(read_model(model_path), name, model_path), value)
+
+
 def _litert_tensor(model, name: str, model_path):
     t = model.tensor(name)
     if t is None:
