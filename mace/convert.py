@@ -178,12 +178,15 @@ def variable_shapes(platform: str, spec: ModelSpec, plan, options: dict, graph, 
         return []
     if base is None:
         base = _convert_graph(platform, spec, plan, options)
-    probes = []
+    groups = {}   # the same range and converted value: one symbol (a shared sequence length)
     for t, dim, (low, high) in ranged:
-        for value in probe_values(t.shape[dim], low, high):
+        groups.setdefault((t.shape[dim], low, high), []).append((t.name, dim))
+    probes = []
+    for (nominal, low, high), dims in groups.items():
+        for value in probe_values(nominal, low, high):
             if progress is not None:
-                progress(f"converting again with '{t.name}' dimension {dim} = {value} (variable shapes)")
-            probes.append(_probe(platform, spec, plan, options, t, dim, value))
+                progress(f"converting again with {_dims_text(dims)} = {value} (variable shapes)")
+            probes.append(_probe(platform, spec, plan, options, tuple(dims), value))
     pins = generalize(graph, base, probes)
     ranges, pinned = {}, {}
     for t, dim, bounds in ranged:
@@ -198,17 +201,24 @@ def variable_shapes(platform: str, spec: ModelSpec, plan, options: dict, graph, 
             for t, dim, bounds in ranged]
 
 
-def _probe(platform, spec, plan, options, t, dim, value) -> Probe:
-    shape = list(t.shape)
-    shape[dim] = value
-    inputs = [dataclasses.replace(i, shape=tuple(shape)) if i is t else i for i in spec.inputs]
+def _dims_text(dims) -> str:
+    return " and ".join(f"'{name}' dimension {dim}" for name, dim in dims)
+
+
+def _probe(platform, spec, plan, options, dims: tuple, value: int) -> Probe:
+    """The model converted with every dimension of `dims` ((input, dim), ...) at `value`."""
+    inputs = []
+    for t in spec.inputs:
+        moved = {dim for name, dim in dims if name == t.name}
+        shape = tuple(value if i in moved else d for i, d in enumerate(t.shape))
+        inputs.append(dataclasses.replace(t, shape=shape) if moved else t)
     outputs = [dataclasses.replace(o, shape=None) for o in spec.outputs]   # declared at the converted shape
     try:
         graph = _convert_graph(platform, dataclasses.replace(spec, inputs=inputs, outputs=outputs),
                                plan, options)
     except MaceError as e:
-        return Probe(t.name, dim, value, None, f"converting fails there: {e}")
-    return Probe(t.name, dim, value, graph)
+        return Probe(dims, value, None, f"converting fails there: {e}")
+    return Probe(dims, value, graph)
 
 
 def gpu_fp32_notes(config: DeploymentConfig, sg, graph, log=None, progress=None) -> list:

@@ -3,8 +3,9 @@ or find the op that cannot.
 
 The frontends and passes fold shapes at the converted values: a Reshape's target resolved
 (Flatten's sizes, targets computed by Shape -> Gather -> Concat), constants made from shapes.
-convert converts the model again with one variable dimension at another value (a probe) and
-compares the graphs op by op. A Reshape whose dims follow the input is rewritten with 0 (copy
+convert converts the model again with a variable dimension at another value (a probe; the
+dimensions declared with the same range move together, as a sequence length shared by token
+ids and their mask must) and compares the graphs op by op. A Reshape whose dims follow the input is rewritten with 0 (copy
 the input's dimension) and -1 (the rest), which shape inference re-derives at any shape;
 checked against every probe. Any other difference (an arg, a constant, another graph) pins that
 dimension: the op and the reason are recorded (mace/ir/shape_ranges.py) for engine.resize to name.
@@ -23,8 +24,7 @@ from mace.ops.reshape import resolve_shape
 
 @dataclass
 class Probe:
-    input: str
-    dim: int
+    dims: tuple             # ((input, dim), ...): the variable dimensions moved together
     value: int
     graph: Graph | None     # None: converting at `value` failed
     error: str = ""
@@ -44,12 +44,13 @@ def generalize(graph: Graph, base: Graph, probes: list) -> dict:
     the converted shapes: `graph` itself unless convert quantized it."""
     pins, pairs, varied_by = {}, defaultdict(lambda: [None]), defaultdict(set)
     for p in probes:
-        key = (p.input, p.dim)
-        if key in pins:
+        if all(key in pins for key in p.dims):
             continue
-        why = p.error or _compare(base, p.graph, pairs, varied_by, key)
+        why = p.error or _compare(base, p.graph, pairs, varied_by, p.dims)
         if why:
-            pins[key] = f"{why} (converted again with dimension {p.dim} = {p.value})"
+            moved = " and ".join(f"'{name}' dimension {dim}" for name, dim in p.dims)
+            for key in p.dims:
+                pins.setdefault(key, f"{why} (converted again with {moved} = {p.value})")
     base_ops = {op.name: op for op in base.net.op}
     ops = {op.name: op for op in graph.net.op}
     for name, seen in pairs.items():
@@ -66,7 +67,7 @@ def generalize(graph: Graph, base: Graph, probes: list) -> dict:
     return pins
 
 
-def _compare(base: Graph, other: Graph, pairs, varied_by, key) -> str:
+def _compare(base: Graph, other: Graph, pairs, varied_by, keys) -> str:
     """Why `other` cannot be `base` at another shape ("" when it can); Reshape dims are
     collected into `pairs` {op name: [None, (input shape, dims), ...]}."""
     if len(base.net.op) != len(other.net.op):
@@ -84,7 +85,7 @@ def _compare(base: Graph, other: Graph, pairs, varied_by, key) -> str:
             continue
         if a.type == "Reshape" and changed == ["dims"]:
             pairs[a.name].append((other.specs[b.input[0]][0], args_b["dims"]))
-            varied_by[a.name].add(key)
+            varied_by[a.name].update(keys)
         else:
             return f"{where} has {', '.join(changed)} computed from the input shape"
     return ""
