@@ -127,3 +127,19 @@ def test_a_spectrogram_of_an_input_of_open_length(tmp_path):
     path = to_tflite(fn, [tf.TensorSpec((1, None), tf.float32, name="x0")], tmp_path / "open.tflite")
     assert {"RFFT2D", "CAST", "SQUEEZE", "COMPLEX_ABS"} <= op_types(path), op_types(path)
     assert compare(path, {"x0": rand(1, 300, seed=3)}, rtol=1e-4, atol=2e-5) > 0.999999
+
+
+def test_the_cli_refuses_an_uncarried_complex_op_in_one_line(tmp_path):
+    fn = lambda x: tf.abs(tf.signal.rfft2d(x) * tf.signal.rfft2d(x[:, ::-1]))  # noqa: E731
+    path = to_tflite(fn, specs([(1, 4, 8)]), tmp_path / "product.tflite")
+    ins, outs = io_names(path)
+    sg = {"input_tensors": ins[0], "input_shapes": "1,4,8", "input_data_formats": "NONE",
+          "output_tensors": outs[0], "output_shapes": "1,4,5", "output_data_formats": "NONE"}
+    model = {"platform": "tflite", "model_file_path": str(path), "model_sha256_checksum": sha256(path),
+             "runtime": "cpu", "subgraphs": [sg]}
+    yml = write_deployment(tmp_path / "deploy.yml", {"p": model}, library="sig")
+    r = cli("convert", "--config", yml, cwd=tmp_path, timeout=300)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error")]
+    assert len(errors) == 1 and "product.tflite: complex values are carried only through" in errors[0]
+    assert "MUL '" in errors[0]

@@ -33,22 +33,22 @@ class VariableState:
     written: dict = field(default_factory=dict)   # variable name -> the IR tensor last assigned to it
 
 
-def variable_name(op) -> str:
+def variable_name(op, path) -> str:
     opts = op.options
     shared = (opts.SharedName() or b"").decode() if opts is not None else ""
     container = (opts.Container() or b"").decode() if opts is not None else ""
     if not shared:
-        raise ModelError(f"VAR_HANDLE '{op.name}' has no shared_name to name its variable")
+        raise ModelError(f"{path}: VAR_HANDLE '{op.name}' has no shared_name to name its variable")
     return f"{container}/{shared}" if container else shared
 
 
-def _handles(ops) -> dict:
-    return {op.outputs[0]: variable_name(op) for op in ops if op.type == "VAR_HANDLE" and op.outputs}
+def _handles(ops, path) -> dict:
+    return {op.outputs[0]: variable_name(op, path) for op in ops if op.type == "VAR_HANDLE" and op.outputs}
 
 
 def read_state(model) -> VariableState:
     """The model's variables: their names, initial values (CALL_ONCE's subgraph), which are assigned."""
-    state = VariableState(names=_handles(model.ops))
+    state = VariableState(names=_handles(model.ops, model.path))
     for op in model.ops:
         if op.type == "CALL_ONCE":
             state.initial.update(_initial_values(model, op))
@@ -65,7 +65,7 @@ def _initial_values(model, call) -> dict:
     if sub is None or isinstance(sub, str):
         raise ModelError(f"{where}: cannot read the initialiser subgraph ({sub or 'no such subgraph'})")
     tensors, ops = sub
-    handles, values = _handles(ops), {}
+    handles, values = _handles(ops, model.path), {}
     for op in ops:
         if op.type == "VAR_HANDLE":
             continue
