@@ -49,7 +49,7 @@ def main(args, config, console) -> list:
     cluster = cluster_of(args)
     for note in cluster.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
-    with session(cluster):
+    with session(cluster, notify=lambda note: console.print(f"[yellow]note:[/yellow] {escape(note)}")):
         return [row for model in models for row in _model(args, config, console, model, cluster)]
 
 

@@ -69,7 +69,7 @@ def run_stat(args, config, console) -> int:
     cluster = cluster_of(args)   # --cluster ray: the samples sharded over Ray workers
     for note in cluster.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
-    with session(cluster):
+    with session(cluster, notify=lambda note: console.print(f"[yellow]note:[/yellow] {escape(note)}")):
         for model in models:
             _stat_model(args, config, console, model, cluster, len(models) > 1)
     return 0
@@ -81,7 +81,9 @@ def _stat_model(args, config, console, model, cluster, several: bool) -> None:
     with sample_bar(console, f"ranges of {model.name} ({cluster.describe})") as bar:
         task = bar.add_task("samples", total=len(samples))
         per_sample = sharded_stat.collect(config, model, args.build_dir, samples, cluster, args.num_threads,
-                                          progress=lambda n, total: bar.update(task, completed=n))
+                                          progress=lambda n, total: bar.update(task, completed=n),
+                                          notify=lambda note: console.print(f"[yellow]note:[/yellow] "
+                                                                            f"{escape(note)}"))
     lines = log_lines(per_sample)
     path = _log_path(args, config, model.name, several)
     path.parent.mkdir(parents=True, exist_ok=True)

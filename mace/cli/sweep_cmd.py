@@ -90,7 +90,7 @@ def main(args) -> int:
     for note in cluster.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     resources = {f"mace_device:{d}": 1 for d in ["host", *_device_names(args)]}
-    with session(cluster, resources), sample_bar(console, f"sweep ({cluster.describe})") as bar:
+    with session(cluster, resources, notify=_say), sample_bar(console, f"sweep ({cluster.describe})") as bar:
         task = bar.add_task("jobs", total=None)
         rows = run_sweep(configs, runtimes, names, args.device_yml, args.build_dir, cluster, args.round,
                          args.device_timeout, progress=lambda n, total: bar.update(task, completed=n, total=total),

@@ -28,10 +28,15 @@ LOOPBACK = "127.0.0.1"   # the node address of an embedded Ray: nothing listens 
 
 class _Worker:
     def __init__(self, job):
-        self.job = job
-        self.state = job.open()
+        self.job, self.state, self.failed = job, None, None
+        try:
+            self.state = job.open()
+        except Exception as e:   # raised by run(): of a failed __init__ Ray keeps only the message
+            self.failed = e
 
     def run(self, shard):
+        if self.failed is not None:
+            raise self.failed
         return self.job.run(self.state, shard)
 
 
@@ -40,38 +45,65 @@ _RemoteWorker = ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(_Work
 
 def start(cluster, resources: dict | None = None) -> bool:
     """ray.init for the cluster; returns whether this call started it (and so shuts it down).
-    An embedded Ray (no address) is this machine only: every port it opens is on 127.0.0.1."""
+    An embedded Ray (no address) is this machine only: every port it opens is on 127.0.0.1.
+    Joining a cluster caps cluster.workers at its CPUs, with a note in cluster.notes."""
     if ray.is_initialized():
         return False
     source_root = str(Path(mace.__file__).resolve().parent.parent)
     env = {"PYTHONPATH": os.pathsep.join(p for p in (source_root, os.environ.get("PYTHONPATH")) if p)}
     if cluster.address:   # an existing cluster: mace is installed on its nodes (docs/scale.md)
-        _check_reachable(cluster.address)
-        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
-    else:
+        _check_reachable(cluster)
+        _join(cluster)
+        _cap_at_cluster_cpus(cluster)
+    else:   # address "local": a RAY_ADDRESS in the environment must not make this a join
         with _single_machine():
-            ray.init(num_cpus=cluster.workers, resources=resources or None, include_dashboard=False,
-                     _node_ip_address=LOOPBACK, logging_level="ERROR", log_to_driver=False,
-                     runtime_env={"env_vars": env})
+            ray.init(address="local", num_cpus=cluster.workers, resources=resources or None,
+                     include_dashboard=False, _node_ip_address=LOOPBACK, logging_level="ERROR",
+                     log_to_driver=False, runtime_env={"env_vars": env})
     return True
 
 
 CONNECT_TIMEOUT_S = 5.0   # one TCP connect to --ray_address before Ray's own minutes of retries
 
 
-def _check_reachable(address: str) -> None:
+def _check_reachable(cluster) -> None:
     """A `host:port` or `ray://host:port` nothing answers at is one clear error within seconds;
-    ray.init would retry for minutes first. `auto` and other forms are left to Ray."""
-    target = address.removeprefix("ray://")
-    host, sep, port = target.rpartition(":")
+    ray.init would retry for minutes first. `auto` is left to Ray."""
+    host, sep, port = cluster.address.removeprefix("ray://").rpartition(":")
     if not sep or not port.isdigit() or not host:
         return
     try:
         socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
-        raise MaceError(f"--ray_address {address}: no Ray cluster answers at {host}:{port} "
+        raise MaceError(f"{cluster.named}: no Ray cluster answers at {host}:{port} "
                         f"({e.strerror or e}); check the address and that the cluster's head is up, "
-                        f"or leave --ray_address out to run on this machine only") from None
+                        f"or {_without(cluster)} to run on this machine only") from None
+
+
+def _without(cluster) -> str:
+    return "unset RAY_ADDRESS" if cluster.source == "RAY_ADDRESS" else "leave --ray_address out"
+
+
+def _join(cluster) -> None:
+    """ray.init(address): what Ray refuses (nothing at `auto`, a port that is no Ray's, a version
+    mismatch) is one error naming the address, not an internal error."""
+    try:
+        ray.init(address=cluster.address, logging_level="ERROR", log_to_driver=False)
+    except Exception as e:   # ConnectionError, ValueError, RuntimeError, Ray's own: all of them Ray's refusal
+        ray.shutdown()
+        if cluster.address == "auto" and isinstance(e, ConnectionError):
+            raise MaceError(f"{cluster.named}: no Ray cluster runs on this machine (start one with "
+                            f"`ray start --head`), or {_without(cluster)} for an embedded Ray") from None
+        said = (str(e).strip().splitlines() or [""])[0][:300]
+        raise MaceError(f"{cluster.named}: Ray could not join that cluster: {type(e).__name__}: {said}") from None
+
+
+def _cap_at_cluster_cpus(cluster) -> None:
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    if 0 < cpus < cluster.workers:
+        cluster.notes.append(f"--workers {cluster.workers}: capped at {cpus}, the CPUs of the cluster "
+                             f"at {cluster.named}")
+        cluster.workers = cpus
 
 
 @contextlib.contextmanager
@@ -115,6 +147,9 @@ def run_shards(job, shards: list, cluster, on_result, notify) -> None:
 
 
 def _dispatch(job, shards, workers: int, on_result, notify) -> None:
+    if len(shards) < workers:   # a worker per shard at most: the rest would only load the engine
+        notify(f"--workers {workers}: {len(shards)} started, one per shard of samples "
+               f"({len(shards)} shard(s) to run)")
     actors = [_RemoteWorker.remote(job) for _ in range(min(workers, len(shards)))]
     pending, inflight, attempts = deque(shards), {}, {}
 
@@ -140,12 +175,18 @@ def _dispatch(job, shards, workers: int, on_result, notify) -> None:
             submit(slot)
             continue
         except RayTaskError as e:
-            for ref in inflight:
-                ray.cancel(ref, force=True)
+            _stop(actors)   # ray.cancel(force=True) is refused for actor tasks: it hid this error
             raise _error(shard, e) from None
         on_result(shard, result)
         if pending:
             submit(slot)
+
+
+def _stop(actors) -> None:
+    """End the workers still running shards of a run that failed (a joined cluster outlives it)."""
+    for actor in actors:
+        with contextlib.suppress(Exception):
+            ray.kill(actor, no_restart=True)
 
 
 @ray.remote

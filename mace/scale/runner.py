@@ -17,9 +17,11 @@ import os
 from dataclasses import dataclass, field
 
 from mace.errors import ConfigError
+from mace.util.cpu_contention import usable_cores
 from mace.util.invocation import install_hint
 
 CLUSTERS = ("local", "ray")
+ADDRESS_ENV = "RAY_ADDRESS"   # Ray's own variable: ray.init() joins the cluster it names
 # Test hook (docs/scale.md): "<shard>:exit" ends the worker process the first time it starts
 # that shard (a marker file beside the shards remembers), "<shard>:raise" fails the shard.
 FAIL_HOOK = "MACE_SCALE_FAIL_SHARD"
@@ -31,6 +33,14 @@ class Cluster:
     address: str | None = None     # None: an embedded Ray on this machine
     workers: int = 2
     notes: list = field(default_factory=list)
+    source: str = "--ray_address"  # where the address came from: the flag or RAY_ADDRESS
+
+    @property
+    def named(self) -> str:
+        """The address as the user gave it, for messages."""
+        if self.source == ADDRESS_ENV:
+            return f"{ADDRESS_ENV}={self.address} (from the environment)"
+        return f"{self.source} {self.address}"
 
     @property
     def describe(self) -> str:
@@ -39,8 +49,10 @@ class Cluster:
         return f"Ray, {self.workers} worker(s), " + (f"cluster {self.address}" if self.address else "embedded")
 
 
-def make_cluster(kind: str = "local", address: str | None = None, workers: int = 2) -> Cluster:
-    """The cluster asked for; Ray missing: in process, with a note saying how to get it."""
+def make_cluster(kind: str = "local", address: str | None = None, workers: int = 2,
+                 source: str = "--ray_address") -> Cluster:
+    """The cluster asked for; Ray missing: in process, with a note saying how to get it.
+    `source`: where `address` came from (the flag, or RAY_ADDRESS: see address_of)."""
     if kind not in CLUSTERS:
         raise ConfigError(f"--cluster {kind}: pick one of {', '.join(CLUSTERS)}")
     if workers < 1:
@@ -49,7 +61,52 @@ def make_cluster(kind: str = "local", address: str | None = None, workers: int =
         raise ConfigError("--ray_address needs --cluster ray")
     if kind == "ray" and importlib.util.find_spec("ray") is None:
         return Cluster("local", None, workers, [f"Ray is not installed ({install_hint('ray')}): running in process"])
-    return Cluster(kind, address, workers)
+    if address == "local":   # Ray's word for "start one here": ours, on loopback only
+        address = None
+    cluster = Cluster(kind, address, workers, source=source)
+    if address is not None:
+        check_address(cluster)
+        if source == ADDRESS_ENV:   # not asked for on the command line: say where the work goes
+            cluster.notes.append(f"joining the Ray cluster at {cluster.named}")
+    elif kind == "ray":
+        _cap_at_cpus(cluster)
+    return cluster
+
+
+def address_of(flag: str | None, environ) -> tuple:
+    """(address, source) as ray.init would take them: RAY_ADDRESS, where set, stands for a missing
+    --ray_address or `auto` (Ray's rule). Passed down from the CLI: ray.init itself never sees
+    an address of None (ray_pool starts an embedded Ray as `local`)."""
+    env = (environ.get(ADDRESS_ENV) or "").strip()
+    if env and flag in (None, "auto"):
+        return env, ADDRESS_ENV
+    return flag, "--ray_address"
+
+
+def check_address(cluster: Cluster) -> None:
+    """`auto`, `host:port` or `ray://host:port` (port 1..65535); anything else is refused here,
+    before Ray turns it into an internal ValueError or minutes of retries."""
+    if cluster.address == "auto":
+        return
+    scheme, sep, rest = cluster.address.partition("://")
+    target = rest if sep else cluster.address
+    host, colon, port = target.rpartition(":")
+    good_scheme = not sep or scheme == "ray"
+    if not (good_scheme and colon and host.strip("[]") and port.isdigit() and 1 <= int(port) <= 65535) \
+            or any(c.isspace() for c in target):
+        raise ConfigError(f"{cluster.named}: expected host:port (the head's GCS, e.g. head:6379), "
+                          f"ray://host:port (Ray Client, e.g. ray://head:10001), auto (the cluster "
+                          f"this machine is a node of) or local (an embedded Ray)")
+
+
+def _cap_at_cpus(cluster: Cluster) -> None:
+    """An embedded Ray has this machine's CPUs: more workers than that only queue (and declaring
+    them to Ray lets that many sweep jobs run at once)."""
+    cpus = usable_cores()
+    if cluster.workers > cpus:
+        cluster.notes.append(f"--workers {cluster.workers}: capped at {cpus}, the CPUs this machine "
+                             f"gives this process (an embedded Ray)")
+        cluster.workers = cpus
 
 
 def fail_hook() -> tuple | None:
@@ -89,14 +146,18 @@ def run_tasks(tasks: list, cluster: Cluster, resource_of, progress=None) -> list
 
 
 @contextlib.contextmanager
-def session(cluster: Cluster, resources: dict | None = None):
+def session(cluster: Cluster, resources: dict | None = None, notify=None):
     """Start Ray once for several loops (each variant, each sweep job); local: nothing to do.
-    `resources`: custom resources of an embedded Ray (the sweep's devices)."""
+    `resources`: custom resources of an embedded Ray (the sweep's devices); `notify(message)`
+    hears the notes that joining a cluster adds (--workers capped at its CPUs)."""
     if cluster.kind != "ray":
         yield
         return
     from mace.scale import ray_pool   # start-up time: Ray loads only for --cluster ray
+    known = len(cluster.notes)
     started = ray_pool.start(cluster, resources)
+    for note in cluster.notes[known:]:
+        (notify or (lambda message: None))(note)
     try:
         yield
     finally:
