@@ -28,6 +28,8 @@ CASES = [
     ((5, 5), (2, 2), (1, 1), [2, 2, 2, 2], [0, 0], 3, 6, 9),
     ((3, 3), (2, 2), (1, 1), [1, 1, 1, 1], [1, 1], 6, 6, 6),      # depthwise
     ((1, 1), (1, 1), (1, 1), [0, 0, 0, 0], [0, 0], 1, 7, 5),      # pointwise
+    ((3, 3), (2, 2), (1, 1), [1, 1, 1, 1], [0, 1], 3, 3, 6),      # one input channel a group, two outputs
+    ((2, 2), (2, 2), (1, 1), [0, 0, 0, 0], [0, 0], 1, 1, 1),      # one channel in and out (wechat_qr_sr's last)
 ]
 
 
@@ -85,6 +87,29 @@ def test_fast_deconv_gives_the_references_bytes(case, threads, monkeypatch):
             np.testing.assert_array_equal(got, want)
             if threads == 2 and pool is not None and case is CASES[3]:   # the others: too small to split
                 assert fast.pooled
+
+
+@pytest.mark.parametrize("case", CASES + [((3, 3), (1, 1), (3, 3), [4, 0, -2, 1], [0, 0], 1, 3, 4)])
+@pytest.mark.parametrize("block_bytes", [1, 3000])
+def test_columns_in_a_ring_of_a_few_input_rows_give_the_same_bytes(case, block_bytes, monkeypatch):
+    """Blocks of one input row (or a few) and a ring of a few: every output row is gathered
+    before the rows it reads are overwritten (dilated taps, pads cropping more than a window,
+    negative pads growing the output)."""
+    from mace.ops.fast import deconv2d
+    monkeypatch.setattr(deconv2d, "BLOCK_BYTES", block_bytes)
+    x, consts, args = _case(np.random.default_rng(7), *case)
+    x = np.concatenate([x] * 3, axis=1)   # 21 input rows
+    got, want, fast = _both(x, consts, args)
+    kern = fast.nodes[0].kernel
+    assert kern.algorithm_name == "direct" or kern.ring < x.shape[1] or block_bytes > 1
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("case", [CASES[8], CASES[10], CASES[11]])
+def test_one_input_channel_a_group_runs_the_direct_loop(case):
+    got, want, fast = _both(*_case(np.random.default_rng(8), *case))
+    assert fast.nodes[0].kernel.algorithm_name == "direct" and fast.nodes[0].kernel.scratch_nbytes == 0
+    np.testing.assert_array_equal(got, want)
 
 
 def test_fast_deconv_without_the_pool_runs_numpys_gemm(monkeypatch):
