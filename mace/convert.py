@@ -187,7 +187,7 @@ def variable_shapes(platform: str, spec: ModelSpec, plan, options: dict, graph, 
             if progress is not None:
                 progress(f"converting again with {_dims_text(dims)} = {value} (variable shapes)")
             probes.append(_probe(platform, spec, plan, options, tuple(dims), value))
-    pins = generalize(graph, base, probes)
+    pins = generalize(graph, base, probes, {(t.name, dim): t.shape[dim] for t, dim, _ in ranged})
     ranges, pinned = {}, {}
     for t, dim, bounds in ranged:
         ranges.setdefault(t.name, {})[dim] = bounds

@@ -108,18 +108,20 @@ def shape_arenas(graph) -> list:
     """(input shapes, arena bytes, lower bound) at both ends of each variable input dimension
     the model follows (mace/ir/shape_ranges.py): the engine plans each shape as at load."""
     converted, pins = converted_shapes(graph), shape_pins(graph.net)
-    rows = []
+    groups = {}   # dimensions declared with the same range move together, as convert probed them
     for name, dims in shape_ranges(graph.net).items():
         for dim, (low, high) in sorted(dims.items()):
-            if dim in pins.get(name, {}):
+            if dim not in pins.get(name, {}):
+                groups.setdefault((converted[name][dim], low, high), []).append((name, dim))
+    rows = []
+    for (nominal, low, high), members in groups.items():
+        for value in (low, high):
+            if value is None or value == nominal:
                 continue
-            for value in (low, high):
-                if value is None or value == converted[name][dim]:
-                    continue
-                shapes = dict(converted)
-                shapes[name] = tuple(value if i == dim else d for i, d in enumerate(converted[name]))
-                plan = memory_timeline(reshaped_graph(graph, shapes)).plan
-                rows.append((shapes, plan.arena_size, plan.lower_bound))
+            shapes = {name: tuple(value if (name, i) in members else d for i, d in enumerate(shape))
+                      for name, shape in converted.items()}
+            plan = memory_timeline(reshaped_graph(graph, shapes)).plan
+            rows.append((shapes, plan.arena_size, plan.lower_bound))
     return rows
 
 

@@ -256,7 +256,7 @@ class Engine:
         states[now] = self._shape_state()   # the shape left: used more recently than the rest
         stats = self.resize_stats
         if key not in states:
-            states[key] = self._engine_at(reshaped_graph(base, wanted))._shape_state()
+            states[key] = self._engine_at(_reshaped(base, wanted))._shape_state()
             stats["planned"] += 1
         else:
             stats["reused"] += 1
@@ -390,6 +390,16 @@ SHAPE_CACHE = 8
 # what resize keeps across shapes (mace/runtime/resize.py): the rest is per shape signature
 _ENGINE_WIDE = frozenset({"observers", "options", "device", "variables", "_shape_states", "_base_graph",
                           "_resize_stats"})
+
+
+def _reshaped(graph: Graph, shapes: dict) -> Graph:
+    """reshaped_graph, its failure said as the caller's (inputs that do not fit each other)."""
+    try:
+        return reshaped_graph(graph, shapes)
+    except ModelError as e:
+        given = ", ".join(f"'{n}' {list(s)}" for n, s in shapes.items())
+        raise RuntimeInputError(f"inputs {given} do not fit together: {e} (dimensions declared with the "
+                                f"same range in the deployment file usually move together)") from None
 
 
 def _signature(shapes: dict, names) -> tuple:

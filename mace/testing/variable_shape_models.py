@@ -6,7 +6,8 @@ variable input shapes (input_shapes: -1..8,...; docs/deployment_file.md).
 `encoder`: a transformer-encoder block over a symbolic sequence S, its head split and merge
 written the way PyTorch exports them (Shape -> Gather -> Concat -> Reshape) and as literal
 targets with 0 / -1; `positions=True` adds a learned position table sliced to S (Shape ->
-Slice), which a converted model cannot follow.
+Slice), `mask=True` an attention-mask input sharing S, `length_scale=True` a division by S
+(which no converted model can follow).
 """
 from __future__ import annotations
 
@@ -50,8 +51,11 @@ def classifier(seed: int = 0, size: int = 16, classes: int = 10):
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
-def encoder(seed: int = 0, width: int = 32, heads: int = 4, positions: bool = False, max_len: int = 64):
-    """ModelProto: x [1, S, width] -> y [1, S, width], one pre-norm encoder block."""
+def encoder(seed: int = 0, width: int = 32, heads: int = 4, positions: bool = False, max_len: int = 64,
+            mask: bool = False, length_scale: bool = False):
+    """ModelProto: x [1, S, width] -> y [1, S, width], one pre-norm encoder block. `mask`: a second
+    input mask [1, S] (1 keeps a position) added to the attention scores as BERT does;
+    `length_scale`: x divided by S (Shape -> Cast), a number no converted model can follow."""
     from onnx import TensorProto, helper
 
     rng = np.random.default_rng(seed)
@@ -73,6 +77,12 @@ def encoder(seed: int = 0, width: int = 32, heads: int = 4, positions: bool = Fa
         nodes.append(helper.make_node(op, ins, outs, **attrs))
 
     src = "x"
+    if length_scale:
+        node("Shape", ["x"], ["x_dims"])
+        node("Gather", ["x_dims", "one"], ["length"], axis=0)
+        node("Cast", ["length"], ["length_f"], to=TensorProto.FLOAT)
+        node("Div", ["x", "length_f"], ["x_scaled"], name="scale_by_length")
+        src = "x_scaled"
     if positions:   # x + pos[:S]: the slice end comes from x's shape
         node("Shape", ["x"], ["x_shape"])
         node("Gather", ["x_shape", "one"], ["seq"], axis=0)
@@ -92,7 +102,17 @@ def encoder(seed: int = 0, width: int = 32, heads: int = 4, positions: bool = Fa
     node("Transpose", ["k_heads"], ["k_t"], perm=[0, 1, 3, 2])
     node("MatMul", ["q_heads", "k_t"], ["scores_raw"])
     node("Div", ["scores_raw", "scale"], ["scores"])
-    node("Softmax", ["scores"], ["attn"], axis=-1)
+    if mask:   # (1 - mask) * -10000 as [1, 1, 1, S]: BERT's extended attention mask
+        inits.append(_ints("mask_axes", [1, 2]))
+        inits.append(helper.make_tensor("big", TensorProto.FLOAT, [], [-10000.0]))
+        node("Unsqueeze", ["mask", "mask_axes"], ["mask_4d"])
+        node("Cast", ["mask_4d"], ["mask_f"], to=TensorProto.FLOAT)
+        node("Sub", ["unit", "mask_f"], ["masked_out"])
+        node("Mul", ["masked_out", "big"], ["mask_bias"])
+        node("Add", ["scores", "mask_bias"], ["scores_masked"])
+        node("Softmax", ["scores_masked"], ["attn"], axis=-1)
+    else:
+        node("Softmax", ["scores"], ["attn"], axis=-1)
     node("MatMul", ["attn", "v_heads"], ["ctx_heads"])
     node("Transpose", ["ctx_heads"], ["ctx_t"], perm=[0, 2, 1, 3])
     node("Reshape", ["ctx_t", "merge_literal"], ["ctx"])
@@ -106,9 +126,11 @@ def encoder(seed: int = 0, width: int = 32, heads: int = 4, positions: bool = Fa
     node("Mul", ["up_m", "half"], ["gelu"])
     node("MatMul", ["gelu", "w_down"], ["down"])
     node("Add", ["res1", "down"], ["y"])
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "S", width])]
+    if mask:
+        inputs.append(helper.make_tensor_value_info("mask", TensorProto.INT64, [1, "S"]))
     graph = helper.make_graph(
-        nodes, "encoder",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "S", width])],
+        nodes, "encoder", inputs,
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, "S", width])], inits)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 

@@ -5,20 +5,27 @@ The frontends and passes fold shapes at the converted values: a Reshape's target
 (Flatten's sizes, targets computed by Shape -> Gather -> Concat), constants made from shapes.
 convert converts the model again with a variable dimension at another value (a probe; the
 dimensions declared with the same range move together, as a sequence length shared by token
-ids and their mask must) and compares the graphs op by op. A Reshape whose dims follow the input is rewritten with 0 (copy
-the input's dimension) and -1 (the rest), which shape inference re-derives at any shape;
-checked against every probe. Any other difference (an arg, a constant, another graph) pins that
-dimension: the op and the reason are recorded (mace/ir/shape_ranges.py) for engine.resize to name.
+ids and their mask must) and compares the graphs op by op, then rewrites what follows a rule
+that every probe confirms:
+- a Reshape whose dims follow the input gets 0 (copy the input's dimension) and -1 (the rest),
+  which shape inference re-derives at any shape; an Expand, 1 where it keeps the input's own;
+- a constant that is, at every probe, the leading part of the one at the longest probe along
+  the axes that grow with the dimension (a position table taken to the sequence length, the
+  token-type rows, a causal mask) becomes that longest table cut by a PrefixSlice op
+  (mace/ops/prefix_slice.py) to the input's dimension.
+Any other difference (an arg, another constant, another graph) pins that dimension: the op and
+the reason are recorded (mace/ir/shape_ranges.py) for engine.resize to name.
 """
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from mace.ir.args import get_arg, set_arg
 from mace.ir.graph import Graph
+from mace.ops.infer import infer_op
 from mace.ops.reshape import resolve_shape
 
 
@@ -30,6 +37,15 @@ class Probe:
     error: str = ""
 
 
+@dataclass
+class _Seen:
+    """What the probes showed to differ from the converted graph."""
+    reshapes: dict = field(default_factory=lambda: defaultdict(list))   # op -> [(input shape, dims)]
+    tables: dict = field(default_factory=lambda: defaultdict(list))     # const -> [(value, array)]
+    readers: dict = field(default_factory=dict)                         # const -> "op 'x' (T)"
+    varied_by: dict = field(default_factory=lambda: defaultdict(set))   # op or const -> {(input, dim)}
+
+
 def probe_values(nominal: int, low: int, high: int | None) -> list:
     """The values convert checks a dimension at: the next one (an op treating the converted
     value specially shows there) and the far end of the range (or nominal + 7 unbounded)."""
@@ -38,38 +54,31 @@ def probe_values(nominal: int, low: int, high: int | None) -> list:
     return sorted(set(values))
 
 
-def generalize(graph: Graph, base: Graph, probes: list) -> dict:
-    """Rewrite `graph`'s Reshapes to follow the probed dimensions; returns the pins,
-    {(input, dim): why}. `base` is the model converted the way the probes were (float) at
-    the converted shapes: `graph` itself unless convert quantized it."""
-    pins, pairs, varied_by = {}, defaultdict(lambda: [None]), defaultdict(set)
+def generalize(graph: Graph, base: Graph, probes: list, nominal: dict | None = None) -> dict:
+    """Rewrite `graph` to follow the probed dimensions; returns the pins, {(input, dim): why}.
+    `base` is the model converted the way the probes were (float) at the converted shapes:
+    `graph` itself unless convert quantized it. `nominal`: {(input, dim): converted value}."""
+    pins, seen = {}, _Seen()
     for p in probes:
         if all(key in pins for key in p.dims):
             continue
-        why = p.error or _compare(base, p.graph, pairs, varied_by, p.dims)
+        why = p.error or _compare(base, p.graph, seen, p.dims, p.value)
         if why:
             moved = " and ".join(f"'{name}' dimension {dim}" for name, dim in p.dims)
             for key in p.dims:
                 pins.setdefault(key, f"{why} (converted again with {moved} = {p.value})")
-    base_ops = {op.name: op for op in base.net.op}
-    ops = {op.name: op for op in graph.net.op}
-    for name, seen in pairs.items():
-        op = base_ops[name]
-        seen[0] = (base.specs[op.input[0]][0], list(get_arg(op, "dims")))
-        dims, why = _symbolic_dims(op, seen)
-        if why is None and name not in ops:
-            why = f"op '{name}' (Reshape) is not in the final graph under that name"
-        if why:
-            for key in varied_by[name]:
-                pins.setdefault(key, why)
-        else:
-            set_arg(ops[name], "dims", dims)
+    for name, why in _rewrite_reshapes(graph, base, seen).items():
+        for key in seen.varied_by[name]:
+            pins.setdefault(key, why)
+    for name, why in _rewrite_tables(graph, base, seen, nominal or {}).items():
+        for key in seen.varied_by[name]:
+            pins.setdefault(key, why)
     return pins
 
 
-def _compare(base: Graph, other: Graph, pairs, varied_by, keys) -> str:
-    """Why `other` cannot be `base` at another shape ("" when it can); Reshape dims are
-    collected into `pairs` {op name: [None, (input shape, dims), ...]}."""
+def _compare(base: Graph, other: Graph, seen: _Seen, keys, value) -> str:
+    """Why `other` cannot be `base` at another shape ("" when it can, pending the rewrites);
+    what differs is collected into `seen`."""
     if len(base.net.op) != len(other.net.op):
         return f"the graph has {len(other.net.op)} ops there instead of {len(base.net.op)}"
     for a, b in zip(base.net.op, other.net.op):
@@ -78,17 +87,63 @@ def _compare(base: Graph, other: Graph, pairs, varied_by, keys) -> str:
             return f"{where} differs in the graph converted there"
         for t in a.input:
             if t in base.consts and not _same(base.consts[t], other.consts.get(t)):
-                return f"{where} reads constant '{t}', folded from the input shape"
+                if t not in other.consts:
+                    return f"{where} reads constant '{t}', which the graph converted there lacks"
+                seen.tables[t].append((value, other.consts[t]))
+                seen.readers.setdefault(t, where)
+                seen.varied_by[t].update(keys)
         args_a, args_b = _args(a), _args(b)
         changed = sorted(n for n in set(args_a) | set(args_b) if args_a.get(n) != args_b.get(n))
         if not changed:
             continue
-        if a.type == "Reshape" and changed == ["dims"]:
-            pairs[a.name].append((other.specs[b.input[0]][0], args_b["dims"]))
-            varied_by[a.name].update(keys)
+        if changed == [TARGET_ARG.get(a.type)]:
+            seen.reshapes[a.name].append((other.specs[b.input[0]][0], args_b[changed[0]]))
+            seen.varied_by[a.name].update(keys)
         else:
             return f"{where} has {', '.join(changed)} computed from the input shape"
     return ""
+
+
+# the arg holding the target shape of the ops whose target may follow the input
+TARGET_ARG = {"Reshape": "dims", "Expand": "shape"}
+
+
+def _rewrite_reshapes(graph, base, seen) -> dict:
+    """Reshapes and Expands of `graph` given symbolic targets; {op: why} of those that cannot be."""
+    base_ops = {op.name: op for op in base.net.op}
+    ops = {op.name: op for op in graph.net.op}
+    failed = {}
+    for name, pairs in seen.reshapes.items():
+        op = base_ops[name]
+        arg = TARGET_ARG[op.type]
+        pairs = [(base.specs[op.input[0]][0], list(get_arg(op, arg)))] + pairs
+        target, why = (_symbolic_dims if op.type == "Reshape" else _symbolic_expand)(op, pairs)
+        if why is None and name not in ops:
+            why = f"op '{name}' ({op.type}) is not in the final graph under that name"
+        if why:
+            failed[name] = why
+        else:
+            set_arg(ops[name], arg, target)
+    return failed
+
+
+def _symbolic_expand(op, seen: list) -> tuple:
+    """(shape with 1 where the output follows the input's own dimension, None) or (None, why):
+    Expand broadcasts, so a 1 keeps whatever the input has there."""
+    shape0 = seen[0][1]
+    why = f"op '{op.name}' (Expand) has a target shape computed from the input shape"
+    if any(len(d) != len(shape0) for _, d in seen):
+        return None, why
+    shape = list(shape0)
+    for i in range(len(shape0)):
+        if any(d[i] != shape0[i] for _, d in seen):
+            j = [i - (len(shape0) - len(s)) for s, _ in seen]
+            if not all(k >= 0 and d[i] == s[k] for k, (s, d) in zip(j, seen)):
+                return None, why
+            shape[i] = 1
+    if all(tuple(np.broadcast_shapes(tuple(s), tuple(shape))) == tuple(d) for s, d in seen):
+        return shape, None
+    return None, why
 
 
 def _symbolic_dims(op, seen: list) -> tuple:
@@ -115,6 +170,57 @@ def _symbolic_dims(op, seen: list) -> tuple:
     except ValueError:
         pass
     return None, f"{where} has a target shape computed from the input shape"
+
+
+def _rewrite_tables(graph, base, seen, nominal) -> dict:
+    """Constants of `graph` that are prefixes of their longest probe become PrefixSlice ops of
+    that table; {const: why} of those that are not."""
+    failed = {}
+    for name, probed in seen.tables.items():
+        why = f"{seen.readers[name]} reads constant '{name}', folded from the input shape"
+        keys = sorted(seen.varied_by[name])
+        values = {nominal.get(k) for k in keys}
+        if len(values) != 1 or None in values or name not in graph.consts \
+                or not _same(graph.consts[name], base.consts[name]):
+            failed[name] = why
+            continue
+        rule = _prefix_rule([(values.pop(), base.consts[name])] + probed)
+        if rule is None:
+            failed[name] = why
+            continue
+        table, axes, offset = rule
+        _add_prefix_slice(graph, name, table, axes, offset, keys[0])
+    return failed
+
+
+def _prefix_rule(seen: list):
+    """(table, axes, offset) when every (value, array) is table cut to value + offset along
+    `axes` (the longest array is the table); else None."""
+    arrays = [a for _, a in seen]
+    if len({(a.ndim, a.dtype) for a in arrays}) != 1:
+        return None
+    value, table = max(seen, key=lambda s: s[0])
+    axes = [i for i in range(table.ndim) if len({a.shape[i] for a in arrays}) > 1]
+    offsets = {a.shape[i] - v for v, a in seen for i in axes}
+    if not axes or len(offsets) != 1:
+        return None
+    for _, a in seen:
+        if not np.array_equal(a, table[tuple(slice(0, n) for n in a.shape)],
+                              equal_nan=a.dtype.kind == "f"):
+            return None
+    return table, axes, offsets.pop()
+
+
+def _add_prefix_slice(graph, name, table, axes, offset, key) -> None:
+    """`name` made by a PrefixSlice of `table` following input dimension `key`, first in the net."""
+    source = graph.unique_name(f"{name}_table")
+    graph.add_const(source, table)
+    del graph.consts[name]
+    op = graph.make_op("PrefixSlice", [source, key[0]], [name], name=graph.unique_name(f"{name}_prefix"),
+                       axes=list(axes), ref_axis=int(key[1]), offset=int(offset))
+    infer_op(graph, op)
+    graph.set_ops([op, *graph.net.op])
+    graph.record_shapes()
 
 
 def _args(op) -> dict:

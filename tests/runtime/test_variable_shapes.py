@@ -190,13 +190,46 @@ def test_a_model_without_ranges_keeps_its_shapes(tmp_path):
         engine.resize({"x": (2, 3, 16, 16)})
 
 
-def test_a_shape_folded_into_a_constant_pins_the_dimension_naming_the_op(tmp_path):
+def test_a_position_table_sliced_to_the_length_follows_it(tmp_path):
+    """pos[:S] folds to a constant at each length; convert finds it is the longest probe's prefix
+    and cuts that table at run time (PrefixSlice)."""
     result, onnx_path = convert(tmp_path, "pos", encoder(positions=True), "1,8..64,32")
-    assert any("dimension 1 stays 8" in n and "Add_x_pos" in n for n in result.notes)
+    assert any("dimension 1 varies 8..64" in n for n in result.notes), result.notes
+    engine = create_engine(result.pb_path)
+    assert any(n.op.type == "PrefixSlice" for n in engine.nodes)
+    compare(engine, onnx_path, [(1, 8, 32), (1, 16, 32), (1, 64, 32)])
+
+
+def test_token_ids_and_mask_share_one_length(tmp_path):
+    """Two inputs declared with the same range move together in convert's probes and at run time."""
+    model = encoder(mask=True)
+    path = tmp_path / "masked.onnx"
+    onnx.save(model, path)
+    sg = {"input_tensors": "x,mask", "input_shapes": ["1,8..64,32", "1,8..64"], "input_data_formats": "NONE",
+          "input_data_types": "float32,int64", "output_tensors": "y", "output_data_formats": "NONE"}
+    entry = {"platform": "onnx", "model_file_path": str(path), "subgraphs": [sg], "runtime": "cpu",
+             "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest()}
+    (tmp_path / "m.yml").write_text(yaml.safe_dump({"library_name": "m", "models": {"m": entry}}))
+    result = convert_deployment(load_deployment(tmp_path / "m.yml"), build_dir=tmp_path / "builds")[0]
+    assert not any("stays" in n for n in result.notes), result.notes
+    engine, session = create_engine(result.pb_path), ort.InferenceSession(str(path))
+    for n in (8, 16, 64):
+        x = np.random.default_rng(n).standard_normal((1, n, 32)).astype(np.float32)
+        mask = np.ones((1, n), np.int64)
+        mask[0, n // 2:] = 0
+        (ref,) = session.run(None, {"x": x, "mask": mask})
+        np.testing.assert_allclose(engine.run({"x": x, "mask": mask})["y"], ref, atol=1e-4, rtol=1e-3)
+    with pytest.raises(RuntimeInputError, match=r"do not fit together: .*usually move together"):
+        engine.run({"x": np.zeros((1, 16, 32), np.float32), "mask": np.ones((1, 17), np.int64)})
+
+
+def test_a_shape_folded_into_a_constant_pins_the_dimension_naming_the_op(tmp_path):
+    result, onnx_path = convert(tmp_path, "scaled", encoder(length_scale=True), "1,8..64,32")
+    assert any("dimension 1 stays 8" in n and "scale_by_length" in n for n in result.notes), result.notes
     engine = create_engine(result.pb_path)
     compare(engine, onnx_path, [(1, 8, 32)])   # the converted shape still runs
     with pytest.raises(RuntimeInputError, match=r"input tensor 'x' dimension 1 stays 8 in the converted "
-                                                r"model: op 'Add_x_pos' \(Eltwise\) reads constant 'pos_s'"):
+                                                r"model: op 'scale_by_length' \(Eltwise\) reads constant"):
         engine.run({"x": np.zeros((1, 16, 32), np.float32)})
 
 
@@ -272,9 +305,9 @@ def test_state_kept_between_runs_carries_across_shapes():
 
 
 def test_an_obfuscated_model_does_not_name_the_op_that_pins(tmp_path):
-    result, _ = convert(tmp_path, "pos", encoder(positions=True), "1,8..64,32", obfuscate=1)
-    assert any("Add_x_pos" in n for n in result.notes)   # the user who converts sees the name
+    result, _ = convert(tmp_path, "scaled", encoder(length_scale=True), "1,8..64,32", obfuscate=1)
+    assert any("scale_by_length" in n for n in result.notes)   # the user who converts sees the name
     engine = create_engine(result.pb_path)
-    assert "Add_x_pos" not in str(shape_pins(engine.graph.net))
+    assert "scale_by_length" not in str(shape_pins(engine.graph.net))
     with pytest.raises(RuntimeInputError, match=r"dimension 1 stays 8 .*op names hidden: obfuscate: 1"):
         engine.resize({"x": (1, 16, 32)})
