@@ -23,7 +23,9 @@ import importlib.util
 import io
 import json
 import operator
+import os
 import signal
+import sys
 import threading
 import time
 import traceback
@@ -50,6 +52,54 @@ class ScriptError(MaceError):
 class _CallTimeout(BaseException):
     """Raised inside the script by SIGALRM: a BaseException, so the script's `except Exception`
     does not swallow it."""
+
+
+class _HardExit(BaseException):
+    """os._exit(code) called by the script: raised in its place (see _no_hard_exit)."""
+
+    def __init__(self, code):
+        super().__init__(code)
+        self.code = code
+
+
+_REAL_EXIT = os._exit
+_NATIVE_OS = sys.modules[os.name]   # posix (or nt): its _exit is os._exit
+_script_threads: list = []   # the threads now inside the script's code (nested: listed again)
+
+
+def _exit_from_script(code=0):
+    """os._exit while the script runs: in the thread running it, a _HardExit the caller reports;
+    anywhere else (Ray's own threads, a reference the script kept for later) the real one."""
+    if threading.get_ident() in _script_threads:
+        raise _HardExit(code)
+    _REAL_EXIT(code)
+
+
+@contextlib.contextmanager
+def _no_hard_exit():
+    """os._exit ends the process at once, no handler, no `finally`: a script calling it took the
+    CLI down with its code (exit 0 without a result). While the script runs, os._exit (and
+    posix._exit, the same function) raise instead; a script that keeps `from os import _exit`
+    keeps this wrapper, which raises only inside the script's calls."""
+    _script_threads.append(threading.get_ident())
+    os._exit = _NATIVE_OS._exit = _exit_from_script
+    try:
+        yield
+    finally:
+        _script_threads.remove(threading.get_ident())
+        if not _script_threads:
+            os._exit = _NATIVE_OS._exit = _REAL_EXIT
+
+
+@contextlib.contextmanager
+def _script_running(seconds: float):
+    """The script's code runs inside this: bounded in time, and unable to os._exit."""
+    with _no_hard_exit(), _time_limit(seconds):
+        yield
+
+
+def _exit_said(e: BaseException) -> str:
+    return f"called os._exit({shown(e.code)})" if isinstance(e, _HardExit) else f"called sys.exit({shown(e.code)})"
 
 
 def _positive_env(env: str, default: float, kind=float):
@@ -114,13 +164,13 @@ class Script:
     def call(self, method: str, *args):
         seconds = self.seconds
         try:
-            with _time_limit(seconds):
+            with _script_running(seconds):
                 return getattr(self.validator, method)(*args)
         except _CallTimeout:
             raise ScriptError(f"{self._name(method, args)} did not return within {seconds:g} s "
                               f"(set {TIMEOUT_ENV} to allow more)") from None
-        except SystemExit as e:
-            raise ScriptError(f"{self._name(method, args)} called sys.exit({shown(e.code)}): the "
+        except (SystemExit, _HardExit) as e:
+            raise ScriptError(f"{self._name(method, args)} {_exit_said(e)}: the "
                               f"script must return, not exit\n{_their_traceback(e)}") from None
         except Exception as e:
             raise ScriptError(f"{self._name(method, args)} raised {type(e).__name__}: {_said(e)}\n"
@@ -168,7 +218,11 @@ def as_script(validator) -> Script:
 def _their_traceback(e: BaseException) -> str:
     """The traceback from the script's frames on (ours, the caller, left out), indented."""
     tb = e.__traceback__.tb_next if e.__traceback__ else None
-    lines = traceback.format_exception(type(e), e, tb)
+    if isinstance(e, _HardExit):   # its last frame is _exit_from_script: ours
+        lines = ["Traceback (most recent call last):\n", *traceback.format_list(traceback.extract_tb(tb)[:-1]),
+                 f"os._exit({shown(e.code)})\n"]
+    else:
+        lines = traceback.format_exception(type(e), e, tb)
     return "".join("  " + line for text in lines for line in text.splitlines(keepends=True)).rstrip()
 
 
@@ -208,14 +262,13 @@ def load_validator(path, where: str, **kwargs):
     spec = importlib.util.spec_from_file_location(f"mace_accuracy_{abs(hash(str(path.resolve())))}", path)
     module = importlib.util.module_from_spec(spec)
     try:
-        with _time_limit(seconds):
+        with _script_running(seconds):
             spec.loader.exec_module(module)
     except _CallTimeout:
         raise ScriptError(f"{where}: {path} did not finish loading within {seconds:g} s "
                           f"(set {TIMEOUT_ENV} to allow more)") from None
-    except (Exception, SystemExit) as e:  # the user's code: say where it broke, with their traceback
-        what = f"called sys.exit({shown(e.code)})" if isinstance(e, SystemExit) else \
-            f"{type(e).__name__}: {_said(e)}"
+    except (Exception, SystemExit, _HardExit) as e:  # the user's code: say where it broke, with their traceback
+        what = _exit_said(e) if isinstance(e, (SystemExit, _HardExit)) else f"{type(e).__name__}: {_said(e)}"
         raise ScriptError(f"{where}: {path} failed to load: {what}\n{_their_traceback(e)}") from None
     cls = getattr(module, CLASS_NAME, None)
     if cls is None:
@@ -224,14 +277,13 @@ def load_validator(path, where: str, **kwargs):
     if missing:
         raise ConfigError(f"{where}: {path}: {CLASS_NAME} lacks {', '.join(missing)}")
     try:
-        with _time_limit(seconds):
+        with _script_running(seconds):
             validator = cls(**kwargs)
     except _CallTimeout:
         raise ScriptError(f"{where}: {path}: {CLASS_NAME}() did not return within {seconds:g} s "
                           f"(set {TIMEOUT_ENV} to allow more)") from None
-    except (Exception, SystemExit) as e:
-        what = f"called sys.exit({shown(e.code)})" if isinstance(e, SystemExit) else \
-            f"{type(e).__name__}: {_said(e)}"
+    except (Exception, SystemExit, _HardExit) as e:
+        what = _exit_said(e) if isinstance(e, (SystemExit, _HardExit)) else f"{type(e).__name__}: {_said(e)}"
         raise ScriptError(f"{where}: {path}: {CLASS_NAME}() failed: {what}\n{_their_traceback(e)}") from None
     return Script(validator, f"{where}: {path}", path)
 

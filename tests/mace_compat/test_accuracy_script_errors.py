@@ -25,7 +25,7 @@ METHODS = {
 def script_text(top: str = "", **methods) -> str:
     body = "\n".join(textwrap.indent(methods.get(k, v), "    ") for k, v in METHODS.items())
     body = body.replace("def init(", "def __init__(")
-    return f"import sys\nimport numpy as np\n{top}\n\nclass AccuracyValidator(object):\n{body}\n"
+    return f"import sys\nfrom os import _exit as hard_exit\nimport numpy as np\n{top}\n\nclass AccuracyValidator(object):\n{body}\n"
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +70,11 @@ def test_the_template_script_runs(work):
     ("result", "def result(self):\n    sys.exit(3)", ["AccuracyValidator.result() called sys.exit(3)"]),
     ("preprocess", "def preprocess(self, start, end, **kwargs):\n    sys.exit(0)",
      ["AccuracyValidator.preprocess(0, 1) called sys.exit(0)"]),
+    # os._exit ended the CLI at once with the script's code (0: a run without a result)
+    ("result", "def result(self):\n    import os\n    os._exit(0)", ["AccuracyValidator.result() called os._exit(0)"]),
+    ("postprocess", "def postprocess(self, start, end, output_map, **kwargs):\n    import posix\n    posix._exit(3)",
+     ["AccuracyValidator.postprocess(0, 1, ", "called os._exit(3)", "posix._exit(3)"]),
+    ("init", "def __init__(self, **kwargs):\n    hard_exit(0)", ["AccuracyValidator() failed: called os._exit(0)"]),
 ])
 def test_the_scripts_exceptions_and_exits_are_its_errors(work, method, code, needles):
     err = refused(run_script(work, script_text(**{method: code})), "acc.yml: models.digits_cnn", "acc.py",
@@ -81,6 +86,7 @@ def test_the_scripts_exceptions_and_exits_are_its_errors(work, method, code, nee
 @pytest.mark.parametrize("top, needles", [
     ("raise ImportError('no module named cv3')", ["acc.py failed to load: ImportError", "cv3"]),
     ("sys.exit(0)", ["acc.py failed to load: called sys.exit(0)"]),
+    ("import os\nos._exit(0)", ["acc.py failed to load: called os._exit(0)"]),
 ])
 def test_a_script_failing_at_import(work, top, needles):
     refused(run_script(work, script_text(top)), *needles)

@@ -44,6 +44,13 @@ def test_a_workers_exception_is_the_users_error(work):
     assert "force=True" not in err and "Traceback (most recent call last)" in err
 
 
+def test_os_exit_on_a_worker_is_the_users_error_not_a_dead_worker(work):
+    # a hard exit killed the worker: retried 3 times, then "its worker died", naming no method
+    r = on_ray(work, script_text(preprocess="def preprocess(self, start, end, **kwargs):\n    hard_exit(4)"))
+    refused(r, "AccuracyValidator.preprocess(", "called os._exit(4)")
+    assert "died" not in r.stderr
+
+
 def test_a_script_failing_to_load_on_the_workers_only(work):
     # the driver loads it fine; Ray keeps only the message of a failed actor __init__
     top = "if 'default_worker' in sys.argv[0]:\n    raise ImportError('no cv3 on this node')"
