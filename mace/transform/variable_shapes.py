@@ -9,6 +9,7 @@ ids and their mask must) and compares the graphs op by op, then rewrites what fo
 that every probe confirms:
 - a Reshape whose dims follow the input gets 0 (copy the input's dimension) and -1 (the rest),
   which shape inference re-derives at any shape; an Expand, 1 where it keeps the input's own;
+  a StridedSlice's bounds, counted from the end of the axis (x[:, -1], x[:, :S - 1]);
 - a constant that is, at every probe, the leading part of the one at the longest probe along
   the axes that grow with the dimension (a position table taken to the sequence length, the
   token-type rows, a causal mask) becomes that longest table cut by a PrefixSlice op
@@ -27,6 +28,7 @@ from mace.ir.args import get_arg, set_arg
 from mace.ir.graph import Graph
 from mace.ops.infer import infer_op
 from mace.ops.reshape import resolve_shape
+from mace.ops.strided_slice import axis_slice
 
 
 @dataclass
@@ -99,6 +101,9 @@ def _compare(base: Graph, other: Graph, seen: _Seen, keys, value) -> str:
         if changed == [TARGET_ARG.get(a.type)]:
             seen.reshapes[a.name].append((other.specs[b.input[0]][0], args_b[changed[0]]))
             seen.varied_by[a.name].update(keys)
+        elif a.type == "StridedSlice" and set(changed) <= {"starts", "ends"}:
+            seen.reshapes[a.name].append((other.specs[b.input[0]][0], (args_b["starts"], args_b["ends"])))
+            seen.varied_by[a.name].update(keys)
         else:
             return f"{where} has {', '.join(changed)} computed from the input shape"
     return ""
@@ -115,16 +120,54 @@ def _rewrite_reshapes(graph, base, seen) -> dict:
     failed = {}
     for name, pairs in seen.reshapes.items():
         op = base_ops[name]
-        arg = TARGET_ARG[op.type]
-        pairs = [(base.specs[op.input[0]][0], list(get_arg(op, arg)))] + pairs
-        target, why = (_symbolic_dims if op.type == "Reshape" else _symbolic_expand)(op, pairs)
+        if op.type == "StridedSlice":
+            first = (list(get_arg(op, "starts")), list(get_arg(op, "ends")))
+            target, why = _symbolic_slice(op, [(base.specs[op.input[0]][0], first)] + pairs)
+        else:
+            first = list(get_arg(op, TARGET_ARG[op.type]))
+            rule = _symbolic_dims if op.type == "Reshape" else _symbolic_expand
+            target, why = rule(op, [(base.specs[op.input[0]][0], first)] + pairs)
         if why is None and name not in ops:
             why = f"op '{name}' ({op.type}) is not in the final graph under that name"
         if why:
             failed[name] = why
+        elif op.type == "StridedSlice":
+            set_arg(ops[name], "starts", target[0])
+            set_arg(ops[name], "ends", target[1])
         else:
-            set_arg(ops[name], arg, target)
+            set_arg(ops[name], TARGET_ARG[op.type], target)
     return failed
+
+
+PAST_END = 2**31 - 1   # a slice bound clamped to the axis's size, whatever it is
+
+
+def _symbolic_slice(op, seen: list) -> tuple:
+    """((starts, ends) counting from the end of the axis where they follow its size, None) or
+    (None, why): x[:, :S - 1] or x[:, -1] computed at each length become -1 and -1."""
+    why = f"op '{op.name}' (StridedSlice) has bounds computed from the input shape"
+    (starts0, ends0) = seen[0][1]
+    axes = get_arg(op, "axes", None) or list(range(len(starts0)))
+    steps = get_arg(op, "steps", None) or [1] * len(starts0)
+    bounds = [list(starts0), list(ends0)]
+    for which in (0, 1):
+        for i, value0 in enumerate(bounds[which]):
+            if all(b[which][i] == value0 for _, b in seen):
+                continue
+            axis = [a % len(s) for s, _ in seen for a in [axes[i]]]
+            gaps = {b[which][i] - s[a] for (s, b), a in zip(seen, axis)}
+            if len(gaps) != 1 or steps[i] < 0:
+                return None, why
+            gap = gaps.pop()
+            if gap > 0:
+                return None, why
+            bounds[which][i] = gap if gap < 0 else PAST_END
+    for s, (starts, ends) in seen:
+        for i, a in enumerate(axes):
+            dim = s[a % len(s)]
+            if axis_slice(bounds[0][i], bounds[1][i], steps[i], dim) != axis_slice(starts[i], ends[i], steps[i], dim):
+                return None, why
+    return (bounds[0], bounds[1]), None
 
 
 def _symbolic_expand(op, seen: list) -> tuple:

@@ -9,6 +9,7 @@ import numpy as np
 import onnx
 import pytest
 import yaml
+from onnx import TensorProto, helper, numpy_helper
 
 from mace.config import load_deployment
 from mace.config.deployment import shape_range_notes
@@ -311,3 +312,36 @@ def test_an_obfuscated_model_does_not_name_the_op_that_pins(tmp_path):
     assert "scale_by_length" not in str(shape_pins(engine.graph.net))
     with pytest.raises(RuntimeInputError, match=r"dimension 1 stays 8 .*op names hidden: obfuscate: 1"):
         engine.resize({"x": (1, 16, 32)})
+
+
+def test_slices_counted_from_the_end_follow_the_length(tmp_path):
+    """x[:, -1] written literally and x[:, :S - 1] computed from Shape: both resolve to numbers at
+    each length when converted, and both come back as bounds from the end of the axis."""
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    nodes = [helper.make_node("Slice", ["x", "minus_one", "past_end", "one"], ["last"]),
+             helper.make_node("Shape", ["x"], ["dims"]),
+             helper.make_node("Gather", ["dims", "one"], ["length"], axis=0),
+             helper.make_node("Sub", ["length", "one"], ["length_1"]),
+             helper.make_node("Slice", ["x", "zero", "length_1", "one"], ["head"], name="all_but_last")]
+    graph = helper.make_graph(nodes, "slices", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "S", 4])],
+                              [helper.make_tensor_value_info("last", TensorProto.FLOAT, [1, 1, 4]),
+                               helper.make_tensor_value_info("head", TensorProto.FLOAT, [1, "T", 4])],
+                              [ints("minus_one", [-1]), ints("past_end", [2**62]), ints("one", [1]), ints("zero", [0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "slices.onnx"
+    onnx.save(model, path)
+    sg = {"input_tensors": "x", "input_shapes": "1,8..64,4", "input_data_formats": "NONE",
+          "output_tensors": "last,head", "output_data_formats": "NONE"}
+    entry = {"platform": "onnx", "model_file_path": str(path), "subgraphs": [sg],
+             "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest()}
+    (tmp_path / "s.yml").write_text(yaml.safe_dump({"library_name": "s", "models": {"s": entry}}))
+    result = convert_deployment(load_deployment(tmp_path / "s.yml"), build_dir=tmp_path / "builds")[0]
+    assert not any("stays" in n for n in result.notes), result.notes
+    engine, session = create_engine(result.pb_path), ort.InferenceSession(str(path))
+    for n in (8, 20, 64):
+        x = np.random.default_rng(n).standard_normal((1, n, 4)).astype(np.float32)
+        ours, (last, head) = engine.run({"x": x}), session.run(None, {"x": x})
+        np.testing.assert_array_equal(ours["last"], last)
+        np.testing.assert_array_equal(ours["head"], head)
