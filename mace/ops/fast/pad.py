@@ -1,0 +1,93 @@
+"""Pad, fast CPU kernel: the interior copied once and only the border written, as views bound
+at load.
+
+The reference fills the whole output with the constant and then copies the input over it
+(CONSTANT: every interior element written twice), or builds np.pad's fresh array and copies
+that (REFLECT / SYMMETRIC / EDGE / WRAP: an allocation and two full passes). Here the border
+is cut into slabs, axis by axis: along axis d, the two end slabs span the whole output on the
+axes before d and only the interior on the axes after it, so each border element is written
+once. CONSTANT slabs are filled; the mirror modes copy, axis by axis, from what is already in
+the output, in np.pad's own order (so the corners are its corners): every value is a copy,
+the same bytes as the reference. A mirror wider than np.pad reflects in one go (REFLECT wider
+than size - 1, SYMMETRIC / WRAP wider than size) stays with the reference, as do object
+dtypes. Negative amounts crop the input first, as the reference does.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+
+from mace.ops import pad as _reference
+from mace.ops._common import sequence
+from mace.ops.fast._base import FastKernel
+from mace.ops.registry import kernel
+
+
+def _widths(ctx):
+    return _reference.split_paddings(ctx.arg("paddings"), len(ctx.input_shapes[0]))
+
+
+def one_pass_mirror(ctx) -> bool:
+    """Every axis's mirror is one copy from the interior (np.pad's single reflection)."""
+    mode = ctx.arg("pad_type", "CONSTANT")
+    if mode == "CONSTANT":
+        return True
+    if mode not in _reference.NUMPY_MODES:
+        return False
+    for size, (b, e) in zip(ctx.input_shapes[0], _widths(ctx)):
+        kept = size - max(-b, 0) - max(-e, 0)
+        reach = kept - 1 if mode == "REFLECT" else kept
+        if max(b, 0) > reach or max(e, 0) > reach or (max(b, e) > 0 and kept == 0):
+            return False
+    return True
+
+
+def mirror_copies(mode: str, begin: int, end: int, kept: int):
+    """[(destination slice, source slice)] along one axis of the output for `mode`, the
+    interior at begin:begin + kept."""
+    stop = begin + kept
+    pairs = []
+    if begin:
+        src = {"REFLECT": slice(2 * begin, begin, -1),
+               "SYMMETRIC": slice(2 * begin - 1, begin - 1 if begin > 0 else None, -1),
+               "EDGE": slice(begin, begin + 1), "WRAP": slice(stop - begin, stop)}[mode]
+        pairs.append((slice(0, begin), src))
+    if end:
+        src = {"REFLECT": slice(stop - 2, (stop - 2 - end) if stop - 2 - end >= 0 else None, -1),
+               "SYMMETRIC": slice(stop - 1, (stop - 1 - end) if stop - 1 - end >= 0 else None, -1),
+               "EDGE": slice(stop - 1, stop), "WRAP": slice(begin, begin + end)}[mode]
+        pairs.append((slice(stop, stop + end), src))
+    return pairs
+
+
+@kernel("Pad", "cpu:fast")
+class PadFast(FastKernel):
+    @staticmethod
+    def accepts(ctx) -> bool:
+        return np.dtype(ctx.input_dtypes[0]).kind in "fiub" and one_pass_mirror(ctx)
+
+    def setup(self, ctx):
+        pairs = _widths(ctx)
+        self.mode = ctx.arg("pad_type", "CONSTANT")
+        self.value = ctx.arg("constant_value", 0.0)
+        self.crop = tuple(slice(max(-b, 0), d - max(-e, 0)) for d, (b, e) in zip(ctx.input_shapes[0], pairs))
+        self.widths = [(max(b, 0), max(e, 0)) for b, e in pairs]
+        self.inner = tuple(slice(b, b + s.stop - s.start) for (b, _), s in zip(self.widths, self.crop))
+
+    def bind(self, inputs, outputs, scratch=None):
+        x, out = inputs[0][self.crop], outputs[0]
+        steps = [partial(np.copyto, out[self.inner], x)]
+        for d, ((b, e), inner) in enumerate(zip(self.widths, self.inner)):
+            if not (b or e):
+                continue
+            before, after = (slice(None),) * d, self.inner[d + 1:]
+            if self.mode == "CONSTANT":
+                value = np.asarray(self.value).astype(out.dtype)
+                for part in (slice(0, b), slice(inner.stop, inner.stop + e)):
+                    if part.stop > part.start:
+                        steps.append(partial(np.copyto, out[before + (part,) + after], value))
+                continue
+            for dst, src in mirror_copies(self.mode, b, e, inner.stop - inner.start):
+                steps.append(partial(np.copyto, out[before + (dst,) + after], out[before + (src,) + after]))
+        return sequence(steps)

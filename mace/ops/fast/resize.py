@@ -1,0 +1,64 @@
+"""ResizeNearestNeighbor and ResizeBilinear on NHWC float32 tensors, fast CPU kernels: one
+compiled gather per output row (_resize_loops.py), split across the compute pool's threads.
+
+The references take rows, then columns, with np.take into an intermediate as large as a row-
+resized input, and bilinear blends with four more full passes. The loops read each source
+pixel's channels in place and write each output pixel once: the same picks and weights (the
+references' tables, built at load), the same bytes. Declined (the references run): no numba,
+NCHW (met only when folding a constant), other dtypes, empty tensors.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from mace.ops._resize import axis_params
+from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._jit import op_loops
+from mace.ops.fast._pool import loop
+from mace.ops.registry import kernel
+from mace.ops.resize_bilinear import linear_table
+from mace.ops.resize_nearest import nearest_index
+
+
+def _lib():
+    return op_loops("_resize_loops")
+
+
+def nhwc_float32(ctx) -> bool:
+    shape, out = tuple(ctx.input_shapes[0]), tuple(ctx.output_shapes[0])
+    return (_lib() is not None and ctx.arg("data_format", "NHWC") == "NHWC" and len(shape) == 4
+            and 0 not in shape and 0 not in out and np.dtype(ctx.input_dtypes[0]) == F32
+            and np.dtype(ctx.output_dtypes[0]) == F32)
+
+
+class _ResizeFast(FastKernel):
+    accepts = staticmethod(nhwc_float32)
+
+    def bind(self, inputs, outputs, scratch=None):
+        out = outputs[0]
+        n, oh, ow, c = out.shape
+        return loop(self.name, (inputs[0], *self.tables, out), n * oh, out.size, lib=_lib())
+
+
+@kernel("ResizeNearestNeighbor", "cpu:fast")
+class ResizeNearestFast(_ResizeFast):
+    name = "nearest"
+
+    def setup(self, ctx):
+        axes, mode = axis_params(ctx, ctx.input_shapes[0])
+        nearest_mode = ctx.arg("nearest_mode", "round_prefer_floor")
+        self.tables = tuple(nearest_index(i, o, s, mode, nearest_mode).astype(np.int64) for i, o, s in axes)
+
+
+@kernel("ResizeBilinear", "cpu:fast")
+class ResizeBilinearFast(_ResizeFast):
+    name = "bilinear"
+
+    def setup(self, ctx):
+        axes, mode = axis_params(ctx, ctx.input_shapes[0])
+        tables = []
+        for i, o, s in axes:
+            lo, hi, w_lo, w_hi = linear_table(i, o, s, mode)
+            tables += [np.ascontiguousarray(np.stack([lo, hi], 1), np.int64),
+                       np.ascontiguousarray(np.stack([w_lo, w_hi], 1), np.float32)]
+        self.tables = tuple(tables)

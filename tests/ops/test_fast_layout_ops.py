@@ -1,0 +1,96 @@
+"""The fast Pad, StridedSlice, Split and Resize kernels (mace/ops/fast/pad.py, strided_slice.py,
+split.py, resize.py) against their numpy references: the same bytes, over NaN / inf, empty
+tensors, negative steps, crops and every pad mode."""
+import numpy as np
+import pytest
+
+from mace.frontends.base import add_input_info, add_output_info
+from mace.config.specs import TensorSpec
+from mace.ir.graph import Graph
+from mace.ops.fast._jit import loops
+from mace.runtime.engine import Engine
+from mace.transform.shape_inference import infer_shapes
+
+RNG = np.random.default_rng(33)
+
+
+def sample(shape, dtype=np.float32):
+    x = RNG.standard_normal(shape).astype(dtype)
+    if x.size >= 4 and x.dtype.kind == "f":
+        x.flat[:4] = [np.nan, np.inf, -np.inf, -0.0]
+    return x
+
+
+def both(op_type, x, args, outputs=("y",), fast_expected=True):
+    graph = Graph()
+    add_input_info(graph, TensorSpec("x", x.shape, "NONE", dtype=str(x.dtype)))
+    graph.add_op(op_type, ["x"], list(outputs), data_format="NHWC", **args)
+    for name in outputs:
+        add_output_info(graph, TensorSpec(name, None, "NONE"))
+    infer_shapes(graph)
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert (fast.nodes[0].tag == "cpu:fast") == fast_expected, (op_type, args, fast.nodes[0].tag)
+    assert ref.nodes[0].tag == "cpu"
+    got, want = fast.run({"x": x}), ref.run({"x": x})
+    again = fast.run({"x": x})
+    for name in outputs:
+        assert got[name].shape == want[name].shape
+        assert got[name].tobytes() == want[name].tobytes(), (op_type, args, name)
+        assert again[name].tobytes() == want[name].tobytes()
+
+
+@pytest.mark.parametrize("mode", ["CONSTANT", "REFLECT", "SYMMETRIC", "EDGE", "WRAP"])
+@pytest.mark.parametrize("shape,paddings", [
+    ((1, 7, 6, 5), [0, 1, 2, 0, 0, 2, 1, 0]),        # NHWC spatial, asymmetric
+    ((1, 6, 6, 24), [0, 0, 0, 0, 0, 0, 0, 4]),       # channels (MediaPipe's residual pads)
+    ((1, 1, 300), [0, 0, 128, 0, 0, 128]),          # audio: basic_pitch's reflect
+    ((2, 4, 3), [1, 2, 3, 1, 2, 3]),                # every axis, wide as the axis allows
+    ((2, 5, 4), [0, -1, 2, 0, 1, -2]),              # negative amounts crop first
+])
+def test_pad_matches_reference(mode, shape, paddings):
+    x = sample(shape)
+    r = len(shape)
+    kept = [d - max(-b, 0) - max(-e, 0) for d, b, e in zip(shape, paddings[:r], paddings[r:])]
+    wide = mode == "REFLECT" and any(max(p, 0) > k - 1 for p, k in zip(paddings, kept * 2))
+    both("Pad", x, dict(paddings=paddings, pad_type=mode, constant_value=1.5), fast_expected=not wide)
+
+
+def test_pad_declines_mirrors_wider_than_one_reflection_and_runs_ints_and_empties():
+    both("Pad", sample((1, 3, 4)), dict(paddings=[0, 0, 4, 0, 0, 0], pad_type="REFLECT"), fast_expected=False)
+    both("Pad", sample((1, 3, 4)), dict(paddings=[0, 0, 5, 0, 0, 0], pad_type="WRAP"), fast_expected=False)
+    both("Pad", np.arange(24, dtype=np.int32).reshape(2, 3, 4), dict(paddings=[0, 1, 1, 0, 1, 1],
+                                                                      constant_value=2.7))
+    both("Pad", sample((1, 0, 4)), dict(paddings=[0, 2, 1, 0, 1, 1], constant_value=-1.0))
+
+
+@pytest.mark.parametrize("args", [
+    dict(starts=[0, -309, 0, 0], ends=[1, 324, 172, 2], axes=[0, 2, 1, 3], steps=[1, 1, 1, 1]),
+    dict(starts=[-1], ends=[-100], axes=[2], steps=[-1]),          # reversed
+    dict(starts=[5, 1], ends=[0, 9], axes=[1, 3], steps=[-2, 3]),  # negative and wide steps
+    dict(starts=[4], ends=[2], axes=[1], steps=[1]),               # empty
+])
+def test_strided_slice_matches_reference(args):
+    both("StridedSlice", sample((2, 8, 12, 10)), args)
+
+
+@pytest.mark.parametrize("shape,axis,split", [
+    ((1, 10, 10, 32), 3, [16, 16]), ((1, 82, 21), 1, [64, 18]), ((3, 4, 5), -1, [0, 2, 3]),
+    ((0, 4, 6), 2, [3, 3]),
+])
+def test_split_matches_reference(shape, axis, split):
+    outputs = tuple(f"y{i}" for i in range(len(split)))
+    both("Split", sample(shape), dict(axis=axis, split=split), outputs=outputs)
+
+
+RESIZES = [((1, 10, 10, 24), (80, 80), "asymmetric"), ((2, 7, 7, 5), (14, 14), "half_pixel"),
+           ((1, 9, 6, 3), (4, 13), "align_corners"), ((1, 5, 4, 1), (5, 9), "pytorch_half_pixel")]
+
+
+@pytest.mark.skipif(loops() is None, reason="numba is not installed")
+@pytest.mark.parametrize("shape,size,mode", RESIZES)
+@pytest.mark.parametrize("op_type", ["ResizeNearestNeighbor", "ResizeBilinear"])
+def test_resize_matches_reference(op_type, shape, size, mode):
+    scale = [size[0] / shape[1], size[1] / shape[2]]
+    extra = dict(nearest_mode="floor") if op_type == "ResizeNearestNeighbor" else {}
+    both(op_type, sample(shape), dict(size=list(size), scale=scale, coordinate_transformation_mode=mode,
+                                      **extra))
