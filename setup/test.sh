@@ -38,6 +38,10 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 python3 -m venv .venv
 .venv/bin/pip install -q -e ".[test,dev,tf,tflite,gpu,ray]"
+# tf_keras (the keras2 extra, Keras 2 .h5 files) for the installed TensorFlow, without the full
+# `tensorflow` wheel its requirement would pull in beside tensorflow-cpu (same modules, ~2x the size)
+tf_minor=$(.venv/bin/python -c "from importlib.metadata import version; print('.'.join(version('tensorflow-cpu').split('.')[:2]))")
+.venv/bin/pip install -q --no-deps "tf-keras==${tf_minor}.*"
 # The layer contracts (docs/architecture.md; pyproject.toml [tool.importlinter]): a package that
 # imports upward or a cycle fails here, before the tests.
 echo "checking the import layers (lint-imports)"

@@ -159,7 +159,7 @@ def _load_keras(path: Path):
         refused = e
     if importlib.util.find_spec("tf_keras") is None:
         raise ModelError(f"{refused}; if Keras 2 wrote it, tf_keras may read it: "
-                         f"{install_hint('tf')} (installs tf-keras)") from None
+                         f"{install_hint('keras2')}") from None
     import tf_keras
 
     try:
