@@ -33,12 +33,14 @@ TANH_SATURATES = 20.0          # tanh(20) is 1 in float32 (and exp(-40) still a 
 
 
 @njit(**OPTS)
-def _squash(v, m, half, e, bits):
-    """v[:m] = tanh(v) in place, or (half) sigmoid(v) = 0.5 * tanh(v / 2) + 0.5; e (float64)
-    and bits (int64) are scratch of at least m. Three passes LLVM vectorizes."""
+def _squash(v, at, m, half, e, bits):
+    """v[at:at + m] = tanh(v) in place, or (half) sigmoid(v) = 0.5 * tanh(v / 2) + 0.5; e
+    (float64) and bits (int64) are scratch of at least m. Two passes LLVM vectorizes. (An
+    offset, not a slice: a sliced argument compiled as a maybe-strided array, whose loops
+    stayed scalar: 8 instead of ~3 ns an element.)"""
     scale = 0.5 if half else 1.0
     for i in range(m):   # e = exp(z), z = -2|y| in [-40, 0]: z = n ln2 + r, e = 2**n * p(r)
-        y = abs(np.float64(v[i]) * scale)
+        y = abs(np.float64(v[at + i]) * scale)
         if y > TANH_SATURATES:
             y = TANH_SATURATES
         z = -2.0 * y
@@ -51,14 +53,14 @@ def _squash(v, m, half, e, bits):
         bits[i] = (np.int64(n) + 1023) << 52
     powers = bits[:m].view(np.float64)
     for i in range(m):
-        x = np.float64(v[i]) * scale
+        x = np.float64(v[at + i]) * scale
         q = e[i] * powers[i]
         t = (1.0 - q) / (1.0 + q)
         if x < 0:
             t = -t
         if x != x:   # NaN in, NaN out (its exponent bits above are meaningless)
             t = x
-        v[i] = np.float32(0.5 * t + 0.5) if half else np.float32(t)
+        v[at + i] = np.float32(0.5 * t + 0.5) if half else np.float32(t)
 
 
 @njit(inline="always", **OPTS)
@@ -74,13 +76,22 @@ def _bound(x, clip):
 
 @njit(inline="always", **OPTS)
 def _times_rt(h, rt, col0, cols, acc):
-    """acc[:cols] = h @ rt[:, col0:col0 + cols], summed from zero in row order."""
-    acc[:cols] = 0
-    for k in range(h.shape[0]):
+    """acc[col0:col0 + cols] = h @ rt[:, col0:col0 + cols], summed from zero in row order. Four rows a
+    pass, added left to right (the same order, the same bytes as one a pass): acc is loaded
+    and stored a quarter as often (a 64 x 256 product 4.7 -> 2.8 us)."""
+    for j in range(col0, col0 + cols):
+        acc[j] = 0
+    n, k = h.shape[0], 0
+    while k + 4 <= n:
+        h0, h1, h2, h3 = h[k], h[k + 1], h[k + 2], h[k + 3]
+        for j in range(col0, col0 + cols):
+            acc[j] = acc[j] + h0 * rt[k, j] + h1 * rt[k + 1, j] + h2 * rt[k + 2, j] + h3 * rt[k + 3, j]
+        k += 4
+    while k < n:
         hk = h[k]
-        row = rt[k]
-        for j in range(cols):
-            acc[j] += hk * row[col0 + j]
+        for j in range(col0, col0 + cols):
+            acc[j] += hk * rt[k, j]
+        k += 1
 
 
 @njit(**OPTS)
@@ -104,14 +115,14 @@ def lstm(xw, rt, p, h0, c0, reverse, clip, y, yh, yc):
                 a[j] = _bound((g[j] + acc[j]) + p[j] * c[j], clip)
                 a[n + j] = _bound((g[2 * n + j] + acc[2 * n + j]) + p[2 * n + j] * c[j], clip)
                 a[2 * n + j] = _bound(g[3 * n + j] + acc[3 * n + j], clip)
-            _squash(a, 2 * n, True, e, bits)
-            _squash(a[2 * n:], n, False, e, bits)
+            _squash(a, 0, 2 * n, True, e, bits)
+            _squash(a, 2 * n, n, False, e, bits)
             for j in range(n):
                 c[j] = a[n + j] * c[j] + a[j] * a[2 * n + j]
                 a[j] = _bound((g[n + j] + acc[n + j]) + p[n + j] * c[j], clip)
                 a[n + j] = c[j]
-            _squash(a, n, True, e, bits)
-            _squash(a[n:], n, False, e, bits)
+            _squash(a, 0, n, True, e, bits)
+            _squash(a, n, n, False, e, bits)
             for j in range(n):
                 h[j] = a[j] * a[n + j]
             y[t, b] = h
@@ -138,19 +149,19 @@ def gru(xw, rt, rb, h0, reverse, clip, linear_before_reset, y, yh):
             _times_rt(h, rt, 0, cols, acc)
             for j in range(2 * n):
                 a[j] = _bound((g[j] + acc[j]) + rb[j], clip)
-            _squash(a, 2 * n, True, e, bits)
+            _squash(a, 0, 2 * n, True, e, bits)
             if linear_before_reset:
                 for j in range(n):
                     a[2 * n + j] = g[2 * n + j] + a[n + j] * (acc[2 * n + j] + rb[2 * n + j])
             else:
                 for j in range(n):
                     rh[j] = a[n + j] * h[j]
-                _times_rt(rh, rt, 2 * n, n, acc[2 * n:])
+                _times_rt(rh, rt, 2 * n, n, acc)
                 for j in range(n):
                     a[2 * n + j] = (g[2 * n + j] + acc[2 * n + j]) + rb[2 * n + j]
             for j in range(n):
                 a[2 * n + j] = _bound(a[2 * n + j], clip)
-            _squash(a[2 * n:], n, False, e, bits)
+            _squash(a, 2 * n, n, False, e, bits)
             for j in range(n):
                 h[j] = (np.float32(1) - a[j]) * a[2 * n + j] + a[j] * h[j]
             y[t, b] = h
