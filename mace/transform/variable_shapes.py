@@ -193,13 +193,14 @@ def _symbolic_dims(op, seen: list) -> tuple:
     """(dims with 0 / -1 that give every seen (input shape, dims) pair, None) or (None, why)."""
     where = f"op '{op.name}' (Reshape)"
     dims0 = seen[0][1]
-    if get_arg(op, "allowzero", 0) or any(len(d) != len(dims0) for _, d in seen):
+    allowzero = int(get_arg(op, "allowzero", 0))   # PyTorch's exporter sets it: a 0 is a real zero
+    if any(len(d) != len(dims0) for _, d in seen) or (-1 in dims0):
         return None, f"{where} has a target shape computed from the input shape"
     varying = [i for i in range(len(dims0)) if any(d[i] != dims0[i] for _, d in seen)]
     dims = list(dims0)
     free = []
     for i in varying:
-        if all(i < len(s) and d[i] == s[i] for s, d in seen):
+        if not allowzero and all(i < len(s) and d[i] == s[i] for s, d in seen):
             dims[i] = 0          # copies the input's dimension
         else:
             free.append(i)
@@ -208,7 +209,7 @@ def _symbolic_dims(op, seen: list) -> tuple:
     if free:
         dims[free[0]] = -1       # the rest of the elements
     try:
-        if all(resolve_shape(s, dims) == tuple(d) for s, d in seen):
+        if all(resolve_shape(s, dims, allowzero) == tuple(d) for s, d in seen):
             return dims, None
     except ValueError:
         pass
