@@ -248,3 +248,29 @@ def test_litert_refusing_the_model_is_named_as_litert_s_refusal(per_channel_mode
     name = model.tensors[model.inputs[0]].name
     with pytest.raises(ModelError, match=r"v99.tflite: LiteRT refuses the reference model: .*99"):
         run_litert(path, {name: np.zeros((1, 4, 4, 2), np.float32)}, [model.tensors[model.outputs[0]].name])
+
+
+def test_an_input_dimension_of_0_is_refused_at_convert(tmp_path):
+    """Issue 38: a model input of dimension 0 (deployment file agreeing) converted into a model that
+    runs nothing and exits 0; LiteRT refuses it only when a kernel prepares (conv: dims->data[1] > 0)."""
+    src = to_tflite(lambda x: tf.nn.relu(x) * 2.0, [(1, 4, 4, 2)], tmp_path / "relu.tflite")
+
+    def edit(buf, model):
+        sg = model.Subgraphs(0)
+        t = sg.Tensors(sg.Inputs(0))
+        for field in (4, 16):   # Tensor.shape, Tensor.shape_signature
+            if t._tab.Offset(field):
+                _set_int32(buf, t, field, 1, 0)
+
+    path = _patched(src, tmp_path / "dim0.tflite", edit)
+    model = read_model(path)
+    out = model.tensors[model.outputs[0]].name
+    yml = write_deployment(tmp_path / "deploy.yml", {"m": {
+        "platform": "tflite", "model_file_path": str(path), "model_sha256_checksum": sha256(path), "runtime": "cpu",
+        "subgraphs": [{"input_tensors": "x0", "input_shapes": "1,0,4,2", "output_tensors": out}]}}, library="tfl")
+    r = cli("convert", "--config", yml, cwd=tmp_path)
+    assert r.returncode == 1, r.stderr
+    assert "dim0.tflite: input tensor 'x0': shape [1, 0, 4, 2] has a dimension 0" in r.stderr
+    assert "Traceback" not in r.stderr and not (tmp_path / "builds/tfl/model/m.pb").exists()
+    # the size given where the model says 0: LiteRT resizes and runs it, so do we
+    convert("tflite", spec(path))

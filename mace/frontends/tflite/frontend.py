@@ -179,6 +179,10 @@ def _check_inputs(spec: ModelSpec, model: TflModel) -> None:
         if tensor is None or tensor.data is not None:
             raise ModelError(f"{path}: input tensor '{t.name}' is not in the model; its inputs are "
                              f"{_model_io(model, model.inputs)}")
+        if 0 in t.shape:   # LiteRT's kernels refuse an empty input at prepare (conv: dims->data[1] > 0)
+            raise ModelError(f"{path}: input tensor '{t.name}': shape {list(t.shape)} has a dimension 0 "
+                             f"(an empty input: nothing to run); give the size the model runs at "
+                             f"(input_shapes)")
         perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
         logical = [t.shape[p] for p in perm] if perm else list(t.shape)
         declared = list(tensor.signature or tensor.shape)   # -1: open (a dynamic input)
