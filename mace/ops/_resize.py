@@ -1,7 +1,7 @@
 """Shared parts of ResizeNearestNeighbor and ResizeBilinear (ONNX Resize / Upsample).
 
 Both resize H and W of a 4-D tensor. Args:
-  size [oh, ow]        output spatial size
+  size [oh, ow]        output spatial size (-1: floor(input x scale) on that axis)
   scale [sh, sw]       the scale the coordinate transform divides by (the
                        model's scale when it gave one, else out / in)
   coordinate_transformation_mode   half_pixel (default), half_pixel_symmetric,
@@ -22,10 +22,17 @@ COORDINATE_MODES = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", 
                     "asymmetric", "tf_half_pixel_for_nn")
 
 
+def resolved_size(size, scale, h: int, w: int) -> tuple:
+    """The output (oh, ow): `size`, where an entry of -1 is floor(input x scale) on that axis
+    (convert writes -1 where a model's output size follows its input: variable input shapes,
+    mace/transform/variable_shapes.py)."""
+    return tuple(int(np.floor(n * np.float64(f))) if s == -1 else int(s) for s, n, f in zip(size, (h, w), scale))
+
+
 def resize_infer(ctx):
     fmt = ctx.arg("data_format", "NHWC")
-    n, _, _, c = to_nhwc_shape(ctx.shapes[0], fmt)
-    oh, ow = ctx.arg("size")
+    n, h, w, c = to_nhwc_shape(ctx.shapes[0], fmt)
+    oh, ow = resolved_size(ctx.arg("size"), ctx.arg("scale"), h, w)
     return [(from_nhwc_shape((n, oh, ow, c), fmt), ctx.dtypes[0])]
 
 
@@ -58,7 +65,8 @@ def source_coords(out_len: int, in_len: int, scale: float, mode: str) -> np.ndar
 def axis_params(ctx, x_shape):
     """[(in_len, out_len, scale), ...] for H and W, and the mode, in NHWC terms."""
     _, h, w, _ = to_nhwc_shape(x_shape, ctx.arg("data_format", "NHWC"))
-    size, scale = ctx.arg("size"), ctx.arg("scale")
+    scale = ctx.arg("scale")
+    size = resolved_size(ctx.arg("size"), scale, h, w)
     mode = ctx.arg("coordinate_transformation_mode", "half_pixel")
     return [(h, size[0], scale[0]), (w, size[1], scale[1])], mode
 

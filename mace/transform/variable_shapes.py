@@ -10,6 +10,7 @@ that every probe confirms:
 - a Reshape whose dims follow the input gets 0 (copy the input's dimension) and -1 (the rest),
   which shape inference re-derives at any shape; an Expand, 1 where it keeps the input's own;
   a StridedSlice's bounds, counted from the end of the axis (x[:, -1], x[:, :S - 1]);
+  a resize's output size, -1 (input x its scale) where the size followed the input;
 - a constant that is, at every probe, the leading part of the one at the longest probe along
   the axes that grow with the dimension (a position table taken to the sequence length, the
   token-type rows, a causal mask) becomes that longest table cut by a PrefixSlice op
@@ -27,6 +28,8 @@ import numpy as np
 from mace.ir.args import get_arg, set_arg
 from mace.ir.graph import Graph
 from mace.ops.infer import infer_op
+from mace.ops._common import to_nhwc_shape
+from mace.ops._resize import resolved_size
 from mace.ops.reshape import resolve_shape
 from mace.ops.strided_slice import axis_slice
 
@@ -49,10 +52,13 @@ class _Seen:
 
 
 def probe_values(nominal: int, low: int, high: int | None) -> list:
-    """The values convert checks a dimension at: the next one (an op treating the converted
-    value specially shows there) and the far end of the range (or nominal + 7 unbounded)."""
-    far = high if high is not None else nominal + 7
-    values = [v for v in (nominal + 1, far) if v != nominal and v >= low and (high is None or v <= high)]
+    """The values convert checks a dimension at: the next one on the converted value's grid
+    (its largest power-of-two factor up to 32: 1 for a batch of 1, 32 for a 320-pixel side,
+    which stride-32 networks need) and the farthest one on that grid in the range (4 steps on
+    when unbounded)."""
+    step = min(nominal & -nominal, 32) if nominal > 0 else 1
+    far = nominal + 4 * step if high is None else nominal + (high - nominal) // step * step
+    values = [v for v in (nominal + step, far) if v != nominal and v >= low and (high is None or v <= high)]
     return sorted(set(values))
 
 
@@ -101,6 +107,9 @@ def _compare(base: Graph, other: Graph, seen: _Seen, keys, value) -> str:
         if changed == [TARGET_ARG.get(a.type)]:
             seen.reshapes[a.name].append((other.specs[b.input[0]][0], args_b[changed[0]]))
             seen.varied_by[a.name].update(keys)
+        elif a.type in RESIZES and changed == ["size"]:
+            seen.reshapes[a.name].append((other.specs[b.input[0]][0], args_b["size"]))
+            seen.varied_by[a.name].update(keys)
         elif a.type == "StridedSlice" and set(changed) <= {"starts", "ends"}:
             seen.reshapes[a.name].append((other.specs[b.input[0]][0], (args_b["starts"], args_b["ends"])))
             seen.varied_by[a.name].update(keys)
@@ -123,6 +132,9 @@ def _rewrite_reshapes(graph, base, seen) -> dict:
         if op.type == "StridedSlice":
             first = (list(get_arg(op, "starts")), list(get_arg(op, "ends")))
             target, why = _symbolic_slice(op, [(base.specs[op.input[0]][0], first)] + pairs)
+        elif op.type in RESIZES:
+            first = list(get_arg(op, "size"))
+            target, why = _symbolic_resize(op, [(base.specs[op.input[0]][0], first)] + pairs)
         else:
             first = list(get_arg(op, TARGET_ARG[op.type]))
             rule = _symbolic_dims if op.type == "Reshape" else _symbolic_expand
@@ -135,8 +147,29 @@ def _rewrite_reshapes(graph, base, seen) -> dict:
             set_arg(ops[name], "starts", target[0])
             set_arg(ops[name], "ends", target[1])
         else:
-            set_arg(ops[name], TARGET_ARG[op.type], target)
+            set_arg(ops[name], "size" if op.type in RESIZES else TARGET_ARG[op.type], target)
     return failed
+
+
+RESIZES = ("ResizeNearestNeighbor", "ResizeBilinear")
+
+
+def _symbolic_resize(op, seen: list) -> tuple:
+    """(size with -1 where the output is floor(input x scale) at every probe, None) or
+    (None, why): an upsampling whose sizes were computed from the input's shape."""
+    why = f"op '{op.name}' ({op.type}) has an output size computed from the input shape"
+    fmt, scale = get_arg(op, "data_format", "NHWC"), get_arg(op, "scale")
+    size0 = seen[0][1]
+    size = list(size0)
+    for j in range(2):
+        if all(d[j] == size0[j] for _, d in seen):
+            continue
+        size[j] = -1
+    for s, d in seen:
+        _, h, w, _ = to_nhwc_shape(s, fmt)
+        if resolved_size(size, scale, h, w) != tuple(d):
+            return None, why
+    return size, None
 
 
 PAST_END = 2**31 - 1   # a slice bound clamped to the axis's size, whatever it is
