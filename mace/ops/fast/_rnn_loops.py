@@ -33,14 +33,16 @@ TANH_SATURATES = 20.0          # tanh(20) is 1 in float32 (and exp(-40) still a 
 
 
 @njit(**OPTS)
-def _squash(v, at, m, half, e, bits):
-    """v[at:at + m] = tanh(v) in place, or (half) sigmoid(v) = 0.5 * tanh(v / 2) + 0.5; e
-    (float64) and bits (int64) are scratch of at least m. Two passes LLVM vectorizes. (An
-    offset, not a slice: a sliced argument compiled as a maybe-strided array, whose loops
-    stayed scalar: 8 instead of ~3 ns an element.)"""
+def _squash(v, at, m, half, work, bits):
+    """v[at:at + m] = tanh(v) in place, or (half) sigmoid(v) = 0.5 * tanh(v / 2) + 0.5; work
+    (float64, at least 2m) and bits (int64, at least m) are scratch. Two passes LLVM
+    vectorizes: the second reads its inputs from scratch, not v (a loop reading and writing
+    one array fails LLVM's overlap check and runs scalar; so did a sliced v, compiled as a
+    maybe-strided array: ~8 instead of ~3 ns an element)."""
     scale = 0.5 if half else 1.0
     for i in range(m):   # e = exp(z), z = -2|y| in [-40, 0]: z = n ln2 + r, e = 2**n * p(r)
-        y = abs(np.float64(v[at + i]) * scale)
+        x = np.float64(v[at + i]) * scale
+        y = abs(x)
         if y > TANH_SATURATES:
             y = TANH_SATURATES
         z = -2.0 * y
@@ -49,12 +51,13 @@ def _squash(v, at, m, half, e, bits):
         p = 1.0 + r * (1.0 + r * (1 / 2 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (
             1 / 720 + r * (1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (
                 1 / 3628800 + r * (1 / 39916800)))))))))))
-        e[i] = p
+        work[i] = p
+        work[m + i] = x
         bits[i] = (np.int64(n) + 1023) << 52
     powers = bits[:m].view(np.float64)
     for i in range(m):
-        x = np.float64(v[at + i]) * scale
-        q = e[i] * powers[i]
+        x = work[m + i]
+        q = work[i] * powers[i]
         t = (1.0 - q) / (1.0 + q)
         if x < 0:
             t = -t
@@ -103,7 +106,7 @@ def lstm(xw, rt, p, h0, c0, reverse, clip, y, yh, yc):
     clip = np.float32(clip)
     acc = np.empty(4 * n, np.float32)
     a = np.empty(3 * n, np.float32)    # i, f then tanh(c~); later o, then tanh(c)
-    e, bits = np.empty(3 * n), np.empty(3 * n, np.int64)
+    e, bits = np.empty(6 * n), np.empty(3 * n, np.int64)
     yh[:, :] = h0
     yc[:, :] = c0
     for s in range(seq):
@@ -139,7 +142,7 @@ def gru(xw, rt, rb, h0, reverse, clip, linear_before_reset, y, yh):
     acc = np.empty(3 * n, np.float32)
     a = np.empty(3 * n, np.float32)    # z, r, then the candidate
     rh = np.empty(n, np.float32)
-    e, bits = np.empty(2 * n), np.empty(2 * n, np.int64)
+    e, bits = np.empty(4 * n), np.empty(2 * n, np.int64)
     cols = 3 * n if linear_before_reset else 2 * n
     yh[:, :] = h0
     for s in range(seq):
