@@ -14,6 +14,7 @@ install it from where the user stands), imported when an image is read.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from mace.util.regular_file import NotRegularFile, open_regular
 from mace.errors import ConfigError, RuntimeInputError
 from mace.util.invocation import install_hint
 
+log = logging.getLogger("mace.images")   # what each file was read as: --vlog_level 1
 SUFFIXES = (".jpg", ".jpeg", ".png")
 ALL_INPUTS = "*"        # the parsed key's name for "one declaration for every input"
 RESAMPLE = ("bilinear", "nearest", "bicubic", "lanczos", "box", "hamming")
@@ -235,7 +237,7 @@ def _open(path: Path, where: str, name: str):
                                         f"files, read by content, whatever the name says") from None
             with im:
                 im.load()
-                return im.copy()
+                return im.copy(), im.format   # a copy has no format: Pillow's own word for it
     except FileNotFoundError:
         raise RuntimeInputError(f"{where}: image {path} for input '{name}' not found") from None
     except NotRegularFile as e:
@@ -247,10 +249,27 @@ def _open(path: Path, where: str, name: str):
                                 f"({type(e).__name__}: {e})") from None
 
 
+def _say_read(path, name: str, im, kind: str, where: str) -> None:
+    """`where: path: PNG I;16 640x480 (16-bit, scaled by 1/257; EXIF orientation 6 applied) for
+    input 'x'`: a file under another name, a rotated photo or a deep PNG is seen at --vlog_level 1."""
+    if not log.isEnabledFor(logging.INFO):
+        return
+    done = []
+    if im.mode in HIGH_DEPTH:
+        done.append(f"16-bit, scaled by 1/{HIGH_DEPTH[im.mode]:g}")
+    orientation = im.getexif().get(0x0112, 1)   # 0x0112: EXIF Orientation; 1 = as stored
+    if orientation != 1:
+        done.append(f"EXIF orientation {orientation} applied")
+    extra = f" ({'; '.join(done)})" if done else ""
+    log.info(f"{where}: {path}: {kind} {im.mode} {im.width}x{im.height}{extra} for input '{name}'")
+
+
 def decode(path, spec, prep: ImagePreprocess, where: str) -> np.ndarray:
     """One sample of input `spec` from an image file: (H, W, C) or (C, H, W), the input's dtype."""
     layout, _, h, w, _ = geometry(spec, prep, where)
-    im = _as_depth8(_oriented(_open(Path(path), where, spec.name)), path, where)
+    stored, kind = _open(Path(path), where, spec.name)
+    im = _as_depth8(_oriented(stored), path, where)
+    _say_read(path, spec.name, stored, kind, where)
     if im.mode != "F":   # a scaled 16-bit gray image stays one float channel until after the crop
         im = im.convert("L" if prep.channel_order == "GRAY" else "RGB")
     Image = _pillow()

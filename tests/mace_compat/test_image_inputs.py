@@ -149,3 +149,19 @@ def test_quantize_stat_over_a_folder_of_images_equals_npy_samples(work):
         assert f"over {COUNT} sample(s)" in r.stdout
         logs[folder] = (work / "builds" / "stat" / "quantize_stat" / "digits_cnn_tensor_range.log").read_text()
     assert logs["png"] == logs["npy"] and logs["png"].count("Tensor range @@") >= COUNT
+
+
+def test_vlog_level_1_says_how_each_image_was_read(work):
+    """Issue 38: which decoder read the file, its mode and size, and what was done to it (a 16-bit
+    PNG scaled, an EXIF orientation applied) were nowhere to be seen."""
+    deep = (np.arange(64, dtype=np.uint16).reshape(8, 8) * 1040)
+    exif = Image.Exif()
+    exif[0x0112] = 6   # "rotate 90 clockwise to display"
+    Image.fromarray(deep).save(work / "png" / "deep.png", exif=exif.tobytes())
+    config = _deploy(work, "deep.yml", validation_inputs_data=["png/deep.png"], image_preprocess=PREP)
+    ok(cli("convert", f"--config={config}", cwd=work))
+    r = ok(cli("run", f"--config={config}", "--vlog_level=1", cwd=work))
+    line = next((x for x in r.stderr.splitlines() if "png/deep.png: PNG I" in x), None)
+    assert line, r.stderr
+    assert "8x8 (16-bit, scaled by 1/257; EXIF orientation 6 applied) for input 'image'" in line
+    assert "deep.png" not in ok(cli("run", f"--config={config}", cwd=work)).stderr   # quiet by default
