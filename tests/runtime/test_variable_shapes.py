@@ -345,3 +345,27 @@ def test_slices_counted_from_the_end_follow_the_length(tmp_path):
         ours, (last, head) = engine.run({"x": x}), session.run(None, {"x": x})
         np.testing.assert_array_equal(ours["last"], last)
         np.testing.assert_array_equal(ours["head"], head)
+
+
+def test_an_upsampling_sized_from_its_input_follows_the_image(tmp_path):
+    """Resize to Shape(x)[2:] * 2 (how exporters write a 2x upsample): folded to sizes at each
+    image size, it comes back as input x scale; the probes step 16 -> 32 on the image's grid."""
+    def ints(name, values):
+        return numpy_helper.from_array(np.array(values, np.int64), name)
+
+    nodes = [helper.make_node("Shape", ["x"], ["dims"]),
+             helper.make_node("Slice", ["dims", "two", "four"], ["hw"]),
+             helper.make_node("Mul", ["hw", "twice"], ["hw2"]),
+             helper.make_node("Slice", ["dims", "zero", "two"], ["nc"]),
+             helper.make_node("Concat", ["nc", "hw2"], ["sizes"], axis=0),
+             helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], mode="nearest")]
+    graph = helper.make_graph(nodes, "up", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, "H", "W"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3, "H2", "W2"])],
+                              [ints("two", [2]), ints("four", [4]), ints("zero", [0]), ints("twice", [2, 2])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    result, path = convert(tmp_path, "up", model, "1,3,16..64,16..64", "NCHW")
+    assert not any("stays" in n for n in result.notes), result.notes
+    engine, session = create_engine(result.pb_path), ort.InferenceSession(str(path))
+    for h, w in ((16, 16), (48, 32), (64, 64)):
+        x = np.random.default_rng(h).standard_normal((1, 3, h, w)).astype(np.float32)
+        np.testing.assert_array_equal(engine.run({"x": x})["y"], session.run(None, {"x": x})[0])
