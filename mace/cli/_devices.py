@@ -88,10 +88,13 @@ def run(config, args, run_host, console, profile: bool = False, **options) -> tu
 
 
 def describe(name: str, info: dict) -> str:
-    """board (ssh u@h:22, ABI arm64): Python 3.11.2, numpy 1.26.4, aarch64, SoC rk3399"""
+    """board (ssh u@h:22, ABI arm64): Python 3.11.2, numpy 1.26.4, no numba, aarch64, Cortex-A72 x4, SoC rk3399"""
     soc = f", SoC {info['soc']}" if info.get("soc") else ""
+    numba = (f", numba {info['numba']}" if info.get("numba") else ", no numba") if "numba" in info else ""
+    cpu = f", {info['cpu']}" if info.get("cpu") else ""
+    cpu += f" x{info['cores']}" if info.get("cores") else ""
     return (f"{name} ({info['address']}, ABI {info['abi']}): Python {info['python']}, "
-            f"numpy {info['numpy']}, {info['machine']}{soc}")
+            f"numpy {info['numpy']}{numba}, {info['machine']}{cpu}{soc}")
 
 
 def raise_errors(errors: list) -> None:

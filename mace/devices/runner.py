@@ -175,7 +175,37 @@ def environment() -> dict:
 
     from mace import __version__
     return {"runner": __version__, "python": platform.python_version(), "numpy": np.__version__,
-            "machine": platform.machine(), "protobuf": api_implementation.Type()}
+            "machine": platform.machine(), "protobuf": api_implementation.Type(), "cpu": cpu_model(),
+            "cores": os.cpu_count() or 0, "numba": _version_of("numba")}
+
+
+def cpu_model() -> str:
+    """The board's CPU as /proc/cpuinfo names it (x86 'model name'; ARM 'Hardware', 'Model' or the
+    implementer/part numbers), else what platform knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            fields = {}
+            for line in f:
+                key, _, value = line.partition(":")
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        return platform.processor() or ""
+    for key in ("model name", "Model", "Hardware", "cpu model"):
+        if fields.get(key):
+            return fields[key]
+    if fields.get("CPU implementer"):
+        return f"ARM implementer {fields['CPU implementer']} part {fields.get('CPU part', '?')}"
+    return platform.processor() or ""
+
+
+def _version_of(package: str) -> str:
+    """An installed package's version without importing it ('' when absent): numba's import alone
+    takes seconds on a small board."""
+    try:
+        from importlib.metadata import version
+        return version(package)
+    except Exception:
+        return ""
 
 
 def pin(policy: int, num_threads: int) -> dict:
@@ -191,8 +221,12 @@ def pin(policy: int, num_threads: int) -> dict:
 
 def engine_info(opened) -> dict:
     """What the host reports about the engine: the runtime that ran, notes, the OpenCL side."""
+    kernels = {}
+    for node in getattr(opened.engine, "nodes", []):   # which kernels ran: the numpy references or compiled
+        kernels[node.tag] = kernels.get(node.tag, 0) + 1
+    from mace.ops.fast._jit import loops
     return {"runtime": opened.runtime, "notes": opened.notes, "fallback": opened.fallback,
-            "opencl": opened.opencl}
+            "opencl": opened.opencl, "kernels": kernels, "compiled": loops() is not None}
 
 
 def benchmark(args, engine, inputs, init_ms: float) -> dict:

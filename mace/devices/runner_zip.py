@@ -20,6 +20,7 @@ sources give the same bytes (and the same sha256 in build.json).
 from __future__ import annotations
 
 import ast
+import fnmatch
 import hashlib
 import sys
 import zipfile
@@ -45,9 +46,14 @@ ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 # kernels decline and the int8 reference kernels run). And the host's engine opener with its
 # backend table (open.py, backends.py): they read deployment files (mace.config, yaml), which
 # the runner never does: it loads the .pb it is given.
-LEFT_OUT = {"mace/ops/fast/_loops.py", "mace/ops/fast/_act_loops.py", "mace/ops/fast/int8/_qloops.py",
-            "mace/runtime/open.py",
-            "mace/runtime/backends.py"}
+# Every loop module is named mace/ops/fast/.../_*loops.py (mace/ops/fast/kernel_cache.py lists
+# them for warmup): a new op's loops are left out without being listed here.
+LEFT_OUT = {"mace/runtime/open.py", "mace/runtime/backends.py"}
+LEFT_OUT_PATTERNS = ("mace/ops/fast/_*loops.py", "mace/ops/fast/*/_*loops.py")
+
+
+def left_out(name: str) -> bool:
+    return name in LEFT_OUT or any(fnmatch.fnmatchcase(name, p) for p in LEFT_OUT_PATTERNS)
 
 MAIN = '''"""mace_run.pyz: run a converted model with the pymace runtime (python3 mace_run.pyz -h)."""
 import os
@@ -84,7 +90,7 @@ def archive_members() -> dict:
     for part in MACE_PARTS:
         for p in _python_files(mace_root, part):
             name = f"mace/{p.relative_to(mace_root).as_posix()}"
-            if name not in LEFT_OUT:
+            if not left_out(name):
                 members[name] = p.read_bytes()
     for folder, pattern in MACE_DATA:
         for p in sorted((mace_root / folder).glob(pattern)):

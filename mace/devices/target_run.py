@@ -419,11 +419,25 @@ def _engine_notes(device, job: _Job, raw: dict) -> list:
         notes.append(f"device {device.name} has no usable OpenCL device ({engine['fallback']}): runtime "
                      f"{job.model.graph.runtime} ran every op on the board's CPU")
     notes += [f"device {device.name}: {n}" for n in raw.get("range_notes", [])]   # fp16 storage counts
+    if engine.get("kernels"):
+        notes.append(f"device {device.name} ran {kernels_ran(engine['kernels'], engine.get('compiled', False))}")
     pulled = raw.get("pulled_opencl") or []
     if pulled:
         notes.append(f"device {device.name}: OpenCL cache files brought back for the next run: "
                      + ", ".join(map(str, pulled)))
     return notes
+
+
+KERNEL_KINDS = {"cpu": "numpy reference kernels", "int8": "int8 reference kernels", "gpu": "OpenCL kernels"}
+
+
+def kernels_ran(counts: dict, compiled: bool) -> str:
+    """'4 ops on fast kernels, numpy paths (no numba) (cpu:fast), 1 op on numpy reference kernels (cpu)'."""
+    how = "compiled with numba" if compiled else "numpy paths (no numba there)"
+    kinds = dict(KERNEL_KINDS, **{"cpu:fast": f"fast kernels, {how}", "int8:fast": f"fast int8 kernels, {how}"})
+    parts = [f"{n} op{'s' * (n != 1)} on {kinds.get(tag, tag + ' kernels')} ({tag})"
+             for tag, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    return ", ".join(parts)
 
 
 def _benchmark_result(device, job: _Job, raw: dict, info: dict, notes: list) -> BenchmarkRun:
@@ -437,6 +451,9 @@ def _benchmark_result(device, job: _Job, raw: dict, info: dict, notes: list) -> 
 
 def _result(config, device, abi: str, job: _Job, raw: dict, info: dict, opts: RunOptions):
     notes = _notes(device, abi, job, raw, info)
+    ran = raw.get("environment") or {}   # the runner's own view: CPU model, cores, numba, kernels
+    info = dict(info, **{k: ran[k] for k in ("cpu", "cores", "numba") if k in ran},
+                kernels=(raw.get("engine") or {}).get("kernels") or {})
     if opts.benchmark:
         return _benchmark_result(device, job, raw, info, notes)
     sg = job.model.graph

@@ -62,6 +62,15 @@ def test_build_then_validate_on_a_board_with_only_numpy(built, sshd, numpy_only_
     report = json.loads((built / "r.json").read_text())["models"][0]
     assert report["device"] == "board" and report["passed"] and report["timing"]["rounds"] == 3
     assert report["device_info"]["numpy"] == np.__version__ and report["device_info"]["abi"] == "arm64"
+    # per-board facts: the CPU (this machine's, the board being loopback), cores, numba, kernels that ran
+    from mace.devices.runner import cpu_model
+    info = report["device_info"]
+    assert info["cpu"] == cpu_model() != "" and info["cores"] >= 1 and "numba" in info, info
+    # the runner bundle carries no numba loops: its fast kernels take their numpy paths
+    assert info["kernels"] == {"cpu:fast": 4, "cpu": 1}, info["kernels"]
+    assert ("device board ran 4 ops on fast kernels, numpy paths (no numba there) (cpu:fast), 1 op on numpy "
+            "reference kernels (cpu)") in report["notes"], report["notes"]
+    assert f", {cpu_model()} x{info['cores']}, SoC rk3399" in r.stdout, r.stdout
     # the board got the runner, the model and the input; its outputs came back
     on_board = {p.name for p in (built / "remote" / "digits").iterdir()}
     assert {"mace_run.pyz", "digits_cnn.pb", "digits_cnn.data", "digits_cnn.input0.npy"} <= on_board
