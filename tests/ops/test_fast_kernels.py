@@ -254,7 +254,11 @@ def test_direct_path_for_tiny_convs(case, jit):
                                   dict(c=3, h=6, w=6, k=(3, 1), pads=(1, 0, 1, 0), s=(1, 2)),
                                   dict(c=32, h=12, w=12, s=(2, 2), pads=(0, 1, 1, 0), act="RELUX"),
                                   dict(c=17, h=13, w=11, s=(2, 1), d=(1, 2), pads=(1, 2, 1, 2)),
-                                  dict(c=16, h=5, w=4, pads=(2, 2, 2, 2))])
+                                  dict(c=16, h=5, w=4, pads=(2, 2, 2, 2)),
+                                  # 5x5 interiors (one expression a channel): strided, dilated, uneven pads
+                                  dict(c=24, h=13, w=15, k=(5, 5), s=(2, 2), pads=(1, 2, 2, 1), act="RELUX"),
+                                  dict(c=9, h=14, w=12, k=(5, 5), d=(2, 2), pads=(4, 3, 4, 3), act="RELU"),
+                                  dict(c=40, h=11, w=9, k=(5, 5), s=(1, 2), pads=(0, 2, 1, 2))])
 def test_depthwise_matches_reference(case, jit):
     case = dict(case)   # shared between the jit params
     c = case.pop("c")

@@ -67,16 +67,44 @@ def _store(epi, at, rows, cols, ld, col0):
         _store_at(epi[0], at, rows, cols, ld, epi[1], epi[2], epi[3], slope)
 
 
+@njit(inline="always", **OPTS)
+def _depthwise5_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1, ofr):
+    """Output columns a0:a1 of one row of a 5x5 depthwise conv, all 25 taps inside: one
+    expression per channel over the five flat [W*C] input rows (as the 3x3 interior; offsets
+    LLVM can prove non-negative, so the channel loop vectorizes)."""
+    r0, r1, r2 = xf[b, iy0], xf[b, iy0 + dil_h], xf[b, iy0 + 2 * dil_h]
+    r3, r4 = xf[b, iy0 + 3 * dil_h], xf[b, iy0 + 4 * dil_h]
+    step, d = max(stride_w, 1) * c, max(dil_w, 1) * c
+    start = max((a0 * stride_w - pad_l) * c, 0)
+    first = max(a0, 0)
+    for q in range(a1 - a0):
+        k0 = start + q * step
+        o0 = (first + q) * c
+        for ch in range(c):
+            k = k0 + ch
+            v = (bias[ch] + r0[k] * w9[0, ch] + r0[k + d] * w9[1, ch] + r0[k + 2 * d] * w9[2, ch]
+                 + r0[k + 3 * d] * w9[3, ch] + r0[k + 4 * d] * w9[4, ch]
+                 + r1[k] * w9[5, ch] + r1[k + d] * w9[6, ch] + r1[k + 2 * d] * w9[7, ch]
+                 + r1[k + 3 * d] * w9[8, ch] + r1[k + 4 * d] * w9[9, ch]
+                 + r2[k] * w9[10, ch] + r2[k + d] * w9[11, ch] + r2[k + 2 * d] * w9[12, ch]
+                 + r2[k + 3 * d] * w9[13, ch] + r2[k + 4 * d] * w9[14, ch]
+                 + r3[k] * w9[15, ch] + r3[k + d] * w9[16, ch] + r3[k + 2 * d] * w9[17, ch]
+                 + r3[k + 3 * d] * w9[18, ch] + r3[k + 4 * d] * w9[19, ch]
+                 + r4[k] * w9[20, ch] + r4[k + d] * w9[21, ch] + r4[k + 2 * d] * w9[22, ch]
+                 + r4[k + 3 * d] * w9[23, ch] + r4[k + 4 * d] * w9[24, ch])
+            ofr[o0 + ch] = min(max(v, lo), hi)
+
+
 @njit(**OPTS)
 def depthwise(x, w, bias, lo, hi, epi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, r0, r1):
     """out[n, y, x, c] = act(clip(bias[c] + sum_ij xpad[n, y*sh + i*dh, x*sw + j*dw, c] * w[i, j, c])),
     act the fused activation `epi` applied to each row as it is stored (_store; none: epi[0] == 0).
 
-    Zero padding is implicit: taps outside the input are skipped. A 3x3 filter's
-    interior pixels (all nine taps inside) are one expression per channel over
-    flat [W*C] rows; border pixels, and other filter sizes,
-    accumulate tap by tap over the column ranges left. Output rows (image-major)
-    r0:r1 only: the compute pool splits the rows across threads.
+    Zero padding is implicit: taps outside the input are skipped. A 3x3 or 5x5 filter's
+    interior pixels (all taps inside) are one expression per channel over flat [W*C]
+    rows (5x5: _depthwise5_row; 1.2-2x the tap-by-tap loop there); border pixels, and
+    other filter sizes, accumulate tap by tap over the column ranges left. Output rows
+    (image-major) r0:r1 only: the compute pool splits the rows across threads.
     """
     n, oh, ow, c = out.shape
     h, wd = x.shape[1], x.shape[2]
@@ -84,14 +112,18 @@ def depthwise(x, w, bias, lo, hi, epi, stride_h, stride_w, dil_h, dil_w, pad_t, 
     xf = x.reshape(n, h, wd * c)
     of = out.reshape(n, oh, ow * c)
     w9 = w.reshape(kh * kw, c)
-    # output columns whose three taps along W are all inside the input
+    # output columns whose kw taps along W are all inside the input
     a0 = max(0, (pad_l + stride_w - 1) // stride_w)
-    a1 = min(ow, (wd - 2 * dil_w + pad_l + stride_w - 1) // stride_w)
+    a1 = min(ow, (wd - (kw - 1) * dil_w + pad_l + stride_w - 1) // stride_w)
     for row in range(r0, r1):
         b, oy = row // oh, row % oh
         orow = out[b, oy]
         iy0 = oy * stride_h - pad_t
-        if iy0 >= 0 and iy0 + 2 * dil_h < h and kh == 3 and kw == 3 and a1 > a0:
+        if iy0 >= 0 and iy0 + 4 * dil_h < h and kh == 5 and kw == 5 and a1 > a0:
+            c0, c1 = a0, a1   # the columns done by the 5x5 interior expression
+            _depthwise5_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1,
+                            of[b, oy])
+        elif iy0 >= 0 and iy0 + 2 * dil_h < h and kh == 3 and kw == 3 and a1 > a0:
             c0, c1 = a0, a1   # the columns done by the 3x3 interior expression
             # flat [W*C] rows, offsets LLVM can prove non-negative (max(.., 0) and
             # products of shapes): then numba drops its negative-index wraparound and
@@ -342,7 +374,16 @@ def crop_clip(src, lo, hi, out, r0, r1):
             o[k] = min(max(s[k], lo), hi)
 
 
-@njit(**OPTS)
+@njit(inline="always", cache=True, nogil=True)
+def _clip_nan(v, lo, hi):
+    v = lo if v < lo else v   # a NaN passes both, as np.clip's
+    return hi if v > hi else v
+
+
+# no fastmath: a NaN on either side must stay the result, as numpy's (fastmath's nnan let LLVM drop
+# the checks: min / max took the other operand, a NaN sum was clipped to a number); the selects
+# still vectorize
+@njit(cache=True, nogil=True)
 def binary_clip(a, b, code, lo, hi, out, r0, r1):
     """out = clip(a (+ - * min max)[code] b, lo, hi) over flat same-size arrays, one pass,
     elements r0:r1."""
@@ -352,19 +393,21 @@ def binary_clip(a, b, code, lo, hi, out, r0, r1):
     n = out.shape[0]
     if code == 0:
         for i in range(n):
-            out[i] = min(max(a[i] + b[i], lo), hi)
+            out[i] = _clip_nan(a[i] + b[i], lo, hi)
     elif code == 1:
         for i in range(n):
-            out[i] = min(max(a[i] - b[i], lo), hi)
+            out[i] = _clip_nan(a[i] - b[i], lo, hi)
     elif code == 2:
         for i in range(n):
-            out[i] = min(max(a[i] * b[i], lo), hi)
-    elif code == 3:
+            out[i] = _clip_nan(a[i] * b[i], lo, hi)
+    elif code == 3:   # np.minimum's NaN from either side
         for i in range(n):
-            out[i] = min(max(min(a[i], b[i]), lo), hi)
+            v, w = a[i], b[i]
+            out[i] = _clip_nan(v if v < w or v != v else w, lo, hi)
     else:
         for i in range(n):
-            out[i] = min(max(max(a[i], b[i]), lo), hi)
+            v, w = a[i], b[i]
+            out[i] = _clip_nan(v if v > w or v != v else w, lo, hi)
 
 
 @njit(cache=True, nogil=True)   # no fastmath: x / scale stays a division, as onnxruntime's
