@@ -45,7 +45,7 @@ class Probe:
 @dataclass
 class _Seen:
     """What the probes showed to differ from the converted graph."""
-    reshapes: dict = field(default_factory=lambda: defaultdict(list))   # op -> [(input shape, dims)]
+    targets: dict = field(default_factory=lambda: defaultdict(list))    # op -> [(input shape, its target)]
     tables: dict = field(default_factory=lambda: defaultdict(list))     # const -> [(value, array)]
     readers: dict = field(default_factory=dict)                         # const -> "op 'x' (T)"
     varied_by: dict = field(default_factory=lambda: defaultdict(set))   # op or const -> {(input, dim)}
@@ -75,7 +75,7 @@ def generalize(graph: Graph, base: Graph, probes: list, nominal: dict | None = N
             moved = " and ".join(f"'{name}' dimension {dim}" for name, dim in p.dims)
             for key in p.dims:
                 pins.setdefault(key, f"{why} (converted again with {moved} = {p.value})")
-    for name, why in _rewrite_reshapes(graph, base, seen).items():
+    for name, why in _rewrite_targets(graph, base, seen).items():
         for key in seen.varied_by[name]:
             pins.setdefault(key, why)
     for name, why in _rewrite_tables(graph, base, seen, nominal or {}).items():
@@ -105,13 +105,13 @@ def _compare(base: Graph, other: Graph, seen: _Seen, keys, value) -> str:
         if not changed:
             continue
         if changed == [TARGET_ARG.get(a.type)]:
-            seen.reshapes[a.name].append((other.specs[b.input[0]][0], args_b[changed[0]]))
+            seen.targets[a.name].append((other.specs[b.input[0]][0], args_b[changed[0]]))
             seen.varied_by[a.name].update(keys)
         elif a.type in RESIZES and changed == ["size"]:
-            seen.reshapes[a.name].append((other.specs[b.input[0]][0], args_b["size"]))
+            seen.targets[a.name].append((other.specs[b.input[0]][0], args_b["size"]))
             seen.varied_by[a.name].update(keys)
         elif a.type == "StridedSlice" and set(changed) <= {"starts", "ends"}:
-            seen.reshapes[a.name].append((other.specs[b.input[0]][0], (args_b["starts"], args_b["ends"])))
+            seen.targets[a.name].append((other.specs[b.input[0]][0], (args_b["starts"], args_b["ends"])))
             seen.varied_by[a.name].update(keys)
         else:
             return f"{where} has {', '.join(changed)} computed from the input shape"
@@ -122,12 +122,13 @@ def _compare(base: Graph, other: Graph, seen: _Seen, keys, value) -> str:
 TARGET_ARG = {"Reshape": "dims", "Expand": "shape"}
 
 
-def _rewrite_reshapes(graph, base, seen) -> dict:
-    """Reshapes and Expands of `graph` given symbolic targets; {op: why} of those that cannot be."""
+def _rewrite_targets(graph, base, seen) -> dict:
+    """Reshapes, Expands, resizes and slices of `graph` given targets that follow the input;
+    {op: why} of those that cannot be."""
     base_ops = {op.name: op for op in base.net.op}
     ops = {op.name: op for op in graph.net.op}
     failed = {}
-    for name, pairs in seen.reshapes.items():
+    for name, pairs in seen.targets.items():
         op = base_ops[name]
         if op.type == "StridedSlice":
             first = (list(get_arg(op, "starts")), list(get_arg(op, "ends")))
