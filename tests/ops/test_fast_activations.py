@@ -214,10 +214,11 @@ def test_prelu_slope_along_another_axis_runs_the_reference():
     assert fast.nodes[0].tag == "cpu"
 
 
-def test_unary_after_a_fused_relu_runs_the_reference():
+def test_unary_ufunc_with_a_fused_relu_is_the_reference_bytes():
+    """EXP has no loop of ours: numpy's ufunc into the output, then the clip (the same bytes)."""
     x = inputs()
-    fast, _ = engines("Eltwise", x, dict(type="EXP", activation="RELU"))
-    assert fast.nodes[0].tag == "cpu"
+    got, want = both("Eltwise", x, dict(type="EXP", activation="RELUX", max_limit=6.0))
+    np.testing.assert_array_equal(got, want)
 
 
 def test_without_numba_the_references_run(monkeypatch):
@@ -300,11 +301,45 @@ def test_eltwise_against_a_constant_is_exact(kind, const_shape, first, act, jit)
         np.testing.assert_array_equal(y, ref.run({"x": x})["y"])
 
 
-def test_eltwise_against_another_broadcast_runs_the_reference():
-    x = inputs(100)[:8].reshape(-1, 4, 16)
-    graph = graph_of({"x": x.shape}, [("Eltwise", ["x", "c"], ["y"], dict(type="SUM"))],
-                     {"c": np.ones((4, 1), np.float32)})
-    assert Engine(graph).nodes[0].tag == "cpu"
+@pytest.mark.parametrize("kind", ["SUM", "SUB", "PROD", "DIV", "MIN", "MAX", "GREATER", "EQUAL"])
+@pytest.mark.parametrize("other_shape", [(4, 1), (1, 1, 16), (1,), (3, 4, 16)])
+@pytest.mark.parametrize("first", [False, True])
+def test_eltwise_broadcasts_are_the_reference_bytes(kind, other_shape, first):
+    """Any broadcast of two runtime float32 tensors (a per-channel one through the compiled
+    const_binary loop, the others numpy's ufunc into the output) and a constant along a middle
+    axis: the reference's bytes (NaN, inf, signed zeros on both sides)."""
+    x = inputs(100)[:12].reshape(3, 4, 16)
+    other = np.random.default_rng(5).uniform(-3, 3, other_shape).astype(np.float32)
+    edges = [np.nan, -np.inf] + ([] if kind in ("MIN", "MAX") else [-0.0])   # (which of two equal
+    edges = edges[:other.size]   # zeros numpy's SIMD min / max keeps is its own)
+    other.ravel()[:len(edges)] = edges
+    names = ["o", "x"] if first else ["x", "o"]
+    for graph in (graph_of({"x": x.shape, "o": other_shape}, [("Eltwise", names, ["y"], dict(type=kind))]),
+                  graph_of({"x": x.shape}, [("Eltwise", names, ["y"], dict(type=kind))], {"o": other})):
+        fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+        assert fast.nodes[0].tag == "cpu:fast"
+        feed = {"x": x, "o": other} if "o" in [i.name for i in graph.net.input_info] else {"x": x}
+        with np.errstate(all="ignore"):
+            got, want = fast.run(feed)["y"], ref.run(feed)["y"]
+        assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("act", ["SIGMOID", "RELUX", "HARDSWISH"])
+def test_eltwise_with_a_fused_activation_after_a_broadcast(act):
+    """ppocr_v4_det's last Add + SIGMOID, an SE block's x * scale with a clip: the loop, then the
+    activation in place (the compiled SIGMOID within 2 ulp of the reference, the rest exact)."""
+    x = inputs(100)[:12].reshape(3, 4, 16)
+    scale = np.random.default_rng(6).uniform(0, 2, (1, 1, 16)).astype(np.float32)
+    args = dict(type="PROD", activation=act, max_limit=6.0)
+    for graph in (graph_of({"x": x.shape, "s": scale.shape}, [("Eltwise", ["x", "s"], ["y"], args)]),
+                  graph_of({"x": x.shape}, [("Eltwise", ["x", "s"], ["y"], args)], {"s": scale})):
+        fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+        assert fast.nodes[0].tag == "cpu:fast"
+        feed = {"x": x, "s": scale}
+        feed = {k: v for k, v in feed.items() if k in [i.name for i in graph.net.input_info]}
+        with np.errstate(all="ignore"):
+            got, want = fast.run(feed)["y"], ref.run(feed)["y"]
+        assert ulps(got, want).max() <= (2 if act == "SIGMOID" else 0)
 
 
 @pytest.mark.parametrize("shape, const", [((2, 0), np.zeros((0,), np.float32)), ((0, 3), np.ones(3, np.float32)),

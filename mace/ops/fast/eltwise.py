@@ -14,17 +14,28 @@ float32 ufuncs: one vectorized pass already, as fast as the float64 loop or fast
 A tensor against a constant of one number or one per last-axis channel (SUM, SUB, PROD, DIV,
 MIN, MAX, either side; Paddle2ONNX's hardswish is x * clip(x + 3, 0, 6) / 6 and a per-channel
 affine) runs _act_loops.const_binary: the reference's float32 operation and clip in one pass,
-the same bytes. Other broadcasts, other kinds, non-clip activations (a fused one after a
-unary op too) and the no-numba case stay with the reference kernel.
+the same bytes; a fused activation that is not a clip (ppocr_v4_det's last Add + SIGMOID) runs
+its compiled loop in place after it. A tensor against a runtime tensor of one value per last-axis
+channel (a squeeze-and-excitation block's x * scale, PP-OCR's and MediaPipe's) runs the same
+loop, the channel values read from the arena.
+Every other float32 kind numpy has as one ufunc (EXP, LOG, FLOOR, comparisons, ..., and any
+broadcast of SUM / SUB / PROD / DIV / MIN / MAX) is that ufunc called into the output, bound at
+load: the reference's own arithmetic (its constants, cast as it casts them), the same bytes,
+without its result copy. Left to the reference: no numba for the loops above, other dtypes,
+RSQRT-like numpy expressions without a ufunc (SQR_DIFF, MOD, POW), a PRELU fused into an
+Eltwise, more than two inputs.
 """
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
 from mace.ops import eltwise as _reference   # its kernel takes the cases this one declines at bind
-from mace.ops._common import activation_args
+from mace.ops._common import activation_args, sequence
+from mace.ops.fast._act_codes import CODES as ACT_CODES
 from mace.ops.fast._act_codes import UNARY_CODES, aliasing
-from mace.ops.fast._base import F32, FastKernel, clip_bounds
+from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds
 from mace.ops.fast._jit import act_loops, loops
 from mace.ops.fast._pool import loop
 from mace.ops.fast.activation import channel_slope, unary_step
@@ -66,7 +77,7 @@ def const_operand(ctx):
     float32 tensor against a constant of one number or one per channel, else None."""
     consts, shapes = ctx.consts, ctx.input_shapes
     if act_loops() is None or ctx.arg("type") not in CONST_CODES or len(shapes) != 2 \
-            or not _float32(ctx) or clip_bounds(activation_args(ctx)) is None:
+            or not _float32(ctx) or not compiled_or_clip(ctx):
         return None
     which = [i for i in (0, 1) if consts[i] is not None]
     if len(which) != 1 or tuple(shapes[1 - which[0]]) != tuple(ctx.output_shapes[0]):
@@ -78,44 +89,117 @@ def const_operand(ctx):
     return which[0], values
 
 
+def compiled_or_clip(ctx) -> bool:
+    """The fused activation is a clip (or none), or has a compiled in-place loop."""
+    act = activation_args(ctx)
+    return clip_bounds(act) is not None or (act_loops() is not None and act["act"] in ACT_CODES)
+
+
+def runtime_channel(ctx):
+    """Index of the runtime operand holding one float32 per last-axis channel of the other
+    (shaped [1, ..., 1, C], C > 1), when the node is that pair, else None."""
+    shapes, out = ctx.input_shapes, tuple(ctx.output_shapes[0])
+    # MIN / MAX: the loop keeps x against a NaN channel value (declined for constants); numpy's
+    # np.minimum / np.maximum into the output instead
+    if act_loops() is None or ctx.arg("type") not in CONST_CODES or ctx.arg("type") in ("MIN", "MAX") \
+            or len(shapes) != 2 \
+            or any(c is not None for c in ctx.consts) or not _float32(ctx) \
+            or not compiled_or_clip(ctx) or not out or out[-1] < 2 or 0 in out:
+        return None
+    for i in (0, 1):
+        small = tuple(shapes[i])
+        if tuple(shapes[1 - i]) == out and small and small[-1] == out[-1] \
+                and len(small) <= len(out) and all(d == 1 for d in small[:-1]):
+            return i
+    return None
+
+
+def ufunc_of(kind: str):
+    """The numpy ufunc the reference computes Eltwise `kind` with on float32, or None."""
+    fn = {"DIV": np.divide}.get(kind) or _reference.UNARY.get(kind) or _reference.NARY.get(kind) \
+        or _reference.BINARY.get(kind)
+    return fn if isinstance(fn, np.ufunc) else None
+
+
+def one_ufunc(ctx) -> bool:
+    fn, act = ufunc_of(ctx.arg("type")), activation_args(ctx)
+    if fn is None or len(ctx.input_shapes) != fn.nin or not all(np.dtype(d) == F32 for d in ctx.input_dtypes):
+        return False
+    out = np.dtype(ctx.output_dtypes[0])
+    if out == np.bool_:
+        return (act["act"] or "NOOP") == "NOOP"
+    return out == F32 and act["act"] != "PRELU"
+
+
 @kernel("Eltwise", "cpu:fast")
 class EltwiseFast(FastKernel):
     @staticmethod
     def accepts(ctx) -> bool:
-        return same_shape_pair(ctx) or float_unary(ctx) or const_operand(ctx) is not None
+        return (same_shape_pair(ctx) or float_unary(ctx) or const_operand(ctx) is not None
+                or runtime_channel(ctx) is not None or one_ufunc(ctx))
 
     def setup(self, ctx):
-        self.unary = UNARY_CODES.get(ctx.arg("type")) if len(ctx.input_shapes) == 1 else None
-        self.const = None if self.unary is not None else const_operand(ctx)
-        if self.unary is None:
-            self.bounds = clip_bounds(activation_args(ctx))
-        if self.const is not None:
-            self.code = CONST_CODES[ctx.arg("type")][1 - self.const[0]]   # [0]: the constant second
-        elif self.unary is None:
-            self.code = CODES[ctx.arg("type")]
+        act = activation_args(ctx)
+        self.path, self.bounds, self.after = "ufunc", clip_bounds(act), None
+        if same_shape_pair(ctx):
+            self.path, self.code = "pair", CODES[ctx.arg("type")]
+        elif float_unary(ctx):
+            self.path, self.unary = "unary", UNARY_CODES[ctx.arg("type")]
+        elif const_operand(ctx) is not None or runtime_channel(ctx) is not None:
+            self.const = const_operand(ctx)
+            self.channel = None if self.const is not None else runtime_channel(ctx)
+            small = self.const[0] if self.const is not None else self.channel
+            self.path, self.code = "const", CONST_CODES[ctx.arg("type")][1 - small]   # [0]: the constant second
+        else:
+            self.ufunc = ufunc_of(ctx.arg("type"))
+            self.consts = _reference.EltwiseCpu(ctx).consts   # cast as the reference casts them
+            if np.dtype(ctx.output_dtypes[0]) == F32:
+                self.after = activation_fn(act)   # a clip too: the ufunc has none
+            return
+        if self.bounds is None:
+            # not a clip: the loop stores unclipped, then the activation runs in place
+            self.bounds, self.after = (F32.type(-np.inf), F32.type(np.inf)), activation_fn(act)
 
     def bind(self, inputs, outputs, scratch=None):
+        step = {"pair": self._bind_pair, "unary": self._bind_unary, "const": self._bind_const,
+                "ufunc": self._bind_ufunc}[self.path](inputs, outputs)
+        if self.after is None:
+            return step
+        out = outputs[0]
+        return sequence([step, partial(self.after, out)])
+
+    def _bind_pair(self, inputs, outputs):
         # arena tensors are contiguous: the flat reshapes are views the loop writes through
-        if self.const is not None:
-            return self._bind_const(inputs, outputs)
-        if self.unary is not None:
-            x, out = inputs[0], outputs[0]
-            where = aliasing(x, out)
-            if where == "overlap":
-                return _reference.EltwiseCpu(self.ctx).bind(inputs, outputs)
-            zero = np.float32(0)
-            return unary_step(self.unary, zero, zero, x, out, where == "same")
         a, b, out = (t.reshape(-1) for t in (inputs[0], inputs[1], outputs[0]))
         return loop("binary_clip", (a, b, self.code, *self.bounds, out), out.size, 3 * out.size)
 
+    def _bind_unary(self, inputs, outputs):
+        x, out = inputs[0], outputs[0]
+        where = aliasing(x, out)
+        if where == "overlap":
+            return _reference.EltwiseCpu(self.ctx).bind(inputs, outputs)
+        zero = np.float32(0)
+        return unary_step(self.unary, zero, zero, x, out, where == "same")
+
+    def _bind_ufunc(self, inputs, outputs):
+        ins = [c if c is not None else x for c, x in zip(self.consts, inputs)]
+        return partial(self.ufunc, *ins, out=outputs[0])
+
     def _bind_const(self, inputs, outputs):
-        which, values = self.const
+        if self.const is not None:
+            which, values = self.const
+        else:
+            which, values = self.channel, inputs[self.channel]
+            if not values.flags.c_contiguous:
+                return self._reference(inputs, outputs)
+            values = values.reshape(-1)
         x, out = inputs[1 - which], outputs[0]
         where = aliasing(x, out)
         if where == "overlap" or not (x.flags.c_contiguous and out.flags.c_contiguous):
-            return _reference.EltwiseCpu(self.ctx).bind(inputs, outputs)
+            return self._reference(inputs, outputs)
         bits = values.view(np.int32)   # equal bits: 0.0 and -0.0 are two constants here
-        if values.shape[0] < SCALAR_ROW and x.size % SCALAR_ROW == 0 and (bits == bits[0]).all():
+        if self.const is not None and values.shape[0] < SCALAR_ROW and x.size % SCALAR_ROW == 0 \
+                and (bits == bits[0]).all():
             values = np.full(SCALAR_ROW, values[0], np.float32)   # one number: rows of 256, not of C
         c = values.shape[0]
         x2, out2 = x.reshape(-1, c), out.reshape(-1, c)
@@ -124,3 +208,7 @@ class EltwiseFast(FastKernel):
                         2 * x.size, lib=act_loops())
         return loop("const_binary", (x2, values, self.code, *self.bounds, out2), x2.shape[0],
                     2 * x.size, lib=act_loops())
+
+    def _reference(self, inputs, outputs):
+        self.after = None   # the reference applies the fused activation itself
+        return _reference.EltwiseCpu(self.ctx).bind(inputs, outputs)
