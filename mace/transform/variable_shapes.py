@@ -258,8 +258,10 @@ def _rewrite_tables(graph, base, seen, nominal) -> dict:
         why = f"{seen.readers[name]} reads constant '{name}', folded from the input shape"
         keys = sorted(seen.varied_by[name])
         values = {nominal.get(k) for k in keys}
-        if len(values) != 1 or None in values or name not in graph.consts \
-                or not _same(graph.consts[name], base.consts[name]):
+        if name not in graph.consts or not _same(graph.consts[name], base.consts[name]):
+            failed[name] = f"{why}; the final graph stores it otherwise (quantized), so it cannot follow"
+            continue
+        if len(values) != 1 or None in values:
             failed[name] = why
             continue
         rule = _prefix_rule([(values.pop(), base.consts[name])] + probed)

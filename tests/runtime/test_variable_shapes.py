@@ -369,3 +369,13 @@ def test_an_upsampling_sized_from_its_input_follows_the_image(tmp_path):
     for h, w in ((16, 16), (48, 32), (64, 64)):
         x = np.random.default_rng(h).standard_normal((1, 3, h, w)).astype(np.float32)
         np.testing.assert_array_equal(engine.run({"x": x})["y"], session.run(None, {"x": x})[0])
+
+
+def test_a_quantized_table_says_why_it_cannot_follow(tmp_path):
+    """A position table the quantize pass stored as integers cannot be cut to other lengths the
+    way the float one is: the pin says so."""
+    sample = tmp_path / "x.npy"
+    np.save(sample, np.random.default_rng(0).standard_normal((1, 8, 32)).astype(np.float32))
+    result, _ = convert(tmp_path, "q", encoder(positions=True), "1,8..64,32", quantize=1,
+                        validation_inputs_data=[str(sample)])
+    assert any("dimension 1 stays 8" in n and "(quantized)" in n for n in result.notes), result.notes
