@@ -43,9 +43,9 @@ from mace.transform.placement import plan as placement
 from mace.validate.divergence import runtime_threshold
 from mace.util.leftovers import remove_leftovers
 from mace.validate.fp16_storage import mark_fp32_ops
+from mace.ir.runtimes import QUANTIZED_ONLY, QUANTIZED_RUNTIMES
 
 SUPPORTED_RUNTIMES = ("cpu", "gpu", "cpu+gpu", "dsp")
-QUANTIZED_RUNTIMES = ("cpu", "dsp")   # quantize: 1 runs on these (dsp always quantizes)
 
 
 @dataclass
@@ -72,14 +72,14 @@ def _check_supported(config: DeploymentConfig, model: ModelConfig) -> None:
             raise ConfigError(f"{config.path}: {sg.key_path}.quantize: quantized models run on "
                               f"{' or '.join(QUANTIZED_RUNTIMES)}, not '{sg.runtime}'")
     runtimes = set().union(*(placed_runtimes(sg) for sg in model.subgraphs))
-    if "gpu" in runtimes and ("dsp" in runtimes or model.graph.quantize):
+    if runtimes & set(GPU_RUNTIMES) and (runtimes & set(QUANTIZED_ONLY) or model.graph.quantize):
         raise ConfigError(f"{config.path}: {model.key_path}: placement on {', '.join(sorted(runtimes))}: "
                           f"quantized groups (dsp, quantize: 1) combine with cpu groups only")
 
 
 def quantize_options(config: DeploymentConfig, sg) -> dict:
     """The quantize pass's options: ranges from the range file, input_ranges, calibration."""
-    if not (sg.quantize or sg.runtime == "dsp"):
+    if not (sg.quantize or sg.runtime in QUANTIZED_ONLY):
         return {}
     options = {"quantize": True, "per_channel": True, "where": f"{config.path}: {sg.key_path}",
                "input_ranges": {t.name: tuple(t.value_range) for t in sg.inputs}}

@@ -20,6 +20,7 @@ from mace.config.files import model_dir
 from mace.config.hints import command_hint
 from mace.errors import ModelError
 from mace.ir.manifest import StatCache, manifest_path, read_manifest, verify_files
+from mace.ir.runtimes import QUANTIZED_ONLY
 
 # Resolved subgraph keys that change the converted files; the rest (validation data,
 # thresholds, OpenCL queue settings...) only change how a build is run or checked.
@@ -49,7 +50,7 @@ def build_values(sg) -> dict:
               for n, shape in zip(sg.input_tensors, sg.input_shapes) if getattr(shape, "ranges", None)}
     if ranges:   # input_shapes' variable dimensions (recorded only where there are some: older builds stay valid)
         values["input_shape_ranges"] = ranges
-    if not (sg.quantize or sg.runtime == "dsp"):
+    if not (sg.quantize or sg.runtime in QUANTIZED_ONLY):
         values["image_preprocess"] = None
     return _plain(values)
 

@@ -27,6 +27,7 @@ from mace.runtime.gpu.cache_files import KERNELS, TUNING, cache_path
 from mace.runtime.gpu.context import unavailable_reason
 from mace.runtime.gpu.deploy import GPU_RUNTIMES, engine_notes
 from mace.runtime.gpu.options import GpuOptions
+from mace.ir.runtimes import DSP_BACKEND_RUNTIMES
 
 
 @dataclass
@@ -39,7 +40,7 @@ class BoardEngine:
 
 
 def open_board_engine(args) -> BoardEngine:
-    if args.runtime == "dsp":
+    if args.runtime in DSP_BACKEND_RUNTIMES:
         return _dsp(args)
     if args.runtime in GPU_RUNTIMES:
         return _gpu(args)

@@ -52,6 +52,7 @@ from mace.runtime.profiler import OpStat
 from mace.runtime.results import ModelRunResult, Timing
 from mace.util.atomic import new_file_mode
 from mace.validate.outputs import validate_outputs
+from mace.ir.runtimes import DSP_BACKEND_RUNTIMES
 
 MIN_PYTHON = (3, 10)
 INDEXED_OUTPUT = re.compile(r"output\d+\.npy")   # the runner's --indexed_outputs files
@@ -288,7 +289,7 @@ def _runtime_args(config, job: _Job, remote_dir: str, opts: RunOptions, opencl: 
     that starts with '-' stays a value)."""
     sg = job.model.graph
     argv = [f"--runtime={sg.runtime}"]
-    if sg.runtime == "dsp":
+    if sg.runtime in DSP_BACKEND_RUNTIMES:
         backend, where = backend_choice(config, sg)
         return argv + ([f"--dsp_backend={backend}"] if backend else []) + [f"--dsp_backend_where={where}"]
     if sg.runtime not in GPU_RUNTIMES:

@@ -43,6 +43,16 @@ class Runtime:
     def available(self) -> bool:
         return bool(self.engine)
 
+    @property
+    def quantized_only(self) -> bool:
+        """It runs quantized models only (uint8): convert quantizes every model placed on it."""
+        return self.data_types == ("uint8",)
+
+    @property
+    def dsp_backend(self) -> bool:
+        """Its engine is a DSP backend (mace/runtime/dsp), chosen by dsp_backend, not a kernel engine."""
+        return self.engine == "dsp"
+
 
 _FLOAT = ("fp32_fp32", "fp16_fp32", "bf16_fp32", "fp16_fp16")
 _GPU = ("fp16_fp32", "fp32_fp32", "fp16_fp16")
@@ -63,6 +73,10 @@ RUNTIMES = {r.name: r for r in (
 )}
 ALIASES = {"cpu_gpu": "cpu+gpu", "hexagon": "dsp"}   # MACE's other spellings
 GPU_RUNTIMES = tuple(n for n, r in RUNTIMES.items() if r.gpu)
+QUANTIZED_ONLY = tuple(n for n, r in RUNTIMES.items() if r.quantized_only)   # dsp (hta, htp: no engine)
+DSP_BACKEND_RUNTIMES = tuple(n for n, r in RUNTIMES.items() if r.dsp_backend)
+# `quantize: 1` runs on the CPU's int8 kernels and on the quantized-only runtimes that have an engine
+QUANTIZED_RUNTIMES = ("cpu", *(n for n in QUANTIZED_ONLY if RUNTIMES[n].available))
 BOARD_RUNTIMES = tuple(n for n, r in RUNTIMES.items() if r.on_boards)
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from mace.ir.runtimes import GPU_RUNTIMES, INT8_TAGS, RUNTIMES
+from mace.ir.runtimes import GPU_RUNTIMES, INT8_TAGS, QUANTIZED_ONLY, RUNTIMES
 from mace.errors import MaceError, ModelError, RuntimeInputError
 from mace.ir.args import get_arg
 from mace.ir.graph import Graph
@@ -69,7 +69,7 @@ class Engine:
         # a dsp model with cpu groups (placed at convert, e.g. quantize_target_cosine's float ops):
         # the ops placed on the CPU fall through to the float kernels after the int8 ones
         self.cpu_tags = (self.tags + DEVICE_TAGS["cpu"]
-                         if device == "dsp" and get_arg(graph.net, "op_placement", 0) else self.tags)
+                         if device in QUANTIZED_ONLY and get_arg(graph.net, "op_placement", 0) else self.tags)
         if self.options.get("reference_kernels"):
             self.tags = [t for t in self.tags if t not in FAST_TAGS]
             self.cpu_tags = [t for t in self.cpu_tags if t not in FAST_TAGS]

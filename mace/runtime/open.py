@@ -19,6 +19,7 @@ from mace.config.provenance import check_build
 from mace.runtime import backends
 from mace.runtime.dsp.engine import backend_choice
 from mace.runtime.gpu.deploy import GPU_RUNTIMES, engine_notes, engine_setup
+from mace.ir.runtimes import DSP_BACKEND_RUNTIMES
 
 
 @dataclass
@@ -42,7 +43,7 @@ def open_engine(config, model, build_dir=None, *, tuning: bool = False, gpu_perf
     check_build(config, model, build_dir)
     runtime = sg.runtime
     req = backends.Request(model_name=model.name)
-    if runtime == "dsp":   # a DspBackend (mace/runtime/dsp): the Hexagon simulator by default
+    if runtime in DSP_BACKEND_RUNTIMES:   # a DspBackend (mace/runtime/dsp): the Hexagon simulator by default
         req.dsp_backend, req.where = backend_choice(config, sg)
         req.options = options
     else:
@@ -55,7 +56,7 @@ def open_engine(config, model, build_dir=None, *, tuning: bool = False, gpu_perf
     engine = backends.load(runtime, pb_path, data_path, req)
     init_ms = (time.perf_counter() - start) * 1000.0
     notes = list(req.notes)
-    notes += [engine.describe()] if runtime == "dsp" else engine_notes(engine)
+    notes += [engine.describe()] if runtime in DSP_BACKEND_RUNTIMES else engine_notes(engine)
     fallback = "; ".join(req.notes) if runtime in GPU_RUNTIMES and req.device == "cpu" else ""
     return Opened(engine, pb_path, data_path, init_ms, notes, fallback)
 

@@ -62,3 +62,10 @@ models:
     assert runtimes.runtime("hexagon").name == "dsp"
     with pytest.raises(KeyError, match="no runtime 'tpu'"):
         runtimes.runtime("tpu")
+
+
+def test_what_a_runtime_implies_is_read_from_its_record():
+    from mace.ir.runtimes import DSP_BACKEND_RUNTIMES, QUANTIZED_ONLY, QUANTIZED_RUNTIMES, RUNTIMES
+    assert QUANTIZED_ONLY == ("dsp", "hta", "htp") and DSP_BACKEND_RUNTIMES == ("dsp",)
+    assert QUANTIZED_RUNTIMES == ("cpu", "dsp")   # quantize: 1 runs on the CPU's int8 kernels and the DSP
+    assert not any(RUNTIMES[n].quantized_only for n in ("cpu", "gpu", "cpu+gpu", "apu"))

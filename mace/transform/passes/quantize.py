@@ -37,6 +37,7 @@ from mace.quantize.mixed_precision import layer_damage, output_cosine, tensor_va
 from mace.quantize.report import MixedPrecision, calibration_report
 from mace.transform.decided import Decided
 from mace.transform.shape_inference import infer_shapes
+from mace.ir.runtimes import QUANTIZED_ONLY
 
 INT8 = "int8"
 # net arg: device_type was chosen per op at convert (mace/transform/placement/plan.py's PLACED_ARG;
@@ -123,7 +124,7 @@ def quantize_graph(graph, options) -> bool:
     sources = {}
     ranges = merged_ranges(graph, options, sources)
     keep_sentinels_float(graph, plan, ranges)
-    if options.get("runtime") == "dsp":
+    if options.get("runtime") in QUANTIZED_ONLY:
         refused = [f"{op.name} ({op.type}): {plan[op.name]}" for op in graph.net.op if plan[op.name]]
         if refused:
             where = options.get("where", "")
@@ -131,7 +132,7 @@ def quantize_graph(graph, options) -> bool:
                              f"{len(refused)} op(s) (no quantized form):\n  "
                              + "\n  ".join(refused))
     mixed = None
-    on_dsp = options.get("runtime") == "dsp" or any(op.device_type == pb.HEXAGON for op in graph.net.op)
+    on_dsp = options.get("runtime") in QUANTIZED_ONLY or any(op.device_type == pb.HEXAGON for op in graph.net.op)
     if options.get("target_cosine"):
         mixed = _mixed_precision(graph, plan, ranges, options)
         if on_dsp:

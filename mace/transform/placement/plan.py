@@ -27,7 +27,7 @@ from mace.config.deployment import default_preference
 from mace.config.specs import TensorSpec
 from mace.errors import ModelError
 from mace.ir.args import set_arg
-from mace.ir.runtimes import RUNTIMES
+from mace.ir.runtimes import QUANTIZED_ONLY, RUNTIMES
 from mace.ir.layouts import record_perms, stored_perms
 from mace.ops.gpu.support import gpu_reason
 from mace.ops.registry import spec
@@ -178,7 +178,7 @@ def can_run(graph, op, runtime: str, quant_plan=None):
     """None when `runtime` has a kernel for `op` (its shapes and args), else why not."""
     if runtime == "gpu":
         return gpu_reason(op, graph)
-    if runtime == "dsp":
+    if runtime in QUANTIZED_ONLY:   # a verdict per op of the graph's quantize plan
         return (quant_plan if quant_plan is not None else _quant_plan(graph)).get(op.name, "unknown op")
     kernels = spec(op.type).kernels
     return None if any(t in kernels for t in RUNTIMES["cpu"].kernel_tags) else "no CPU kernel"
@@ -195,7 +195,7 @@ class _Checker:
         self.graph, self._quant = graph, None
 
     def __call__(self, op, runtime):
-        if runtime == "dsp" and self._quant is None:
+        if runtime in QUANTIZED_ONLY and self._quant is None:
             self._quant = _quant_plan(self.graph)
         return can_run(self.graph, op, runtime, self._quant)
 
@@ -251,7 +251,7 @@ def resolve(graph, plan: PlacementPlan) -> tuple:
         if part.rules != "auto":
             for i in mine:
                 runtime[i] = _part_default(ops[i], part, check, reasons)
-                if part.runtime == "dsp":   # no fallback: every op of a dsp subgraph must quantize
+                if part.runtime in QUANTIZED_ONLY:   # no fallback: every op of a dsp subgraph must quantize
                     strict[i] = f"{part.key_path}.runtime"
             _apply_rules(plan, part, ops, set(mine), runtime, strict, reasons)
     for index, part in enumerate(plan.parts):   # after the others: transfer costs see their placement
