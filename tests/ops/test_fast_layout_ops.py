@@ -94,3 +94,83 @@ def test_resize_matches_reference(op_type, shape, size, mode):
     extra = dict(nearest_mode="floor") if op_type == "ResizeNearestNeighbor" else {}
     both(op_type, sample(shape), dict(size=list(size), scale=scale, coordinate_transformation_mode=mode,
                                       **extra))
+
+
+@pytest.mark.parametrize("shape,dims", [
+    ((1, 172, 30, 2), [0, 2, 1, 3]), ((1, 17, 36), [0, 2, 1]), ((1, 16, 12, 32), [0, 2, 1, 3]),
+    ((12, 16, 32), [0, 2, 1]), ((1, 40, 3, 8, 15), [2, 0, 3, 1, 4]), ((1, 1, 9, 25), [0, 3, 1, 2]),
+    ((5,), [0]), ((2, 0, 3), [2, 1, 0]), ((3, 4, 2), []),
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.uint8])
+def test_transpose_any_permutation_matches_reference(shape, dims, dtype):
+    both("Transpose", sample(shape, dtype) if dtype == np.float32 else
+         RNG.integers(0, 100, shape).astype(dtype), dict(dims=dims))
+
+
+def _graph(inputs: dict, op_type, names, args, consts=None, outputs=("y",)):
+    graph = Graph()
+    for name, x in inputs.items():
+        add_input_info(graph, TensorSpec(name, x.shape, "NONE", dtype=str(x.dtype)))
+    for name, value in (consts or {}).items():
+        graph.add_const(name, value)
+    graph.add_op(op_type, names, list(outputs), **args)
+    for name in outputs:
+        add_output_info(graph, TensorSpec(name, None, "NONE"))
+    infer_shapes(graph)
+    return graph
+
+
+def both_graph(graph, feed, fast_expected=True):
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert (fast.nodes[0].tag == "cpu:fast") == fast_expected, fast.nodes[0].tag
+    got, want = fast.run(feed), ref.run(feed)
+    for name, value in want.items():
+        assert got[name].dtype == value.dtype and got[name].tobytes() == value.tobytes(), name
+
+
+@pytest.mark.parametrize("cond_shape,x_shape,y_shape", [
+    ((1, 1, 1), (), (1, 6, 7)), ((1, 2, 6, 6), (), (1, 2, 6, 6)), ((), (1, 3), (1, 3)), ((4, 1), (1, 5), (4, 5)),
+    ((0, 3), (), (1, 3)),
+])
+def test_select_matches_reference(cond_shape, x_shape, y_shape):
+    cond = RNG.random(cond_shape) < 0.5
+    x, y = sample(x_shape), sample(y_shape)
+    both_graph(_graph({"c": cond, "x": x, "y": y}, "Select", ["c", "x", "y"], {}, outputs=("o",)),
+               {"c": cond, "x": x, "y": y})
+    both_graph(_graph({"y": y}, "Select", ["c", "x", "y"], {}, {"c": cond, "x": x}, outputs=("o",)), {"y": y})
+    fcond = cond.astype(np.float32)   # a float condition: the reference casts it each run
+    both_graph(_graph({"c": fcond, "x": x, "y": y}, "Select", ["c", "x", "y"], {}, outputs=("o",)),
+               {"c": fcond, "x": x, "y": y}, fast_expected=False)
+
+
+@pytest.mark.parametrize("shape,axis,indices", [
+    ((1, 720, 2), 1, np.arange(600).reshape(60, 10) - 100), ((300, 8), 0, np.array([[3, -1, 7, 0]])),
+    ((2, 5, 3), 2, np.array(1)), ((4, 6), 1, np.zeros((0,), np.int64)),
+])
+def test_gather_matches_reference(shape, axis, indices):
+    x = sample(shape)
+    both_graph(_graph({"x": x}, "Gather", ["x", "i"], dict(axis=axis), {"i": indices}), {"x": x})
+    idx = np.asarray(indices, np.int64)
+    both_graph(_graph({"x": x, "i": idx}, "Gather", ["x", "i"], dict(axis=axis)), {"x": x, "i": idx})
+
+
+def test_gather_out_of_range_runtime_indices_are_refused():
+    x, idx = sample((4, 3)), np.array([0, 4])
+    engine = Engine(_graph({"x": x, "i": idx}, "Gather", ["x", "i"], dict(axis=0)))
+    assert engine.nodes[0].tag == "cpu:fast"
+    with pytest.raises(Exception, match="out of range"):
+        engine.run({"x": x, "i": idx})
+
+
+@pytest.mark.parametrize("src,to", [(np.float32, "int32"), (np.float32, "bool"), (np.int64, "float32"),
+                                    (np.float32, "float16"), (np.int32, "int8")])
+def test_cast_matches_reference(src, to):
+    x = (RNG.standard_normal((3, 17)) * 1000).astype(src)
+    if np.dtype(src).kind == "f":
+        x[0, :3] = [np.inf, -0.0, 65519.0]
+    both("Cast", x, dict(to=to))
+
+
+@pytest.mark.parametrize("mode", ["DCR", "CRD"])
+def test_depth_to_space_matches_reference(mode):
+    both("DepthToSpace", sample((1, 7, 5, 36)), dict(block_size=3, mode=mode))
