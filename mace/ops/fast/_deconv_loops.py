@@ -119,6 +119,11 @@ def direct(x, wt, og, h, w, kh, kw, sh, sw, dh, dw, pad_t, pad_l, bias, lo, hi, 
                 continue
             for j in range(kw):
                 off = j * dw - pad_l
+                if c == 1:   # one channel (wechat_qr_sr's last layer): no channel loop to enter
+                    tap = wt[i, j, 0]
+                    for ix in range(spans[j, 0], spans[j, 1]):
+                        out[r, ix * sw + off, 0] += x[iy, ix, 0] * tap
+                    continue
                 for ix in range(spans[j, 0], spans[j, 1]):
                     ox = ix * sw + off
                     if og == 1:
