@@ -174,3 +174,21 @@ def test_cast_matches_reference(src, to):
 @pytest.mark.parametrize("mode", ["DCR", "CRD"])
 def test_depth_to_space_matches_reference(mode):
     both("DepthToSpace", sample((1, 7, 5, 36)), dict(block_size=3, mode=mode))
+
+
+@pytest.mark.parametrize("kind", ["SUM", "MEAN", "MAX", "MIN", "PROD"])
+@pytest.mark.parametrize("shape,axis,keepdims", [
+    ((1, 30, 17, 2), [3], 0), ((4, 7), [-1], 1), ((3, 5, 6), [2], 0), ((2, 9, 12), [2], 1),
+    ((1, 17, 30), [1, 2], 0), ((2, 3, 4, 5), [0, 2], 1), ((6, 1), [1], 0),
+])
+def test_reduce_matches_reference(kind, shape, axis, keepdims):
+    x = sample(shape)
+    edges = [-0.0, -0.0, -0.0, 0.0, 1e30, 1e30][:x.size - 4]   # signed zeros of a pair, overflow
+    x.ravel()[4:4 + len(edges)] = edges
+    with np.errstate(all="ignore"):
+        both("Reduce", x, dict(reduce_type=kind, axis=axis, keepdims=keepdims))
+
+
+def test_reduce_declines_empty_axes_and_other_kinds():
+    both("Reduce", sample((2, 0, 3)), dict(reduce_type="SUM", axis=[1], keepdims=1), fast_expected=False)
+    both("Reduce", sample((2, 4, 3)), dict(reduce_type="L2", axis=[1], keepdims=1), fast_expected=False)
