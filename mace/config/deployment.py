@@ -391,20 +391,33 @@ def _model(reader, name, raw):
 
 def _warn_unused_keys(reader, model) -> None:
     """Keys given where nothing reads them, said once each as the unknown keys are: a
-    `dsp_backend` for a subgraph with no DSP ops, a `quantize_schema` of a float model."""
+    `dsp_backend` for a subgraph with no DSP ops, the new quantization keys of a float model (not
+    MACE's quantize_range_file, which MACE ignores there too), the original model's names and
+    checksum without the original model."""
     for sg in model.subgraphs:
-        given = {k for k in ("dsp_backend", "quantize_schema") if sg.origin.get(k) in ("file", "model")}
-        where = {k: model.key_path if sg.origin[k] == "model" else sg.key_path for k in given}
-        if "dsp_backend" in given and "dsp" not in placed_runtimes(sg):
-            warning = (f"{where['dsp_backend']}.dsp_backend: given, but no op of this model runs on the DSP "
-                       f"(runtime {sg.runtime}): ignored")
-            if warning not in reader.warnings:
-                reader.warnings.append(warning)
-        if "quantize_schema" in given and sg.values.get("quantize_schema") and not (sg.quantize or
-                                                                                   sg.runtime == "dsp"):
-            warning = f"{where['quantize_schema']}.quantize_schema: given, but quantize is 0: ignored"
-            if warning not in reader.warnings:
-                reader.warnings.append(warning)
+        quantized = sg.quantize or sg.runtime == "dsp"   # as convert.quantize_options decides
+        unread = {
+            "dsp_backend": None if "dsp" in placed_runtimes(sg) else
+            f"no op of this model runs on the DSP (runtime {sg.runtime})",
+            "quantize_schema": None if quantized or not sg.values.get("quantize_schema") else "quantize is 0",
+            "quantize_target_cosine": None if quantized else "quantize is 0",
+            # gpu_fp32_ops: auto measures the fp16 model on the calibration samples too
+            "quantize_calibration_data": None if quantized or sg.values.get("gpu_fp32_ops") else "quantize is 0",
+        }
+        for key in ("original_input_tensors", "original_output_tensors"):
+            unread[key] = None if model.original_model_file_path else "no original_model_file_path"
+        for key, why in unread.items():
+            if why is not None and sg.origin.get(key) in ("file", "model") and sg.values.get(key) not in (None, [], ""):
+                _warn_once(reader, f"{model.key_path if sg.origin[key] == 'model' else sg.key_path}.{key}: "
+                                   f"given, but {why}: ignored")
+    if model.values.get("original_model_sha256_checksum") and not model.original_model_file_path:
+        _warn_once(reader, f"{model.key_path}.original_model_sha256_checksum: given, but no "
+                           f"original_model_file_path: ignored")
+
+
+def _warn_once(reader, warning: str) -> None:
+    if warning not in reader.warnings:
+        reader.warnings.append(warning)
 
 
 def _old_format_keys(values: dict, origin: dict) -> None:

@@ -772,6 +772,22 @@ def test_new_keys_that_nothing_reads_are_warned_about(tmp_path):
            "ignored" in out, out
     assert "models.digits_cnn.quantize_schema: given, but quantize is 0: ignored" in out, out
     assert "original_model_file_path digits/digits_cnn.onnx is not used: backend is onnxruntime" in out, out
-    write_deployment(work / "fine.yml", {"digits_cnn": digits_model(quantize=1, quantize_schema="int8")})
+    # calibration and mixed precision of a float model; the original's names without the original
+    model = digits_model(quantize_calibration_data="digits/inputs", quantize_target_cosine=0.99,
+                         quantize_range_file="r.txt", original_model_sha256_checksum="ab" * 32)
+    model["subgraphs"][0]["original_output_tensors"] = ["prob"]
+    write_deployment(work / "float.yml", {"digits_cnn": model})
+    r = cli("config", "--config=float.yml", cwd=work, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = r.stdout + r.stderr
+    for key in ("quantize_calibration_data", "quantize_target_cosine"):
+        assert f".{key}: given, but quantize is 0: ignored" in out, out
+    assert "quantize_range_file: given" not in out   # MACE's key: MACE ignores it in a float model too
+    assert "models.digits_cnn.original_model_sha256_checksum: given, but no original_model_file_path: " \
+           "ignored" in out, out
+    assert ".original_output_tensors: given, but no original_model_file_path: ignored" in out, out
+    write_deployment(work / "fine.yml", {"digits_cnn": digits_model(quantize=1, quantize_schema="int8",
+                                                                    quantize_calibration_data="digits/inputs",
+                                                                    quantize_target_cosine=0.99)})
     r = cli("config", "--config=fine.yml", cwd=work, timeout=60)
     assert r.returncode == 0 and "ignored" not in r.stdout + r.stderr, r.stdout + r.stderr
