@@ -13,7 +13,7 @@ from functools import partial
 import numpy as np
 
 from mace.ops.fast._base import F32
-from mace.ops.fast._conv_gemm import Panels
+from mace.ops.fast._conv_gemm import Panels, contiguous
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast._pool import gemm_width, matmul
 
@@ -47,10 +47,11 @@ class Projection:
         self.spec = ((rows, dirs * gates), np.float32)
 
     def steps(self, x, xw) -> list:
-        x2d = x.reshape(-1, x.shape[-1])
-        if self.panels is not None and x2d.flags.c_contiguous:
-            return [self.panels.step(x2d, xw)]
-        return [matmul(x2d, self.wt, xw), partial(np.add, xw, self.bias, out=xw)]
+        steps = []
+        x2d = contiguous(x, steps).reshape(-1, x.shape[-1])   # arena tensors are: no copy
+        if self.panels is not None:
+            return steps + [self.panels.step(x2d, xw)]
+        return steps + [matmul(x2d, self.wt, xw), partial(np.add, xw, self.bias, out=xw)]
 
 
 def seq_major(t: np.ndarray, layout: int) -> np.ndarray:

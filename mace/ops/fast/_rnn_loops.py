@@ -18,8 +18,6 @@ references, and no FMA contraction of the gate products.
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 from numba import njit
 
