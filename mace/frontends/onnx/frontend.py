@@ -14,6 +14,7 @@ from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_framework_input, add_outputs, check_variable_dims, map_node, new_graph
 from mace.frontends.onnx.ops_integer import DYNAMIC_MICROSOFT
+from mace.frontends.onnx.ops_qattention import QATTENTION
 from mace.frontends.onnx.ops_qlinear import COM_MICROSOFT, GRID_PASSTHROUGH, on_grid
 from mace.frontends.onnx.registry import load_mappers
 from mace.ir.graph import Graph
@@ -223,7 +224,7 @@ def _all_nodes(graph):
 
 def _known_domain(node) -> bool:
     return node.domain in ("", "ai.onnx") or (node.domain == "com.microsoft"
-                                              and node.op_type in COM_MICROSOFT | DYNAMIC_MICROSOFT)
+                                              and node.op_type in COM_MICROSOFT | DYNAMIC_MICROSOFT | QATTENTION)
 
 
 def _check_ops(model, path: Path, mappers: dict) -> None:
