@@ -192,3 +192,12 @@ def test_reduce_matches_reference(kind, shape, axis, keepdims):
 def test_reduce_declines_empty_axes_and_other_kinds():
     both("Reduce", sample((2, 0, 3)), dict(reduce_type="SUM", axis=[1], keepdims=1), fast_expected=False)
     both("Reduce", sample((2, 4, 3)), dict(reduce_type="L2", axis=[1], keepdims=1), fast_expected=False)
+
+
+@pytest.mark.parametrize("args", [dict(activation="RELU"), dict(activation="RELUX", max_limit=6.0),
+                                  dict(activation="CLIP", activation_coefficient=1e-9, max_limit=3.4e38),
+                                  dict(activation="TANH")])
+def test_numpy_activations_are_the_reference_bytes(args):
+    """RELU / RELUX / CLIP / TANH: numpy's own call from x into the output (fast/activation.py)."""
+    both("Activation", sample((3, 129)), args)
+    both("Activation", sample((0, 4)), args)

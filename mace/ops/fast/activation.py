@@ -8,23 +8,28 @@ per element, 1 thread, 64k floats (benchmarks/bench_activations.py has the curre
 SIGMOID ~1 ns, GELU ~2.5, PRELU / LEAKYRELU / HARDSWISH ~0.1-0.2. Within 1-2 ulp of the
 references (exactly theirs for the piecewise-linear kinds; tests/ops/test_fast_activations.py).
 
+RELU / RELUX / CLIP are one np.clip and TANH one np.tanh (numpy's vectorized float32 ufuncs,
+faster than a float64 loop here): that call from x straight into the output, bound at load
+(the reference copies x to the output first, then runs it in place): the same bytes.
 Declined (the reference runs): no numba, non-float32 tensors, a PRELU slope that is not a
 constant per last-axis channel (or one number), broadcast inputs, the kinds without a loop
-(RELU / RELUX / CLIP are one np.clip already, TANH one np.tanh: numpy's vectorized float32
-ufuncs, faster than a float64 loop here; SOFTSIGN, CELU, THRESHOLDEDRELU, SHRINK).
+(SOFTSIGN, CELU, THRESHOLDEDRELU, SHRINK).
 """
 from __future__ import annotations
+
+from functools import partial
 
 import numpy as np
 
 from mace.ops import activation as _reference   # its kernel takes the cases this one declines at bind
 from mace.ops.fast._act_codes import CODES, aliasing, loop_name, params
-from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._base import F32, FastKernel, clip_bounds
 from mace.ops.fast._jit import act_loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 COMPILED = frozenset(CODES) | {"PRELU"}
+NUMPY_KINDS = frozenset({"RELU", "RELUX", "CLIP", "TANH"})   # one numpy ufunc pass already
 
 
 def channel_slope(slope, shape) -> np.ndarray | None:
@@ -43,6 +48,9 @@ def channel_slope(slope, shape) -> np.ndarray | None:
 def float_activation(ctx) -> bool:
     kind = ctx.arg("activation")
     shape = tuple(ctx.input_shapes[0])
+    if kind in NUMPY_KINDS:
+        return (shape == tuple(ctx.output_shapes[0]) and len(ctx.input_shapes) == 1
+                and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32)
     if act_loops() is None or kind not in COMPILED or shape != tuple(ctx.output_shapes[0]):
         return False
     if np.dtype(ctx.input_dtypes[0]) != F32 or np.dtype(ctx.output_dtypes[0]) != F32:
@@ -65,6 +73,12 @@ class ActivationFast(FastKernel):
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]
+        if self.kind == "TANH":
+            return partial(np.tanh, x, out=out)
+        if self.kind in NUMPY_KINDS:
+            lo, hi = clip_bounds(dict(act=self.kind, alpha=self.ctx.arg("activation_coefficient", 0.0),
+                                      max_limit=self.ctx.arg("max_limit", 0.0)))
+            return partial(np.clip, x, lo, hi, out=out)
         where = aliasing(x, out)
         if not (x.flags.c_contiguous and out.flags.c_contiguous) or where == "overlap":
             return _reference.ActivationCpu(self.ctx).bind(inputs, outputs)
