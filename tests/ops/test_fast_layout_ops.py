@@ -201,3 +201,43 @@ def test_numpy_activations_are_the_reference_bytes(args):
     """RELU / RELUX / CLIP / TANH: numpy's own call from x into the output (fast/activation.py)."""
     both("Activation", sample((3, 129)), args)
     both("Activation", sample((0, 4)), args)
+
+
+def test_small_onnx_model_of_these_ops_matches_onnxruntime_on_fast_kernels():
+    """End to end: an ONNX graph whose Pad (reflect and constant), Slice, Split, Resize (nearest
+    and linear), Transpose, Where, Gather, ReduceSum, broadcast Mul / Sub, Relu and Cast all
+    bind the cpu:fast kernels, against onnxruntime."""
+    pytest.importorskip("onnxruntime")
+    from onnx import helper
+    from tests.ops.onnx_graph import check_model, graph_model
+    i64 = lambda *v: np.array(v, np.int64)   # noqa: E731
+    nodes = [
+        helper.make_node("Pad", ["x", "pads"], ["p"], mode="reflect"),
+        helper.make_node("Pad", ["p", "pads2", "zero"], ["p2"], mode="constant"),
+        helper.make_node("Resize", ["p2", "", "scales"], ["r"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Resize", ["r", "", "scales"], ["rl"], mode="linear",
+                         coordinate_transformation_mode="half_pixel"),
+        helper.make_node("Slice", ["rl", "starts", "ends", "axes", "steps"], ["s"]),
+        helper.make_node("Split", ["s", "halves"], ["a", "b"], axis=1),
+        helper.make_node("ReduceMean", ["a"], ["m"], axes=[2, 3], keepdims=1),
+        helper.make_node("Mul", ["b", "m"], ["bm"]),
+        helper.make_node("Transpose", ["bm"], ["t"], perm=[0, 2, 3, 1]),
+        helper.make_node("ReduceSum", ["t", "last"], ["rs"], keepdims=0),
+        helper.make_node("Greater", ["rs", "zero"], ["g"]),
+        helper.make_node("Where", ["g", "rs", "neg"], ["w"]),
+        helper.make_node("Gather", ["w", "idx"], ["ga"], axis=1),
+        helper.make_node("Sub", ["ga", "m1"], ["d"]),
+        helper.make_node("Relu", ["d"], ["re"]),
+        helper.make_node("Cast", ["re"], ["y"], to=7),
+    ]
+    consts = {"pads": i64(0, 0, 1, 2, 0, 0, 2, 1), "pads2": i64(0, 0, 1, 0, 0, 0, 0, 1),
+              "zero": np.float32(0.0), "scales": np.float32([1, 1, 2, 2]),
+              "starts": i64(-2, 1), "ends": i64(-100, 30), "axes": i64(2, 3), "steps": i64(-1, 2),
+              "halves": i64(2, 2), "last": i64(3), "neg": np.float32(-1.5),
+              "idx": i64([[0, 3], [5, 2]]), "m1": np.float32([[0.25], [-0.5]])}
+    x = RNG.standard_normal((1, 4, 6, 7)).astype(np.float32)
+    model = graph_model(nodes, {"x": x}, {"y": np.int64, "w": np.float32, "rl": np.float32}, consts, opset=17)
+    _, engine = check_model(model, {"x": x})
+    on_reference = sorted({n.op.type for n in engine.nodes if n.tag == "cpu"})
+    assert not on_reference, on_reference
