@@ -14,6 +14,7 @@ from pathlib import Path
 
 from mace.config import images, names, schema
 from mace.ir import runtimes
+from mace.ir.runtimes import DSP_BACKEND_RUNTIMES, QUANTIZED_ONLY
 from mace.config.specs import TensorSpec
 from mace.config.yaml_io import load_yaml
 from mace.errors import ConfigError
@@ -150,9 +151,10 @@ def _per_tensor(reader, sg, key, count, what):
 def _check_shape_ranges(reader, sg):
     """Variable dimensions (input_shapes: -1..8,...) where the runtime can change shapes."""
     ranged = [n for n, s in zip(sg.input_tensors, sg.input_shapes) if getattr(s, "ranges", None)]
-    if ranged and sg.runtime == "dsp":
+    fixed = sg.runtime in runtimes.RUNTIMES and runtimes.RUNTIMES[sg.runtime].fixed_shapes
+    if ranged and fixed:
         reader.fail(f"{sg.key_path}.input_shapes",
-                    f"input {ranged[0]!r} has a variable dimension, but the dsp runtime runs the "
+                    f"input {ranged[0]!r} has a variable dimension, but the {sg.runtime} runtime runs the "
                     f"converted shapes only (give fixed dimensions, or use runtime: cpu)")
 
 
@@ -360,7 +362,7 @@ def _whole(reader, model):
         values["data_type"] = gpu_types.pop()
     if values["data_type"] not in schema.DATA_TYPES[runtime]:   # e.g. dsp's uint8 with cpu groups
         values["data_type"] = schema.DEFAULT_DATA_TYPE[runtime]
-    values["quantize"] = max([sg.quantize for sg in parts] + [int("dsp" in runtimes)])
+    values["quantize"] = max([sg.quantize for sg in parts] + [int(bool(runtimes & set(QUANTIZED_ONLY)))])
     return SubgraphConfig(model.name, f"{model.key_path}.subgraphs", values, origin)
 
 
@@ -395,9 +397,9 @@ def _warn_unused_keys(reader, model) -> None:
     MACE's quantize_range_file, which MACE ignores there too), the original model's names and
     checksum without the original model."""
     for sg in model.subgraphs:
-        quantized = sg.quantize or sg.runtime == "dsp"   # as convert.quantize_options decides
+        quantized = sg.quantize or sg.runtime in QUANTIZED_ONLY   # as convert.quantize_options decides
         unread = {
-            "dsp_backend": None if "dsp" in placed_runtimes(sg) else
+            "dsp_backend": None if placed_runtimes(sg) & set(DSP_BACKEND_RUNTIMES) else
             f"no op of this model runs on the DSP (runtime {sg.runtime})",
             "quantize_schema": None if quantized or not sg.values.get("quantize_schema") else "quantize is 0",
             "quantize_target_cosine": None if quantized else "quantize is 0",

@@ -33,6 +33,7 @@ class Runtime:
     on_boards: bool = True       # mace_run.pyz can run it on a board
     compared: tuple = ("cpu",)   # the runtimes `debug` compares it with, itself last
     nearest: str = ""            # for a runtime with no engine here: what comes nearest
+    fixed_shapes: bool = False   # runs the converted shapes only (no variable input dimensions)
 
     @property
     def device(self) -> int:
@@ -61,12 +62,12 @@ RUNTIMES = {r.name: r for r in (
     Runtime("cpu", _FLOAT, "fp32_fp32", "CPU", "CPU", engine="engine"),
     Runtime("gpu", _GPU, "fp16_fp32", "GPU", "GPU", engine="engine", gpu=True, compared=("cpu", "gpu")),
     Runtime("dsp", ("uint8",), "uint8", "HEXAGON", "HEXAGON", engine="dsp", kernel_tags=INT8_TAGS,
-            compared=("cpu", "dsp")),
-    Runtime("hta", ("uint8",), "uint8", "HTA", "HTA", compared=("cpu", "hta"), on_boards=False,
+            compared=("cpu", "dsp"), fixed_shapes=True),
+    Runtime("hta", ("uint8",), "uint8", "HTA", "HTA", compared=("cpu", "hta"), on_boards=False, fixed_shapes=True,
             nearest=f"{_DSP_NEAR}, as HTA runs quantized models)"),
     Runtime("apu", ("fp16_fp32", "fp32_fp32", "uint8"), "uint8", "APU", "APU", compared=("cpu", "apu"),
-            on_boards=False, nearest="dsp for uint8 models (a DSP backend), cpu or gpu for fp16/fp32 ones"),
-    Runtime("htp", ("uint8",), "uint8", "HTP", "HTP", compared=("cpu", "htp"), on_boards=False,
+            on_boards=False, fixed_shapes=True, nearest="dsp for uint8 models (a DSP backend), cpu or gpu for fp16/fp32 ones"),
+    Runtime("htp", ("uint8",), "uint8", "HTP", "HTP", compared=("cpu", "htp"), on_boards=False, fixed_shapes=True,
             nearest=f"{_DSP_NEAR}; HTP's 16-bit schemas are not available)"),
     Runtime("cpu+gpu", ("fp16_fp32", "fp32_fp32", "bf16_fp32", "fp16_fp16"), "fp16_fp32", "GPU", "GPU",
             engine="engine", gpu=True, compared=("cpu", "gpu")),

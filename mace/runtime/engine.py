@@ -249,7 +249,7 @@ class Engine:
         if key == now:
             return
         check_shapes(base, wanted)
-        if self.device == "dsp":
+        if self.device in RUNTIMES and RUNTIMES[self.device].fixed_shapes:
             raise RuntimeInputError(f"the {self.device} runtime runs the shapes the model was converted "
                                     f"at only; resizing runs on runtime cpu or gpu")
         states.pop(now, None)

@@ -69,3 +69,15 @@ def test_what_a_runtime_implies_is_read_from_its_record():
     assert QUANTIZED_ONLY == ("dsp", "hta", "htp") and DSP_BACKEND_RUNTIMES == ("dsp",)
     assert QUANTIZED_RUNTIMES == ("cpu", "dsp")   # quantize: 1 runs on the CPU's int8 kernels and the DSP
     assert not any(RUNTIMES[n].quantized_only for n in ("cpu", "gpu", "cpu+gpu", "apu"))
+
+
+def test_no_module_asks_a_runtime_by_its_name_what_its_record_says():
+    """`runtime == "dsp"` meant 'quantized only', 'a DSP backend' or 'fixed shapes' in 19 places;
+    each is a record property now (quantized_only, dsp_backend, fixed_shapes)."""
+    import re
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[2] / "mace"
+    pattern = re.compile(r"""(==|!=)\s*["']dsp["']|["']dsp["']\s+(not\s+)?in\s""")
+    found = [f"{p.relative_to(root)}:{i}" for p in root.rglob("*.py") if p.name != "runtimes.py"
+             for i, line in enumerate(p.read_text().splitlines(), 1) if pattern.search(line)]
+    assert found == [], found
