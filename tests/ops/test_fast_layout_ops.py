@@ -241,3 +241,18 @@ def test_small_onnx_model_of_these_ops_matches_onnxruntime_on_fast_kernels():
     _, engine = check_model(model, {"x": x})
     on_reference = sorted({n.op.type for n in engine.nodes if n.tag == "cpu"})
     assert not on_reference, on_reference
+
+
+@pytest.mark.skipif(loops() is None, reason="numba is not installed")
+@pytest.mark.parametrize("op_type", ["ResizeNearestNeighbor", "ResizeBilinear"])
+def test_resize_split_across_the_compute_pool_matches_reference(op_type, monkeypatch):
+    """The resize loops' _par twins, split by output rows over the pool's two threads."""
+    from threadpoolctl import threadpool_limits
+    from mace.ops.fast import _pool
+    if _pool.pool() is None:
+        pytest.skip("no compute pool here")
+    monkeypatch.setattr(_pool, "MIN_PARALLEL_WORK", 0)
+    with threadpool_limits(2):
+        extra = dict(nearest_mode="round_prefer_floor") if op_type == "ResizeNearestNeighbor" else {}
+        both(op_type, sample((2, 5, 7, 6)), dict(size=[13, 9], scale=[13 / 5, 9 / 7],
+                                                 coordinate_transformation_mode="half_pixel", **extra))
