@@ -256,3 +256,35 @@ def test_resize_split_across_the_compute_pool_matches_reference(op_type, monkeyp
         extra = dict(nearest_mode="round_prefer_floor") if op_type == "ResizeNearestNeighbor" else {}
         both(op_type, sample((2, 5, 7, 6)), dict(size=[13, 9], scale=[13 / 5, 9 / 7],
                                                  coordinate_transformation_mode="half_pixel", **extra))
+
+
+@pytest.mark.skipif(loops() is None, reason="numba is not installed")
+@pytest.mark.parametrize("act", ["LEAKYRELU", "HARDSWISH"])
+def test_batchnorm_with_a_compiled_activation_is_the_reference_bytes(act):
+    """openWakeWord's BN + LEAKYRELU: the affine loop (fastmath: a fused multiply-add, as the
+    clip-only BN already is), then the activation's exact loop in place."""
+    x = sample((1, 7, 5, 24))
+    scale, offset = RNG.uniform(0.5, 1.5, 24).astype(np.float32), RNG.standard_normal(24).astype(np.float32)
+    graph = _graph({"x": x}, "BatchNorm", ["x", "s", "o"], dict(activation=act, activation_coefficient=0.2,
+                                                               data_format="NHWC"), {"s": scale, "o": offset})
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast"
+    with np.errstate(all="ignore"):
+        got, want = fast.run({"x": x})["y"], ref.run({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.skipif(loops() is None, reason="numba is not installed")
+@pytest.mark.parametrize("shape,axis", [((1, 16, 4, 21), 1), ((2, 5, 3), 0), ((3, 7, 6), -2), ((4, 9), 1)])
+@pytest.mark.parametrize("log", [0, 1])
+def test_softmax_along_any_axis_matches_reference(shape, axis, log):
+    """Along a middle axis (YOLOv8's DFL): numpy's passes along the inner axis; last: the row loop."""
+    x = RNG.standard_normal(shape).astype(np.float32) * 4
+    x.ravel()[:2] = [np.inf, -np.inf]
+    graph = _graph({"x": x}, "Softmax", ["x"], dict(axis=axis, use_log=log))
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast"
+    with np.errstate(all="ignore"):
+        got, want, again = fast.run({"x": x})["y"], ref.run({"x": x})["y"], fast.run({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
+    np.testing.assert_array_equal(got, again)

@@ -4,16 +4,21 @@ DenseNet's pre-activation BN + ReLU sits on a concat output, so it cannot be
 folded into a conv; the reference's multiply, add and clip are three passes
 over the tensor (DenseNet-121 ran 62 of them for 4.3 of its 26 ms). The
 compiled loop (_loops.scale_shift_clip) reads x once and writes y once.
-Channels must be the last axis (NHWC, the CPU layout) and the activation a clip;
-other cases, and the no-numba case, stay with the reference kernel.
+Channels must be the last axis (NHWC, the CPU layout). An activation that is not a clip but has
+a compiled loop (openWakeWord's BN + LEAKYRELU) runs it in place after the pass (as the
+reference's apply_activation after its affine). Other cases, and the no-numba case, stay with
+the reference kernel.
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
-from mace.ops._common import activation_args
-from mace.ops.fast._base import F32, FastKernel, clip_bounds
-from mace.ops.fast._jit import loops
+from mace.ops._common import activation_args, sequence
+from mace.ops.fast._act_codes import CODES as ACT_CODES
+from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds
+from mace.ops.fast._jit import act_loops, loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
@@ -25,7 +30,8 @@ def channels_last_float(ctx) -> bool:
             and ctx.consts[1] is not None and ctx.consts[2] is not None
             and np.size(ctx.consts[1]) == shape[-1] == np.size(ctx.consts[2])
             and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32
-            and clip_bounds(activation_args(ctx)) is not None)
+            and (clip_bounds(activation_args(ctx)) is not None
+                 or (act_loops() is not None and ctx.arg("activation", "") in ACT_CODES)))
 
 
 @kernel("BatchNorm", "cpu:fast")
@@ -35,11 +41,14 @@ class BatchNormFast(FastKernel):
     def setup(self, ctx):
         self.scale = np.asarray(ctx.consts[1], np.float32).reshape(-1)
         self.offset = np.asarray(ctx.consts[2], np.float32).reshape(-1)
-        self.bounds = clip_bounds(activation_args(ctx))
+        self.bounds, self.after = clip_bounds(activation_args(ctx)), None
+        if self.bounds is None:   # LEAKYRELU, SIGMOID, ...: their loop in place after the affine
+            self.bounds, self.after = (F32.type(-np.inf), F32.type(np.inf)), activation_fn(activation_args(ctx))
 
     def bind(self, inputs, outputs, scratch=None):
         c = self.scale.shape[0]
         # arena tensors are contiguous: the reshapes are views the loop writes through
         x, out = inputs[0].reshape(-1, c), outputs[0].reshape(-1, c)
-        return loop("scale_shift_clip", (x, self.scale, self.offset, *self.bounds, out), x.shape[0],
+        step = loop("scale_shift_clip", (x, self.scale, self.offset, *self.bounds, out), x.shape[0],
                     2 * x.size)
+        return step if self.after is None else sequence([step, partial(self.after, outputs[0])])
