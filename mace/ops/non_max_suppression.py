@@ -7,10 +7,13 @@ score_threshold (absent: no score filter, `has_score_threshold` 0), center_point
 score is above score_threshold and its IoU with every box kept before in its class is at most
 iou_threshold; equal scores go lower box index first.
 n depends on the data: output 0 is planned at B * C * min(max_output_boxes_per_class, N) rows
-and output 1, shape (1,), holds n (`OpSpec.ragged`, mace/ops/_ragged.py).
+and output 1, shape (1,), holds n (`OpSpec.ragged`, mace/ops/_ragged.py). Arg `padded` 1 (TensorFlow's
+pad_to_max_output_size, TFLite's NMS): output 0 is the whole bound, its rows past n zero, and is
+not cut (mace/frontends/single_class_nms.py).
 """
 import numpy as np
 
+from mace.ir.args import get_arg
 from mace.ops._ragged import write_ragged
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
@@ -25,7 +28,7 @@ class NonMaxSuppression(OpSpec):
 
     @staticmethod
     def ragged(op) -> dict:
-        return {0: (0, 1)}
+        return {} if get_arg(op, "padded", 0) else {0: (0, 1)}
 
 
 def corners(boxes: np.ndarray, center_point_box: int) -> np.ndarray:

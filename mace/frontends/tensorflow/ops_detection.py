@@ -1,0 +1,40 @@
+"""Ops whose output length depends on the data: NonMaxSuppression (V1-V5) and Where with one input.
+
+NonMaxSuppression takes boxes [N, 4] and scores [N] of one class and returns the kept box
+indices, best first (mace/frontends/single_class_nms.py); max_output_size and the thresholds must
+be static. V4 and V5 also return the valid count and, with pad_to_max_output_size, indices padded
+with zeros to max_output_size; V5 the kept boxes' scores. V5's soft NMS (soft_nms_sigma > 0,
+which lowers the scores of overlapping boxes instead of dropping them) is refused.
+Where(condition) is NonZero transposed: the [n, rank] int64 coordinates of the true elements.
+"""
+from mace.frontends.single_class_nms import add_single_class_nms
+from mace.frontends.tensorflow.registry import tf_op
+
+
+@tf_op("NonMaxSuppression", "NonMaxSuppressionV2", "NonMaxSuppressionV3", "NonMaxSuppressionV4",
+       "NonMaxSuppressionV5")
+def non_max_suppression(ctx, node):
+    version = 1 if node.op == "NonMaxSuppression" else int(node.op[-1])
+    limit = _scalar(ctx, node, 2, "max_output_size")
+    iou = ctx.attr(node, "iou_threshold", 0.5) if version == 1 else _scalar(ctx, node, 3, "iou_threshold")
+    score = _scalar(ctx, node, 4, "score_threshold") if version >= 3 else None
+    if version == 5 and _scalar(ctx, node, 5, "soft_nms_sigma") != 0:
+        raise ctx.fail(node, f"soft_nms_sigma {_scalar(ctx, node, 5, 'soft_nms_sigma')}: soft NMS "
+                             f"(sigma > 0) is not supported, only sigma 0 (hard suppression)")
+    pad = bool(ctx.attr(node, "pad_to_max_output_size", False))
+    outputs = (ctx.out(node, 0), ctx.out(node, 1) if version == 5 else None,
+               ctx.out(node, {4: 1, 5: 2}[version]) if version >= 4 else None)
+    add_single_class_nms(ctx, node, ctx.inp(node, 0), ctx.inp(node, 1), int(limit), float(iou), score, pad,
+                         outputs)
+
+
+def _scalar(ctx, node, i: int, what: str) -> float:
+    return float(ctx.static(node, i, what).reshape(-1)[0])
+
+
+@tf_op("Where")
+def where(ctx, node):
+    x = ctx.inp(node, 0)
+    found, length = ctx.temp(node, "nonzero"), ctx.temp(node, "length")
+    ctx.add("NonZero", node, [x], [found, length], name=found)
+    ctx.add("Transpose", node, [found], dims=[1, 0])
