@@ -288,3 +288,37 @@ def test_softmax_along_any_axis_matches_reference(shape, axis, log):
         got, want, again = fast.run({"x": x})["y"], ref.run({"x": x})["y"], fast.run({"x": x})["y"]
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-7)
     np.testing.assert_array_equal(got, again)
+
+
+@pytest.mark.parametrize("shape,axis,length", [
+    ((1, 5, 1, 2048, 1), 3, 2048), ((1, 5, 1, 1000, 1), 3, 1024), ((2, 30, 3, 1), 1, 17), ((1, 9, 1, 512, 1), 3, 500),
+])
+def test_dft_real_one_sided_is_rfft_within_rounding_noise(shape, axis, length):
+    """rfft's bins against the reference's full FFT cut to one side: the same values up to the
+    full FFT's rounding noise (~1e-7 of the largest bin; e.g. the DC bin's imaginary part)."""
+    x = (RNG.standard_normal(shape) * 100).astype(np.float32)
+    graph = _graph({"x": x}, "DFT", ["x"], dict(axis=axis, length=length, onesided=1))
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast"
+    got, want = fast.run({"x": x})["y"], ref.run({"x": x})["y"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("last", [1, 2])
+@pytest.mark.parametrize("inverse", [0, 1])
+def test_dft_of_length_one_is_the_reference_bytes(last, inverse):
+    """The same bytes on finite values; on inf and -0.0 imaginary parts the reference's complex
+    construction (re + 1j * im: 1j * inf has a NaN real part, + 0.0 drops a -0.0) changes them,
+    where the one-point DFT keeps its input, as the copy does."""
+    x = RNG.standard_normal((1, 6, 1, 9, last)).astype(np.float32)
+    both("DFT", x, dict(axis=2, length=1, inverse=inverse))
+    if last == 2:
+        x.ravel()[:4] = [1.0, np.inf, 2.0, -0.0]
+        graph = _graph({"x": x}, "DFT", ["x"], dict(axis=2, length=1, inverse=inverse))
+        assert Engine(graph).run({"x": x})["y"].tobytes() == x.tobytes()
+
+
+def test_dft_other_forms_stay_with_the_reference():
+    both("DFT", sample((1, 8, 2)), dict(axis=1, length=8), fast_expected=False)
+    both("DFT", sample((1, 8, 2)), dict(axis=1, length=8, inverse=1), fast_expected=False)
