@@ -7,7 +7,8 @@ import pytest
 
 from mace.errors import ModelError
 from tests.tensorflow.test_tf_data_dependent_outputs import detections
-from tests.tflite.tfl_case import compare, op_types, ours, tf, to_tflite
+from mace.frontends.tflite.model_file import read_model
+from tests.tflite.tfl_case import compare, io_names, op_types, ours, tf, to_tflite
 
 
 def _feeds(seed, n=24):
@@ -48,3 +49,80 @@ def test_soft_nms_is_refused_naming_the_op(tmp_path):
                      [(24, 4), (24,)], tmp_path / "soft.tflite")
     with pytest.raises(ModelError, match=r"NON_MAX_SUPPRESSION_V5 '.*': soft_nms_sigma 0.5: soft NMS"):
         ours(path, _feeds(4))
+
+
+# ---- TFLite_Detection_PostProcess -------------------------------------------------------
+N_ANCHORS = 48
+
+
+def anchors(n=N_ANCHORS, seed=9):
+    rng = np.random.default_rng(seed)
+    return np.concatenate([rng.uniform(0.2, 0.8, (n, 2)), rng.uniform(0.1, 0.4, (n, 2))], 1).astype(np.float32)
+
+
+def post_process_model(path, classes=3, background=True, regular=False, per_detection=1, max_detections=10,
+                       per_class=5, score_threshold=0.3, iou_threshold=0.5, coords=4):
+    """An SSD export's tail as the TF Object Detection API writes it: a function implementing
+    TFLite_Detection_PostProcess (the converter fuses it into the custom op) after a sigmoid on
+    the class logits, saved and converted from a SavedModel."""
+    import tempfile
+    attrs = {"max_detections": ("i", max_detections), "max_classes_per_detection": ("i", per_detection),
+             "detections_per_class": ("i", per_class), "use_regular_nms": ("b", str(regular).lower()),
+             "nms_score_threshold": ("f", score_threshold), "nms_iou_threshold": ("f", iou_threshold),
+             "y_scale": ("f", 10.0), "x_scale": ("f", 10.0), "h_scale": ("f", 5.0), "w_scale": ("f", 5.0),
+             "num_classes": ("i", classes)}
+    signature = " ".join(['name: "TFLite_Detection_PostProcess"'] + [
+        f'attr {{ key: "{k}" value {{ {t}: {v} }} }}' for k, (t, v) in attrs.items()])
+
+    @tf.function(experimental_implements=signature)
+    def post_process(boxes, scores, anchor):
+        zero = tf.constant(0.0)
+        return zero, zero, zero, zero
+
+    width = classes + int(background)
+
+    class Head(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec((1, N_ANCHORS, coords), tf.float32, name="x0"),
+                                      tf.TensorSpec((1, N_ANCHORS, width), tf.float32, name="x1")])
+        def __call__(self, encodings, logits):
+            return post_process(encodings * 1.5, tf.sigmoid(logits), tf.constant(anchors()))
+
+    with tempfile.TemporaryDirectory() as saved:
+        head = Head()
+        tf.saved_model.save(head, saved, signatures=head.__call__)
+        converter = tf.lite.TFLiteConverter.from_saved_model(saved)
+        converter.allow_custom_ops = True
+        path.write_bytes(converter.convert())
+    return path
+
+
+def head_feeds(path, seed):
+    rng = np.random.default_rng(seed)
+    shapes = {t.name: t.shape for t in read_model(path).tensors}
+    ins = sorted(io_names(path)[0], key=lambda n: "x1" in n)   # x0: encodings, x1: logits
+    return {ins[0]: rng.normal(0, 1, shapes[ins[0]]).astype(np.float32),
+            ins[1]: rng.normal(0, 1.5, shapes[ins[1]]).astype(np.float32)}
+
+
+@pytest.mark.parametrize("options", [
+    {}, {"background": False}, {"per_detection": 2}, {"regular": True}, {"regular": True, "per_class": 3},
+    {"coords": 6, "score_threshold": 0.6, "iou_threshold": 0.3}],
+    ids=["fast", "no_background", "two_classes_each", "regular", "regular_3_per_class", "keypoints"])
+def test_post_process_equals_litert(tmp_path, options):
+    path = post_process_model(tmp_path / "ssd_tail.tflite", **options)
+    assert [op.custom_code for op in read_model(path).ops if op.type == "CUSTOM"] == ["TFLite_Detection_PostProcess"]
+    counts = set()
+    for seed in range(3):
+        inputs = head_feeds(path, seed)
+        compare(path, inputs)
+        counts.add(float(next(v for k, v in ours(path, inputs).items() if v.shape == (1,))[0]))
+    assert counts - {0.0}   # something was detected
+
+
+def test_post_process_missing_option_is_named(tmp_path, monkeypatch):
+    path = post_process_model(tmp_path / "ssd_tail.tflite")
+    from mace.frontends.tflite import ops_detection
+    monkeypatch.setattr(ops_detection, "POST_PROCESS_OPTIONS",
+                        ops_detection.POST_PROCESS_OPTIONS + (("anchor_scale", float, None),))
+    with pytest.raises(ModelError, match=r"custom option 'anchor_scale' is missing"):
+        ours(path, head_feeds(path, 0))

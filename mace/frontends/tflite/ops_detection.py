@@ -29,3 +29,36 @@ def non_max_suppression(ctx, op):
 
 def _scalar(ctx, op, i: int, what: str) -> float:
     return float(np.asarray(ctx.static(op, i, what), np.float64).reshape(-1)[0])
+
+
+# TFLite_Detection_PostProcess's flexbuffer options: (name, type, default; None: required)
+POST_PROCESS_OPTIONS = (("max_detections", int, None), ("max_classes_per_detection", int, 1),
+                        ("detections_per_class", int, 100), ("use_regular_nms", int, 0),
+                        ("nms_score_threshold", float, None), ("nms_iou_threshold", float, None),
+                        ("num_classes", int, None), ("y_scale", float, None), ("x_scale", float, None),
+                        ("h_scale", float, None), ("w_scale", float, None))
+
+
+@tfl_op("TFLite_Detection_PostProcess")
+def detection_post_process(ctx, op):
+    options = _flexbuffer_map(ctx, op)
+    args = {}
+    for name, kind, default in POST_PROCESS_OPTIONS:
+        value = options.get(name, default)
+        if value is None:
+            raise ctx.fail(op, f"custom option '{name}' is missing (it has {sorted(options)})")
+        args[name] = kind(value)
+    if ctx.const(ctx.inp(op, 2)) is None:
+        raise ctx.fail(op, "the anchors (input 2) must be constant")
+    ctx.add("DetectionPostProcess", op, ctx.inputs(op)[:3], outputs=[ctx.out(op, i) for i in range(4)], **args)
+
+
+def _flexbuffer_map(ctx, op) -> dict:
+    from flatbuffers import flexbuffers   # the tflite package's dependency; only this op needs it
+    try:
+        options = flexbuffers.Loads(bytes(op.custom_options))
+    except Exception as e:   # a malformed buffer fails anywhere in the decoder
+        raise ctx.fail(op, f"custom options are not a flexbuffer map ({type(e).__name__}: {e})") from None
+    if not isinstance(options, dict):
+        raise ctx.fail(op, f"custom options are a flexbuffer {type(options).__name__}, not a map")
+    return options

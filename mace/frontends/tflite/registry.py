@@ -8,4 +8,4 @@ tfl_op = _REGISTRY.register
 load_mappers = _REGISTRY.load
 
 # custom op codes (e.g. MediaPipe's) with a mapping: they share the table, not the namespace
-CUSTOM_OPS = {"Convolution2DTransposeBias", "IRFFT2D"}
+CUSTOM_OPS = {"Convolution2DTransposeBias", "IRFFT2D", "TFLite_Detection_PostProcess"}
