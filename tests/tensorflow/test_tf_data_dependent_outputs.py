@@ -97,3 +97,45 @@ def test_where_of_one_input_is_the_true_coordinates():
     assert out.shape == (int((x > 0.3).sum()), 3)
     got, _ = check(lambda x: tf.where(x > 9.0), {"x": x})   # nothing true: no rows
     assert next(iter(got.values())).shape == (0, 3)
+
+
+def _cli_model(tmp_path, fn, boxes, scores):
+    import yaml
+    from tests.cli_helpers import sha256
+    from tests.tensorflow.tf_case import freeze, save_pb
+    graph_def, outputs = freeze(fn, {"boxes": boxes, "scores": scores})
+    path = save_pb(tmp_path / "nms.pb", graph_def)
+    sg = {"input_tensors": "boxes,scores", "input_shapes": ["24,4", "24"], "input_data_formats": "NONE",
+          "input_ranges": ["0,1", "0,1"], "output_tensors": ",".join(o.split(":")[0] if o.endswith(":0") else o
+                                                                    for o in outputs),
+          "output_data_formats": "NONE"}
+    cfg = tmp_path / "deploy.yml"
+    cfg.write_text(yaml.safe_dump({"library_name": "tfnms", "models": {"nms": {
+        "platform": "tensorflow", "model_file_path": str(path), "model_sha256_checksum": sha256(path),
+        "subgraphs": [sg], "runtime": "cpu"}}}))
+    return cfg
+
+
+def test_cli_converts_and_validates_a_detection_tail(tmp_path):
+    """NMS V3 (its length found at run time) and the kept boxes: convert, run --validate against TensorFlow."""
+    from tests.cli_helpers import cli
+
+    def fn(boxes, scores):
+        keep = tf.image.non_max_suppression(boxes, scores, 20, iou_threshold=0.3, score_threshold=0.2)
+        return tf.gather(boxes, keep)
+    cfg = _cli_model(tmp_path, fn, *detections(0))
+    conv = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
+    assert conv.returncode == 0, conv.stdout + conv.stderr
+    run = cli("run", f"--config={cfg}", "--validate", cwd=tmp_path, timeout=300)
+    assert run.returncode == 0 and "PASS" in run.stdout and "FAIL" not in run.stdout, run.stdout + run.stderr
+
+
+def test_cli_refuses_soft_nms_naming_the_node(tmp_path):
+    from tests.cli_helpers import cli
+
+    def fn(boxes, scores):
+        return tf.image.non_max_suppression_with_scores(boxes, scores, 10, soft_nms_sigma=0.3)
+    cfg = _cli_model(tmp_path, fn, *detections(0))
+    conv = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
+    assert conv.returncode == 1 and "NonMaxSuppressionV5" in conv.stderr and "soft NMS" in conv.stderr
+    assert "Traceback" not in conv.stderr

@@ -126,3 +126,34 @@ def test_post_process_missing_option_is_named(tmp_path, monkeypatch):
                         ops_detection.POST_PROCESS_OPTIONS + (("anchor_scale", float, None),))
     with pytest.raises(ModelError, match=r"custom option 'anchor_scale' is missing"):
         ours(path, head_feeds(path, 0))
+
+
+# ---- through the CLI ------------------------------------------------------------------
+def _deployment(tmp_path, path, ranges):
+    from tests.cli_helpers import sha256, write_deployment
+    ins, outs = io_names(path)
+    shapes = {t.name: t.shape for t in read_model(path).tensors}
+    sg = {"input_tensors": ",".join(ins), "input_shapes": [",".join(map(str, shapes[n])) for n in ins],
+          "input_data_formats": "NONE", "input_ranges": [ranges[n] for n in ins],
+          "output_tensors": ",".join(outs), "output_data_formats": "NONE"}
+    model = {"platform": "tflite", "model_file_path": str(path), "model_sha256_checksum": sha256(path),
+             "runtime": "cpu", "subgraphs": [sg]}
+    return write_deployment(tmp_path / "deploy.yml", {"det": model}, library="tfldet")
+
+
+@pytest.mark.parametrize("kind", ["nms_v5", "post_process"])
+def test_cli_converts_and_validates_against_litert(tmp_path, kind):
+    from tests.cli_helpers import cli
+    if kind == "nms_v5":
+        path = to_tflite(lambda b, s: tf.image.non_max_suppression_with_scores(b, s, 16, iou_threshold=0.3,
+                                                                               score_threshold=0.2),
+                         [(24, 4), (24,)], tmp_path / "nms5.tflite")
+        ranges = {"x0": "0,1", "x1": "0,1"}
+    else:
+        path = post_process_model(tmp_path / "ssd_tail.tflite", regular=True)
+        ranges = {n: "-2,2" for n in io_names(path)[0]}
+    yml = _deployment(tmp_path, path, ranges)
+    for command in (("convert",), ("run", "--validate")):
+        r = cli(*command, "--config", yml, cwd=tmp_path, timeout=300)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert "PASS" in r.stdout and "FAIL" not in r.stdout, r.stdout
