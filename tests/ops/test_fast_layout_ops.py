@@ -322,3 +322,14 @@ def test_dft_of_length_one_is_the_reference_bytes(last, inverse):
 def test_dft_other_forms_stay_with_the_reference():
     both("DFT", sample((1, 8, 2)), dict(axis=1, length=8), fast_expected=False)
     both("DFT", sample((1, 8, 2)), dict(axis=1, length=8, inverse=1), fast_expected=False)
+
+
+@pytest.mark.skipif(loops() is None, reason="numba is not installed")
+@pytest.mark.parametrize("shape,size", [((1, 10, 10, 24), (80, 80)), ((2, 3, 4, 5), (6, 12)), ((1, 3, 4, 2), (9, 4))])
+def test_resize_nearest_by_whole_factors_is_one_broadcast_copy(shape, size):
+    x = sample(shape)
+    args = dict(size=list(size), scale=[size[0] / shape[1], size[1] / shape[2]],
+                coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    both("ResizeNearestNeighbor", x, args)
+    graph = _graph({"x": x}, "ResizeNearestNeighbor", ["x"], dict(args, data_format="NHWC"))
+    assert Engine(graph).nodes[0].kernel.factors == (size[0] // shape[1], size[1] // shape[2])
