@@ -13,6 +13,7 @@ bytes); the channel loops are plain element-wise expressions, which LLVM vectori
 """
 from __future__ import annotations
 
+import numpy as np
 from numba import njit, prange
 
 OPTS = dict(cache=True, nogil=True, error_model="numpy")
@@ -36,18 +37,21 @@ def nearest(x, rows, cols, out, r0, r1):
 def bilinear(x, rows, row_w, cols, col_w, out, r0, r1):
     """out[b, i, j] blends x's rows rows[i, 0:2] (weights row_w[i, 0:2]) and columns cols[j, 0:2]
     (col_w[j, 0:2]), over output rows r0:r1 of the n * oh rows."""
-    oh, ow, c = out.shape[1], out.shape[2], out.shape[3]
+    oh, ow, w, c = out.shape[1], out.shape[2], x.shape[2], out.shape[3]
+    blended = np.empty((w, c), np.float32)   # the output row's two source rows, blended once
     for r in range(r0, r1):
         b, i = r // oh, r % oh
         top, bottom, dst = x[b, rows[i, 0]], x[b, rows[i, 1]], out[b, i]
         wt, wb = row_w[i, 0], row_w[i, 1]
-        for j in range(ow):
-            t0, t1 = top[cols[j, 0]], top[cols[j, 1]]
-            b0, b1 = bottom[cols[j, 0]], bottom[cols[j, 1]]
-            wl, wr = col_w[j, 0], col_w[j, 1]
-            d = dst[j]
+        for q in range(w):
+            t, u, v = top[q], bottom[q], blended[q]
             for k in range(c):
-                d[k] = (t0[k] * wt + b0[k] * wb) * wl + (t1[k] * wt + b1[k] * wb) * wr
+                v[k] = t[k] * wt + u[k] * wb
+        for j in range(ow):
+            left, right, d = blended[cols[j, 0]], blended[cols[j, 1]], dst[j]
+            wl, wr = col_w[j, 0], col_w[j, 1]
+            for k in range(c):
+                d[k] = left[k] * wl + right[k] * wr
 
 
 @njit(**OPTS)
