@@ -1,5 +1,5 @@
 """The float depthwise loop (mace/ops/fast/_loops.py: depthwise, its pool twin depthwise_par):
-the 3x3 interior, 16 and 8 channels at a time with the taps in registers (_dw3_pixels), must
+the 3x3 and 5x5 interiors, 16 and 8 channels at a time with the taps in registers (_dw_pixels), must
 give the bytes of the loop's own tap-by-tap path, and the kernel the numpy reference's values
 (NaN and inf where the reference has them), down to an ONNX model against onnxruntime."""
 import numpy as np
@@ -14,13 +14,16 @@ pytestmark = pytest.mark.skipif(loops() is None, reason="numba is not installed"
 F32 = np.float32
 NO_CLIP, RELU6 = (F32(-np.inf), F32(np.inf)), (F32(0), F32(6))
 
-# (n, h, w, c, stride, dilation, pad_t, pad_l): channels over, under and between the 16- and
-# 8-channel blocks, images with no interior at all, stride 2, dilation, uneven pads
+# (k, n, h, w, c, stride, dilation, pad_t, pad_l): k x k filters; channels over, under and
+# between the 16- and 8-channel blocks, images with no interior at all, stride 2, dilation,
+# uneven pads
 LOOP_CASES = [
-    (1, 9, 11, 16, 1, 1, 1, 1), (1, 9, 11, 48, 1, 1, 1, 1), (2, 7, 6, 24, 1, 1, 1, 1),
-    (1, 8, 9, 17, 2, 1, 1, 1), (1, 10, 10, 40, 2, 1, 0, 1), (1, 6, 13, 33, 1, 2, 2, 2),
-    (1, 5, 5, 8, 1, 1, 0, 0), (1, 3, 3, 15, 1, 1, 1, 1), (1, 1, 1, 16, 1, 1, 1, 1),
-    (1, 2, 3, 3, 1, 1, 1, 0), (1, 4, 17, 1, 2, 1, 1, 2), (1, 12, 4, 72, 2, 2, 2, 2),
+    (3, 1, 9, 11, 16, 1, 1, 1, 1), (3, 1, 9, 11, 48, 1, 1, 1, 1), (3, 2, 7, 6, 24, 1, 1, 1, 1),
+    (3, 1, 8, 9, 17, 2, 1, 1, 1), (3, 1, 10, 10, 40, 2, 1, 0, 1), (3, 1, 6, 13, 33, 1, 2, 2, 2),
+    (3, 1, 5, 5, 8, 1, 1, 0, 0), (3, 1, 3, 3, 15, 1, 1, 1, 1), (3, 1, 1, 1, 16, 1, 1, 1, 1),
+    (3, 1, 2, 3, 3, 1, 1, 1, 0), (3, 1, 4, 17, 1, 2, 1, 1, 2), (3, 1, 12, 4, 72, 2, 2, 2, 2),
+    (5, 1, 11, 12, 16, 1, 1, 2, 2), (5, 1, 9, 13, 40, 2, 1, 1, 2), (5, 2, 8, 8, 25, 1, 1, 2, 2),
+    (5, 1, 12, 14, 32, 1, 2, 4, 3), (5, 1, 5, 5, 8, 1, 1, 0, 0), (5, 1, 3, 4, 16, 1, 1, 2, 2),
 ]
 
 
@@ -44,19 +47,19 @@ def _run(x, taps, bias, clip, s, d, pad_t, pad_l, shape, parts):
 @pytest.mark.parametrize("parts", [1, 2], ids=["serial", "pool-split"])
 @pytest.mark.parametrize("clip", [NO_CLIP, RELU6], ids=["none", "relu6"])
 @pytest.mark.parametrize("case", LOOP_CASES, ids=str)
-def test_3x3_interior_is_the_tap_by_tap_bytes(case, clip, parts):
-    """The same filter with a fourth, zero column of taps takes the tap-by-tap path everywhere;
-    on finite inputs x * 0 adds nothing, so its bytes are what the 3x3 interior must give
+def test_interior_is_the_tap_by_tap_bytes(case, clip, parts):
+    """The same filter with one more, zero column of taps takes the tap-by-tap path everywhere;
+    on finite inputs x * 0 adds nothing, so its bytes are what the k x k interior must give
     (the same multiply-adds in the same order)."""
-    n, h, w, c, s, d, pad_t, pad_l = case
+    k, n, h, w, c, s, d, pad_t, pad_l = case
     rng = np.random.default_rng(h * 100 + c)
     x = rng.standard_normal((n, h, w, c)).astype(F32)
-    taps = rng.standard_normal((3, 3, c)).astype(F32)
+    taps = rng.standard_normal((k, k, c)).astype(F32)
     bias = rng.standard_normal(c).astype(F32)
-    oh, ow = _geometry(h, w, 3, 3, s, d, pad_t, pad_l)
+    oh, ow = _geometry(h, w, k, k, s, d, pad_t, pad_l)
     assert oh >= 1 and ow >= 1
-    wide = np.zeros((3, 4, c), F32)
-    wide[:, :3] = taps
+    wide = np.zeros((k, k + 1, c), F32)
+    wide[:, :k] = taps
     got = _run(x, taps, bias, clip, s, d, pad_t, pad_l, (n, oh, ow, c), parts)
     want = _run(x, wide, bias, clip, s, d, pad_t, pad_l, (n, oh, ow, c), parts)
     assert got.tobytes() == want.tobytes()
@@ -68,8 +71,10 @@ def test_3x3_interior_is_the_tap_by_tap_bytes(case, clip, parts):
     dict(c=8, h=1, w=1), dict(c=40, h=11, w=13, s=(2, 2), pads=(0, 0, 1, 1)),
     dict(c=72, h=6, w=9, d=(2, 2), pads=(2, 2, 2, 2), act="RELUX"),
     dict(n=2, c=17, h=5, w=6, pads=(1, 0, 1, 0), bias=False),
+    dict(c=48, h=10, w=12, k=(5, 5), pads=(2, 2, 2, 2), act="RELUX"),
+    dict(c=24, h=13, w=9, k=(5, 5), s=(2, 2), pads=(1, 2, 2, 1)),
 ], ids=str)
-def test_depthwise_3x3_matches_reference(case, jit):
+def test_depthwise_matches_reference(case, jit):
     case = dict(case)
     c = case.pop("c")
     x, consts, args = conv_case(np.random.default_rng(c), c=c, o=c, **case)
@@ -101,22 +106,24 @@ def test_nan_and_inf_land_where_the_reference_puts_them(act, jit):
 
 
 def test_onnx_depthwise_stack_matches_onnxruntime_on_fast_kernels():
-    """End to end: 3x3 depthwise convs (stride 1 and 2, uneven pads, 40 channels: two 16-blocks
-    and an 8-block) with Clip / HardSwish / Relu after them, against onnxruntime; every
-    depthwise conv binds the cpu:fast kernel."""
+    """End to end: 3x3 and 5x5 depthwise convs (stride 1 and 2, uneven pads, 40 channels: two
+    16-blocks and an 8-block) with Clip / HardSwish / Relu after them, against onnxruntime;
+    every depthwise conv binds the cpu:fast kernel."""
     pytest.importorskip("onnxruntime")
     from onnx import helper
     from tests.ops.onnx_graph import check_model, graph_model
     rng = np.random.default_rng(11)
     c = 40
+    size = {"d1": 3, "d2": 3, "d3": 5}
     dw = lambda i, o, stride, pads: helper.make_node(  # noqa: E731
-        "Conv", [i, f"w{o}", f"b{o}"], [o], group=c, kernel_shape=[3, 3], strides=[stride] * 2, pads=pads)
+        "Conv", [i, f"w{o}", f"b{o}"], [o], group=c, kernel_shape=[size[o]] * 2, strides=[stride] * 2,
+        pads=pads)
     nodes = [dw("x", "d1", 1, [1, 1, 1, 1]), helper.make_node("Clip", ["d1", "lo", "hi"], ["a1"]),
              dw("a1", "d2", 2, [0, 1, 1, 0]), helper.make_node("HardSwish", ["d2"], ["a2"]),
-             dw("a2", "d3", 1, [1, 1, 1, 1]), helper.make_node("Relu", ["d3"], ["y"])]
+             dw("a2", "d3", 1, [2, 2, 2, 2]), helper.make_node("Relu", ["d3"], ["y"])]
     consts = {"lo": F32(0), "hi": F32(6)}
     for o in ("d1", "d2", "d3"):
-        consts[f"w{o}"] = (rng.standard_normal((c, 1, 3, 3)) * 0.5).astype(F32)
+        consts[f"w{o}"] = (rng.standard_normal((c, 1, size[o], size[o])) * 0.5).astype(F32)
         consts[f"b{o}"] = rng.standard_normal(c).astype(F32)
     x = rng.standard_normal((1, c, 21, 19)).astype(F32)
     model = graph_model(nodes, {"x": x}, {"y": np.float32}, consts, opset=17)

@@ -69,18 +69,29 @@ def _store(epi, at, rows, cols, ld, col0):
 
 @njit(inline="always", **OPTS)
 def _depthwise5_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1, ofr):
-    """Output columns a0:a1 of one row of a 5x5 depthwise conv, all 25 taps inside: one
-    expression per channel over the five flat [W*C] input rows (as the 3x3 interior; offsets
-    LLVM can prove non-negative, so the channel loop vectorizes)."""
+    """Output columns a0:a1 of one row of a 5x5 depthwise conv, all 25 taps inside: 16 channels
+    at a time with the taps in registers (_dw_pixels), then 8, then the last c % 8 as one
+    expression per channel over the five flat [W*C] input rows (offsets LLVM can prove
+    non-negative, so the channel loop vectorizes; the same multiply-adds in the same order)."""
     r0, r1, r2 = xf[b, iy0], xf[b, iy0 + dil_h], xf[b, iy0 + 2 * dil_h]
     r3, r4 = xf[b, iy0 + 3 * dil_h], xf[b, iy0 + 4 * dil_h]
     step, d = max(stride_w, 1) * c, max(dil_w, 1) * c
     start = max((a0 * stride_w - pad_l) * c, 0)
     first = max(a0, 0)
-    for q in range(a1 - a0):
+    # 16 channels at a time with the 25 taps in registers (_dw_pixels), then 8, then the rest
+    at, line = r0.ctypes.data + start * 4, (r1.ctypes.data - r0.ctypes.data)
+    wd, bd, od = w9.ctypes.data, bias.ctypes.data, ofr.ctypes.data + first * c * 4
+    c16, c8 = c - c % 16, c - c % 8
+    for cb in range(0, c16, 16):
+        _dw_pixels(5, 16, at + cb * 4, line, step * 4, d * 4, wd + cb * 4, c * 4, bd + cb * 4, lo, hi,
+                   od + cb * 4, c * 4, a1 - a0)
+    if c8 > c16:
+        _dw_pixels(5, 8, at + c16 * 4, line, step * 4, d * 4, wd + c16 * 4, c * 4, bd + c16 * 4, lo, hi,
+                   od + c16 * 4, c * 4, a1 - a0)
+    for q in range(a1 - a0 if c8 < c else 0):
         k0 = start + q * step
         o0 = (first + q) * c
-        for ch in range(c):
+        for ch in range(c8, c):
             k = k0 + ch
             v = (bias[ch] + r0[k] * w9[0, ch] + r0[k + d] * w9[1, ch] + r0[k + 2 * d] * w9[2, ch]
                  + r0[k + 3 * d] * w9[3, ch] + r0[k + 4 * d] * w9[4, ch]
@@ -95,37 +106,39 @@ def _depthwise5_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l,
             ofr[o0 + ch] = min(max(v, lo), hi)
 
 
-# ---- the 3x3 depthwise interior, 16 (or 8) channels at a time with the taps in registers ----
+# ---- the 3x3 and 5x5 depthwise interiors, 16 (or 8) channels at a time, taps in registers ----
 
 @intrinsic
-def _dw3_pixels(typingctx, lanes, at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix):
-    """npix output pixels x `lanes` (16 or 8, a literal) channels of a 3x3 depthwise interior:
-    out[i] = clip(bias + sum_{a,t} x[at + a * line + i * step + t * dil] * w[3a + t], lo, hi),
-    addresses and byte steps as int64, tap t's weights at w + t * wrow (_Dw3IR)."""
-    if not isinstance(lanes, types.IntegerLiteral) or lanes.literal_value not in (8, 16):
+def _dw_pixels(typingctx, k, lanes, at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix):
+    """npix output pixels x `lanes` (16 or 8) channels of a k x k (3 or 5; both literals)
+    depthwise interior: out[i] = clip(bias + sum_{a,t} x[at + a * line + i * step + t * dil] *
+    w[k * a + t], lo, hi), addresses and byte steps as int64, tap t's weights at w + t * wrow
+    (_DwIR)."""
+    if not (isinstance(k, types.IntegerLiteral) and k.literal_value in (3, 5)
+            and isinstance(lanes, types.IntegerLiteral) and lanes.literal_value in (8, 16)):
         return None
-    n, i64 = lanes.literal_value, types.int64
-    sig = types.void(lanes, i64, i64, i64, i64, i64, i64, i64, types.float32, types.float32, i64,
+    size, n, i64 = k.literal_value, lanes.literal_value, types.int64
+    sig = types.void(k, lanes, i64, i64, i64, i64, i64, i64, i64, types.float32, types.float32, i64,
                      i64, i64)
 
     def codegen(context, builder, signature, args):
-        builder.call(_Dw3IR.function(builder.module, n), args[1:])
+        builder.call(_DwIR.function(builder.module, size, n), args[2:])
         return context.get_dummy_value()
     return sig, codegen
 
 
-class _Dw3IR:
-    """_dw3_pixels' IR: the nine tap vectors and the bias loaded once, then one pass over the
-    pixels, each nine loads and nine multiply-adds in the scalar expression's order
+class _DwIR:
+    """_dw_pixels' IR: the k * k tap vectors and the bias loaded once, then one pass over the
+    pixels, each k * k loads and multiply-adds in the scalar expression's order
     (llvm.fmuladd: fused exactly where the scalar loop's fastmath contraction fuses) and the
     clip as numba writes min(max(v, lo), hi) (compare and select), so the bytes are the scalar
     loop's, NaN included."""
 
     @classmethod
-    def function(cls, module, lanes: int):
+    def function(cls, module, k: int, lanes: int):
         """The loop as a function of its own in `module` (internal, never inlined): inlined into
         depthwise, its address registers went to the stack (the caller's many live values)."""
-        name = f"mace_dw3_pixels_v{lanes}"
+        name = f"mace_dw{k}_pixels_v{lanes}"
         if name in module.globals:
             return module.globals[name]
         i64, f32 = ir.IntType(64), ir.FloatType()
@@ -133,14 +146,14 @@ class _Dw3IR:
         fn.linkage = "internal"
         fn.attributes.add("noinline")
         builder = ir.IRBuilder(fn.append_basic_block("entry"))
-        cls(builder, lanes).emit(*fn.args)
+        cls(builder, k, lanes).emit(*fn.args)
         builder.ret_void()
         return fn
 
-    def __init__(self, builder, lanes: int):
+    def __init__(self, builder, k: int, lanes: int):
         from numba.core import cgutils
 
-        self.b, self.i64, f32 = builder, ir.IntType(64), ir.FloatType()
+        self.b, self.k, self.i64, f32 = builder, k, ir.IntType(64), ir.FloatType()
         self.vec = ir.VectorType(f32, lanes)
         self.fmuladd = cgutils.get_or_insert_function(
             builder.module, ir.FunctionType(self.vec, [self.vec] * 3), f"llvm.fmuladd.v{lanes}f32")
@@ -162,14 +175,15 @@ class _Dw3IR:
 
     def emit(self, at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix):
         b, c = self.b, lambda v: ir.Constant(self.i64, v)
-        taps = [self.load(b.add(w, b.mul(wrow, c(t)))) for t in range(9)]
+        k = self.k
+        taps = [self.load(b.add(w, b.mul(wrow, c(t)))) for t in range(k * k)]
         bias_v, lo_v, hi_v = self.load(bias), self.splat(lo), self.splat(hi)
-        # the nine taps' byte offsets from the window's corner, loop invariant: one address
+        # the taps' byte offsets from the window's corner, loop invariant: one address
         # register each (addresses recomputed from the pixel index made LLVM keep 36 induction
-        # variables, mostly on the stack)
-        offs = [b.add(b.mul(line, c(a)), b.mul(dil, c(t))) for a in range(3) for t in range(3)]
+        # variables for a 3x3, mostly on the stack)
+        offs = [b.add(b.mul(line, c(a)), b.mul(dil, c(t))) for a in range(k) for t in range(k)]
         entry = b.block
-        body, done = b.append_basic_block("dw3_pixel"), b.append_basic_block("dw3_done")
+        body, done = b.append_basic_block("dw_pixel"), b.append_basic_block("dw_done")
         b.cbranch(b.icmp_signed(">", npix, c(0)), body, done)
         b.position_at_end(body)
         i, src, dst = b.phi(self.i64), b.phi(self.i64), b.phi(self.i64)
@@ -189,7 +203,7 @@ class _Dw3IR:
 @njit(inline="always", **OPTS)
 def _depthwise3_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1, ofr):
     """Output columns a0:a1 of one row of a 3x3 depthwise conv, all nine taps inside: 16
-    channels at a time with the taps held in registers (_dw3_pixels), then 8, then the last
+    channels at a time with the taps held in registers (_dw_pixels), then 8, then the last
     c % 8 as one expression per channel over the three flat [W*C] input rows (the same bytes:
     the same multiply-adds in the same order). 112x112x16: 3x the channel-loop expression alone."""
     r0, r1, r2 = xf[b, iy0], xf[b, iy0 + dil_h], xf[b, iy0 + 2 * dil_h]
@@ -201,10 +215,10 @@ def _depthwise3_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l,
     wd, bd, od = w9.ctypes.data, bias.ctypes.data, ofr.ctypes.data + first * c * 4
     c16, c8 = c - c % 16, c - c % 8
     for cb in range(0, c16, 16):
-        _dw3_pixels(16, at + cb * 4, line, step * 4, dil * 4, wd + cb * 4, c * 4, bd + cb * 4, lo, hi,
+        _dw_pixels(3, 16, at + cb * 4, line, step * 4, dil * 4, wd + cb * 4, c * 4, bd + cb * 4, lo, hi,
                     od + cb * 4, c * 4, npix)
     if c8 > c16:
-        _dw3_pixels(8, at + c16 * 4, line, step * 4, dil * 4, wd + c16 * 4, c * 4, bd + c16 * 4, lo, hi,
+        _dw_pixels(3, 8, at + c16 * 4, line, step * 4, dil * 4, wd + c16 * 4, c * 4, bd + c16 * 4, lo, hi,
                     od + c16 * 4, c * 4, npix)
     if c8 < c:
         for q in range(npix):

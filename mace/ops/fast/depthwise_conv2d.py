@@ -5,7 +5,7 @@ padding, bias and the activation (a clip, or any with a compiled loop over each
 row as it is stored: _base.store_epilogue) in a single pass, no scratch (MobileNet v2
 shapes, 1 thread: 112x112x32 0.31 ms, 56x56x144 0.20 ms, against 1.6 and 1.06 ms
 for the numpy path on 2 threads). A 3x3 filter's interior pixels run 16 channels at a
-time with the nine taps held in registers (_loops._dw3_pixels; 112x112x16: 0.19 -> 0.06
+time with the nine taps held in registers (_loops._dw_pixels; 112x112x16: 0.19 -> 0.06
 ms, the same bytes), so the loop wants its bias contiguous. Without numba, over the (padded) NHWC input,
 each of the kh*kw taps is a strided window scaled per channel. Below
 EINSUM_MIN_CHANNELS the taps run as numpy multiply + add pairs; above, one
