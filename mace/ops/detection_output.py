@@ -82,11 +82,16 @@ def iou(box, others) -> np.ndarray:
         return np.where(union > 0, inter / union, 0.0)
 
 
+def candidates(scores, threshold, top_k) -> np.ndarray:
+    """Indices above `threshold`, best score first (ties: lower index first), at most top_k."""
+    order = np.argsort(-scores, kind="stable")
+    order = order[scores[order] > threshold]
+    return order[:top_k] if top_k > -1 else order
+
+
 def nms(boxes, scores, threshold, nms_threshold, eta, top_k) -> list:
     """Indices kept by Caffe's ApplyNMSFast, best score first."""
-    order = [i for i in np.argsort(-scores, kind="stable") if scores[i] > threshold]
-    if top_k > -1:
-        order = order[:top_k]
+    order = candidates(scores, threshold, top_k)
     kept, limit = [], nms_threshold
     for i in order:
         if not kept or (iou(boxes[i], boxes[kept]) <= limit).all():
@@ -96,8 +101,8 @@ def nms(boxes, scores, threshold, nms_threshold, eta, top_k) -> list:
     return kept
 
 
-def detect_image(a: dict, loc, conf, priors, variances) -> list:
-    """[(label, score, box)] of one image, in output order."""
+def detect_image(a: dict, loc, conf, priors, variances, nms=nms) -> list:
+    """[(label, score, box)] of one image, in output order (`nms`: a function like nms above)."""
     locs = loc.reshape(len(priors), -1, 4)
     scores = conf.reshape(len(priors), a["classes"])
     found = []
@@ -113,13 +118,13 @@ def detect_image(a: dict, loc, conf, priors, variances) -> list:
     return found
 
 
-def detection_output(a: dict, loc, conf, prior, rows: int) -> np.ndarray:
+def detection_output(a: dict, loc, conf, prior, rows: int, nms=nms) -> np.ndarray:
     num = loc.shape[0]
     prior = prior.reshape(2, -1, 4).astype(np.float64)
     out = np.full((rows, 7), -1.0)
     r = 0
     per_image = [detect_image(a, loc[i].astype(np.float64), conf[i].astype(np.float64),
-                              prior[0], prior[1]) for i in range(num)]
+                              prior[0], prior[1], nms) for i in range(num)]
     if not any(per_image):   # Caffe's "no detections": one row per image
         out[:num, 0] = np.arange(num)
         return out.reshape(1, 1, rows, 7)

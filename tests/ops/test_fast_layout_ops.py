@@ -333,3 +333,23 @@ def test_resize_nearest_by_whole_factors_is_one_broadcast_copy(shape, size):
     both("ResizeNearestNeighbor", x, args)
     graph = _graph({"x": x}, "ResizeNearestNeighbor", ["x"], dict(args, data_format="NHWC"))
     assert Engine(graph).nodes[0].kernel.factors == (size[0] // shape[1], size[1] // shape[2])
+
+
+@pytest.mark.skipif(loops() is None, reason="numba is not installed")
+@pytest.mark.parametrize("code,eta,keep", [("CENTER_SIZE", 1.0, 50), ("CORNER", 0.7, -1), ("CORNER_SIZE", 1.0, 5)])
+def test_detection_output_with_the_compiled_nms_is_the_reference_bytes(code, eta, keep):
+    """Many overlapping priors (so NMS suppresses), NaN and tied scores: the same rows."""
+    rng = np.random.default_rng(8)
+    p = 300
+    centres = rng.uniform(0.2, 0.8, (p, 2))
+    sizes = rng.uniform(0.05, 0.3, (p, 2))
+    boxes = np.concatenate([centres - sizes / 2, centres + sizes / 2], 1)
+    prior = np.stack([boxes.ravel(), np.tile([0.1, 0.1, 0.2, 0.2], p)])[None].astype(np.float32)
+    loc = (rng.standard_normal((2, p * 4)) * 0.5).astype(np.float32)
+    conf = rng.dirichlet(np.ones(3), (2, p)).reshape(2, p * 3).astype(np.float32)
+    conf[0, :30] = 0.5   # ties
+    loc[1, 8:12] = np.nan
+    args = dict(num_classes=3, share_location=1, background_label_id=0, nms_threshold=0.45, top_k=100,
+                eta=eta, code_type=code, keep_top_k=keep, confidence_threshold=0.05)
+    feed = {"loc": loc, "conf": conf, "prior": prior}
+    both_graph(_graph(feed, "DetectionOutput", ["loc", "conf", "prior"], args), feed)
