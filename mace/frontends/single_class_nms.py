@@ -5,7 +5,10 @@ one class, and the box column of the rows it keeps is the selected indices (int3
 Unpadded, the indices are as long as the run found (the engine cuts them, mark_ragged). Padded
 (TensorFlow's pad_to_max_output_size, TFLite always) the op keeps its whole bound, zeros after the
 kept rows, grown to max_output_size; the selected scores past the valid count are 0, as both
-frameworks write them. Both frontends' contexts have the same add / temp / add_const / shape.
+frameworks write them. TensorFlow's soft NMS (V5's soft_nms_sigma > 0) and every TFLite NMS
+(LiteRT drops a box at IoU >= the threshold, TensorFlow above it) go through the IR's
+SoftNonMaxSuppression instead (`add_soft_nms`). Both frontends' contexts have the same add / temp /
+add_const / shape.
 """
 from __future__ import annotations
 
@@ -57,3 +60,18 @@ def _add_scores(ctx, node, scores, index, length, pad, out) -> None:
     ctx.add("Eltwise", node, [slots, length], [kept], name=kept, type="LESS")
     zero = ctx.add_const(ctx.temp(node, "zero"), np.zeros((), ctx.dtype(scores)))
     ctx.add("Select", node, [kept, picked, zero], [out], name=ctx.temp(node, "selected_scores"))
+
+
+def add_soft_nms(ctx, node, boxes: str, scores: str, limit: int, iou: float, score_threshold: float,
+                 sigma: float, tflite: bool, pad: bool, outputs: tuple) -> None:
+    """The same outputs through the IR's SoftNonMaxSuppression (mace/ops/soft_non_max_suppression.py):
+    TensorFlow's V5 with soft NMS, and every TFLite NMS (LiteRT drops a box at IoU >= the threshold)."""
+    selected, selected_scores, valid = outputs
+    length = ctx.temp(node, "length")
+    ctx.add("SoftNonMaxSuppression", node, [boxes, scores],
+            [selected, selected_scores or ctx.temp(node, "scores"), length], name=ctx.temp(node, "nms"),
+            max_output_size=int(limit), iou_threshold=float(iou), score_threshold=float(score_threshold),
+            soft_nms_sigma=float(sigma), tflite=int(tflite), padded=int(pad))
+    if valid is not None:
+        count = _reshape(ctx, node, length, [], "count")
+        ctx.add("Cast", node, [count], [valid], name=ctx.temp(node, "valid"), to="int32")

@@ -70,13 +70,28 @@ def test_v5_scores_with_sigma_zero(pad):
     assert len(indices) == (30 if pad else valid) and (kept_scores[valid:] == 0).all()
 
 
-def test_v5_soft_nms_is_refused_naming_it():
+@pytest.mark.parametrize("pad, score_threshold", [(False, 0.1), (True, 0.1), (False, float("-inf"))])
+def test_v5_soft_nms(pad, score_threshold):
+    """sigma > 0: overlapping boxes' scores lowered and put back in line (SoftNonMaxSuppression);
+    with a -inf threshold, boxes weighed to 0 come back last with score 0, as in TensorFlow."""
     boxes, scores = detections(6)
 
     def fn(boxes, scores):
-        return tf.raw_ops.NonMaxSuppressionV5(boxes=boxes, scores=scores, max_output_size=10,
-                                              iou_threshold=0.5, score_threshold=0.0, soft_nms_sigma=0.5)
-    with pytest.raises(ModelError, match=r"NonMaxSuppressionV5 '.*': soft_nms_sigma 0.5: soft NMS"):
+        return tf.raw_ops.NonMaxSuppressionV5(boxes=boxes, scores=scores, max_output_size=20, iou_threshold=0.5,
+                                              score_threshold=score_threshold, soft_nms_sigma=0.3,
+                                              pad_to_max_output_size=pad)
+    got, graph = check(fn, {"boxes": boxes, "scores": scores}, expect_ops={"NonMaxSuppressionV5"})
+    assert "SoftNonMaxSuppression" in {op.type for op in graph.net.op}
+    indices, kept_scores, valid = got.values()
+    assert (np.diff(kept_scores[:valid]) <= 0).all() and (kept_scores[:valid] < scores[indices[:valid]]).any()
+
+
+def test_a_thresholds_input_is_refused_naming_the_node():
+    boxes, scores = detections(6)
+
+    def fn(boxes, scores):
+        return tf.image.non_max_suppression(boxes, scores, 10, iou_threshold=tf.reduce_max(scores) / 2)
+    with pytest.raises(ModelError, match=r"NonMaxSuppressionV3 '.*': iou_threshold must be static"):
         check(fn, {"boxes": boxes, "scores": scores})
 
 
@@ -130,12 +145,12 @@ def test_cli_converts_and_validates_a_detection_tail(tmp_path):
     assert run.returncode == 0 and "PASS" in run.stdout and "FAIL" not in run.stdout, run.stdout + run.stderr
 
 
-def test_cli_refuses_soft_nms_naming_the_node(tmp_path):
+def test_cli_refuses_a_computed_threshold_naming_the_node(tmp_path):
     from tests.cli_helpers import cli
 
     def fn(boxes, scores):
-        return tf.image.non_max_suppression_with_scores(boxes, scores, 10, soft_nms_sigma=0.3)
+        return tf.image.non_max_suppression(boxes, scores, 10, iou_threshold=tf.reduce_max(scores) / 2)
     cfg = _cli_model(tmp_path, fn, *detections(0))
     conv = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
-    assert conv.returncode == 1 and "NonMaxSuppressionV5" in conv.stderr and "soft NMS" in conv.stderr
+    assert conv.returncode == 1 and "NonMaxSuppressionV3" in conv.stderr and "iou_threshold must be static" in conv.stderr
     assert "Traceback" not in conv.stderr

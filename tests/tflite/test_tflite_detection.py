@@ -1,5 +1,6 @@
-"""TFLite's NON_MAX_SUPPRESSION_V4 / V5 (padded to max_output_size, with the valid count) against
-LiteRT, on models TensorFlow's converter made from tf.image NMS functions."""
+"""TFLite's NON_MAX_SUPPRESSION_V4 / V5 (padded to max_output_size, with the valid count; soft NMS)
+and the custom TFLite_Detection_PostProcess against LiteRT, on models TensorFlow's converter made
+from tf.image NMS functions and from an Object Detection API style post-processing function."""
 from __future__ import annotations
 
 import numpy as np
@@ -44,11 +45,25 @@ def test_v4_raw_with_valid_count_output(tmp_path):
     compare(path, _feeds(3))
 
 
-def test_soft_nms_is_refused_naming_the_op(tmp_path):
-    path = to_tflite(lambda b, s: tf.image.non_max_suppression_with_scores(b, s, 10, soft_nms_sigma=0.5),
+@pytest.mark.parametrize("sigma", [0.5, 0.2])
+def test_v5_soft_nms(tmp_path, sigma):
+    path = to_tflite(lambda b, s: tf.image.non_max_suppression_with_scores(b, s, 20, iou_threshold=0.6,
+                                                                           score_threshold=0.05,
+                                                                           soft_nms_sigma=sigma),
                      [(24, 4), (24,)], tmp_path / "soft.tflite")
-    with pytest.raises(ModelError, match=r"NON_MAX_SUPPRESSION_V5 '.*': soft_nms_sigma 0.5: soft NMS"):
-        ours(path, _feeds(4))
+    inputs = _feeds(4)
+    compare(path, inputs)
+    indices, scores = ours(path, inputs).values()
+    assert (scores[scores > 0] < inputs["x1"][indices[scores > 0]]).any()   # some scores were lowered
+
+
+def test_duplicate_boxes_at_iou_threshold_one(tmp_path):
+    """LiteRT drops a box whose IoU with a kept one is >= the threshold: a duplicate at 1.0."""
+    path = to_tflite(lambda b, s: tf.image.non_max_suppression(b, s, 10, iou_threshold=1.0),
+                     [(24, 4), (24,)], tmp_path / "dup.tflite")
+    inputs = _feeds(5)
+    inputs["x0"][1] = inputs["x0"][0]
+    compare(path, inputs)
 
 
 # ---- TFLite_Detection_PostProcess -------------------------------------------------------

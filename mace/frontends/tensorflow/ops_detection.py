@@ -3,11 +3,11 @@
 NonMaxSuppression takes boxes [N, 4] and scores [N] of one class and returns the kept box
 indices, best first (mace/frontends/single_class_nms.py); max_output_size and the thresholds must
 be static. V4 and V5 also return the valid count and, with pad_to_max_output_size, indices padded
-with zeros to max_output_size; V5 the kept boxes' scores. V5's soft NMS (soft_nms_sigma > 0,
-which lowers the scores of overlapping boxes instead of dropping them) is refused.
+with zeros to max_output_size; V5 the kept boxes' scores. V5's soft NMS (soft_nms_sigma > 0: the
+scores of overlapping boxes lowered instead of the boxes dropped) is the IR's SoftNonMaxSuppression.
 Where(condition) is NonZero transposed: the [n, rank] int64 coordinates of the true elements.
 """
-from mace.frontends.single_class_nms import add_single_class_nms
+from mace.frontends.single_class_nms import add_single_class_nms, add_soft_nms
 from mace.frontends.tensorflow.registry import tf_op
 
 
@@ -18,12 +18,14 @@ def non_max_suppression(ctx, node):
     limit = _scalar(ctx, node, 2, "max_output_size")
     iou = ctx.attr(node, "iou_threshold", 0.5) if version == 1 else _scalar(ctx, node, 3, "iou_threshold")
     score = _scalar(ctx, node, 4, "score_threshold") if version >= 3 else None
-    if version == 5 and _scalar(ctx, node, 5, "soft_nms_sigma") != 0:
-        raise ctx.fail(node, f"soft_nms_sigma {_scalar(ctx, node, 5, 'soft_nms_sigma')}: soft NMS "
-                             f"(sigma > 0) is not supported, only sigma 0 (hard suppression)")
+    sigma = _scalar(ctx, node, 5, "soft_nms_sigma") if version == 5 else 0.0
     pad = bool(ctx.attr(node, "pad_to_max_output_size", False))
     outputs = (ctx.out(node, 0), ctx.out(node, 1) if version == 5 else None,
                ctx.out(node, {4: 1, 5: 2}[version]) if version >= 4 else None)
+    if sigma > 0:
+        add_soft_nms(ctx, node, ctx.inp(node, 0), ctx.inp(node, 1), int(limit), float(iou), score, sigma,
+                     False, pad, outputs)
+        return
     add_single_class_nms(ctx, node, ctx.inp(node, 0), ctx.inp(node, 1), int(limit), float(iou), score, pad,
                          outputs)
 

@@ -2,16 +2,17 @@
 
 NON_MAX_SUPPRESSION_V4/V5 (what the converter writes for tf.image.non_max_suppression and
 non_max_suppression_with_scores): boxes [N, 4] and scores [N] of one class; LiteRT always pads the
-selected indices (and V5's scores) with zeros to max_output_size and returns the valid count
-(mace/frontends/single_class_nms.py). max_output_size and the thresholds must be constant; V5's soft
-NMS (soft_nms_sigma > 0) is refused.
+selected indices (and V5's scores) with zeros to max_output_size and returns the valid count; a box
+whose IoU with a kept one is >= iou_threshold is dropped (TensorFlow: >), soft NMS (V5's
+soft_nms_sigma > 0) included: the IR's SoftNonMaxSuppression (mace/frontends/single_class_nms.py).
+max_output_size and the thresholds must be constant.
 
 TFLite_Detection_PostProcess (TF Object Detection API SSD exports) becomes the IR's
 DetectionPostProcess op (mace/ops/detection_post_process.py), its flexbuffer options as args.
 """
 import numpy as np
 
-from mace.frontends.single_class_nms import add_single_class_nms
+from mace.frontends.single_class_nms import add_soft_nms
 from mace.frontends.tflite.registry import tfl_op
 
 
@@ -19,12 +20,10 @@ from mace.frontends.tflite.registry import tfl_op
 def non_max_suppression(ctx, op):
     v5 = op.type.endswith("V5")
     limit = int(_scalar(ctx, op, 2, "max_output_size"))
-    if v5 and _scalar(ctx, op, 5, "soft_nms_sigma") != 0:
-        raise ctx.fail(op, f"soft_nms_sigma {_scalar(ctx, op, 5, 'soft_nms_sigma')}: soft NMS (sigma > 0) "
-                           f"is not supported, only sigma 0 (hard suppression)")
+    sigma = _scalar(ctx, op, 5, "soft_nms_sigma") if v5 else 0.0
     outputs = (ctx.out(op, 0), ctx.out(op, 1) if v5 else None, ctx.out(op, 2 if v5 else 1))
-    add_single_class_nms(ctx, op, ctx.inp(op, 0), ctx.inp(op, 1), limit, _scalar(ctx, op, 3, "iou_threshold"),
-                         _scalar(ctx, op, 4, "score_threshold"), True, outputs)
+    add_soft_nms(ctx, op, ctx.inp(op, 0), ctx.inp(op, 1), limit, _scalar(ctx, op, 3, "iou_threshold"),
+                 _scalar(ctx, op, 4, "score_threshold"), sigma, True, True, outputs)
 
 
 def _scalar(ctx, op, i: int, what: str) -> float:
