@@ -353,3 +353,20 @@ def test_detection_output_with_the_compiled_nms_is_the_reference_bytes(code, eta
                 eta=eta, code_type=code, keep_top_k=keep, confidence_threshold=0.05)
     feed = {"loc": loc, "conf": conf, "prior": prior}
     both_graph(_graph(feed, "DetectionOutput", ["loc", "conf", "prior"], args), feed)
+
+
+@pytest.mark.skipif(loops() is None, reason="numba is not installed")
+@pytest.mark.parametrize("scale_size", [1, 128])
+def test_normalize_per_position_within_one_ulp(scale_size):
+    """SSD's conv4_3 L2 norm: float64 like the reference, its sum in order (numpy's is pairwise)."""
+    from tests.ops.test_fast_activations import ulps
+    x = sample((1, 9, 7, 128))
+    x.ravel()[:4] = [np.nan, 1e20, -0.0, 0.0]
+    scale = RNG.uniform(5, 20, scale_size).astype(np.float32)
+    graph = _graph({"x": x}, "Normalize", ["x", "s"], dict(across_spatial=0, axis=3, eps=1e-10), {"s": scale})
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast"
+    assert ulps(fast.run({"x": x})["y"], ref.run({"x": x})["y"]).max() <= 1
+    both_graph(_graph({"x": x}, "PriorBox", ["x", "x"], dict(min_size=[30.0], img_h=300, img_w=300,
+                                                           variance=[0.1, 0.1, 0.2, 0.2], flip=1, clip=0)),
+               {"x": x})

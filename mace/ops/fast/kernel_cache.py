@@ -30,7 +30,8 @@ from mace.ops.fast._compile_events import FIRST_NOTE, WARMUP_HINT, Tally, watch 
 log = logging.getLogger("mace.jit")
 
 LOOP_MODULES = ("mace.ops.fast._loops", "mace.ops.fast._act_loops", "mace.ops.fast.int8._qloops")
-OP_LOOP_MODULES = ("_deconv_loops", "_rnn_loops", "_resize_loops", "_detection_loops")   # an op's own loops (mace/ops/fast/<name>.py)
+# an op's own loops (mace/ops/fast/<name>.py)
+OP_LOOP_MODULES = ("_deconv_loops", "_rnn_loops", "_resize_loops", "_detection_loops", "_normalize_loops")
 SIGNATURES_FILE = Path(__file__).with_name("kernel_signatures.txt")
 
 
