@@ -370,3 +370,22 @@ def test_normalize_per_position_within_one_ulp(scale_size):
     both_graph(_graph({"x": x}, "PriorBox", ["x", "x"], dict(min_size=[30.0], img_h=300, img_w=300,
                                                            variance=[0.1, 0.1, 0.2, 0.2], flip=1, clip=0)),
                {"x": x})
+
+
+# The op types of float nodes in the 45 corpus rows (benchmarks/zoo_manifest.yml), counted from
+# each converted row's engine (issue 33's survey, 2026-11-29). A new corpus row with a float op
+# type not listed here: run the survey again and add it, with a cpu:fast kernel.
+CORPUS_FLOAT_OPS = (
+    "Activation", "BatchNorm", "Cast", "Concat", "Conv2D", "DFT", "Deconv2D", "DepthToSpace",
+    "DepthwiseConv2d", "DetectionOutput", "Eltwise", "FakeQuantize", "FullyConnected", "Gather",
+    "LSTM", "LayerNorm", "MatMul", "Normalize", "Pad", "Pooling", "PriorBox", "Reduce", "Reshape",
+    "ResizeBilinear", "ResizeNearestNeighbor", "Select", "Softmax", "Split", "StridedSlice", "Transpose",
+)
+
+
+def test_every_float_op_type_of_the_corpus_has_a_fast_kernel():
+    """The meta-test of issue 33 item 1: each op type the corpus runs on float tensors has a
+    cpu:fast kernel (which of its forms it takes is each kernel's own test)."""
+    from mace.ops.registry import spec
+    missing = [op for op in CORPUS_FLOAT_OPS if "cpu:fast" not in spec(op).kernels]
+    assert not missing, f"corpus float op types on the numpy reference only: {missing}"
