@@ -154,3 +154,12 @@ def test_cli_refuses_a_computed_threshold_naming_the_node(tmp_path):
     conv = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
     assert conv.returncode == 1 and "NonMaxSuppressionV3" in conv.stderr and "iou_threshold must be static" in conv.stderr
     assert "Traceback" not in conv.stderr
+
+
+def test_where_of_a_scalar_is_refused_naming_the_node(tmp_path):
+    """(TensorFlow's own kernel fails at run time on it.)"""
+    from tests.tensorflow.tf_case import convert_pb, freeze, save_pb
+    inputs = {"x": np.ones((2, 2), np.float32)}
+    graph_def, outputs = freeze(lambda x: tf.where(x[0, 0] > 0.0), inputs)
+    with pytest.raises(ModelError, match=r"Where '.*': the condition is a scalar"):
+        convert_pb(save_pb(tmp_path / "m.pb", graph_def), inputs, outputs)

@@ -37,6 +37,8 @@ def _scalar(ctx, node, i: int, what: str) -> float:
 @tf_op("Where")
 def where(ctx, node):
     x = ctx.inp(node, 0)
+    if not ctx.shape(x):
+        raise ctx.fail(node, "the condition is a scalar (TensorFlow gives [n, 0]); give it one axis or more")
     found, length = ctx.temp(node, "nonzero"), ctx.temp(node, "length")
     ctx.add("NonZero", node, [x], [found, length], name=found)
     ctx.add("Transpose", node, [found], dims=[1, 0])
