@@ -114,7 +114,7 @@ def test_where_of_one_input_is_the_true_coordinates():
     assert next(iter(got.values())).shape == (0, 3)
 
 
-def _cli_model(tmp_path, fn, boxes, scores):
+def _cli_model(tmp_path, fn, boxes, scores, code=False):
     import yaml
     from tests.cli_helpers import sha256
     from tests.tensorflow.tf_case import freeze, save_pb
@@ -125,20 +125,23 @@ def _cli_model(tmp_path, fn, boxes, scores):
                                                                     for o in outputs),
           "output_data_formats": "NONE"}
     cfg = tmp_path / "deploy.yml"
-    cfg.write_text(yaml.safe_dump({"library_name": "tfnms", "models": {"nms": {
+    code_keys = {"model_graph_format": "code", "model_data_format": "code"} if code else {}
+    cfg.write_text(yaml.safe_dump({"library_name": "tfnms", **code_keys, "models": {"nms": {
         "platform": "tensorflow", "model_file_path": str(path), "model_sha256_checksum": sha256(path),
-        "subgraphs": [sg], "runtime": "cpu"}}}))
+        "subgraphs": [sg], "runtime": "cpu", "obfuscate": int(code)}}}))
     return cfg
 
 
-def test_cli_converts_and_validates_a_detection_tail(tmp_path):
-    """NMS V3 (its length found at run time) and the kept boxes: convert, run --validate against TensorFlow."""
+@pytest.mark.parametrize("code", [False, True], ids=["file", "code_obfuscated"])
+def test_cli_converts_and_validates_a_detection_tail(tmp_path, code):
+    """NMS V3 (its length found at run time) and the kept boxes: convert, run --validate against
+    TensorFlow; also as model code with obfuscated names (the length tensor renamed)."""
     from tests.cli_helpers import cli
 
     def fn(boxes, scores):
         keep = tf.image.non_max_suppression(boxes, scores, 20, iou_threshold=0.3, score_threshold=0.2)
         return tf.gather(boxes, keep)
-    cfg = _cli_model(tmp_path, fn, *detections(0))
+    cfg = _cli_model(tmp_path, fn, *detections(0), code=code)
     conv = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
     assert conv.returncode == 0, conv.stdout + conv.stderr
     run = cli("run", f"--config={cfg}", "--validate", cwd=tmp_path, timeout=300)

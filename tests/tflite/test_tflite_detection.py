@@ -144,7 +144,7 @@ def test_post_process_missing_option_is_named(tmp_path, monkeypatch):
 
 
 # ---- through the CLI ------------------------------------------------------------------
-def _deployment(tmp_path, path, ranges):
+def _deployment(tmp_path, path, ranges, code=False):
     from tests.cli_helpers import sha256, write_deployment
     ins, outs = io_names(path)
     shapes = {t.name: t.shape for t in read_model(path).tensors}
@@ -152,12 +152,14 @@ def _deployment(tmp_path, path, ranges):
           "input_data_formats": "NONE", "input_ranges": [ranges[n] for n in ins],
           "output_tensors": ",".join(outs), "output_data_formats": "NONE"}
     model = {"platform": "tflite", "model_file_path": str(path), "model_sha256_checksum": sha256(path),
-             "runtime": "cpu", "subgraphs": [sg]}
-    return write_deployment(tmp_path / "deploy.yml", {"det": model}, library="tfldet")
+             "runtime": "cpu", "subgraphs": [sg], "obfuscate": int(code)}
+    code_keys = {"model_graph_format": "code", "model_data_format": "code"} if code else {}
+    return write_deployment(tmp_path / "deploy.yml", {"det": model}, library="tfldet", **code_keys)
 
 
-@pytest.mark.parametrize("kind", ["nms_v5", "post_process"])
-def test_cli_converts_and_validates_against_litert(tmp_path, kind):
+@pytest.mark.parametrize("kind, code", [("nms_v5", False), ("post_process", False), ("post_process", True)])
+def test_cli_converts_and_validates_against_litert(tmp_path, kind, code):
+    """Each through convert and run --validate; the SSD tail also as obfuscated model code."""
     from tests.cli_helpers import cli
     if kind == "nms_v5":
         path = to_tflite(lambda b, s: tf.image.non_max_suppression_with_scores(b, s, 16, iou_threshold=0.3,
@@ -167,7 +169,7 @@ def test_cli_converts_and_validates_against_litert(tmp_path, kind):
     else:
         path = post_process_model(tmp_path / "ssd_tail.tflite", regular=True)
         ranges = {n: "-2,2" for n in io_names(path)[0]}
-    yml = _deployment(tmp_path, path, ranges)
+    yml = _deployment(tmp_path, path, ranges, code)
     for command in (("convert",), ("run", "--validate")):
         r = cli(*command, "--config", yml, cwd=tmp_path, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
