@@ -174,3 +174,34 @@ def test_cli_converts_and_validates_against_litert(tmp_path, kind, code):
         r = cli(*command, "--config", yml, cwd=tmp_path, timeout=300)
         assert r.returncode == 0, r.stdout + r.stderr
     assert "PASS" in r.stdout and "FAIL" not in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("regular", [False, True])
+def test_post_process_on_uint8_inputs_and_anchors(tmp_path, regular):
+    """The classic quantized SSD: uint8 tensors into the custom op, which dequantizes them; ours
+    reads them as reals (the model's inputs given as uint8 integers) and gives LiteRT's bytes."""
+    from mace.config.specs import ModelSpec, TensorSpec
+    from mace.frontends import convert
+    from mace.runtime.engine import Engine
+    from mace.transform.pipeline import transform
+    from mace.validate.reference import run_litert
+    from tests.tflite.ssd_flatbuffer import uint8_ssd_tail
+    rng, n, classes = np.random.default_rng(int(regular)), 48, 3
+    options = {"max_detections": 10, "max_classes_per_detection": 1, "detections_per_class": 4,
+               "use_regular_nms": int(regular), "nms_score_threshold": 0.3, "nms_iou_threshold": 0.5,
+               "num_classes": classes, "y_scale": 10.0, "x_scale": 10.0, "h_scale": 5.0, "w_scale": 5.0}
+    path = uint8_ssd_tail(tmp_path / "ssd_u8.tflite", rng.integers(40, 200, (n, 4)), (1 / 256, 0), (0.05, 128),
+                          (1 / 256, 0), n, classes + 1, options)
+    outputs = io_names(path)[1]
+    spec = ModelSpec(path, [TensorSpec("box_encodings", (1, n, 4), "NONE", "uint8"),
+                            TensorSpec("class_predictions", (1, n, classes + 1), "NONE", "uint8")],
+                     [TensorSpec(name, None, "NONE") for name in outputs])
+    graph = convert("tflite", spec)
+    transform(graph, {})
+    engine = Engine(graph)
+    for seed in range(3):
+        feeds = {"box_encodings": rng.integers(0, 256, (1, n, 4)).astype(np.uint8),
+                 "class_predictions": rng.integers(0, 256, (1, n, classes + 1)).astype(np.uint8)}
+        got, want = engine.run(feeds), run_litert(path, feeds, outputs)
+        for name in outputs:
+            np.testing.assert_array_equal(got[name], want[name], err_msg=name)
