@@ -274,3 +274,15 @@ def test_an_input_dimension_of_0_is_refused_at_convert(tmp_path):
     assert "Traceback" not in r.stderr and not (tmp_path / "builds/tfl/model/m.pb").exists()
     # the size given where the model says 0: LiteRT resizes and runs it, so do we
     convert("tflite", spec(path))
+
+
+def test_a_subgraph_count_past_the_file_is_refused_at_once(cumsum_model, tmp_path):
+    """Found by the tflite fuzz target: a damaged subgraphs length (2^30) made read_model try
+    every one of them (unreadable subgraphs are reported later, so each failure was swallowed)."""
+    def edit(buf, model):
+        at = model._tab.Vector(model._tab.Offset(8)) - 4   # Model.subgraphs: the vector's length
+        buf[at:at + 4] = (1 << 30).to_bytes(4, "little")
+
+    path = _patched(cumsum_model, tmp_path / "many.tflite", edit)
+    with pytest.raises(ModelError, match=r"many.tflite: the file claims 1073741824 subgraphs, more than its"):
+        read_model(path)

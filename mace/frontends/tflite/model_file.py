@@ -144,6 +144,7 @@ def read_model(path) -> TflModel:
         model = tflite.Model.GetRootAsModel(buf, 0)
         if model.SubgraphsLength() < 1:
             raise ModelError(f"{path}: the TFLite model has no subgraph")
+        _check_count(path, model.SubgraphsLength(), "subgraphs", len(buf))
         sg = model.Subgraphs(0)
         tensors = _tensors(tflite, model, sg, buf, path)
         ops = _ops(tflite, model, sg, path)
@@ -165,6 +166,15 @@ def read_model(path) -> TflModel:
     m.by_name = {t.name: t for t in tensors}
     m.others = {i: _other_subgraph(tflite, model, buf, i, path) for i in range(1, model.SubgraphsLength())}
     return m
+
+
+def _check_count(path: Path, count: int, what: str, size: int) -> None:
+    """A vector's length as stored: each entry takes 4 bytes at least (an offset), so a file of
+    `size` bytes holds fewer than size / 4. A damaged length of 2^31 made the subgraph loop
+    (which reports unreadable subgraphs instead of failing) run for hours."""
+    if count * 4 > size:
+        raise ModelError(f"{path}: the file claims {count} {what}, more than its {size} bytes can hold: "
+                         f"a damaged or truncated file")
 
 
 def _other_subgraph(tflite, model, buf: bytes, index: int, path: Path):
