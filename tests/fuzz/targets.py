@@ -106,6 +106,143 @@ def _npy(data: bytes, work: Path) -> None:
     load_npy(path, TensorSpec("image", (1, 8, 8, 1), "NHWC"), "fuzz")
 
 
+def _tflite(data: bytes, work: Path) -> None:
+    """An int8 conv + relu (per-channel weights, quantized activations): the reader's index,
+    per-channel and scale checks, then the frontend and the passes."""
+    path = work / "model.tflite"
+    path.write_bytes(data)
+    _frontend("tflite", ModelSpec(path, [TensorSpec("x0", (1, 4, 4, 2), "NHWC")],
+                                  [TensorSpec("Identity", None, "NONE")], None, "fuzz"))
+
+
+def _image(name: str):
+    def target(data: bytes, work: Path) -> None:
+        from mace.config.images import decode, for_input, parse_image_preprocess
+
+        path = work / name
+        path.write_bytes(data)
+        prep = for_input(parse_image_preprocess({"channel_order": "RGB", "resize": 8}), "data")
+        spec = TensorSpec("data", (1, 8, 8, 3), "NHWC", "float32", (-1.0, 1.0), prep)
+        _finite(decode(path, spec, prep, "fuzz"), path)
+    return target
+
+
+def _finite(value, what) -> None:
+    import numpy as np
+
+    if not np.isfinite(value).all():   # accepted, then inf or nan in the tensor: garbage
+        raise AssertionError(f"{what}: decoded to non-finite values")
+
+
+# image_preprocess values that are numbers, strings or lists of the wrong kind or size
+HOSTILE_VALUES = [0, -1, 1e-45, 1e-300, 1e308, float("nan"), float("inf"), -float("inf"), 2**31, 10**30, "x",
+                  [], [1, 2], [1, 2, 3, 4], True, None, {}, "8,99999", 16384, 0.5, "nan", "-0", [1e308, 1, 1]]
+
+
+def _image_preprocess(data: bytes, work: Path) -> None:
+    """The key's mapping (the seed, mutated as text), with hostile values put in by a generator
+    seeded from the bytes; what is accepted must decode the seed PNG to finite values."""
+    import yaml
+
+    from mace.config.images import ORDERS, decode, for_input, parse_image_preprocess
+
+    try:
+        raw = yaml.safe_load(data.decode("utf-8", "replace"))
+    except (yaml.YAMLError, RecursionError):
+        return   # the deployment target fuzzes YAML itself
+    if data != seed("image_preprocess") and isinstance(raw, dict):
+        rng = random.Random(data)
+        for _ in range(rng.randrange(1, 3)):
+            raw[rng.choice(["resize", "resample", "channel_order", "mean", "std", "scale", "layout"])] = \
+                rng.choice(HOSTILE_VALUES)
+    try:
+        prep = for_input(parse_image_preprocess(raw), "data")
+    except ValueError:   # the schema's contract: the loader names the key (config/schema.py)
+        return
+    channels = ORDERS[prep.channel_order]
+    layout = prep.layout or "NHWC"
+    shape = (1, 8, 8, channels) if layout == "NHWC" else (1, channels, 8, 8)
+    spec = TensorSpec("data", shape, layout, "float32", (-1.0, 1.0), prep)
+    _finite(decode(CORPUS / "image.png", spec, prep, "fuzz"), "image_preprocess")
+
+
+def _ray_address(data: bytes, work: Path) -> None:
+    """--ray_address and RAY_ADDRESS: refused as a ConfigError, or a form ray.init takes."""
+    from mace.scale.runner import address_of, make_cluster
+
+    text = data.decode("utf-8", "replace").replace("\x00", "")   # argv and the environment hold no NUL
+    for address, source in (address_of(text or None, {}), address_of(None, {"RAY_ADDRESS": text})):
+        cluster = make_cluster("ray", address, 2, source)
+        if cluster.kind != "ray" or cluster.address in (None, "auto"):
+            continue
+        port = cluster.address.rpartition(":")[2]
+        if not (port.isdigit() and 1 <= int(port) <= 65535):
+            raise AssertionError(f"accepted {cluster.address!r}: no port Ray can use")
+
+
+# (method, body) an accuracy script may hold: nonsense returns, raising, exiting, hanging
+SCRIPT_BODIES = {
+    "sample_size": ["return None", "return float('nan')", "return float('inf')", "return 'x'", "return 2.5",
+                    "return 0", "return -5", "return 10 ** 5000", "return 10 ** 12", "return True",
+                    "return np.int64(3)", "return [3]", "return np.array([3, 4])"],
+    "batch_size": ["return 0", "return 10 ** 30", "return None", "return 2", "return np.float64(1)"],
+    "preprocess": ["return None", "return {}", "return {'other': np.zeros((1, 8, 8, 1))}",
+                   "return {'image': 'abc'}", "return {'image': [[1.0, 2.0], [3.0]]}",
+                   "return {'image': (x for x in range(64))}",
+                   "return {'image': np.zeros((1, 8, 8, 1), np.complex64) + 1j}",
+                   "return {'image': np.zeros((0, 8, 8, 1))}", "return {'image': np.full((1, 8, 8, 1), np.nan)}",
+                   "return {'image': np.zeros((1, 8, 8, 2))}", "return {'image': ['missing.png']}",
+                   "return {'image': np.zeros((1, 8, 8, 1), object)}", "return {'image': 10 ** 5000}",
+                   "return {'image': np.zeros((end - start, 8, 8, 1)) + 1e300}",
+                   "return {'image': [np.zeros((8, 8, 1))] * (end - start)}", "return [np.zeros((1, 8, 8, 1))]",
+                   "return {'image': np.zeros((1, 64), np.int64)}", "return {'image': np.datetime64('2020')}"],
+    "postprocess": ["raise ValueError('bad label')", "return 1 / 0", "output_map.clear()"],
+    "result": ["return object()", "return 10 ** 5000", "return float('nan')", "return (x for x in [])",
+               "print('x' * 100)", "return {'a': np.float32(1)}"],
+    "__init__": ["raise ImportError('cv3')", "self.n = 0\n        import sys\n        sys.exit(0)"],
+}
+ANY_BODY = ["raise KeyError('post')", "import sys\n        sys.exit(3)", "import os\n        os._exit(0)",
+            "raise SystemExit", "raise RecursionError", "raise MemoryError", "while True:\n            pass"]
+
+
+def _accuracy_script(data: bytes, work: Path) -> None:
+    """MACE's AccuracyValidator over a stand-in model (zeros out): the mutated script as text, or
+    the seed with one or two methods replaced by hostile bodies chosen from the bytes. Every
+    failure must be the script's error (ScriptError), never ours, an exit or a hang."""
+    import os
+
+    import numpy as np
+
+    from mace.validate.accuracy import TIMEOUT_ENV, evaluate, load_validator
+
+    text = data.decode("utf-8", "replace")
+    if data != seed("accuracy_script"):
+        rng = random.Random(data)
+        if rng.random() < 0.7:   # hostile bodies in the seed, else the mutated text as it is
+            text = seed("accuracy_script").decode()
+            for _ in range(rng.randrange(1, 3)):
+                method = rng.choice(sorted(SCRIPT_BODIES))
+                body = rng.choice(SCRIPT_BODIES[method] + ANY_BODY)
+                head = f"    def {method}(self"
+                start = text.index(head)
+                at = text.index("\n", text.index("):", start)) + 1
+                end = text.find("\n\n", at)
+                text = text[:at] + f"        {body}\n" + (text[end:] if end >= 0 else "")
+    path = work / "acc.py"
+    path.write_text(text, errors="replace")
+    saved = os.environ.get(TIMEOUT_ENV)
+    os.environ[TIMEOUT_ENV] = "1"   # a hanging body meets its timeout in a second
+    try:
+        validator = load_validator(path, "fuzz")
+        evaluate(validator, lambda inputs: {"prob": np.zeros((len(inputs["image"]), 10), np.float32)},
+                 [TensorSpec("image", (1, 8, 8, 1), "NHWC")])
+    finally:
+        if saved is None:
+            os.environ.pop(TIMEOUT_ENV, None)
+        else:
+            os.environ[TIMEOUT_ENV] = saved
+
+
 # name -> (seed file in the corpus, target)
 TARGETS = {
     "deployment": ("deploy.yml", _deployment),
@@ -114,6 +251,12 @@ TARGETS = {
     "caffe": ("net.prototxt", _caffe),
     "ir": ("model.pb", _ir),
     "npy": ("input.npy", _npy),
+    "tflite": ("model_int8.tflite", _tflite),
+    "png": ("image.png", _image("image.png")),
+    "jpeg": ("image.jpg", _image("image.jpg")),
+    "image_preprocess": ("image_preprocess.yml", _image_preprocess),
+    "ray_address": ("ray_address.txt", _ray_address),
+    "accuracy_script": ("accuracy.py", _accuracy_script),
 }
 
 

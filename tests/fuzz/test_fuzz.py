@@ -12,8 +12,22 @@ from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E
 
 from tests.fuzz.targets import TARGETS, mutate, run_one, seed, signature  # noqa: E402
 
-# (examples per target): the whole module stays under ~60 s on 2 cores
-EXAMPLES = {"deployment": 60, "onnx": 25, "tensorflow": 15, "caffe": 25, "ir": 60, "npy": 80}
+# (examples per target): the whole module stays under ~90 s on 2 cores
+EXAMPLES = {"deployment": 60, "onnx": 25, "tensorflow": 15, "caffe": 25, "ir": 60, "npy": 80,
+            "tflite": 100, "png": 150, "jpeg": 150, "image_preprocess": 150, "ray_address": 150,
+            "accuracy_script": 40}
+# what a target needs beyond the base install: (module, why)
+NEEDS = {"tensorflow": ("tensorflow", "the TensorFlow frontend needs tensorflow (extra tf)"),
+         "tflite": ("tflite", "the TFLite frontend needs the tflite package (extra tflite)"),
+         "png": ("PIL", "images are decoded by Pillow (extra images)"),
+         "jpeg": ("PIL", "images are decoded by Pillow (extra images)"),
+         "image_preprocess": ("PIL", "images are decoded by Pillow (extra images)")}
+
+
+def _skip_without_extra(name: str) -> None:
+    if name in NEEDS:
+        pytest.importorskip(NEEDS[name][0], reason=NEEDS[name][1])
+
 def short(examples: int):
     return settings(max_examples=examples, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -22,16 +36,14 @@ def short(examples: int):
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_seed_is_accepted(name):
     """The unmutated seeds load: the targets reach past the first check."""
-    if name == "tensorflow":
-        pytest.importorskip("tensorflow", reason="the TensorFlow frontend needs tensorflow (extra tf)")
+    _skip_without_extra(name)
     err = run_one(name, seed(name))
     assert err is None, signature(err)
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_mutations_get_a_clear_error_or_load(name):
-    if name == "tensorflow":
-        pytest.importorskip("tensorflow", reason="the TensorFlow frontend needs tensorflow (extra tf)")
+    _skip_without_extra(name)
     data = seed(name)
 
     @short(EXAMPLES[name])
