@@ -36,17 +36,21 @@ class SoftNonMaxSuppression(OpSpec):
         return {} if get_arg(op, "padded", 0) else {0: (0, 2), 1: (0, 2)}
 
 
-def iou32(boxes: np.ndarray, i: int, j: int) -> np.float32:
-    """IoU of boxes i and j in float32, corners in either order; 0 where either has no area."""
-    a, b = boxes[i], boxes[j]
-    ay0, ay1, ax0, ax1 = min(a[0], a[2]), max(a[0], a[2]), min(a[1], a[3]), max(a[1], a[3])
-    by0, by1, bx0, bx1 = min(b[0], b[2]), max(b[0], b[2]), min(b[1], b[3]), max(b[1], b[3])
-    area_a, area_b = (ay1 - ay0) * (ax1 - ax0), (by1 - by0) * (bx1 - bx0)
-    if area_a <= 0 or area_b <= 0:
-        return np.float32(0)
+def corners(boxes: np.ndarray) -> np.ndarray:
+    """[N, 4] float32 as (y_min, x_min, y_max, x_max)."""
+    return np.concatenate([np.minimum(boxes[:, :2], boxes[:, 2:]), np.maximum(boxes[:, :2], boxes[:, 2:])], axis=1)
+
+
+def ious(box: np.ndarray, others: np.ndarray) -> np.ndarray:
+    """IoU in float32 of one corner box with each of `others`; 0 where either has no area."""
+    area = (box[2] - box[0]) * (box[3] - box[1])
+    areas = (others[:, 2] - others[:, 0]) * (others[:, 3] - others[:, 1])
     zero = np.float32(0)
-    inter = max(min(ay1, by1) - max(ay0, by0), zero) * max(min(ax1, bx1) - max(ax0, bx0), zero)
-    return inter / (area_a + area_b - inter)
+    inter = (np.maximum(np.minimum(box[2], others[:, 2]) - np.maximum(box[0], others[:, 0]), zero)
+             * np.maximum(np.minimum(box[3], others[:, 3]) - np.maximum(box[1], others[:, 1]), zero))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = inter / (area + areas - inter)
+    return np.where((area > 0) & (areas > 0), ratio, zero)
 
 
 @kernel("SoftNonMaxSuppression", "cpu")
@@ -66,18 +70,15 @@ class SoftNonMaxSuppressionCpu(Kernel):
         write_ragged(outputs[1], np.array(kept_scores, outputs[1].dtype), 0, outputs[2])
 
     def _select(self, boxes, scores):
+        boxes = corners(boxes)
         line = [(-s, i, 0) for i, s in enumerate(scores) if s > self.score_threshold]
         heapq.heapify(line)
         kept, kept_scores = [], []
         while line and len(kept) < self.limit:
             neg, i, begin = heapq.heappop(line)
             score = original = -neg
-            dropped = False
-            for j in range(len(kept) - 1, begin - 1, -1):
-                score, dropped = self._weigh(score, iou32(boxes, i, kept[j]))
-                if dropped or score <= self.score_threshold:
-                    break
-            if dropped:
+            score = self._weigh(score, ious(boxes[i], boxes[kept[begin:][::-1]]))   # newest kept first
+            if score is None:
                 continue
             if score == original:
                 kept.append(i)
@@ -86,11 +87,17 @@ class SoftNonMaxSuppressionCpu(Kernel):
                 heapq.heappush(line, (-score, i, len(kept)))
         return kept, kept_scores
 
-    def _weigh(self, score, iou):
-        """(the score after one kept box's IoU, whether that box drops the candidate)."""
+    def _weigh(self, score, overlaps):
+        """The candidate's score after the kept boxes' IoUs `overlaps`, or None where one drops it.
+        The frameworks stop at the first drop or once the score is at most score_threshold; either
+        way the candidate is out, as it is here (a weight is at most 1)."""
         if self.tflite or self.scale is None:
-            drops = iou >= self.iou_threshold if self.tflite else iou > self.iou_threshold
-            if drops:
-                return score, True
-            return (score * np.exp(self.scale * iou * iou) if self.scale is not None else score), False
-        return np.float32(score * np.exp(self.scale * iou * iou)), False   # TensorFlow: no threshold
+            drops = overlaps >= self.iou_threshold if self.tflite else overlaps > self.iou_threshold
+            if drops.any():
+                return None
+        if self.scale is None:
+            return score
+        weights = np.exp(self.scale * overlaps * overlaps)   # TensorFlow's soft NMS: no threshold
+        for w in weights:   # one product at a time in float32, in the frameworks' order
+            score = np.float32(score * w)
+        return score
