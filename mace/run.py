@@ -16,69 +16,69 @@ from mace.runtime.affinity import pin_threads, set_wait_policy, thread_limit
 from mace.runtime.gpu.deploy import range_check_notes
 from mace.runtime.open import open_engine
 from mace.runtime.profiler import OpProfiler
+from mace.runtime.run_options import RunOptions
 from mace.runtime.results import ModelRunResult, Timing, timed
 from mace.transform.placement.groups import describe as describe_placement
 from mace.validate.outputs import validate_outputs
 from mace.validate.original import reference_for
 
 
-def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, rounds: int = 1,
-              validate: bool = False, input_dir=None, output_dir=None, num_threads: int = 0,
-              seed: int = 0, profile: bool = False, tuning: bool = False, gpu_perf_hint: int = 0,
-              gpu_priority_hint: int = 0, cpu_affinity_policy: int = 0, auto_tuning: bool = True,
-              restart_round: int = 1, output_format: str = "npy",
-              cpu_wait_policy: str | None = None, input_shapes: dict | None = None) -> ModelRunResult:
-    """`input_shapes` ({input: dims}, `run --input_shape`): run and validate at these shapes
-    instead of the converted ones (the model's variable dimensions, docs/deployment_file.md)."""
+def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, opts: RunOptions | None = None,
+              **fields) -> ModelRunResult:
+    """Run (and validate) one model on this machine as `opts` says (mace/runtime/run_options.py;
+    or its fields as keywords). `input_shapes` ({input: dims}, `run --input_shape`): run and
+    validate at these shapes instead of the converted ones (docs/deployment_file.md)."""
+    opts = opts or RunOptions(build_dir=build_dir, **fields)
+    build_dir = opts.build_dir
     sg = model.graph
-    notes = set_wait_policy(cpu_wait_policy)   # before the engine starts the compute pool
-    shapes = {n: d for n, d in (input_shapes or {}).items() if n in sg.input_tensors}
+    notes = set_wait_policy(opts.cpu_wait_policy)   # before the engine starts the compute pool
+    shapes = {n: d for n, d in (opts.input_shapes or {}).items() if n in sg.input_tensors}
     if shapes:   # random inputs at these shapes (or --input_dir's files), the reference at them too
         sg = with_input_shapes(sg, shapes)
         notes.append("input shape(s) " + ", ".join(f"{n}={','.join(map(str, d))}" for n, d in shapes.items())
                      + " (--input_shape)")
-    with thread_limit(num_threads):
-        if cpu_affinity_policy and not pin_threads(cpu_affinity_policy, num_threads):
-            notes.append(f"cpu_affinity_policy {cpu_affinity_policy}: this OS does not let us pin threads")
-        restarts = max(int(restart_round), 1)
+    with thread_limit(opts.num_threads):
+        if opts.cpu_affinity_policy and not pin_threads(opts.cpu_affinity_policy, opts.num_threads):
+            notes.append(f"cpu_affinity_policy {opts.cpu_affinity_policy}: this OS does not let us pin threads")
+        restarts = max(int(opts.restart_round), 1)
         inits = []
         for restart in range(restarts):  # MACE's --restart_round: a fresh engine each time
-            opened = open_engine(config, model, build_dir, tuning=tuning, gpu_perf_hint=gpu_perf_hint,
-                                 gpu_priority_hint=gpu_priority_hint, auto_tuning=auto_tuning)
+            opened = open_engine(config, model, build_dir, tuning=opts.tuning, gpu_perf_hint=opts.gpu_perf_hint,
+                                 gpu_priority_hint=opts.gpu_priority_hint, auto_tuning=opts.auto_tuning)
             engine = opened.engine
             inits.append(opened.init_ms)
             if restart == 0:
                 notes += opened.notes + describe_placement(engine.graph)
                 fallback = opened.fallback
-                inputs, source = make_inputs(config, sg, input_dir, seed, build_dir)
+                inputs, source = make_inputs(config, sg, opts.input_dir, opts.seed, build_dir)
             outputs, warmup_ms = timed(lambda: engine.run(inputs))
             if restart == 0:   # what fp16 storage clamped or flushed in that run, and the fix
                 notes += range_check_notes(engine)
             timing = Timing(opened.init_ms, warmup_ms)
-            profiler = OpProfiler() if profile and restart == restarts - 1 else None
+            profiler = OpProfiler() if opts.profile and restart == restarts - 1 else None
             if profiler:
                 engine.observers.append(profiler)
-            if rounds > 0:
-                times = [timed(lambda: engine.run(inputs))[1] for _ in range(rounds)]
-                timing = Timing(opened.init_ms, warmup_ms, rounds, statistics.fmean(times),
+            if opts.rounds > 0:
+                times = [timed(lambda: engine.run(inputs))[1] for _ in range(opts.rounds)]
+                timing = Timing(opened.init_ms, warmup_ms, opts.rounds, statistics.fmean(times),
                                 statistics.median(times), min(times), max(times), statistics.pstdev(times))
         if restarts > 1:
             notes.append(f"restart_round {restarts}: engine created {restarts} times, init(ms) "
                          + ", ".join(f"{t:.3f}" for t in inits) + "; the table shows the last")
     result = ModelRunResult(model.name, sg.runtime, source, timing, outputs, notes=notes,
                             op_stats=profiler.stats() if profiler else [], fallback=fallback)
-    if output_dir:
-        write_outputs(output_dir, outputs, output_format)
-    if validate:
+    if opts.output_dir:
+        write_outputs(opts.output_dir, outputs, opts.output_format)
+    if opts.validate:
         use_files = source == "validation_inputs_data" and bool(sg.validation_outputs_data)
         reference = None if use_files else reference_for(config, model, sg, build_dir)
         if reference and reference.note:
             result.notes.append(reference.note)   # the framework is the reference: say which one, as asked
-        steps = None if use_files else _state_sequence(engine, config, sg, inputs, seed, build_dir)
+        steps = None if use_files else _state_sequence(engine, config, sg, inputs, opts.seed, build_dir)
         if steps:
             result.notes.append(f"stateful model: validated over {len(steps)} runs from its initial state "
-                                f"(the first on the run's inputs, then seeds {seed + 1}..{seed + len(steps) - 1})")
-        result.metrics = validate_outputs(config, model, sg, inputs, outputs, num_threads, build_dir,
+                                f"(the first on the run's inputs, then seeds {opts.seed + 1}..{opts.seed + len(steps) - 1})")
+        result.metrics = validate_outputs(config, model, sg, inputs, outputs, opts.num_threads, build_dir,
                                           use_files=source == "validation_inputs_data", reference=reference,
                                           steps=steps)
     return result
@@ -100,8 +100,10 @@ def _state_sequence(engine, config, sg, inputs: dict, seed: int, build_dir) -> l
     return steps
 
 
-def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:
-    out = kwargs.get("output_dir")
+def run_deployment(config: DeploymentConfig, models=None, opts: RunOptions | None = None, **fields) -> list:
+    """run_model over `models` (default: every model), as `opts` (or its fields) say."""
+    opts = opts or RunOptions(**fields)
+    out = opts.output_dir
     if out and Path(out).exists() and not Path(out).is_dir():   # before minutes of running
         raise ConfigError(f"--output_dir {out}: not a folder (a file of that name exists)")
     if out:   # made now, not after the run: /proc/x, a read-only place, a missing permission
@@ -110,9 +112,9 @@ def run_deployment(config: DeploymentConfig, models=None, **kwargs) -> list:
         except OSError as e:
             raise ConfigError(f"--output_dir {out}: cannot create the folder ({e.strerror})") from None
     chosen = models_of(config, models)
-    named = set((kwargs.get("input_shapes") or {}))
+    named = set(opts.input_shapes or {})
     missing = sorted(named - {t for m in chosen for t in m.graph.input_tensors})
     if missing:
         raise ConfigError(f"--input_shape {missing[0]}: no model run here has that input (their inputs: "
                           f"{', '.join(sorted({t for m in chosen for t in m.graph.input_tensors}))})")
-    return [run_model(config, m, **kwargs) for m in chosen]
+    return [run_model(config, m, opts=opts) for m in chosen]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from rich.markup import escape
@@ -53,9 +54,9 @@ def _say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-def run(config, args, run_host, console, profile: bool = False, **options) -> tuple:
-    """Run on the chosen targets; `run_host(output_dir)` runs on this machine (mace.run).
-    `options` are more RunOptions fields (benchmark=True, warmup=N for `benchmark`).
+def run(config, args, run_host, console, opts: RunOptions) -> tuple:
+    """Run on the chosen targets as `opts` says (mace/cli/_run_options.py makes it from the flags);
+    `run_host(opts)` runs on this machine (mace.run), with the host's output folder.
     Returns (results, device errors): the caller prints the results, then raise_errors()."""
     known_hosts = Path(args.build_dir).resolve() / "known_hosts"
     socs = [s.strip() for s in args.target_socs.split(",") if s.strip()] if args.target_socs else None
@@ -66,20 +67,11 @@ def run(config, args, run_host, console, profile: bool = False, **options) -> tu
     several = len(found.targets) > 1
     results = []
     if any(t.device.kind == "host" for t in found.targets):
-        results += run_host(output_dir_for(getattr(args, "output_dir", None), "host", several))
+        results += run_host(replace(opts, output_dir=output_dir_for(opts.output_dir, "host", several)))
     boards = [t for t in found.targets if t.device.kind != "host"]
     if not boards:
         return results, []
     known_hosts.parent.mkdir(parents=True, exist_ok=True)
-    opts = RunOptions(models=list(args.models or config.models), build_dir=args.build_dir, rounds=args.round,
-                      validate=getattr(args, "validate", False), input_dir=args.input_dir,
-                      output_dir=getattr(args, "output_dir", None), num_threads=args.num_threads,
-                      seed=args.seed, profile=profile, timeout=args.device_timeout,
-                      lock_timeout=args.device_lock_timeout,
-                      cpu_affinity_policy=getattr(args, "cpu_affinity_policy", 0),
-                      cpu_wait_policy=getattr(args, "cpu_wait_policy", None),
-                      restart_round=getattr(args, "restart_round", 1),
-                      output_format=getattr(args, "output_format", "npy"), **options)
     models_of(config, opts.models)   # an unknown name is an error before any device is touched
     device_results, errors = run_on_targets(config, boards, opts, notify=_say, several=several)
     for name, info in {r.device: r.device_info for r in device_results}.items():

@@ -8,6 +8,7 @@ import sys
 from mace.cli import _overrides, _devices, _dsp_flags
 from mace.cli._console import console as make_console
 from mace.cli._cpu_flags import add_wait_policy
+from mace.cli._run_options import run_options
 from mace.cli._tables import grouped, mace_table, ms, shape
 from mace.config import load_deployment
 from mace.config.files import models_of
@@ -140,8 +141,8 @@ def main(args) -> int:
         raise ConfigError(f"--max_seconds {args.max_seconds}: must be above 0")
     for w in config.warnings:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
-    runs, device_errors = _devices.run(config, args, lambda _output_dir: _host_runs(config, args),
-                                       make_console(), benchmark=True, warmup=args.warmup)
+    runs, device_errors = _devices.run(config, args, lambda _host: _host_runs(config, args), make_console(),
+                                       run_options(args, config, benchmark=True, warmup=args.warmup))
     for run in runs:
         for note in run.notes:
             print(f"note: {note}")

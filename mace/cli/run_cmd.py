@@ -9,6 +9,7 @@ import numpy as np
 from mace.cli import _accuracy, _cluster, _overrides, _devices, _dsp_flags, _gpu_flags, _quant_flags, run_extras
 from mace.cli._console import console as make_console
 from mace.cli._cpu_flags import add_wait_policy
+from mace.cli._run_options import run_options
 from rich.markup import escape
 from rich.table import Table
 
@@ -170,15 +171,9 @@ def main(args) -> int:
                           "converted shapes); add --device host")
     if args.quantize_stat:  # MACE's statistics run over --input_dir: no timing, no validation
         return _quant_flags.run_stat(args, config, console)
-    results, device_errors = _devices.run(config, args, lambda output_dir: run_deployment(
-        config, args.models, build_dir=args.build_dir, rounds=args.round,
-        validate=args.validate, input_dir=args.input_dir,
-        output_dir=output_dir, num_threads=args.num_threads, seed=args.seed,
-        cpu_affinity_policy=args.cpu_affinity_policy, cpu_wait_policy=args.cpu_wait_policy,
-        restart_round=args.restart_round, input_shapes=input_shapes,
-        output_format=args.output_format,
-        profile=args.vlog_level >= 2, **_gpu_flags.run_kwargs(args)), console,
-        profile=args.vlog_level >= 2, **_gpu_flags.run_kwargs(args))   # the board's GPU engine too
+    opts = run_options(args, config, input_shapes=input_shapes)   # this machine's run and the boards' alike
+    results, device_errors = _devices.run(config, args, lambda host: run_deployment(config, args.models, opts=host),
+                                          console, opts)
     for r in results:
         console.print(f"Run model {r.model}: inputs from {escape(r.input_source)}")
         for note in r.notes:

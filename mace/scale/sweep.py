@@ -23,7 +23,8 @@ from pathlib import Path
 from mace.config.fetch import local_path
 from mace.config.files import models_of
 from mace.devices.discovery import find_targets
-from mace.devices.target_run import RunOptions, run_on_device
+from mace.devices.target_run import run_on_device
+from mace.runtime.run_options import RunOptions
 from mace.errors import ConfigError, MaceError
 from mace.run import run_model
 from mace.scale import accuracy as sharded_accuracy
@@ -77,12 +78,11 @@ class SweepJob:
     def __call__(self) -> SweepRow:
         row = SweepRow(str(self.config.path), self.model_name, self.runtime, self.target.device.name)
         try:
+            opts = RunOptions(models=[self.model_name], build_dir=self.build_dir, rounds=self.rounds,
+                              validate=True, timeout=self.timeout)   # one object, host or board
             if self.target.device.kind == "host":
-                r = run_model(self.config, self.config.models[self.model_name], self.build_dir,
-                              rounds=self.rounds, validate=True)
+                r = run_model(self.config, self.config.models[self.model_name], opts=opts)
             else:
-                opts = RunOptions(models=[self.model_name], build_dir=self.build_dir, rounds=self.rounds,
-                                  validate=True, timeout=self.timeout)
                 r = run_on_device(self.config, self.target, opts)[0]
         except Exception as e:  # noqa: BLE001 - whatever fails, the job's row says so and the sweep goes on
             row.error = failure(e)

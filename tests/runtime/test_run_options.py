@@ -1,0 +1,38 @@
+"""One RunOptions (mace/runtime/run_options.py) from the flags to this machine's run and to the
+board's runner: declared once, so a misspelt option is an error and both sides read the same."""
+from __future__ import annotations
+
+import pytest
+
+from mace.cli._run_options import run_options
+from mace.cli.main import build_parser
+from mace.config import load_deployment
+from mace.devices.target_run import runner_options
+from mace.run import run_model
+from mace.runtime.run_options import RunOptions
+from tests.cli_helpers import workdir
+
+
+def test_the_run_flags_make_one_options_object_for_host_and_board(tmp_path):
+    work = workdir(tmp_path)
+    args = build_parser().parse_args(["run", f"--config={work / 'deploy.yml'}", "--round=3", "--omp_num_threads=2",
+                                      "--cpu_wait_policy=short", "--restart_round=2", "--seed=7", "--validate",
+                                      "--tuning", "--gpu_perf_hint=3", "--device_timeout=40", "--vlog_level=2"])
+    config = load_deployment(args.config)
+    opts = run_options(args, config, input_shapes={"image": (1, 8, 8, 1)})
+    assert (opts.rounds, opts.num_threads, opts.cpu_wait_policy, opts.restart_round, opts.seed) == (3, 2, "short", 2, 7)
+    assert opts.validate and opts.tuning and opts.gpu_perf_hint == 3 and opts.profile and opts.timeout == 40.0
+    assert opts.models == ["digits_cnn"] and opts.input_shapes == {"image": (1, 8, 8, 1)}
+    argv = runner_options(opts).to_argv()   # what the board's runner is told, from the same object
+    assert {"--round=3", "--omp_num_threads=2", "--cpu_wait_policy=short", "--restart_round=2", "--profile",
+            "--timeout=40.0"} <= set(argv), argv
+    with pytest.raises(Exception):   # frozen: a run cannot change its options half way
+        opts.rounds = 5
+
+
+def test_a_misspelt_option_is_an_error_not_an_ignored_keyword(tmp_path):
+    work = workdir(tmp_path)
+    config = load_deployment(work / "deploy.yml")
+    with pytest.raises(TypeError, match="round"):
+        run_model(config, config.models["digits_cnn"], work / "builds", round=3)
+    assert RunOptions().models == [] and RunOptions().num_threads == -1
