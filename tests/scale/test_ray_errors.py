@@ -14,6 +14,7 @@ import pytest
 
 from mace.errors import ConfigError
 from mace.scale.runner import make_cluster
+from mace.util.cpu_contention import usable_cores
 from tests.cli_helpers import cli, digits_model, workdir, write_deployment
 from tests.mace_compat.test_accuracy_script_errors import refused, script_text
 
@@ -63,6 +64,10 @@ def test_workers_are_capped_at_the_cpus_and_the_shards(work):
     out = r.stdout + r.stderr
     assert "--workers 100000: capped at" in out and "the CPUs this machine gives this process" in out
     assert (work / "builds/digits/digits_cnn_accuracy.json").is_file()
+    if usable_cores() >= 2:   # one sample, one shard: one worker, not two
+        r = on_ray(work, script_text(sample_size="def sample_size(self):\n    return 1"), "--workers", "2")
+        assert r.returncode == 0, r.stderr
+        assert "--workers 2: 1 started, one per shard of samples" in r.stdout + r.stderr
 
 
 def test_ray_address_in_the_environment_is_checked_as_the_flag_is(work):
