@@ -70,52 +70,39 @@ def _store(epi, at, rows, cols, ld, col0):
 @njit(inline="always", **OPTS)
 def _depthwise5_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1, ofr):
     """Output columns a0:a1 of one row of a 5x5 depthwise conv, all 25 taps inside: 16 channels
-    at a time with the taps in registers (_dw_pixels), then 8, then the last c % 8 as one
-    expression per channel over the five flat [W*C] input rows (offsets LLVM can prove
-    non-negative, so the channel loop vectorizes; the same multiply-adds in the same order)."""
-    r0, r1, r2 = xf[b, iy0], xf[b, iy0 + dil_h], xf[b, iy0 + 2 * dil_h]
-    r3, r4 = xf[b, iy0 + 3 * dil_h], xf[b, iy0 + 4 * dil_h]
-    step, d = max(stride_w, 1) * c, max(dil_w, 1) * c
-    start = max((a0 * stride_w - pad_l) * c, 0)
-    first = max(a0, 0)
-    # 16 channels at a time with the 25 taps in registers (_dw_pixels), then 8, then the rest
-    at, line = r0.ctypes.data + start * 4, (r1.ctypes.data - r0.ctypes.data)
-    wd, bd, od = w9.ctypes.data, bias.ctypes.data, ofr.ctypes.data + first * c * 4
-    c16, c8 = c - c % 16, c - c % 8
+    at a time with the taps in registers (_dw_pixels; 8 without AVX-512), then 8, then the last
+    c % 8 one at a time."""
+    step, d = max(stride_w, 1) * c * 4, max(dil_w, 1) * c * 4
+    at = xf[b, iy0].ctypes.data + max((a0 * stride_w - pad_l) * c, 0) * 4
+    line = xf[b, iy0 + dil_h].ctypes.data - xf[b, iy0].ctypes.data
+    wd, bd, od, npix = w9.ctypes.data, bias.ctypes.data, ofr.ctypes.data + max(a0, 0) * c * 4, a1 - a0
+    c16, c8 = (c - c % 16) * (DW_LANES == 16), c - c % 8
     for cb in range(0, c16, 16):
-        _dw_pixels(5, 16, at + cb * 4, line, step * 4, d * 4, wd + cb * 4, c * 4, bd + cb * 4, lo, hi,
-                   od + cb * 4, c * 4, a1 - a0)
-    if c8 > c16:
-        _dw_pixels(5, 8, at + c16 * 4, line, step * 4, d * 4, wd + c16 * 4, c * 4, bd + c16 * 4, lo, hi,
-                   od + c16 * 4, c * 4, a1 - a0)
-    for q in range(a1 - a0 if c8 < c else 0):
-        k0 = start + q * step
-        o0 = (first + q) * c
-        for ch in range(c8, c):
-            k = k0 + ch
-            v = (bias[ch] + r0[k] * w9[0, ch] + r0[k + d] * w9[1, ch] + r0[k + 2 * d] * w9[2, ch]
-                 + r0[k + 3 * d] * w9[3, ch] + r0[k + 4 * d] * w9[4, ch]
-                 + r1[k] * w9[5, ch] + r1[k + d] * w9[6, ch] + r1[k + 2 * d] * w9[7, ch]
-                 + r1[k + 3 * d] * w9[8, ch] + r1[k + 4 * d] * w9[9, ch]
-                 + r2[k] * w9[10, ch] + r2[k + d] * w9[11, ch] + r2[k + 2 * d] * w9[12, ch]
-                 + r2[k + 3 * d] * w9[13, ch] + r2[k + 4 * d] * w9[14, ch]
-                 + r3[k] * w9[15, ch] + r3[k + d] * w9[16, ch] + r3[k + 2 * d] * w9[17, ch]
-                 + r3[k + 3 * d] * w9[18, ch] + r3[k + 4 * d] * w9[19, ch]
-                 + r4[k] * w9[20, ch] + r4[k + d] * w9[21, ch] + r4[k + 2 * d] * w9[22, ch]
-                 + r4[k + 3 * d] * w9[23, ch] + r4[k + 4 * d] * w9[24, ch])
-            ofr[o0 + ch] = min(max(v, lo), hi)
+        _dw_pixels(5, 16, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4, c * 4,
+                   npix)
+    for cb in range(c16, c8, 8):
+        _dw_pixels(5, 8, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4, c * 4,
+                   npix)
+    for ch in range(c8, c):
+        _dw_pixels(5, 1, at + ch * 4, line, step, d, wd + ch * 4, c * 4, bd + ch * 4, lo, hi, od + ch * 4, c * 4,
+                   npix)
 
 
 # ---- the 3x3 and 5x5 depthwise interiors, 16 (or 8) channels at a time, taps in registers ----
 
+# 16-channel blocks where a vector register holds 16 floats; else 8 (16 would take two registers
+# each: a 5x5's 25 taps then spill)
+DW_LANES = 16 if has("avx512f") else 8
+
+
 @intrinsic
 def _dw_pixels(typingctx, k, lanes, at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix):
-    """npix output pixels x `lanes` (16 or 8) channels of a k x k (3 or 5; both literals)
+    """npix output pixels x `lanes` (16, 8 or 1) channels of a k x k (3 or 5; both literals)
     depthwise interior: out[i] = clip(bias + sum_{a,t} x[at + a * line + i * step + t * dil] *
     w[k * a + t], lo, hi), addresses and byte steps as int64, tap t's weights at w + t * wrow
     (_DwIR)."""
     if not (isinstance(k, types.IntegerLiteral) and k.literal_value in (3, 5)
-            and isinstance(lanes, types.IntegerLiteral) and lanes.literal_value in (8, 16)):
+            and isinstance(lanes, types.IntegerLiteral) and lanes.literal_value in (1, 8, 16)):
         return None
     size, n, i64 = k.literal_value, lanes.literal_value, types.int64
     sig = types.void(k, lanes, i64, i64, i64, i64, i64, i64, i64, types.float32, types.float32, i64,
@@ -203,35 +190,22 @@ class _DwIR:
 @njit(inline="always", **OPTS)
 def _depthwise3_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1, ofr):
     """Output columns a0:a1 of one row of a 3x3 depthwise conv, all nine taps inside: 16
-    channels at a time with the taps held in registers (_dw_pixels), then 8, then the last
-    c % 8 as one expression per channel over the three flat [W*C] input rows (the same bytes:
-    the same multiply-adds in the same order). 112x112x16: 3x the channel-loop expression alone."""
-    r0, r1, r2 = xf[b, iy0], xf[b, iy0 + dil_h], xf[b, iy0 + 2 * dil_h]
-    step, dil = max(stride_w, 1) * c, max(dil_w, 1) * c
-    start = max((a0 * stride_w - pad_l) * c, 0)
-    first = max(a0, 0)
-    npix = a1 - a0
-    at, line = r0.ctypes.data + start * 4, (r1.ctypes.data - r0.ctypes.data)
-    wd, bd, od = w9.ctypes.data, bias.ctypes.data, ofr.ctypes.data + first * c * 4
-    c16, c8 = c - c % 16, c - c % 8
+    channels at a time with the taps held in registers (_dw_pixels; 8 without AVX-512), then 8,
+    then the last c % 8 one at a time. 112x112x16: 2-3x the channel-loop expression it replaced."""
+    step, d = max(stride_w, 1) * c * 4, max(dil_w, 1) * c * 4
+    at = xf[b, iy0].ctypes.data + max((a0 * stride_w - pad_l) * c, 0) * 4
+    line = xf[b, iy0 + dil_h].ctypes.data - xf[b, iy0].ctypes.data
+    wd, bd, od, npix = w9.ctypes.data, bias.ctypes.data, ofr.ctypes.data + max(a0, 0) * c * 4, a1 - a0
+    c16, c8 = (c - c % 16) * (DW_LANES == 16), c - c % 8
     for cb in range(0, c16, 16):
-        _dw_pixels(3, 16, at + cb * 4, line, step * 4, dil * 4, wd + cb * 4, c * 4, bd + cb * 4, lo, hi,
-                    od + cb * 4, c * 4, npix)
-    if c8 > c16:
-        _dw_pixels(3, 8, at + c16 * 4, line, step * 4, dil * 4, wd + c16 * 4, c * 4, bd + c16 * 4, lo, hi,
-                    od + c16 * 4, c * 4, npix)
-    if c8 < c:
-        for q in range(npix):
-            k0 = start + q * step
-            o0 = (first + q) * c
-            for ch in range(c8, c):
-                k = k0 + ch
-                v = (bias[ch] + r0[k] * w9[0, ch] + r0[k + dil] * w9[1, ch]
-                     + r0[k + 2 * dil] * w9[2, ch] + r1[k] * w9[3, ch] + r1[k + dil] * w9[4, ch]
-                     + r1[k + 2 * dil] * w9[5, ch] + r2[k] * w9[6, ch] + r2[k + dil] * w9[7, ch]
-                     + r2[k + 2 * dil] * w9[8, ch])
-                ofr[o0 + ch] = min(max(v, lo), hi)
-
+        _dw_pixels(3, 16, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4, c * 4,
+                   npix)
+    for cb in range(c16, c8, 8):
+        _dw_pixels(3, 8, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4, c * 4,
+                   npix)
+    for ch in range(c8, c):
+        _dw_pixels(3, 1, at + ch * 4, line, step, d, wd + ch * 4, c * 4, bd + ch * 4, lo, hi, od + ch * 4, c * 4,
+                   npix)
 
 @njit(**OPTS)
 def depthwise(x, w, bias, lo, hi, epi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, r0, r1):
