@@ -68,24 +68,25 @@ def _store(epi, at, rows, cols, ld, col0):
 
 
 @njit(inline="always", **OPTS)
-def _depthwise5_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1, ofr):
-    """Output columns a0:a1 of one row of a 5x5 depthwise conv, all 25 taps inside: 16 channels
+def _depthwise5_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1, ofr, top, rows):
+    """Output columns a0:a1 of one row of a 5x5 depthwise conv, filter rows top:top + rows: 16 channels
     at a time with the taps in registers (_dw_pixels; 8 without AVX-512), then 8, then the last
     c % 8 one at a time."""
     step, d = max(stride_w, 1) * c * 4, max(dil_w, 1) * c * 4
-    at = xf[b, iy0].ctypes.data + max((a0 * stride_w - pad_l) * c, 0) * 4
-    line = xf[b, iy0 + dil_h].ctypes.data - xf[b, iy0].ctypes.data
-    wd, bd, od, npix = w9.ctypes.data, bias.ctypes.data, ofr.ctypes.data + max(a0, 0) * c * 4, a1 - a0
+    at = xf[b, iy0 + top * dil_h].ctypes.data + max((a0 * stride_w - pad_l) * c, 0) * 4
+    line = dil_h * xf.strides[1]
+    wd = w9.ctypes.data + top * 5 * c * 4
+    bd, od, npix = bias.ctypes.data, ofr.ctypes.data + max(a0, 0) * c * 4, a1 - a0
     c16, c8 = (c - c % 16) * (DW_LANES == 16), c - c % 8
     for cb in range(0, c16, 16):
-        _dw_pixels(5, 16, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4, c * 4,
-                   npix)
+        _dw_pixels(5, 16, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4,
+                   c * 4, npix, rows)
     for cb in range(c16, c8, 8):
-        _dw_pixels(5, 8, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4, c * 4,
-                   npix)
+        _dw_pixels(5, 8, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4,
+                   c * 4, npix, rows)
     for ch in range(c8, c):
-        _dw_pixels(5, 1, at + ch * 4, line, step, d, wd + ch * 4, c * 4, bd + ch * 4, lo, hi, od + ch * 4, c * 4,
-                   npix)
+        _dw_pixels(5, 1, at + ch * 4, line, step, d, wd + ch * 4, c * 4, bd + ch * 4, lo, hi, od + ch * 4,
+                   c * 4, npix, rows)
 
 
 # ---- the 3x3 and 5x5 depthwise interiors, 16 (or 8) channels at a time, taps in registers ----
@@ -96,17 +97,18 @@ DW_LANES = 16 if has("avx512f") else 8
 
 
 @intrinsic
-def _dw_pixels(typingctx, k, lanes, at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix):
+def _dw_pixels(typingctx, k, lanes, at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix, rows):
     """npix output pixels x `lanes` (16, 8 or 1) channels of a k x k (3 or 5; both literals)
-    depthwise interior: out[i] = clip(bias + sum_{a,t} x[at + a * line + i * step + t * dil] *
-    w[k * a + t], lo, hi), addresses and byte steps as int64, tap t's weights at w + t * wrow
-    (_DwIR)."""
+    depthwise conv whose filter rows 0:rows (1 <= rows <= k) lie inside the input (at and w: the
+    first of them; a top or bottom border row has fewer) and all k columns:
+    out[i] = clip(bias + sum_{a < rows, t < k} x[at + a * line + i * step + t * dil] * w[k * a + t],
+    lo, hi), addresses and byte steps as int64, tap t's weights at w + t * wrow (_DwIR)."""
     if not (isinstance(k, types.IntegerLiteral) and k.literal_value in (3, 5)
             and isinstance(lanes, types.IntegerLiteral) and lanes.literal_value in (1, 8, 16)):
         return None
     size, n, i64 = k.literal_value, lanes.literal_value, types.int64
     sig = types.void(k, lanes, i64, i64, i64, i64, i64, i64, i64, types.float32, types.float32, i64,
-                     i64, i64)
+                     i64, i64, i64)
 
     def codegen(context, builder, signature, args):
         builder.call(_DwIR.function(builder.module, size, n), args[2:])
@@ -129,7 +131,7 @@ class _DwIR:
         if name in module.globals:
             return module.globals[name]
         i64, f32 = ir.IntType(64), ir.FloatType()
-        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64] * 7 + [f32, f32] + [i64] * 3), name)
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [i64] * 7 + [f32, f32] + [i64] * 4), name)
         fn.linkage = "internal"
         fn.attributes.add("noinline")
         builder = ir.IRBuilder(fn.append_basic_block("entry"))
@@ -160,18 +162,35 @@ class _DwIR:
         m = b.select(b.fcmp_ordered(">", lo, v, flags=("fast",)), lo, v)
         return b.select(b.fcmp_ordered("<", hi, m, flags=("fast",)), hi, m)
 
-    def emit(self, at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix):
+    def emit(self, at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix, rows):
+        """A loop per row count 1..k (its taps in registers), the one for `rows` run."""
         b, c = self.b, lambda v: ir.Constant(self.i64, v)
-        k = self.k
-        taps = [self.load(b.add(w, b.mul(wrow, c(t)))) for t in range(k * k)]
+        done = b.append_basic_block("dw_done")
+        start = b.append_basic_block("dw_start")
+        b.cbranch(b.icmp_signed(">", npix, c(0)), start, done)
+        b.position_at_end(start)
+        switch = b.switch(rows, done)
+        for r in range(1, self.k + 1):
+            block = b.append_basic_block(f"dw_rows{r}")
+            switch.add_case(c(r), block)
+            b.position_at_end(block)
+            self.loop(r, (at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix), done)
+        b.position_at_end(done)
+
+    def loop(self, rows: int, args, done):
+        """From the current block: the pixels of a window `rows` filter rows by k columns, then
+        to `done`."""
+        at, line, step, dil, w, wrow, bias, lo, hi, out, ostep, npix = args
+        b, c, k = self.b, lambda v: ir.Constant(self.i64, v), self.k
+        taps = [self.load(b.add(w, b.mul(wrow, c(t)))) for t in range(rows * k)]
         bias_v, lo_v, hi_v = self.load(bias), self.splat(lo), self.splat(hi)
         # the taps' byte offsets from the window's corner, loop invariant: one address
         # register each (addresses recomputed from the pixel index made LLVM keep 36 induction
         # variables for a 3x3, mostly on the stack)
-        offs = [b.add(b.mul(line, c(a)), b.mul(dil, c(t))) for a in range(k) for t in range(k)]
+        offs = [b.add(b.mul(line, c(a)), b.mul(dil, c(t))) for a in range(rows) for t in range(k)]
         entry = b.block
-        body, done = b.append_basic_block("dw_pixel"), b.append_basic_block("dw_done")
-        b.cbranch(b.icmp_signed(">", npix, c(0)), body, done)
+        body = b.append_basic_block(f"dw_pixel{rows}")
+        b.branch(body)
         b.position_at_end(body)
         i, src, dst = b.phi(self.i64), b.phi(self.i64), b.phi(self.i64)
         for phi, v in ((i, c(0)), (src, at), (dst, out)):
@@ -184,28 +203,28 @@ class _DwIR:
         for phi, v in ((i, nxt), (src, b.add(src, step)), (dst, b.add(dst, ostep))):
             phi.add_incoming(v, body)
         b.cbranch(b.icmp_signed("<", nxt, npix), body, done)
-        b.position_at_end(done)
 
 
 @njit(inline="always", **OPTS)
-def _depthwise3_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1, ofr):
-    """Output columns a0:a1 of one row of a 3x3 depthwise conv, all nine taps inside: 16
+def _depthwise3_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1, ofr, top, rows):
+    """Output columns a0:a1 of one row of a 3x3 depthwise conv, filter rows top:top + rows: 16
     channels at a time with the taps held in registers (_dw_pixels; 8 without AVX-512), then 8,
     then the last c % 8 one at a time. 112x112x16: 2-3x the channel-loop expression it replaced."""
     step, d = max(stride_w, 1) * c * 4, max(dil_w, 1) * c * 4
-    at = xf[b, iy0].ctypes.data + max((a0 * stride_w - pad_l) * c, 0) * 4
-    line = xf[b, iy0 + dil_h].ctypes.data - xf[b, iy0].ctypes.data
-    wd, bd, od, npix = w9.ctypes.data, bias.ctypes.data, ofr.ctypes.data + max(a0, 0) * c * 4, a1 - a0
+    at = xf[b, iy0 + top * dil_h].ctypes.data + max((a0 * stride_w - pad_l) * c, 0) * 4
+    line = dil_h * xf.strides[1]
+    wd = w9.ctypes.data + top * 3 * c * 4
+    bd, od, npix = bias.ctypes.data, ofr.ctypes.data + max(a0, 0) * c * 4, a1 - a0
     c16, c8 = (c - c % 16) * (DW_LANES == 16), c - c % 8
     for cb in range(0, c16, 16):
-        _dw_pixels(3, 16, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4, c * 4,
-                   npix)
+        _dw_pixels(3, 16, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4,
+                   c * 4, npix, rows)
     for cb in range(c16, c8, 8):
-        _dw_pixels(3, 8, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4, c * 4,
-                   npix)
+        _dw_pixels(3, 8, at + cb * 4, line, step, d, wd + cb * 4, c * 4, bd + cb * 4, lo, hi, od + cb * 4,
+                   c * 4, npix, rows)
     for ch in range(c8, c):
-        _dw_pixels(3, 1, at + ch * 4, line, step, d, wd + ch * 4, c * 4, bd + ch * 4, lo, hi, od + ch * 4, c * 4,
-                   npix)
+        _dw_pixels(3, 1, at + ch * 4, line, step, d, wd + ch * 4, c * 4, bd + ch * 4, lo, hi, od + ch * 4,
+                   c * 4, npix, rows)
 
 @njit(**OPTS)
 def depthwise(x, w, bias, lo, hi, epi, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, out, r0, r1):
@@ -213,11 +232,12 @@ def depthwise(x, w, bias, lo, hi, epi, stride_h, stride_w, dil_h, dil_w, pad_t, 
     act the fused activation `epi` applied to each row as it is stored (_store; none: epi[0] == 0).
 
     Zero padding is implicit: taps outside the input are skipped. A 3x3 or 5x5 filter's
-    interior pixels (all taps inside) are one expression per channel over flat [W*C]
-    rows (5x5: _depthwise5_row; 1.2-2x the tap-by-tap loop there; 3x3: _depthwise3_row,
-    16 channels at a time with the taps in registers, 1.3-3x more); border pixels, and
-    other filter sizes, accumulate tap by tap over the column ranges left. Output rows
-    (image-major) r0:r1 only: the compute pool splits the rows across threads.
+    pixels with all k taps along W inside run 16 channels at a time with the taps in registers
+    (_depthwise3_row / _depthwise5_row: 1.3-2.7x the per-channel expression they replaced),
+    over the filter rows inside the input (all k but on a top or bottom border row); the
+    left and right border pixels, and other filter sizes, accumulate tap by tap over the
+    column ranges left, in the same order. Output rows (image-major) r0:r1 only: the compute
+    pool splits the rows across threads.
     """
     n, oh, ow, c = out.shape
     h, wd = x.shape[1], x.shape[2]
@@ -232,14 +252,17 @@ def depthwise(x, w, bias, lo, hi, epi, stride_h, stride_w, dil_h, dil_w, pad_t, 
         b, oy = row // oh, row % oh
         orow = out[b, oy]
         iy0 = oy * stride_h - pad_t
-        if iy0 >= 0 and iy0 + 4 * dil_h < h and kh == 5 and kw == 5 and a1 > a0:
-            c0, c1 = a0, a1   # the columns done by the 5x5 interior expression
+        # the filter rows inside the input, top:top + rows (fewer than kh on a border row)
+        top = 0 if iy0 >= 0 else (dil_h - 1 - iy0) // dil_h
+        rows = min(kh, (h - 1 - iy0) // dil_h + 1) - top if iy0 < h else 0
+        if kh == 5 and kw == 5 and a1 > a0 and rows > 0:
+            c0, c1 = a0, a1   # the columns with all five taps along W inside (_depthwise5_row)
             _depthwise5_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1,
-                            of[b, oy])
-        elif iy0 >= 0 and iy0 + 2 * dil_h < h and kh == 3 and kw == 3 and a1 > a0:
-            c0, c1 = a0, a1   # the columns done by the 3x3 interior (_depthwise3_row)
+                            of[b, oy], top, rows)
+        elif kh == 3 and kw == 3 and a1 > a0 and rows > 0:
+            c0, c1 = a0, a1   # the columns with all three taps along W inside (_depthwise3_row)
             _depthwise3_row(xf, w9, bias, lo, hi, b, iy0, dil_h, dil_w, stride_w, pad_l, c, a0, a1,
-                            of[b, oy])
+                            of[b, oy], top, rows)
         else:
             c0, c1 = 0, 0
         # the other pixels, tap by tap: columns [0, c0) and [c1, ow) (all of them
