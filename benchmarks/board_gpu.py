@@ -42,7 +42,8 @@ COLUMNS = ("model", "host cos", "board cos (cold)", "board cos (warm)", "init co
 
 @contextlib.contextmanager
 def loopback_board(folder: Path):
-    """A devices .yml naming this machine, over the device tests' sshd."""
+    """A devices .yml naming this machine, over the device tests' sshd: its CPU is this machine's,
+    so it offers `host` and runs the host build (docs/devices.md, "Which devices run")."""
     from tests.devices.ssh_server import ensure_sshd, ssh_server
 
     reason = ensure_sshd()
@@ -54,7 +55,7 @@ def loopback_board(folder: Path):
         python.chmod(0o755)
         yml = folder / "devices.yml"
         yml.write_text(yaml.safe_dump({"devices": {"board": {
-            "target_abis": ["arm64"], "target_socs": "loopback", "models": "Loopback Board",
+            "target_abis": ["host"], "target_socs": "loopback", "models": "Loopback Board",
             "address": "127.0.0.1", "port": server.port, "username": server.user,
             "identity_file": str(server.key), "python": str(python), "work_dir": str(folder / "remote")}}}))
         yield yml
@@ -112,7 +113,8 @@ def row(name: str, result: dict) -> list:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--device_yml", type=Path, help="the board(s) to run on (an entry with target_abis arm64)")
+    p.add_argument("--device_yml", type=Path, help="the board(s) to run on (an entry with target_abis arm64, or host "
+                                                         "for one of this machine's CPU)")
     p.add_argument("--loopback", action="store_true", help="this machine as the board (over a local sshd)")
     p.add_argument("--models", default=DEFAULT_MODELS, help=f"comma-separated zoo models ({DEFAULT_MODELS})")
     p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")

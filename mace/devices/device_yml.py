@@ -26,7 +26,8 @@ from mace.config.yaml_io import load_yaml
 from mace.devices.adb import ANDROID_WORK_DIR, AdbDevice
 from mace.devices.ssh import SshDevice
 
-DEVICE_ABIS = tuple(a for a in schema.ABIS if a != "host") + ("armeabi", "x86", "x86_64")
+# `host`: a board of this machine's CPU, which runs the host build (docs/devices.md)
+DEVICE_ABIS = schema.ABIS + ("armeabi", "x86", "x86_64")
 LINUX_WORK_DIR = "/tmp/data/mace_run"   # MACE's work folder on ARM Linux boards
 
 

@@ -136,11 +136,17 @@ def _target(config, device: Device, named: bool, build_dir=None):
     return Target(device, abi) if abi else None
 
 
+def _own_abi(device: Device) -> str:
+    """The ABI to build for `device`: `host` for one of this machine's CPU (an x86_64 board)."""
+    return "host" if device.supports("host") else device.target_abis[0]
+
+
 def _abi_fix(config, device: Device, build_dir) -> str:
     """The commands that make `device` usable without editing the deployment file."""
-    abi = device.target_abis[0]
+    abi = _own_abi(device)
     build = command_hint("build", config, build_dir, keys={"target_abis": [abi]})
-    return f"or run `{build}`, then this command again with --target_abis={abi}"
+    pick = f" --device={device.name}" if abi == "host" else ""   # [host] alone is a run on this machine
+    return f"or run `{build}`, then this command again with --target_abis={abi}{pick}"
 
 
 def _by_soc(config, targets: list, socs) -> list:
@@ -166,7 +172,7 @@ def _nothing_found(config, devices, socs, build_dir=None) -> str:
     adb_state = "" if shutil.which("adb") else "; adb is not installed"
     other_abi = [d for d in devices if d.kind != "host" and d.target_abis and
                  not any(d.supports(a) for a in config.target_abis)]
-    fix = (f" To use {other_abi[0].name}: add {other_abi[0].target_abis[0]} to target_abis, "
+    fix = (f" To use {other_abi[0].name}: add {_own_abi(other_abi[0])} to target_abis, "
            f"{_abi_fix(config, other_abi[0], build_dir)}") if other_abi else ""
     return (f"{config.path}: no device offers target_abis [{', '.join(config.target_abis)}]{soc}; "
             f"found: {found}{adb_state}. List a board in devices.yml (--device_yml) or connect "

@@ -2,7 +2,8 @@
 
 Steps, each named in errors (`device board: push: ...`) and each limited to --device_timeout:
   lock        wait for other runs on this device (locks.py)
-  connect     log in, check python >= 3.10 and numpy, create <work_dir>/<library>/
+  connect     log in, check python >= 3.10 and numpy, that its CPU runs the build's ABI, create
+              <work_dir>/<library>/
   push        runner, models, OpenCL files and inputs, in one transfer
   verify      sizes and sha256 on the device (a transfer cut short is caught here)
   run MODEL   python3 mace_run.pyz ... (the runner stops itself at the time limit too)
@@ -35,7 +36,7 @@ from mace.config.deployment import DeploymentConfig
 from mace.config.files import converted_paths, library_dir, make_inputs, write_outputs
 from mace.config.hints import command_hint
 from mace.devices import process
-from mace.devices.base import DeviceError
+from mace.devices.base import HOST_CPU, DeviceError, abi_of_machine, machine_runs
 from mace.devices.build import RUNNER, built_for, file_entry
 from mace.devices.discovery import Target
 from mace.devices.locks import device_lock
@@ -57,11 +58,6 @@ from mace.runtime.run_options import RunOptions
 
 MIN_PYTHON = (3, 10)
 INDEXED_OUTPUT = re.compile(r"output\d+\.npy")   # the runner's --indexed_outputs files
-# What uname says -> the ABIs such a CPU runs (for a note when the devices .yml says otherwise)
-MACHINE_ABIS = {"aarch64": {"arm64", "aarch64", "arm64-v8a"}, "arm64": {"arm64", "aarch64", "arm64-v8a"},
-                "armv7l": {"armhf", "armv7l", "armeabi-v7a", "armeabi"},
-                "armv8l": {"armhf", "armv7l", "armeabi-v7a", "armeabi"},
-                "x86_64": {"x86_64"}, "i686": {"x86"}}
 
 # Run by the device's python with `-c`: plain enough for any Python, so an old one can be named.
 PREFLIGHT = """import json, os, platform, sys
@@ -189,7 +185,7 @@ def run_on_device(config: DeploymentConfig, target: Target, opts: RunOptions, no
     with tempfile.TemporaryDirectory(prefix="mace-device-") as tmp:
         jobs = [_prepare(config, name, opts, Path(tmp)) for name in opts.models or list(config.models)]
         with device_lock(device, opts.lock_timeout, notify):
-            env = _connect(device, remote_dir, opts.timeout)
+            env = _connect(device, abi, remote_dir, opts.timeout)
             _push(device, built, jobs, remote_dir, opts.timeout, opencl.present())
             raw = []
             for job in jobs:
@@ -221,7 +217,7 @@ def _prepare(config, name: str, opts: RunOptions, tmp: Path) -> _Job:
 
 
 # ---- steps on the device ----------------------------------------------------------------
-def _connect(device, remote_dir: str, timeout: float) -> dict:
+def _connect(device, abi: str, remote_dir: str, timeout: float) -> dict:
     step = "connect"
     done = device.shell([device.python, "-c", PREFLIGHT, remote_dir], timeout, step)
     if done.returncode == 127 or ("not found" in done.stderr and not done.stdout.strip()):
@@ -238,10 +234,30 @@ def _connect(device, remote_dir: str, timeout: float) -> dict:
         raise DeviceError(device.name, step, f"numpy is missing on the device for {device.python} "
                                              f"({info['numpy_error']}): install it there "
                                              f"(e.g. `{device.python} -m pip install numpy`)")
+    _check_machine(device, abi, info["machine"])
     if not info["writable"]:
         raise DeviceError(device.name, step, f"cannot write to {remote_dir} (set `work_dir:` in the "
                                              f"devices .yml)")
     return {k: info[k] for k in ("python", "numpy", "machine")}
+
+
+def _check_machine(device, abi: str, machine: str) -> None:
+    """The build's ABI must be one the device's CPU runs, as its Python reports it: MACE refuses a
+    build on a device without that ABI (an x86 board runs the `host` build, docs/devices.md)."""
+    if machine_runs(machine, abi):
+        return
+    build = f"{abi} (this machine's {HOST_CPU})" if abi == "host" else abi
+    own = abi_of_machine(machine, android=device.kind == "adb")
+    if own:
+        named = own + (" (this machine's CPU)" if own == "host" else "")
+        where = (f"a devices .yml entry with serial: {device.serial}" if device.source == "adb devices"
+                 else device.source)   # getprop's abilist said otherwise: the entry replaces it
+        fix = (f"list {named} in its target_abis ({where}) and in the deployment file's target_abis, "
+               f"then build and run again")
+    else:
+        fix = "no ABI of MACE's builds for it"
+    raise DeviceError(device.name, "connect", f"its {device.python} reports a {machine} CPU (platform.machine()), "
+                                              f"which does not run a build for ABI {build}: {fix}")
 
 
 def _push(device, built, jobs: list, remote_dir: str, timeout: float, opencl_files: list) -> None:
@@ -369,10 +385,6 @@ def _last_json(done):
 # ---- back on the host ---------------------------------------------------------------------
 def _notes(device, abi: str, job: _Job, raw: dict, info: dict) -> list:
     notes = list(job.notes)
-    machine_abis = MACHINE_ABIS.get(info["machine"])
-    if machine_abis is not None and abi not in machine_abis:
-        notes.append(f"device {device.name} is a {info['machine']} machine, but runs as ABI {abi} "
-                     f"({device.source}); the runner is pure Python, so it ran anyway")
     affinity = raw.get("affinity") or {}
     if affinity.get("policy") and not affinity.get("applied"):
         notes.append(f"cpu_affinity_policy {affinity['policy']} ({affinity['name']}) was not applied on "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import sys
 import tempfile
 from pathlib import Path
@@ -54,9 +55,15 @@ def _remove_locks(pattern: str) -> None:
         path.unlink(missing_ok=True)
 
 
+# The stand-in's "phones" run this machine's Python, so they are what they would be for real: emulators of
+# this machine's CPU (an x86_64 emulator's abilist), which run the host build (docs/devices.md)
+EMULATOR_ABIS = {"x86_64": "x86_64,x86", "i686": "x86"}.get(platform.machine(), platform.machine())
+
+
 @pytest.fixture
 def fake_adb(tmp_path, numpy_only_python, monkeypatch):
-    """The stand-in adb first on PATH (python3 there is the numpy-only one).
+    """The stand-in adb first on PATH (python3 there is the numpy-only one; its phones are emulators of
+    this machine's CPU).
     Returns (env for the CLI, the phones' home folder, add_phone(serial, ...)).
 
     Device locks live in the temp dir, shared by every process of the machine: the phones
@@ -74,7 +81,7 @@ def fake_adb(tmp_path, numpy_only_python, monkeypatch):
                TMPDIR=str(locks))
     phones = {}
 
-    def add_phone(serial, model="Pixel 6", soc="gs101", abis="arm64-v8a,armeabi-v7a,armeabi", state="device"):
+    def add_phone(serial, model="Pixel 6", soc="gs101", abis=EMULATOR_ABIS, state="device"):
         phones[serial] = {"state": state, "props": {"ro.product.model": model, "ro.board.platform": soc,
                                                     "ro.product.cpu.abilist": abis}}
         (home / "devices.json").write_text(json.dumps(phones))

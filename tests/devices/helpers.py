@@ -27,8 +27,9 @@ def make_venv(folder: Path, with_numpy: bool) -> Path:
     return python
 
 
-def arm_work(tmp_path: Path, abis=("arm64",)) -> Path:
-    """tmp_path/work: the digits example with a deployment file deploy.yml for `abis`."""
+def board_work(tmp_path: Path, abis=("host",)) -> Path:
+    """tmp_path/work: the digits example with a deployment file deploy.yml for `abis` (`host`: the
+    loopback board is this machine's CPU, so it runs the host build, picked with --device=board)."""
     work = workdir(tmp_path)
     write_deployment(work / "deploy.yml", {"digits_cnn": digits_model()}, target_abis=list(abis))
     return work
@@ -46,8 +47,9 @@ def write_devices(path: Path, **devices) -> Path:
 
 
 def ssh_entry(server, work_dir: Path, python, **overrides) -> dict:
-    """A devices .yml entry for the test sshd."""
-    entry = {"target_abis": ["arm64", "armhf"], "target_socs": "RK3399", "models": "Test Board",
+    """A devices .yml entry for the test sshd: a board of this machine's CPU (`host`), unless its
+    python is an ARM one (test_arm_boards.py)."""
+    entry = {"target_abis": ["host"], "target_socs": "RK3399", "models": "Test Board",
              "address": "127.0.0.1", "port": server.port, "username": server.user,
              "identity_file": str(server.key), "python": str(python), "work_dir": str(work_dir)}
     entry.update(overrides)

@@ -65,12 +65,12 @@ def onnxruntime_prob(work: Path) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def gpu_work(tmp_path_factory, sshd):
-    """digits with runtime gpu, built for the host and arm64; the board has pyopencl and PoCL."""
+    """digits with runtime gpu, built for the host: the board (this machine's CPU, with pyopencl and
+    PoCL) runs the host build, picked with --device."""
     if GPU_REASON:
         pytest.skip(f"no usable OpenCL device here: {GPU_REASON}")
     work = workdir(tmp_path_factory.mktemp("board-gpu"))
-    write_deployment(work / "deploy.yml", {"digits_cnn": digits_model(runtime="gpu")},
-                     target_abis=["host", "arm64"])
+    write_deployment(work / "deploy.yml", {"digits_cnn": digits_model(runtime="gpu")}, target_abis=["host"])
     build(work)
     write_devices(work / "devices.yml", board=ssh_entry(sshd, work / "remote", sys.executable))
     return work
@@ -78,8 +78,9 @@ def gpu_work(tmp_path_factory, sshd):
 
 @needs_gpu
 def test_gpu_engine_on_the_board_matches_the_host_and_onnxruntime_then_starts_warm(gpu_work):
-    opencl = gpu_work / "out" / "digits" / "opencl" / "arm64"
-    r = ok(run(gpu_work, "--validate", "--tuning", "--round=2", "--output_dir=res", "--json=first.json"))
+    opencl = gpu_work / "out" / "digits" / "opencl" / "host"
+    r = ok(run(gpu_work, "--device=host,board", "--validate", "--tuning", "--round=2", "--output_dir=res",
+               "--json=first.json"))
     assert r.stdout.count("Similarity test passed") == 1 and "Run model digits_cnn on board (gpu)" in r.stdout
     notes = board_notes(json.loads((gpu_work / "first.json").read_text()))
     opencl_line = [n for n in notes if "programs built" in n]
@@ -144,7 +145,7 @@ def test_fp16_range_counts_on_the_board_are_the_hosts(tmp_path, sshd):
              "subgraphs": [{"input_tensors": "x", "input_shapes": "1,4,8,8", "input_data_formats": "NCHW",
                             "output_tensors": "y", "output_shapes": "1,8,8,8", "output_data_formats": "NCHW",
                             "validation_inputs_data": ["x.npy"]}]}
-    write_deployment(work / "deploy.yml", {"sat": model}, library="sat", target_abis=["host", "arm64"])
+    write_deployment(work / "deploy.yml", {"sat": model}, library="sat", target_abis=["host"])
     build(work)
     write_devices(work / "devices.yml", board=ssh_entry(sshd, work / "remote", sys.executable))
     r = run(work, "--device=host,board", "--json=r.json")
@@ -159,12 +160,12 @@ def test_fp16_range_counts_on_the_board_are_the_hosts(tmp_path, sshd):
 
 @pytest.fixture(scope="module")
 def dsp_work(tmp_path_factory, sshd):
-    """digits with runtime dsp for arm64, once with the simulator and once with the test plugin
-    named in the deployment file (installed on the board only)."""
+    """digits with runtime dsp for the host (the board's ABI), once with the simulator and once with
+    the test plugin named in the deployment file (installed on the board only)."""
     work = workdir(tmp_path_factory.mktemp("board-dsp"))
-    write_deployment(work / "deploy.yml", {"digits_cnn": digits_model(runtime="dsp")}, target_abis=["arm64"])
+    write_deployment(work / "deploy.yml", {"digits_cnn": digits_model(runtime="dsp")}, target_abis=["host"])
     write_deployment(work / "plugin.yml", {"digits_cnn": digits_model(runtime="dsp", dsp_backend="test_recorder")},
-                     target_abis=["arm64"])
+                     target_abis=["host"])
     write_deployment(work / "host.yml", {"digits_cnn": digits_model(runtime="dsp")})
     build(work)
     return work
@@ -174,7 +175,7 @@ def test_dsp_on_the_board_goes_through_the_backend_of_the_deployment_file(dsp_wo
                                                                          tmp_path):
     # the simulator (the default backend), on the numpy-only board
     write_devices(dsp_work / "devices.yml", board=ssh_entry(sshd, tmp_path / "sim", numpy_only_python))
-    r = ok(run(dsp_work, "--validate", "--output_dir=res_sim"))
+    r = ok(run(dsp_work, "--device=board", "--validate", "--output_dir=res_sim"))
     text = " ".join(r.stdout.split())
     assert "Run model digits_cnn on board (dsp)" in r.stdout and "Similarity test passed" in r.stdout
     assert "device board: runtime dsp: backend hexagon_sim (Hexagon simulator" in text, r.stdout
@@ -186,13 +187,13 @@ def test_dsp_on_the_board_goes_through_the_backend_of_the_deployment_file(dsp_wo
     python = wrapper(tmp_path, "python-plugin", numpy_only_python, PYTHONPATH=PLUGIN_DIR)
     write_devices(dsp_work / "plugin_devices.yml", board=ssh_entry(sshd, tmp_path / "plugin", python))
     r = ok(cli("run", "--config=plugin.yml", "--build_dir=out", "--device_yml=plugin_devices.yml",
-               "--output_dir=res_plugin", cwd=dsp_work, timeout=300))
+               "--device=board", "--output_dir=res_plugin", cwd=dsp_work, timeout=300))
     assert "device board: runtime dsp: backend test_recorder (test plugin: records its calls)" in \
         " ".join(r.stdout.split()), r.stdout
     assert (dsp_work / "res_plugin" / "prob.npy").read_bytes() == (dsp_work / "res_host" / "prob.npy").read_bytes()
 
     # a board without the plugin: one error naming the device, the step and the .yml key
-    r = cli("run", "--config=plugin.yml", "--build_dir=out", cwd=dsp_work, timeout=300)
+    r = cli("run", "--config=plugin.yml", "--build_dir=out", "--device=board", cwd=dsp_work, timeout=300)
     fails(r, "device board: run digits_cnn:", "plugin.yml: models.digits_cnn",
           "unknown DSP backend 'test_recorder'; available: hexagon_sim")
 
@@ -208,7 +209,7 @@ def test_board_names_with_shell_characters_make_safe_cache_files(gpu_work, sshd_
                                                          models=PAYLOAD.format(tag=tag), target_socs="x;y"))
     r = ok(run(gpu_work, "--device_yml=evil.yml", "--device=board", "--json=evil.json"))
     name = f"Evil__touchpwned_{tag}_a__touchpwned_{tag}_b__touchpwned_{tag}_c.x_y"
-    kernels = gpu_work / "out" / "digits" / "opencl" / "arm64" / f"digits_compiled_opencl_kernel.{name}.bin"
+    kernels = gpu_work / "out" / "digits" / "opencl" / "host" / f"digits_compiled_opencl_kernel.{name}.bin"
     assert kernels.is_file(), r.stdout
     assert sha(kernels) == sha(tmp_path / "remote" / "digits" / kernels.name)
     planted = [str(p) for f in (Path.home(), gpu_work, tmp_path, Path("/tmp")) for p in f.glob(f"pwned_{tag}_*")]
@@ -219,9 +220,10 @@ def test_dsp_backend_with_shell_characters_is_only_a_name(dsp_work, sshd, numpy_
     tag = uuid.uuid4().hex[:10]
     backend = f"x$(touch /tmp/pwned_{tag});touch /tmp/pwned_{tag}"
     write_deployment(dsp_work / "evil.yml", {"digits_cnn": digits_model(runtime="dsp", dsp_backend=backend)},
-                     target_abis=["arm64"])
+                     target_abis=["host"])
     write_devices(dsp_work / "evil_devices.yml", board=ssh_entry(sshd, tmp_path / "remote", numpy_only_python))
-    fails(cli("run", "--config=evil.yml", "--build_dir=out", "--device_yml=evil_devices.yml", cwd=dsp_work,
+    fails(cli("run", "--config=evil.yml", "--build_dir=out", "--device_yml=evil_devices.yml", "--device=board",
+              cwd=dsp_work,
               timeout=300), "device board: run digits_cnn:", f"unknown DSP backend '{backend}'")
     assert not (Path("/tmp") / f"pwned_{tag}").exists()
 
@@ -244,7 +246,7 @@ def test_board_tuning_follows_the_host_rules(tmp_path):
     work = workdir(tmp_path)
     write_deployment(work / "socs.yml", {"digits_cnn": digits_model(runtime="gpu")}, target_socs="rk3399")
     write_deployment(work / "plain.yml", {"digits_cnn": digits_model(runtime="gpu")})
-    opencl = _OpenCl(tmp_path / "opencl" / "arm64", "digits", CACHE_NAME)
+    opencl = _OpenCl(tmp_path / "opencl" / "host", "digits", CACHE_NAME)
 
     def tunes(yml: str, **opts) -> bool:
         config = load_deployment(work / yml)

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from tests.cli_helpers import ROOT, cli
-from tests.devices.helpers import arm_work, no_adb_env, ok
+from tests.devices.helpers import board_work, no_adb_env, ok
 from tests.devices.ssh_server import ensure_sshd, free_port
 
 GUIDE = ROOT / "docs" / "test_board.md"
@@ -40,16 +40,17 @@ def test_the_guide_makes_a_board_that_runs_a_model(tmp_path, numpy_only_python):
         entry = yaml.safe_load(_blocks("yaml")[0])["devices"]["testboard"]
         entry.update(port=port, username=getpass.getuser(), identity_file=str(board / "id_board"),
                      python=str(numpy_only_python), work_dir=str(tmp_path / "remote"))
-        work = arm_work(tmp_path)
+        work = board_work(tmp_path)
         (work / "devices.yml").write_text(yaml.safe_dump({"devices": {"testboard": entry}}))
         ok(cli("build", "--config=deploy.yml", cwd=work))
         for _ in range(50):   # sshd forked into the background: wait until it listens
             if (board / "sshd.pid").exists():
                 break
             time.sleep(0.1)
-        r = ok(cli("run", "--config=deploy.yml", "--device_yml=devices.yml", "--validate", cwd=work,
-                   env=no_adb_env()))
+        r = ok(cli("run", "--config=deploy.yml", "--device_yml=devices.yml", "--device=testboard", "--validate",
+                   cwd=work, env=no_adb_env()))
         assert "Run model digits_cnn on testboard" in r.stdout
+        assert "--device=testboard --validate" in _blocks("bash")[1]   # the guide's run: the board by name
     finally:
         pid = board / "sshd.pid"
         if pid.exists():

@@ -16,13 +16,13 @@ from mace.devices.build import file_entry
 from mace.config.files import safe_name
 from mace.runtime.engine import create_engine
 from tests.cli_helpers import ROOT, cli
-from tests.devices.helpers import arm_work, build, fails, no_adb_env, write_devices
+from tests.devices.helpers import board_work, build, fails, no_adb_env, write_devices
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     """digits built for host and arm64, with an OpenCL file waiting in opencl/arm64/."""
-    work = arm_work(tmp_path_factory.mktemp("build"), abis=("host", "arm64"))
+    work = board_work(tmp_path_factory.mktemp("build"), abis=("host", "arm64"))
     opencl = work / "out" / "digits" / "opencl" / "arm64"
     opencl.mkdir(parents=True)
     (opencl / "digits_compiled_opencl_kernel.Board.rk3399.bin").write_bytes(b"\0" * 16)
@@ -137,7 +137,7 @@ def test_the_runner_names_files_as_run_does():
 
 
 def test_running_on_a_board_needs_a_build(tmp_path):
-    work = arm_work(tmp_path)
+    work = board_work(tmp_path, abis=("arm64",))   # an arm64 board, never reached
     assert cli("convert", "--config=deploy.yml", "--build_dir=out", cwd=work).returncode == 0
     write_devices(work / "devices.yml", board={"target_abis": "arm64", "address": "10.0.0.1", "username": "u"})
     r = cli("run", "--config=deploy.yml", "--build_dir=out", cwd=work, env=no_adb_env())
@@ -148,7 +148,7 @@ def test_a_build_json_that_is_a_fifo_or_of_the_wrong_shape_is_refused(tmp_path):
     """Issue 38: build.json was read with a blocking open (a FIFO there waited forever) and its
     shape trusted (internal errors); each is now one clear error before any connection."""
     import os
-    work = arm_work(tmp_path)
+    work = board_work(tmp_path, abis=("arm64",))   # an arm64 board, never reached
     assert cli("convert", "--config=deploy.yml", "--build_dir=out", cwd=work).returncode == 0
     write_devices(work / "devices.yml", board={"target_abis": "arm64", "address": "10.0.0.1", "username": "u"})
     build_json = work / "out" / "digits" / "build.json"

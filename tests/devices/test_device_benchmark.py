@@ -20,7 +20,7 @@ from mace.ir.model_io import load_net
 from mace.report.benchmark import BenchmarkResult
 from mace.runtime.affinity import policy_cores
 from tests.cli_helpers import cli
-from tests.devices.helpers import arm_work, build, fails, ok, ssh_entry, write_devices
+from tests.devices.helpers import board_work, build, fails, ok, ssh_entry, write_devices
 from tests.devices.ssh_server import free_port
 
 SECTIONS = ["Warm Up", "Run without statistics", "Run with statistics", "Sort by Run Order",
@@ -30,14 +30,16 @@ SECTIONS = ["Warm Up", "Run without statistics", "Run with statistics", "Sort by
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, sshd):
-    """The digits model built for arm64 into out/."""
-    work = arm_work(tmp_path_factory.mktemp("bench"))
+    """The digits model built for the host into out/ (the board is this machine's CPU)."""
+    work = board_work(tmp_path_factory.mktemp("bench"))
     build(work)
     return work
 
 
 def benchmark(work, *args, env=None, build_dir="out"):
-    return cli("benchmark", "--config=deploy.yml", f"--build_dir={build_dir}", *args, cwd=work, env=env)
+    """`benchmark` on the board (--device=board unless args name the devices: the build is the host's)."""
+    pick = [] if any(a.startswith("--device=") for a in args) else ["--device=board"]
+    return cli("benchmark", "--config=deploy.yml", f"--build_dir={build_dir}", *pick, *args, cwd=work, env=env)
 
 
 def board(server, port=None) -> SshDevice:
@@ -71,8 +73,8 @@ def test_benchmark_on_a_board_prints_the_tables_measured_there(built, sshd, nump
     r = ok(benchmark(built, flag, "--round=3", "--warmup=2", "--num_threads=1", "--cpu_affinity_policy=1",
                      "--json=b.json"))
     address = f"ssh {sshd.user}@127.0.0.1:{sshd.port}"
-    assert f"Device board ({address}, ABI arm64): Python" in r.stdout and "SoC rk3399" in r.stdout
-    assert f"Benchmark model digits_cnn (cpu) on device board ({address}, ABI arm64, SoC rk3399, " in r.stdout
+    assert f"Device board ({address}, ABI host): Python" in r.stdout and "SoC rk3399" in r.stdout
+    assert f"Benchmark model digits_cnn (cpu) on device board ({address}, ABI host, SoC rk3399, " in r.stdout
     positions = [r.stdout.index(title) for title in SECTIONS]
     assert positions == sorted(positions)
     names = op_names(built)
@@ -88,7 +90,7 @@ def test_benchmark_on_a_board_prints_the_tables_measured_there(built, sshd, nump
 
     data = json.loads((built / "b.json").read_text())["models"][0]
     assert data["device"] == "board" and data["device_info"]["soc"] == "rk3399"
-    assert data["device_info"]["abi"] == "arm64" and data["init_ms"] > 0
+    assert data["device_info"]["abi"] == "host" and data["init_ms"] > 0
     assert data["run_with_statistics"]["avg"] > 0 and data["macs"]["total"] == 25600
     result = BenchmarkResult.from_dict(data)  # what came over the wire reads back whole
     assert result.to_dict() == {k: v for k, v in data.items()
@@ -102,11 +104,11 @@ def test_benchmark_on_a_board_prints_the_tables_measured_there(built, sshd, nump
 
 def test_benchmark_on_a_phone(tmp_path, fake_adb):
     env, home, add_phone = fake_adb
-    work = arm_work(tmp_path, abis=("arm64-v8a",))
+    work = board_work(tmp_path)
     build(work, env=env)
     add_phone("emulator-5554", model="Pixel 6", soc="gs101")
-    r = ok(benchmark(work, "--round=2", "--target_socs=gs101", env=env))
-    assert "Benchmark model digits_cnn (cpu) on device Pixel6 (adb serial emulator-5554, ABI arm64-v8a, " \
+    r = ok(benchmark(work, "--round=2", "--device=Pixel6", "--target_socs=gs101", env=env))
+    assert "Benchmark model digits_cnn (cpu) on device Pixel6 (adb serial emulator-5554, ABI host, " \
            "SoC gs101" in r.stdout
     rows = section(r.stdout, "Sort by Run Order")
     assert [row[-1] for row in rows] == op_names(work)
@@ -158,19 +160,19 @@ def test_a_refused_key(built, sshd, numpy_only_python):
 
 def test_a_transfer_cut_short_on_a_phone(tmp_path, fake_adb):
     env, _, add_phone = fake_adb
-    work = arm_work(tmp_path, abis=("arm64-v8a",))
+    work = board_work(tmp_path)
     build(work, env=env)
     add_phone("emulator-5554")
-    fails(benchmark(work, env=dict(env, FAKE_ADB_CUT="digits_cnn.data")),
+    fails(benchmark(work, "--device=emulator-5554", env=dict(env, FAKE_ADB_CUT="digits_cnn.data")),
           "device Pixel6: verify: the transfer was cut or damaged:", "digits_cnn.data has 7680 of 15360 bytes")
     assert not is_locked(AdbDevice(name="Pixel6", kind="adb", serial="emulator-5554"))
 
 
 def test_the_host_and_a_board_in_one_benchmark(tmp_path, sshd, numpy_only_python):
-    work = arm_work(tmp_path, abis=("host", "arm64"))
+    work = board_work(tmp_path)
     build(work)
     flag = devices_file(work, "both.yml", sshd, numpy_only_python)
-    r = ok(benchmark(work, flag, "--round=2", "--json=b.json"))
+    r = ok(benchmark(work, flag, "--device=host,board", "--round=2", "--json=b.json"))
     assert "Benchmark model digits_cnn (cpu)\n" in r.stdout  # this machine: no device in the header
     assert "Benchmark model digits_cnn (cpu) on device board (" in r.stdout
     models = json.loads((work / "b.json").read_text())["models"]
@@ -178,4 +180,4 @@ def test_the_host_and_a_board_in_one_benchmark(tmp_path, sshd, numpy_only_python
     for m in models:
         assert [o["name"] for o in m["run_order"]] == op_names(work)
         assert m["run_without_statistics"]["round"] == 2 and m["run_with_statistics"]["avg"] > 0
-    assert models[0]["device_info"] is None and models[1]["device_info"]["abi"] == "arm64"
+    assert models[0]["device_info"] is None and models[1]["device_info"]["abi"] == "host"

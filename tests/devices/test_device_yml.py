@@ -135,3 +135,34 @@ def test_plain_run_ignores_a_devices_yml_when_only_the_host_is_targeted(tmp_path
     assert "Run model digits_cnn on host (cpu)" in r.stdout
     r = cli("run", "--config=deploy.yml", "--build_dir=out", "--device=nanopi", cwd=work, env=no_adb_env())
     fails(r, "target_abis: [host], but device nanopi runs [arm64, armhf] (devices.yml)")
+
+
+def test_a_board_of_this_machines_cpu_offers_host(tmp_path, monkeypatch):
+    # an x86 board (or an x86_64 emulator's abilist) is `host` on an x86_64 machine, picked by name;
+    # [host] alone is still the plain host run
+    from mace.devices import base
+
+    monkeypatch.setattr(base, "HOST_CPU", "x86_64")
+    monkeypatch.chdir(tmp_path)
+    write_devices(tmp_path / "devices.yml", nanopi=NANOPI,
+                  pc={**NANOPI, "target_abis": "host", "address": "10.0.0.2"},
+                  emu={"serial": "emulator-5554", "target_abis": "x86_64,x86"})
+    pc, emu = load_device_yml(tmp_path / "devices.yml")[0][1:]
+    assert pc.supports("host") and emu.supports("host") and not emu.supports("arm64-v8a")
+    assert names(find_targets(config_for(tmp_path, ["host"]), names=["pc"])) == [("pc", "host")]
+    assert names(find_targets(config_for(tmp_path, ["host"]))) == [("host", "host")]
+    monkeypatch.setattr(base, "HOST_CPU", "arm64")   # on an aarch64 machine an x86 emulator is not `host`
+    assert not emu.supports("host") and pc.supports("host")
+
+
+@pytest.mark.parametrize("machine, runs, refuses", [
+    ("aarch64", ["arm64", "arm64-v8a", "aarch64", "armhf", "armeabi-v7a", "armv7l"], ["host"]),  # nanopi: both
+    ("armv7l", ["armhf", "armeabi-v7a", "armv7l"], ["arm64", "arm64-v8a", "aarch64", "host"]),
+    ("armv8l", ["armhf", "armeabi-v7a"], ["arm64"]),          # a 32-bit userland on a 64-bit kernel
+    ("x86_64", ["host"], ["arm64", "arm64-v8a", "armhf", "armeabi-v7a"]),
+])
+def test_which_builds_a_machine_runs(monkeypatch, machine, runs, refuses):
+    from mace.devices import base
+
+    monkeypatch.setattr(base, "HOST_CPU", "x86_64")
+    assert [a for a in runs + refuses if base.machine_runs(machine, a)] == runs

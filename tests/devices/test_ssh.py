@@ -26,20 +26,22 @@ from mace.devices.locks import is_locked, lock_path
 from mace.devices.ssh import SshDevice
 from mace.runtime.engine import create_engine
 from tests.cli_helpers import ROOT, cli
-from tests.devices.helpers import arm_work, build, fails, ok, ssh_entry, write_devices
+from tests.devices.helpers import board_work, build, fails, ok, ssh_entry, write_devices
 from tests.devices.ssh_server import free_port, keygen
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory, sshd):
-    """A work folder with the digits model built for arm64 into out/."""
-    work = arm_work(tmp_path_factory.mktemp("ssh"))
+    """A work folder with the digits model built for the host into out/ (the board is this machine's CPU)."""
+    work = board_work(tmp_path_factory.mktemp("ssh"))
     build(work)
     return work
 
 
 def run(work, *args, timeout=120):
-    return cli("run", "--config=deploy.yml", "--build_dir=out", *args, cwd=work, timeout=timeout)
+    """`run` on the board (--device=board unless args name the devices: the build is the host's)."""
+    pick = [] if any(a.startswith("--device=") for a in args) else ["--device=board"]
+    return cli("run", "--config=deploy.yml", "--build_dir=out", *pick, *args, cwd=work, timeout=timeout)
 
 
 def board(server, address="127.0.0.1") -> SshDevice:
@@ -57,11 +59,11 @@ def test_build_then_validate_on_a_board_with_only_numpy(built, sshd, numpy_only_
     write_devices(built / "devices.yml", board=ssh_entry(sshd, built / "remote", numpy_only_python))
     r = ok(run(built, "--validate", "--round=3", "--output_dir=res", "--json=r.json"))
     assert "Run model digits_cnn on board (cpu)" in r.stdout
-    assert f"Device board (ssh {sshd.user}@127.0.0.1:{sshd.port}, ABI arm64): Python" in r.stdout
+    assert f"Device board (ssh {sshd.user}@127.0.0.1:{sshd.port}, ABI host): Python" in r.stdout
     assert "Similarity test passed" in r.stdout
     report = json.loads((built / "r.json").read_text())["models"][0]
     assert report["device"] == "board" and report["passed"] and report["timing"]["rounds"] == 3
-    assert report["device_info"]["numpy"] == np.__version__ and report["device_info"]["abi"] == "arm64"
+    assert report["device_info"]["numpy"] == np.__version__ and report["device_info"]["abi"] == "host"
     # per-board facts: the CPU (this machine's, the board being loopback), cores, numba, kernels that ran
     from mace.devices.runner import cpu_model
     info = report["device_info"]
@@ -120,7 +122,7 @@ def test_a_corrupt_model_crashes_the_runner(built, sshd, numpy_only_python):
     shutil.copytree(built / "out", built / "corrupt")
     (built / "corrupt" / "digits" / "model" / "digits_cnn.pb").write_bytes(b"\x0bnot a graph")
     flag = devices_file(built, "crash.yml", sshd, numpy_only_python)
-    r = cli("run", "--config=deploy.yml", "--build_dir=corrupt", flag, cwd=built)
+    r = cli("run", "--config=deploy.yml", "--build_dir=corrupt", "--device=board", flag, cwd=built)
     fails(r, "device board: run digits_cnn: the runner failed (exit 1):", "not a valid model graph file")
     assert not is_locked(board(sshd))
 
@@ -171,8 +173,8 @@ def test_a_second_run_waits_for_the_board(built, sshd, numpy_only_python):
     held = FileLock(str(lock_path(board(sshd))))
     held.acquire()
     proc = subprocess.Popen([sys.executable, str(ROOT / "tools" / "converter.py"), "run", "--config=deploy.yml",
-                             "--build_dir=out", flag], cwd=built, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                             "--build_dir=out", "--device=board", flag], cwd=built, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     try:
         line = _read_line_with(proc.stderr, "waiting for device board", timeout=30)
         assert "another run is using it" in line
@@ -208,7 +210,7 @@ def test_two_boards_run_in_parallel_and_do_not_wait_for_each_other(built, sshd, 
     with held:  # board is busy: board2 does not wait for it
         r = ok(run(built, "--device_yml=two.yml", "--device=board2", "--device_timeout=60"))
         assert "waiting" not in r.stderr and "Run model digits_cnn on board2" in r.stdout
-    r = ok(run(built, "--device_yml=two.yml", "--validate", "--output_dir=both"))
+    r = ok(run(built, "--device_yml=two.yml", "--device=board,board2", "--validate", "--output_dir=both"))
     for name in ("board", "board2"):
         assert f"Run model digits_cnn on {name} (cpu)" in r.stdout
         assert (built / "both" / name / "prob.npy").is_file()
@@ -218,7 +220,7 @@ def test_ctrl_c_stops_the_run_on_the_board_too(built, sshd, numpy_only_python):
     flag = devices_file(built, "interrupt.yml", sshd, numpy_only_python)
     marker = str(built / "interrupt.yml.remote")
     proc = subprocess.Popen([sys.executable, str(ROOT / "tools" / "converter.py"), "run", "--config=deploy.yml",
-                             "--build_dir=out", flag, "--round=100000000"], cwd=built,
+                             "--build_dir=out", "--device=board", flag, "--round=100000000"], cwd=built,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 30
     while not _runner_processes(marker) and time.monotonic() < deadline:
@@ -255,7 +257,7 @@ def test_hyphenated_library_and_model_names_run_on_the_board(tmp_path, sshd, num
 
     work = workdir(tmp_path)
     write_deployment(work / "deploy.yml", {"digits-cnn.v1": digits_model()}, library="digits-v1.0",
-                     target_abis=["arm64"])
+                     target_abis=["host"])
     build(work)
     write_devices(work / "devices.yml", board=ssh_entry(sshd, work / "remote", numpy_only_python))
     r = ok(run(work, "--validate"))

@@ -20,7 +20,7 @@ from onnx import helper
 from mace.devices import process
 from mace.devices.ssh import SshDevice
 from tests.cli_helpers import cli, save_onnx, workdir, write_deployment
-from tests.devices.helpers import arm_work, build, fails, ok, ssh_entry, write_devices
+from tests.devices.helpers import board_work, build, fails, ok, ssh_entry, write_devices
 
 
 @pytest.fixture(params=["sftp", "legacy"])
@@ -65,11 +65,12 @@ def _hostile_run(tmp_path, server, numpy_only_python, env=None):
           "output_tensors": outputs, "output_data_formats": "NONE"}
     write_deployment(work / "deploy.yml", {"m": {"platform": "onnx", "model_file_path": "m.onnx",
                                                  "model_sha256_checksum": checksum, "subgraphs": [sg]}},
-                     library="hostile", target_abis=["arm64"])
+                     library="hostile", target_abis=["host"])
     build(work)
     remote = work / "remote"
     write_devices(work / "devices.yml", board=ssh_entry(server, remote, numpy_only_python))
-    r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--validate", "--output_dir=res", cwd=work, env=env))
+    r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", "--device=board", "--validate", "--output_dir=res",
+               cwd=work, env=env))
     assert "Similarity test passed" in r.stdout
     folders = [Path.home(), work, remote, remote / "hostile", Path("/tmp")]
     assert [str(p) for f in folders for p in f.glob(planted)] == []
@@ -91,9 +92,10 @@ def _hostile_run(tmp_path, server, numpy_only_python, env=None):
                                       "/tmp/w dir", "/tmp/w*"])
 def test_work_dir_with_shell_characters_is_refused(tmp_path, sshd, numpy_only_python, work_dir):
     marker = f"pwned_{uuid.uuid4().hex[:10]}"
-    work = arm_work(tmp_path)
+    work = board_work(tmp_path)
     write_devices(work / "bad.yml", board=ssh_entry(sshd, work_dir.format(m=marker), numpy_only_python))
-    r = fails(cli("run", "--config=deploy.yml", "--build_dir=out", "--device_yml=bad.yml", cwd=work),
+    r = fails(cli("run", "--config=deploy.yml", "--build_dir=out", "--device_yml=bad.yml", "--device=board",
+                  cwd=work),
               "bad.yml: devices.board.work_dir:", "characters a shell would interpret")
     assert "digits_cnn" not in r.stdout and not (Path("/tmp") / marker).exists()
 
@@ -101,10 +103,11 @@ def test_work_dir_with_shell_characters_is_refused(tmp_path, sshd, numpy_only_py
 def test_library_name_payload_never_reaches_the_board(tmp_path, sshd, numpy_only_python):
     marker = f"pwned_{uuid.uuid4().hex[:10]}"
     work = workdir(tmp_path)
-    write_deployment(work / "bad.yml", {}, library=f"L$(touch$IFS'{marker}')", target_abis=["arm64"])
+    write_deployment(work / "bad.yml", {}, library=f"L$(touch$IFS'{marker}')", target_abis=["host"])
     write_devices(work / "devices.yml", board=ssh_entry(sshd, work / "remote", numpy_only_python))
     for command in ("build", "run"):
-        fails(cli(command, "--config=bad.yml", "--build_dir=out", cwd=work), "bad.yml: library_name:",
+        pick = ["--device=board"] if command == "run" else []
+        fails(cli(command, "--config=bad.yml", "--build_dir=out", *pick, cwd=work), "bad.yml: library_name:",
               "not a safe file name")
     assert not (Path.home() / marker).exists() and not (work / "remote").exists()
 
