@@ -159,6 +159,8 @@ def _image_preprocess(data: bytes, work: Path) -> None:
         prep = for_input(parse_image_preprocess(raw), "data")
     except ValueError:   # the schema's contract: the loader names the key (config/schema.py)
         return
+    if prep is None:   # an empty key: no image preprocessing
+        return
     channels = ORDERS[prep.channel_order]
     layout = prep.layout or "NHWC"
     shape = (1, 8, 8, channels) if layout == "NHWC" else (1, channels, 8, 8)
