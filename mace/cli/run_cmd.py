@@ -163,6 +163,7 @@ def main(args) -> int:
         print(f"warning: {config.path}: {w}", file=sys.stderr)
     if args.restart_round < 1:
         raise ConfigError(f"--restart_round {args.restart_round}: must be at least 1")
+    _cluster.cluster_of(args)   # --cluster, --ray_address / RAY_ADDRESS, --workers: refused before the run
     input_shapes = parse_input_shapes(args.input_shape, config, args.models)
     named = set(",".join(args.devices or []).split(",")) - {""}
     boards = named - {"host"} or (not named and any(a != "host" for a in config.target_abis))

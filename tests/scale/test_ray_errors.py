@@ -79,8 +79,9 @@ def test_ray_address_in_the_environment_is_checked_as_the_flag_is(work):
                 f"RAY_ADDRESS=127.0.0.1:{port} (from the environment): no Ray cluster answers at",
                 "unset RAY_ADDRESS")
         assert time.monotonic() - start < 60
-    refused(on_ray(work, script_text(), env={"RAY_ADDRESS": "garbage"}),
-            "RAY_ADDRESS=garbage (from the environment): expected host:port")
+    r = on_ray(work, script_text(), env={"RAY_ADDRESS": "garbage"})
+    refused(r, "RAY_ADDRESS=garbage (from the environment): expected host:port")
+    assert "Run model" not in r.stdout   # refused before the model runs, as other flags are
     # --ray_address local wins over the environment: an embedded Ray, on loopback
     r = on_ray(work, script_text(), "--ray_address", "local", "--workers", "1", env={"RAY_ADDRESS": "garbage"})
     assert r.returncode == 0, r.stderr
