@@ -4,6 +4,7 @@ must answer with acceptance or a MaceError (docs/reliability.md, "Fuzzing"). The
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -54,3 +55,16 @@ def test_mutations_get_a_clear_error_or_load(name):
         assert err is None, f"{signature(err)}: {err!r}"
 
     check()
+
+
+FINDINGS = sorted((Path(__file__).parent / "findings").iterdir())
+
+
+@pytest.mark.parametrize("path", FINDINGS, ids=[p.name for p in FINDINGS])
+def test_past_findings_of_the_long_run_stay_fixed(path):
+    """Inputs the 30-minute run found (internal errors then), named by target-what: each is now
+    accepted or a clear error."""
+    name = path.name.split("-")[0]
+    _skip_without_extra(name)
+    err = run_one(name, path.read_bytes())
+    assert err is None, f"{signature(err)}: {err!r}"

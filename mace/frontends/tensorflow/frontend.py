@@ -119,7 +119,10 @@ class TfContext:
 
 
 def numpy_dtype(tf, enum_value) -> np.dtype:
-    dtype = np.dtype(tf.dtypes.as_dtype(enum_value).as_numpy_dtype)
+    try:
+        dtype = np.dtype(tf.dtypes.as_dtype(enum_value).as_numpy_dtype)
+    except (TypeError, ValueError):   # a damaged GraphDef: DT_INVALID (0) or a number TF does not know
+        raise ValueError(f"data type {enum_value!r} is not a TensorFlow data type") from None
     return np.dtype(np.float32) if dtype == np.float64 else dtype
 
 
@@ -217,6 +220,9 @@ def _check_inputs(ctx: TfContext, spec: ModelSpec, nodes: dict, path: Path) -> N
         perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
         logical = [t.shape[p] for p in perm] if perm else list(t.shape)
         declared = ctx.attr(node, "shape")
+        if declared is not None and not isinstance(declared, list):   # a damaged GraphDef
+            raise ModelError(f"{path}: placeholder '{node.name}': its 'shape' attribute holds "
+                             f"{type(declared).__name__} {str(declared)[:40]!r}, not a shape")
         if declared is not None and (len(declared) != len(logical) or any(
                 m >= 0 and m != d for m, d in zip(declared, logical))):
             hint = ""
@@ -226,7 +232,10 @@ def _check_inputs(ctx: TfContext, spec: ModelSpec, nodes: dict, path: Path) -> N
                              f"is {logical} in the model's {FRAMEWORK_FORMAT} layout, but the "
                              f"placeholder declares {[d if d >= 0 else '?' for d in declared]}{hint}")
         check_variable_dims(path, t, declared or [], perm, "the placeholder")
-        dtype = ctx.attr(node, "dtype")
+        try:
+            dtype = ctx.attr(node, "dtype")
+        except ValueError as e:   # a damaged GraphDef (DT_INVALID): name the placeholder
+            raise ModelError(f"{path}: placeholder '{node.name}': attribute 'dtype': {e}") from None
         if dtype is not None and np.dtype(dtype) != np.dtype(t.dtype):
             raise ModelError(f"{path}: input tensor '{t.name}' is {np.dtype(dtype)} in the model, the "
                              f"deployment file says {t.dtype} (set input_data_types)")

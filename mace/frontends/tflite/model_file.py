@@ -162,9 +162,14 @@ def read_model(path) -> TflModel:
             _check_activation_quantization(path, t)
     for op in ops:
         op.name = tensors[op.outputs[0]].name if op.outputs else f"{op.type}_{op.index}"
-    m = TflModel(path, model.Version(), tensors, ops, inputs, outputs, model.SubgraphsLength())
-    m.by_name = {t.name: t for t in tensors}
-    m.others = {i: _other_subgraph(tflite, model, buf, i, path) for i in range(1, model.SubgraphsLength())}
+    try:   # the version and the other subgraphs are read only now: a damaged offset fails here
+        m = TflModel(path, model.Version(), tensors, ops, inputs, outputs, model.SubgraphsLength())
+        m.by_name = {t.name: t for t in tensors}
+        m.others = {i: _other_subgraph(tflite, model, buf, i, path) for i in range(1, model.SubgraphsLength())}
+    except ModelError:
+        raise
+    except Exception as e:
+        raise ModelError(f"{path}: cannot read the TFLite FlatBuffer ({type(e).__name__}: {e})") from None
     return m
 
 
