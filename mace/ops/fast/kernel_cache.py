@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mace.ops.fast._compile_events import FIRST_NOTE, WARMUP_HINT, Tally, watch  # noqa: F401 (the API)
+from mace.ops.fast._jit import act_loops, loops, op_loops
+from mace.ops.fast.int8._qjit import qloops
 
 log = logging.getLogger("mace.jit")
 
@@ -37,8 +39,6 @@ SIGNATURES_FILE = Path(__file__).with_name("kernel_signatures.txt")
 
 def modules() -> list:
     """The loop modules numba can build here (imported on demand), else []."""
-    from mace.ops.fast._jit import act_loops, loops, op_loops
-    from mace.ops.fast.int8._qjit import qloops
     found = [loops(), act_loops(), qloops(), *(op_loops(name) for name in OP_LOOP_MODULES)]
     return [m for m in found if m is not None]
 
