@@ -20,6 +20,7 @@ import numpy as np
 from onnx import helper
 
 from mace.frontends.onnx.ops_quant import _fail
+from mace.frontends.onnx.ops_spatial import _static_input
 from mace.frontends.onnx.registry import onnx_op
 
 QATTENTION = frozenset({"QAttention"})
@@ -36,23 +37,17 @@ def _const(ctx, node, value, what: str) -> str:
     return ctx.add_const(ctx.temp(node, what), np.asarray(value))
 
 
-def _scalar(ctx, node, i: int, what: str, default=None):
-    name = ctx.inp(node, i)
-    if name is None:
-        return default
-    value = ctx.const(name)
-    if value is None:
-        raise _fail(node, ctx, f"{what} must be a constant (onnxruntime's optimizer leaves it so)")
-    return np.asarray(value)
-
-
 def _weight(ctx, node) -> np.ndarray:
     """(weight - weight_zero_point) * weight_scale as float32 [D, 3H]."""
     w = ctx.const(ctx.inp(node, 1))
     if w is None:
         raise _fail(node, ctx, "the weight must be a constant initializer")
-    scale = _scalar(ctx, node, 4, "weight_scale").astype(np.float32).reshape(-1)
-    zero = _scalar(ctx, node, 7, "weight_zero_point", np.zeros(1, np.int64)).astype(np.int64).reshape(-1)
+    scale = _static_input(ctx, node, 4, "weight_scale")
+    if scale is None:
+        raise _fail(node, ctx, "weight_scale is required")
+    scale = scale.astype(np.float32).reshape(-1)
+    zero = _static_input(ctx, node, 7, "weight_zero_point")
+    zero = np.zeros(1, np.int64) if zero is None else zero.astype(np.int64).reshape(-1)
     for values, what in ((scale, "weight_scale"), (zero, "weight_zero_point")):
         if values.size not in (1, w.shape[1]):
             raise _fail(node, ctx, f"{what} has {values.size} values for {w.shape[1]} weight columns")
