@@ -138,6 +138,9 @@ def main(argv=None) -> int:
                         for name, sigs in record(pb, threads).items():
                             merged.setdefault(name, set()).update(sigs)
                 progress.advance(task)
+    if sum(len(s) for s in merged.values()) == before and args.fresh:   # every job failed: keep the file
+        print("error: no model ran, so no signature was recorded; the file is left as it was")
+        return 1
     rows = [(name, sig) for name, sigs in merged.items() for sig in sigs]
     gone = set(kernel_cache.stale(rows, kernel_cache.dispatchers()))   # kernels changed since recording
     merged = {name: {sig for sig in sigs if (name, sig) not in gone} for name, sigs in merged.items()}
