@@ -15,7 +15,10 @@ windows of at least WINDOW_S and MIN_SAMPLES runs: a single sample sees a kernel
 now and then, a competitor is there in nearly every one. CPU time was tried first
 (/proc/stat busy ticks less our process's): on a VM our own threads' sleeping and waking
 showed as a third to half a core of someone else's. Linux only; elsewhere every run gets
-the threads it asked for. A sample costs ~20-60 us.
+the threads it asked for. A sample costs ~20-60 us on a quiet machine and up to ~150 us on a
+loaded one, more than a whole run of a wake-word head (20-50 us): so runs closer together than
+SAMPLE_EVERY_S reuse the last answer instead of sampling (at most ~100 samples a second,
+still ~10 per window).
 """
 from __future__ import annotations
 
@@ -25,6 +28,7 @@ from pathlib import Path
 
 WINDOW_S = 0.1
 MIN_SAMPLES = 3
+SAMPLE_EVERY_S = 0.01
 BUSY_CORE = 0.5    # others runnable this much of the time on average take a core
 _LOADAVG = Path("/proc/loadavg")
 _TASKS = Path("/proc/self/task")
@@ -85,13 +89,16 @@ class Contention:
         self._clock = clock
         self._start: float | None = None   # the window's first sample
         self._samples: list = []
+        self._last: float | None = None    # when the last sample was taken
         self.free: int | None = None       # cores left to us over the last window
 
     def threads(self, want: int) -> int:
+        if self._last is not None and self._clock() - self._last < SAMPLE_EVERY_S:
+            return self._answer(want)
         others = self._probe()
         if others is None:
             return want
-        t = self._clock()
+        t = self._last = self._clock()
         if self._start is None:
             self._start = t
         self._samples.append(others)
@@ -99,4 +106,7 @@ class Contention:
             mean = sum(self._samples) / len(self._samples)
             self.free = max(1, self.cores - int(mean + 1 - BUSY_CORE))
             self._start, self._samples = t, []
+        return self._answer(want)
+
+    def _answer(self, want: int) -> int:
         return want if self.free is None else max(1, min(want, self.free))

@@ -10,23 +10,26 @@ import time
 
 import pytest
 
-from mace.util.cpu_contention import MIN_SAMPLES, WINDOW_S, Contention, Runnable
+from mace.util.cpu_contention import MIN_SAMPLES, SAMPLE_EVERY_S, WINDOW_S, Contention, Runnable
 from tests.runtime.test_cpu_wait_and_affinity import pool_or_skip, python
 
 linux = pytest.mark.skipif(not os.path.exists("/proc/loadavg"), reason="/proc (Linux) only")
 
 
 class Machine:
-    """A fake clock and runnable count: each check samples `others` and advances the clock."""
+    """A fake clock and runnable count: each check (a run) is `step` after the last one and
+    samples `others`."""
 
     def __init__(self, cores: int, step: float = 1.01 * WINDOW_S / MIN_SAMPLES):
         self.cores, self.t, self.step, self.others = cores, 0.0, step, 0
 
     def contention(self) -> Contention:
-        def probe():
-            self.t += self.step
-            return self.others
-        return Contention(cores=self.cores, probe=probe, clock=lambda: self.t)
+        self.c = Contention(cores=self.cores, probe=lambda: self.others, clock=lambda: self.t)
+        return self.c
+
+    def check(self, want: int) -> int:
+        self.t += self.step
+        return self.c.threads(want)
 
 
 def window(c: Contention, m: Machine, others, want: int) -> int:
@@ -35,26 +38,43 @@ def window(c: Contention, m: Machine, others, want: int) -> int:
     got = None
     for o in others:
         m.others = o
-        got = c.threads(want)
+        got = m.check(want)
     return got
 
 
 def test_threads_are_the_cores_others_leave_free():
     m = Machine(4)
     c = m.contention()
-    assert c.threads(4) == 4                                  # no window measured yet
+    assert m.check(4) == 4                                    # no window measured yet
     assert window(c, m, [0, 1, 0], 4) == 4                 # a kernel thread's blip takes no core
     assert window(c, m, [3, 2, 3], 4) == 1                 # ~3 others runnable: 3 cores taken
     assert window(c, m, [1, 1, 2], 4) == 3
-    assert c.threads(2) == 2                                  # never more than the run asked for
+    assert m.check(2) == 2                                    # never more than the run asked for
     assert window(c, m, [9, 9, 9], 4) == 1                 # at least one thread
 
 
 def test_the_answer_holds_until_a_window_is_complete():
     m = Machine(2, step=WINDOW_S)   # each check a whole window long, but MIN_SAMPLES are needed
-    c = m.contention()
+    m.contention()
     m.others = 1
-    assert [c.threads(2) for _ in range(MIN_SAMPLES)] == [2] * (MIN_SAMPLES - 1) + [1]
+    assert [m.check(2) for _ in range(MIN_SAMPLES)] == [2] * (MIN_SAMPLES - 1) + [1]
+
+
+def test_runs_closer_than_the_sample_interval_reuse_the_last_answer():
+    """A sample costs up to ~150 us on a loaded machine: a 20 us run must not pay it each time."""
+    clock, probes = [0.0], []
+
+    def probe():
+        probes.append(clock[0])
+        return 1   # one other process runnable: on 2 cores, 1 left to us
+    c = Contention(cores=2, probe=probe, clock=lambda: clock[0])
+    answers = []
+    for _ in range(2000):   # 2000 runs of 0.1 ms each: 0.2 s, two windows
+        answers.append(c.threads(2))
+        clock[0] += 1e-4
+    assert len(probes) == pytest.approx(0.2 / SAMPLE_EVERY_S, abs=2), len(probes)
+    assert min(b - a for a, b in zip(probes, probes[1:])) >= SAMPLE_EVERY_S * 0.999
+    assert answers[0] == 2 and answers[-1] == 1   # the window's answer still reaches every run
 
 
 def test_without_proc_the_run_gets_what_it_asked_for():
