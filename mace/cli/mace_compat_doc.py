@@ -55,7 +55,8 @@ OTHERS = """## Files and behaviour
   MACE has no checksum key for them).
 - Images as inputs: JPEG/PNG files for `--input_dir`, `validation_inputs_data`,
   `quantize_calibration_data` (folder or list) and accuracy scripts, decoded by Pillow as pymace's
-  `image_preprocess` key declares (resize, center crop, channel order, mean, std, scale, layout);
+  `image_preprocess` key declares (resize or letterbox, center crop, channel order, mean, std, scale,
+  layout);
   MACE ships a separate `image_to_tensor.py` script for this instead (docs/deployment_file.md).
 - `<net>_index.html`: `convert` writes it beside the `.pb` (`builds/<library>/model/`), as MACE's
   convert does; `visualize` rewrites it with latencies once `benchmark` has run.

@@ -3,12 +3,15 @@
 A deployment file says once, per input, how a photograph becomes that input's tensor
 (docs/deployment_file.md, "Images as inputs"):
 
-    decode (Pillow) -> channel order (RGB, BGR or GRAY) -> resize -> center crop to the input's
-    H x W -> (pixel - mean) / std * scale -> layout (NHWC or NCHW) -> the input's dtype
+    decode (Pillow) -> channel order (RGB, BGR or GRAY) -> resize (or letterbox) -> center crop
+    to the input's H x W -> (pixel - mean) / std * scale -> layout (NHWC or NCHW) -> the input's dtype
 
 Pixels are 0..255 before `mean`; `mean` and `std` are given in the channel order asked for.
 `resize: N` scales the shorter side to N (aspect kept), `resize: H,W` to exactly that; without
 `resize` the image is scaled to the input's H x W. The crop's offsets are floor((size - crop) / 2).
+`letterbox: V` (YOLO detectors' input) instead fits the whole image inside the box (`resize: H,W`,
+default the input's H x W), aspect kept, centred, the rest filled with pixel value V (114 for
+`true`): Ultralytics' LetterBox geometry (letterbox_geometry).
 Pillow is an optional extra (the `images` extra: mace.util.invocation.install_hint says how to
 install it from where the user stands), imported when an image is read.
 """
@@ -29,7 +32,8 @@ SUFFIXES = (".jpg", ".jpeg", ".png")
 ALL_INPUTS = "*"        # the parsed key's name for "one declaration for every input"
 RESAMPLE = ("bilinear", "nearest", "bicubic", "lanczos", "box", "hamming")
 ORDERS = {"RGB": 3, "BGR": 3, "GRAY": 1}
-SPEC_KEYS = ("resize", "resample", "channel_order", "mean", "std", "scale", "layout")
+SPEC_KEYS = ("resize", "letterbox", "resample", "channel_order", "mean", "std", "scale", "layout")
+LETTERBOX_FILL = 114.0   # `letterbox: true`: Ultralytics' (and YOLOv5's) gray
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,7 @@ class ImagePreprocess:
     std: tuple = (1.0,)
     scale: float = 1.0
     layout: str = ""                 # NHWC | NCHW; "" = the input's input_data_formats
+    letterbox: tuple | None = None   # None: no letterbox; else the fill, one value or one per channel
 
 
 def is_image(path) -> bool:
@@ -116,8 +121,12 @@ def _one(raw, name: str) -> ImagePreprocess:
         resize = _sizes(raw["resize"]) if raw.get("resize") is not None else ()
     except ValueError as e:
         raise ValueError(f"{where}{e}") from None
-    for key, values in (("mean", mean), ("std", std)):
-        if len(values) not in (1, ORDERS[order]):
+    try:
+        letterbox = _letterbox(raw.get("letterbox"), resize)
+    except ValueError as e:
+        raise ValueError(f"{where}letterbox: {e}") from None
+    for key, values in (("mean", mean), ("std", std), ("letterbox", letterbox or ())):
+        if values and len(values) not in (1, ORDERS[order]):
             raise ValueError(f"{where}{key}: {len(values)} values for {ORDERS[order]} channel(s) ({order})")
     if len(scale) != 1:
         raise ValueError(f"{where}scale: one number, got {len(scale)}")
@@ -125,7 +134,25 @@ def _one(raw, name: str) -> ImagePreprocess:
         _check_arithmetic(mean, std, scale[0])
     except ValueError as e:
         raise ValueError(f"{where}{e}") from None
-    return ImagePreprocess(resize, resample, order, mean, std, scale[0], layout)
+    return ImagePreprocess(resize, resample, order, mean, std, scale[0], layout, letterbox)
+
+
+def _letterbox(v, resize: tuple):
+    """The `letterbox` value: None (off: absent, null or false), or the fill on the 0..255 pixel
+    scale (`true`: 114), one number or one per channel of channel_order."""
+    if v is None or v is False:
+        return None
+    if isinstance(v, str) and v.strip().lower() in ("false", "no", "off", "true", "yes", "on"):
+        v = v.strip().lower() in ("true", "yes", "on")   # YAML 1.1 words given quoted
+        if not v:
+            return None
+    fill = (LETTERBOX_FILL,) if v is True else _numbers(v, "the fill")
+    if any(not 0 <= x <= 255 for x in fill):
+        raise ValueError(f"the fill is a pixel value 0..255 (before mean and std), got {v!r}")
+    if len(resize) == 1:
+        raise ValueError(f"fits the image inside an H,W box: give `resize: H,W` (or no resize: the "
+                         f"input's H x W), not resize {resize[0]} (the shorter side)")
+    return fill
 
 
 def parse_image_preprocess(v) -> dict:
@@ -138,8 +165,17 @@ def parse_image_preprocess(v) -> dict:
         raise ValueError(f"expected a mapping ({', '.join(SPEC_KEYS)}), or input name -> such a mapping; "
                          f"got {v!r}")
     if any(k in SPEC_KEYS for k in v):
-        return {ALL_INPUTS: asdict(_one(v, ALL_INPUTS))}
-    return {str(name): asdict(_one(raw, str(name))) for name, raw in v.items()}
+        return {ALL_INPUTS: _plain(_one(v, ALL_INPUTS))}
+    return {str(name): _plain(_one(raw, str(name))) for name, raw in v.items()}
+
+
+def _plain(prep: ImagePreprocess) -> dict:
+    """Every key with its value; `letterbox` only when on, so a quantized build recorded before the
+    key existed (convert's record of image_preprocess, config/provenance.py) is not made stale."""
+    values = asdict(prep)
+    if values["letterbox"] is None:
+        del values["letterbox"]
+    return values
 
 
 def for_input(table: dict, name: str):
@@ -174,6 +210,22 @@ def geometry(spec, prep: ImagePreprocess, where: str) -> tuple:
         raise ConfigError(f"{where}: input '{spec.name}' {list(shape)} ({layout}) has {c} channel(s); "
                           f"channel_order {prep.channel_order} gives {ORDERS[prep.channel_order]}")
     return layout, batch, h, w, c
+
+
+def letterbox_geometry(size: tuple, box: tuple) -> tuple:
+    """(scale, (new W, new H), (left, top), (right, bottom)) of an image of `size` (W, H) fitted into
+    `box` (H, W) as Ultralytics' LetterBox does it (center=True, scaleup=True, auto=False):
+    scale = min(box H / H, box W / W); new = round(W * scale), round(H * scale) (Python's round,
+    half to even); the padding split with top = round(dh / 2 - 0.1), that is floor(dh / 2) of the
+    dh rows left over (left likewise). A box coordinate maps back to the image as
+    (x - left) / scale, (y - top) / scale."""
+    w, h = size
+    bh, bw = box
+    r = min(bh / h, bw / w)
+    new_w, new_h = max(1, min(bw, int(round(w * r)))), max(1, min(bh, int(round(h * r))))
+    dw, dh = (bw - new_w) / 2, (bh - new_h) / 2
+    left, top = int(round(dw - 0.1)), int(round(dh - 0.1))
+    return r, (new_w, new_h), (left, top), (bw - new_w - left, bh - new_h - top)
 
 
 def _resized_size(size: tuple, resize: tuple, target: tuple) -> tuple:
@@ -273,22 +325,39 @@ def decode(path, spec, prep: ImagePreprocess, where: str) -> np.ndarray:
     if im.mode != "F":   # a scaled 16-bit gray image stays one float channel until after the crop
         im = im.convert("L" if prep.channel_order == "GRAY" else "RGB")
     Image = _pillow()
-    new = _resized_size(im.size, prep.resize, (h, w))
-    if new[0] * new[1] > MAX_PIXELS:
-        raise RuntimeInputError(f"{where}: {path} is {im.width}x{im.height}; resize {list(prep.resize)} "
-                                f"would make it {new[0]}x{new[1]}, more than {MAX_PIXELS} pixels")
+    box = tuple(prep.resize) if len(prep.resize) == 2 else (h, w)   # letterbox: the box it fills
+    if prep.letterbox is not None:
+        if box[0] * box[1] > MAX_PIXELS:
+            raise RuntimeInputError(f"{where}: {path}: the letterbox {box[1]}x{box[0]} is more than "
+                                    f"{MAX_PIXELS} pixels")
+        scale, new, (pad_left, pad_top), _ = letterbox_geometry(im.size, box)
+        log.info(f"{where}: {path}: letterbox {im.width}x{im.height} -> {new[0]}x{new[1]} (scale {scale:.6g}) "
+                 f"at left {pad_left}, top {pad_top} of {box[1]}x{box[0]} for input '{spec.name}'")
+    else:
+        new = _resized_size(im.size, prep.resize, (h, w))
+        if new[0] * new[1] > MAX_PIXELS:
+            raise RuntimeInputError(f"{where}: {path} is {im.width}x{im.height}; resize {list(prep.resize)} "
+                                    f"would make it {new[0]}x{new[1]}, more than {MAX_PIXELS} pixels")
     if new != im.size:
         im = im.resize(new, getattr(Image.Resampling, prep.resample.upper()))
-    if im.width < w or im.height < h:
-        raise RuntimeInputError(f"{where}: {path} is {im.width}x{im.height} after resize {list(prep.resize)}, "
-                                f"smaller than input '{spec.name}' ({w}x{h}): resize to at least the input size")
-    left, top = (im.width - w) // 2, (im.height - h) // 2
-    pixels = np.asarray(im, dtype=np.float32)[top:top + h, left:left + w]
-    pixels = pixels.reshape(h, w, -1)
+    pixels = np.asarray(im, dtype=np.float32).reshape(im.height, im.width, -1)
     if pixels.shape[-1] != ORDERS[prep.channel_order]:   # a 16-bit gray image for an RGB input
         pixels = np.repeat(pixels, ORDERS[prep.channel_order], axis=-1)
     if prep.channel_order == "BGR":
         pixels = pixels[..., ::-1]
+    if prep.letterbox is not None:   # the fill is given in channel_order, as mean is
+        canvas = np.empty((box[0], box[1], pixels.shape[-1]), np.float32)
+        canvas[...] = np.asarray(prep.letterbox, np.float32)
+        canvas[pad_top:pad_top + new[1], pad_left:pad_left + new[0]] = pixels
+        pixels = canvas
+    ph, pw = pixels.shape[:2]
+    if pw < w or ph < h:
+        what = f": its letterbox is {pw}x{ph}" if prep.letterbox is not None else \
+            f" is {pw}x{ph} after resize {list(prep.resize)}"
+        raise RuntimeInputError(f"{where}: {path}{what}, smaller than input '{spec.name}' ({w}x{h}): "
+                                f"resize to at least the input size")
+    left, top = (pw - w) // 2, (ph - h) // 2
+    pixels = pixels[top:top + h, left:left + w]
     mean = np.asarray(prep.mean, np.float32)
     std = np.asarray(prep.std, np.float32)
     value = (pixels - mean) / std * np.float32(prep.scale)

@@ -310,8 +310,8 @@ INHERITED_KEYS = [
     Key("validation_outputs_data_sha256_checksum", list_of(lambda v: as_str(v).lower()), [],
         doc="pymace's: sha256 of each validation_outputs_data entry, in order; required for URLs"),
     Key("image_preprocess", lambda v: parse_image_preprocess(v), None,
-        doc="pymace's: how JPEG/PNG files become inputs (resize, center crop, channel_order, mean, std, "
-            "scale, layout), one mapping for every input or input name -> mapping "
+        doc="pymace's: how JPEG/PNG files become inputs (resize, letterbox, center crop, channel_order, "
+            "mean, std, scale, layout), one mapping for every input or input name -> mapping "
             "(docs/deployment_file.md, Images as inputs)"),
     Key("check_tensors", list_of(as_str), [], doc="tensors `run --validate` compares layer by layer"),
     Key("check_shapes", parse_fixed_shapes, [], doc="their shapes (framework layout), checked too"),
