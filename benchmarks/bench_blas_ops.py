@@ -52,16 +52,16 @@ def declined():
     for op in NEW_FAST:
         cls = registry.spec(op).kernels.get(FAST_TAG)
         if cls is not None:
-            saved[cls] = cls.__dict__.get("accepts")
-            cls.accepts = staticmethod(lambda ctx: False)
+            saved[cls] = cls.__dict__.get("check")
+            cls.check = staticmethod(lambda ctx: "declined by bench_blas_ops")
     try:
         yield
     finally:
-        for cls, accepts in saved.items():
-            if accepts is None:
-                del cls.accepts
+        for cls, check in saved.items():
+            if check is None:
+                del cls.check
             else:
-                cls.accepts = accepts
+                cls.check = check
 
 
 @contextmanager

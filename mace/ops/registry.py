@@ -79,9 +79,17 @@ class OpSpec:
         return None
 
 
+# When a kernel's `check(ctx)` is asked (KernelContext.stage):
+CONVERT = "convert"   # by a pass, of the graph it is still deciding on (the quantize pass asks an
+                      # int8 kernel of a float op whether it could run it once quantized)
+LOAD = "load"         # of the graph as it runs (the engine at load; reports predicting it)
+
+
 @dataclass
 class KernelContext:
-    """What a kernel is built from: the op, tensor specs and constant inputs."""
+    """What a kernel is built from, and what its `check` reads: the op, tensor specs and
+    constant inputs. The engine makes one per node at load; `graph_context` makes the same
+    from a graph at convert time (shapes, dtypes, constants and quantization are in the IR)."""
 
     op: object
     input_shapes: list
@@ -94,6 +102,7 @@ class KernelContext:
     input_quant: list = field(default_factory=list)
     output_quant: list = field(default_factory=list)
     variables: object = None   # the engine's mace.ops.variable.Variables (state between runs)
+    stage: str = LOAD          # CONVERT or LOAD: who asks (see above)
 
     def arg(self, name, default=_MISSING):
         if default is _MISSING:
@@ -101,8 +110,41 @@ class KernelContext:
         return get_arg(self.op, name, default)
 
 
+def graph_context(graph, op, stage: str = CONVERT, options: dict | None = None, variables=None,
+                  quantized: bool = False) -> KernelContext:
+    """The KernelContext of `op` in `graph`, from the IR alone: shapes and dtypes from the
+    constants and `graph.specs`, quantization parameters when `quantized`. KeyError names a
+    input without a known shape (an output without one has shape and dtype None)."""
+    consts = [graph.consts.get(t) for t in op.input]
+    inputs = [(tuple(c.shape), c.dtype) if c is not None
+              else (tuple(graph.specs[t][0]), np.dtype(graph.specs[t][1])) for t, c in zip(op.input, consts)]
+    outputs = [graph.specs.get(t) for t in op.output]
+    return KernelContext(
+        op=op,
+        input_shapes=[s for s, _ in inputs],
+        input_dtypes=[d for _, d in inputs],
+        output_shapes=[None if o is None else tuple(o[0]) for o in outputs],
+        output_dtypes=[None if o is None else np.dtype(o[1]) for o in outputs],
+        consts=consts,
+        options=options if options is not None else {},
+        input_quant=[graph.quant_params(t) for t in op.input] if quantized else [],
+        output_quant=[graph.quant_params(t) for t in op.output] if quantized else [],
+        variables=variables,
+        stage=stage,
+    )
+
+
 class Kernel:
-    """A runnable op. Built once at engine load; `run` writes into `outputs`."""
+    """A runnable op. Built once at engine load; `run` writes into `outputs`.
+
+    Whether a kernel class takes a node is its `check(ctx) -> str | None` (a staticmethod or
+    classmethod): None, it takes it; else a short reason ("dilation 2", "fused activation
+    PRELU not supported") and the next kernel in tag order is asked. The engine records the
+    reasons of the kernels a node fell back from (`Node.declined`; `run --vlog_level 2`, the
+    offline report), and the quantize pass and GPU placement ask the same method at convert."""
+
+    # check(ctx) -> reason | None; None here: every node is taken
+    check = None
 
     # Bytes of the engine's shared scratch region that `bind` wants (set in setup).
     scratch_nbytes: int = 0
@@ -196,6 +238,30 @@ def select_kernel(op_type: str, tags) -> tuple:
             return kernels[tag], tag
     raise UnsupportedOpError(
         f"op type '{op_type}' has no kernel for {list(tags)}; it has {sorted(kernels)}")
+
+
+def kernel_check(cls, ctx: KernelContext) -> str | None:
+    """Why kernel class `cls` does not take ctx's node, or None when it does."""
+    check = getattr(cls, "check", None)
+    return None if check is None else check(ctx)
+
+
+def choose_kernel(op_type: str, ctx: KernelContext, tags) -> tuple:
+    """(kernel class, tag, declined) for the first kernel in tag order whose check takes ctx's
+    node; `declined`: ((tag, reason), ...) of the kernels before it that did not."""
+    tags, declined = list(tags), []
+    while True:
+        cls, tag = select_kernel(op_type, tags)
+        reason = kernel_check(cls, ctx)
+        if reason is None:
+            return cls, tag, tuple(declined)
+        declined.append((tag, reason))
+        tags = tags[tags.index(tag) + 1:]
+
+
+def declined_line(op, tag: str, declined) -> str:
+    """One line for a node that fell back: `conv1 (Conv2D) runs cpu: cpu:fast: dilation 2`."""
+    return f"{op.name} ({op.type}) runs {tag}: " + "; ".join(f"{t}: {r}" for t, r in declined)
 
 
 _loaded = False

@@ -32,7 +32,7 @@ from mace.ir.graph import Graph
 from mace.ir.model_io import load_model, release_weight_pages
 from mace.ir.ragged import ragged_outputs
 from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, bind_step, in_place_concats
-from mace.ops.registry import Kernel, KernelContext, select_kernel
+from mace.ops.registry import LOAD, Kernel, choose_kernel, declined_line, graph_context
 from mace.ops.variable import Variables
 from mace.proto import pb
 from mace.util.aligned import aligned_empty, aligned_zeros
@@ -153,32 +153,16 @@ class Engine:
     def _make_node(self, index: int, op) -> Node:
         if self.gpu and self.gpu.runs(op):
             return self.gpu.build_node(index, op)
-        g = self.graph
         ins = [self._tensor(t) for t in op.input]
-        ctx = KernelContext(
-            op=op,
-            input_shapes=[tuple(x.shape) for x in ins],
-            input_dtypes=[x.dtype for x in ins],
-            output_shapes=[tuple(g.specs[t][0]) for t in op.output],
-            output_dtypes=[np.dtype(g.specs[t][1]) for t in op.output],
-            consts=[g.consts.get(t) for t in op.input],
-            options=self.options,
-            input_quant=[g.quant_params(t) for t in op.input] if self.quantized else [],
-            output_quant=[g.quant_params(t) for t in op.output] if self.quantized else [],
-            variables=self.variables,
-        )
-        cls, tag = self._select(op.type, ctx, self.cpu_tags if op.device_type == pb.CPU else self.tags)
-        return Node(index, op, cls(ctx), tag, ins, [self.buffers[t] for t in op.output])
+        ctx = graph_context(self.graph, op, LOAD, self.options, self.variables, self.quantized)
+        # the first kernel in tag order whose check(ctx) takes the node; the others' reasons kept
+        cls, tag, declined = choose_kernel(op.type, ctx, self.cpu_tags if op.device_type == pb.CPU else self.tags)
+        return Node(index, op, cls(ctx), tag, ins, [self.buffers[t] for t in op.output], declined)
 
-    def _select(self, op_type: str, ctx, tags) -> tuple:
-        """The first kernel in tag order that takes this node (a class's `accepts(ctx)`)."""
-        tags = list(tags)
-        while True:
-            cls, tag = select_kernel(op_type, tags)
-            accepts = getattr(cls, "accepts", None)
-            if accepts is None or accepts(ctx):
-                return cls, tag
-            tags = tags[tags.index(tag) + 1:]
+    def kernel_fallbacks(self) -> list:
+        """One line per node that a kernel earlier in tag order declined, with its reason
+        (`conv1 (Conv2D) runs cpu: cpu:fast: dilation 2`): `run --vlog_level 2` prints them."""
+        return [declined_line(n.op, n.tag, n.declined) for n in self.nodes if getattr(n, "declined", ())]
 
     def _scratch_region(self) -> np.ndarray:
         """One uint8 buffer for every kernel's scratch: ops run one at a time."""

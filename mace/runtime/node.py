@@ -12,6 +12,8 @@ class Node:
     tag: str            # which kernel variant runs it
     inputs: list = field(default_factory=list)   # ndarrays (consts or arena views)
     outputs: list = field(default_factory=list)  # ndarrays (arena views)
+    # ((tag, reason), ...): the kernels before `tag` whose check declined this node
+    declined: tuple = ()
 
     @property
     def kernel_name(self) -> str:

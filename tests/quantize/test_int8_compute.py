@@ -34,6 +34,7 @@ from mace.ir.graph import Graph
 from mace.ops.conv2d import conv_geometry, padded_buffer
 from mace.ops.fast.int8.conv2d import Conv2DInt8Fast
 from mace.ops.int8.conv2d import Conv2DInt8
+from mace.ops.registry import CONVERT, graph_context
 from mace.ir.quant_params import activation_clamp, quantize_multiplier
 from mace.runtime.engine import Engine
 from mace.transform.shape_inference import infer_shapes
@@ -236,7 +237,8 @@ def test_unsupported_activation_stays_float():
                             {"activation": "LEAKYRELU", "activation_coefficient": 0.1})
     ref, out, qgraph = quantize_and_run(graph, {"x": rand(1, 5, 5, 2)})
     assert kernel_tags(qgraph)["Conv2D"] != "int8"
-    assert Conv2DInt8.supports(quantized_op(qgraph, "Conv2D"), qgraph).startswith("fused activation")
+    why = Conv2DInt8.check(graph_context(qgraph, quantized_op(qgraph, "Conv2D"), CONVERT))
+    assert why.startswith("fused activation LEAKYRELU")
     np.testing.assert_allclose(out["y"], ref["y"], rtol=1e-5, atol=1e-6)
 
 
@@ -251,7 +253,7 @@ def test_bound_catches_a_wrong_zero_point(monkeypatch):
         self.xp[...] = -self.zero   # only the pads keep it: run() overwrites the interior
     monkeypatch.setattr(Conv2DInt8, "setup", broken)
     # the broken reference kernel must be the one that runs: the fast one (int8:fast) declines
-    monkeypatch.setattr(Conv2DInt8Fast, "accepts", staticmethod(lambda ctx: False))
+    monkeypatch.setattr(Conv2DInt8Fast, "check", staticmethod(lambda ctx: "declined by the test"))
     x_shape, w_shape, args = CONV_CASES["3x3_same_bias"]
     with pytest.raises(AssertionError, match="exceeds bound"):
         check_case("Conv2D", x_shape, {"w": rand(*w_shape), "b": rand(w_shape[0])}, args)

@@ -16,11 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.config.specs import TensorSpec
 from mace.errors import MaceError
+from mace.frontends.base import add_input_info, add_output_info
+from mace.ir.graph import Graph
 from mace.ops.gpu.support import gpu_reason
 from mace.quantize.calibrate import collect_ranges
 from mace.runtime.engine import Engine
 from mace.transform.passes.quantize import quantize_graph, quantize_plan
+from mace.transform.shape_inference import infer_shapes
 from tests.ops.ir_graph import graph_of
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,12 +41,16 @@ def one_op(op_type, x_shape, consts=None, args=None, inputs=None, x_dtype=None, 
     consts = consts or {}
     names = inputs if inputs is not None else ["x"] + list(consts)
     graph_inputs = {"x": x_shape, **(extra_inputs or {})}
-    graph = graph_of(graph_inputs, [(op_type, names, ["y"], dict(args or {}))], consts)
-    if x_dtype is not None:
-        for name in graph_inputs:
-            graph.specs[name] = (graph.specs[name][0], np.dtype(x_dtype))
-        from mace.transform.shape_inference import infer_shapes
-        infer_shapes(graph)
+    if x_dtype is None:
+        return graph_of(graph_inputs, [(op_type, names, ["y"], dict(args or {}))], consts)
+    graph = Graph()   # inputs of another dtype (graph_of's are float32)
+    for name, shape in graph_inputs.items():
+        add_input_info(graph, TensorSpec(name, tuple(shape), "NONE", np.dtype(x_dtype).name))
+    for name, value in consts.items():
+        graph.add_const(name, value)
+    graph.add_op(op_type, names, ["y"], **dict(args or {}))
+    add_output_info(graph, TensorSpec("y", None, "NONE"))
+    infer_shapes(graph)
     return graph
 
 
@@ -115,6 +123,15 @@ def float_graphs() -> dict:
         "layer_norm_axis1": one_op("LayerNorm", (2, 5, 8), {"g": _rand(5, 8), "b": _rand(5, 8)}, {"axis": 1}),
         "resize_bilinear": one_op("ResizeBilinear", (1, 4, 4, 3), args=dict(data_format="NHWC", size=[8, 8], scale=[0.0, 0.0])),
         "pad": one_op("Pad", (1, 4, 4, 3), args=dict(paddings=[0, 0, 1, 1, 2, 2, 0, 0])),
+        "pad_reflect_wide": one_op("Pad", (1, 2, 2, 3), args=dict(paddings=[0, 0, 3, 3, 0, 0, 0, 0],
+                                                                   pad_type="REFLECT")),
+        "reshape_int64": one_op("Reshape", (2, 6), args={"dims": [3, 4]}, x_dtype=np.int64),
+        "relu_int": one_op("Eltwise", (2, 6), inputs=["x", "z"], args={"type": "SUM"},
+                           extra_inputs={"z": (2, 6)}, x_dtype=np.int32),
+        "reduce_int": one_op("Reduce", (2, 6), args={"reduce_type": "SUM", "axis": [1], "keepdims": 0},
+                             x_dtype=np.int32),
+        "channel_shuffle_bool": one_op("ChannelShuffle", (1, 2, 2, 4), args={"group": 2}, x_dtype=np.bool_),
+        "matmul_int": one_op("MatMul", (3, 6), inputs=["x", "w"], extra_inputs={"w": (6, 4)}, x_dtype=np.int32),
         "conv_nchw_dilation2": one_op("Conv2D", (1, 4, 9, 9), {"w": _rand(6, 4, 3, 3), "b": _rand(6)},
                                       dict(data_format="NCHW", padding="SAME", dilations=[2, 2])),
         "chain": graph_of({"x": (1, 8, 8, 4)}, [

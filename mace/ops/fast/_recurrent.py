@@ -12,7 +12,7 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops.fast._base import F32
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._conv_gemm import Panels, contiguous
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast._pool import gemm_width, matmul
@@ -25,11 +25,15 @@ NO_CLIP = (np.float32(-np.inf), np.float32(np.inf))
 SPLIT_MACS = 1 << 22
 
 
-def float_recurrent(ctx, constants: int) -> bool:
+def float_recurrent(ctx, constants: int) -> str | None:
     """float32 X and outputs, W / R / B (/ P) constant (the mapping fills omitted ones), loops there."""
-    return (np.dtype(ctx.input_dtypes[0]) == F32 and all(np.dtype(d) == F32 for d in ctx.output_dtypes)
-            and all(ctx.consts[i] is not None for i in range(1, 1 + constants))
-            and op_loops("_rnn_loops") is not None)
+    reason = not_float32(ctx, outputs=range(len(ctx.output_dtypes)))
+    if reason:
+        return reason
+    for i in range(1, 1 + constants):
+        if ctx.consts[i] is None:
+            return f"input {i} is not constant"
+    return NO_LOOPS if op_loops("_rnn_loops") is None else None
 
 
 class Projection:

@@ -23,7 +23,8 @@ import numpy as np
 
 from mace.ops import activation as _reference   # its kernel takes the cases this one declines at bind
 from mace.ops.fast._act_codes import CODES, aliasing, loop_name, params
-from mace.ops.fast._base import F32, FastKernel, clip_bounds
+from mace.ops.fast._base import FastKernel, clip_bounds
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import act_loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
@@ -45,24 +46,34 @@ def channel_slope(slope, shape) -> np.ndarray | None:
     return np.ascontiguousarray(np.broadcast_to(slope.reshape(-1), (c,)))
 
 
-def float_activation(ctx) -> bool:
+def float_activation(ctx) -> str | None:
     kind = ctx.arg("activation")
     shape = tuple(ctx.input_shapes[0])
     if kind in NUMPY_KINDS:
-        return (shape == tuple(ctx.output_shapes[0]) and len(ctx.input_shapes) == 1
-                and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32)
-    if act_loops() is None or kind not in COMPILED or shape != tuple(ctx.output_shapes[0]):
-        return False
-    if np.dtype(ctx.input_dtypes[0]) != F32 or np.dtype(ctx.output_dtypes[0]) != F32:
-        return False
+        if shape != tuple(ctx.output_shapes[0]):
+            return "output shape is not the input's"
+        if len(ctx.input_shapes) != 1:
+            return f"{kind} with {len(ctx.input_shapes)} inputs"
+        return not_float32(ctx)
+    if act_loops() is None:
+        return NO_LOOPS
+    if kind not in COMPILED:
+        return f"activation {kind} has no compiled loop"
+    if shape != tuple(ctx.output_shapes[0]):
+        return "output shape is not the input's"
+    reason = not_float32(ctx)
+    if reason:
+        return reason
     if kind == "PRELU":
-        return len(ctx.consts) == 2 and channel_slope(ctx.consts[1], shape) is not None
-    return len(ctx.input_shapes) == 1
+        if len(ctx.consts) == 2 and channel_slope(ctx.consts[1], shape) is not None:
+            return None
+        return "PRELU slope is not a constant of one value or one per channel"
+    return None if len(ctx.input_shapes) == 1 else f"{kind} with {len(ctx.input_shapes)} inputs"
 
 
 @kernel("Activation", "cpu:fast")
 class ActivationFast(FastKernel):
-    accepts = staticmethod(float_activation)
+    check = staticmethod(float_activation)
 
     def setup(self, ctx):
         self.kind = ctx.arg("activation")

@@ -18,25 +18,37 @@ import numpy as np
 from mace.ops._common import activation_args, sequence
 from mace.ops.fast._act_codes import CODES as ACT_CODES
 from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import act_loops, loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 
-def channels_last_float(ctx) -> bool:
+def channels_last_float(ctx) -> str | None:
     shape = ctx.input_shapes[0]
     channels_last = ctx.arg("data_format", "NHWC") != "NCHW" or len(shape) < 2
-    return (loops() is not None and channels_last and len(shape) >= 1 and shape[-1] > 0
-            and ctx.consts[1] is not None and ctx.consts[2] is not None
-            and np.size(ctx.consts[1]) == shape[-1] == np.size(ctx.consts[2])
-            and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32
-            and (clip_bounds(activation_args(ctx)) is not None
-                 or (act_loops() is not None and ctx.arg("activation", "") in ACT_CODES)))
+    if loops() is None:
+        return NO_LOOPS
+    if not channels_last:
+        return "channels first (NCHW)"
+    if len(shape) < 1 or shape[-1] <= 0:
+        return f"input shape {list(shape)} has no channels"
+    if ctx.consts[1] is None or ctx.consts[2] is None:
+        return "scale or offset is not constant"
+    if not np.size(ctx.consts[1]) == shape[-1] == np.size(ctx.consts[2]):
+        return "scale and offset are not one value per channel"
+    reason = not_float32(ctx)
+    if reason:
+        return reason
+    if clip_bounds(activation_args(ctx)) is not None or (act_loops() is not None
+                                                         and ctx.arg("activation", "") in ACT_CODES):
+        return None
+    return f"fused activation {ctx.arg('activation', '')} has no compiled loop"
 
 
 @kernel("BatchNorm", "cpu:fast")
 class BatchNormFast(FastKernel):
-    accepts = staticmethod(channels_last_float)
+    check = staticmethod(channels_last_float)
 
     def setup(self, ctx):
         self.scale = np.asarray(ctx.consts[1], np.float32).reshape(-1)

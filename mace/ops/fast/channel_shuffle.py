@@ -5,19 +5,23 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops.fast._base import FastKernel
+from mace.ops.fast._checks import NO_LOOPS
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 
-def compiled_numeric(ctx) -> bool:
-    return loops() is not None and np.dtype(ctx.input_dtypes[0]).kind in "fiu" \
-        and len(ctx.input_shapes[0]) >= 1
+def compiled_numeric(ctx) -> str | None:
+    if loops() is None:
+        return NO_LOOPS
+    if np.dtype(ctx.input_dtypes[0]).kind not in "fiu":
+        return f"input is {np.dtype(ctx.input_dtypes[0])} (numbers only)"
+    return None if len(ctx.input_shapes[0]) >= 1 else "scalar input"
 
 
 @kernel("ChannelShuffle", "cpu:fast")
 class ChannelShuffleFast(FastKernel):
-    accepts = staticmethod(compiled_numeric)
+    check = staticmethod(compiled_numeric)
 
     def setup(self, ctx):
         self.group = int(ctx.arg("group"))

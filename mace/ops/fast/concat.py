@@ -10,19 +10,23 @@ import numpy as np
 
 from mace.ops._common import normalize_axis, sequence
 from mace.ops.fast._base import FastKernel
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 
-def float_concat(ctx) -> bool:
-    return (loops() is not None and len(ctx.output_shapes[0]) >= 1
-            and all(np.dtype(d) == np.float32 for d in list(ctx.input_dtypes) + list(ctx.output_dtypes)))
+def float_concat(ctx) -> str | None:
+    if loops() is None:
+        return NO_LOOPS
+    if len(ctx.output_shapes[0]) < 1:
+        return "scalar output"
+    return not_float32(ctx, range(len(ctx.input_dtypes)), range(len(ctx.output_dtypes)))
 
 
 @kernel("Concat", "cpu:fast")
 class ConcatFast(FastKernel):
-    accepts = staticmethod(float_concat)
+    check = staticmethod(float_concat)
 
     def setup(self, ctx):
         self.axis = normalize_axis(ctx.arg("axis"), len(ctx.output_shapes[0]))

@@ -23,8 +23,9 @@ import numpy as np
 from mace.ops._common import activation_args, sequence
 from mace.ops.conv2d import conv_geometry
 from mace.ops.fast import _conv_dense, _conv_direct, _conv_shifted, _winograd
-from mace.ops.fast._base import (F32, NO_STORE, FastKernel, activation_fn, carve, clip_bounds, fused_slope,
+from mace.ops.fast._base import (NO_STORE, FastKernel, activation_fn, carve, clip_bounds, fused_slope,
                                  loop_bias, scratch_size, store_epilogue)
+from mace.ops.fast._checks import not_float32
 from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter, packed_width
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
@@ -49,12 +50,18 @@ def const_bias(ctx):
     return None if b is None else np.asarray(b, np.float32).reshape(-1)
 
 
-def float_conv(ctx) -> bool:
+def conv_check(ctx) -> str | None:
     """The fast kernels take float32 NHWC tensors with a constant filter (and bias)."""
-    return (ctx.arg("data_format", "NHWC") == "NHWC" and len(ctx.input_shapes[0]) == 4
-            and ctx.consts[1] is not None and ctx.consts[1].dtype.kind == "f"
-            and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32
-            and (len(ctx.consts) < 3 or ctx.consts[2] is not None))
+    if ctx.arg("data_format", "NHWC") != "NHWC":
+        return f"data_format {ctx.arg('data_format', 'NHWC')} (NHWC only)"
+    if len(ctx.input_shapes[0]) != 4:
+        return f"rank {len(ctx.input_shapes[0])} input (4-D only)"
+    if ctx.consts[1] is None:
+        return "filter is not constant"
+    if ctx.consts[1].dtype.kind != "f":
+        return f"filter is {ctx.consts[1].dtype}, not float"
+    return not_float32(ctx) or (
+        "bias is not constant" if len(ctx.consts) >= 3 and ctx.consts[2] is None else None)
 
 
 def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=None, act=None, store=None):
@@ -77,7 +84,7 @@ def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=No
 
 @kernel("Conv2D", "cpu:fast")
 class Conv2DFast(FastKernel):
-    accepts = staticmethod(float_conv)
+    check = staticmethod(conv_check)
 
     def setup(self, ctx):
         self.geo = geometry(ctx, ctx.consts[1].shape)

@@ -25,8 +25,9 @@ import numpy as np
 
 from mace.ops._common import activation_args, sequence
 from mace.ops.deconv2d import deconv_geometry
-from mace.ops.fast._base import F32, FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size
+from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, loop_bias, scratch_size
 from mace.ops.fast._conv_gemm import Panels
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast._pool import gemm_width, loop, matmul
 from mace.ops.registry import kernel
@@ -37,18 +38,24 @@ NO_CLIP = (np.float32(-np.inf), np.float32(np.inf))
 BLOCK_BYTES = 256 << 10
 
 
-def float_deconv(ctx) -> bool:
+def deconv_check(ctx) -> str | None:
     w = ctx.consts[1]
-    return (ctx.arg("data_format", "NHWC") == "NHWC" and len(ctx.input_shapes[0]) == 4
-            and w is not None and w.ndim == 4 and w.dtype.kind == "f"
-            and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32
-            and (len(ctx.consts) < 3 or ctx.consts[2] is not None)
-            and op_loops("_deconv_loops") is not None)
+    if ctx.arg("data_format", "NHWC") != "NHWC":
+        return f"data_format {ctx.arg('data_format', 'NHWC')} (NHWC only)"
+    if len(ctx.input_shapes[0]) != 4:
+        return f"rank {len(ctx.input_shapes[0])} input (4-D only)"
+    if w is None:
+        return "filter is not constant"
+    if w.ndim != 4 or w.dtype.kind != "f":
+        return f"filter is {w.ndim}-D {w.dtype} (4-D float only)"
+    return not_float32(ctx) or (
+        "bias is not constant" if len(ctx.consts) >= 3 and ctx.consts[2] is None
+        else NO_LOOPS if op_loops("_deconv_loops") is None else None)
 
 
 @kernel("Deconv2D", "cpu:fast")
 class Deconv2DFast(FastKernel):
-    accepts = staticmethod(float_deconv)
+    check = staticmethod(deconv_check)
 
     def setup(self, ctx):
         w = np.asarray(ctx.consts[1], np.float32)

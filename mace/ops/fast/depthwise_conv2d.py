@@ -26,19 +26,21 @@ from mace.ops.fast._base import (NO_STORE, FastKernel, activation_fn, carve, cli
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
-from mace.ops.fast.conv2d import const_bias, epilogue, float_conv, geometry
+from mace.ops.fast.conv2d import const_bias, conv_check, epilogue, geometry
 from mace.ops.registry import kernel
 
 EINSUM_MIN_CHANNELS = 64
 
 
-def single_multiplier(ctx) -> bool:
-    return float_conv(ctx) and ctx.consts[1].shape[0] == ctx.input_shapes[0][3]
+def depthwise_check(ctx) -> str | None:
+    return conv_check(ctx) or (None if ctx.consts[1].shape[0] == ctx.input_shapes[0][3] else
+                               f"{ctx.consts[1].shape[0]} filter channels for {ctx.input_shapes[0][3]} input "
+                               "channels (channel multiplier 1 only)")
 
 
 @kernel("DepthwiseConv2d", "cpu:fast")
 class DepthwiseConv2dFast(FastKernel):
-    accepts = staticmethod(single_multiplier)
+    check = staticmethod(depthwise_check)
 
     def setup(self, ctx):
         self.geo = g = geometry(ctx, ctx.consts[1].shape)

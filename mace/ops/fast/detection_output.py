@@ -7,6 +7,7 @@ import numpy as np
 
 from mace.ops import detection_output as _reference
 from mace.ops.fast._base import FastKernel
+from mace.ops.fast._checks import NO_LOOPS
 from mace.ops.fast._jit import op_loops
 from mace.ops.registry import kernel
 
@@ -25,7 +26,7 @@ def compiled_nms(boxes, scores, threshold, nms_threshold, eta, top_k) -> list:
 
 @kernel("DetectionOutput", "cpu:fast")
 class DetectionOutputFast(FastKernel):
-    accepts = staticmethod(lambda ctx: _lib() is not None)
+    check = staticmethod(lambda ctx: NO_LOOPS if _lib() is None else None)
 
     def setup(self, ctx):
         self.a = _reference._args(ctx)

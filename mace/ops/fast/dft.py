@@ -40,8 +40,14 @@ def _form(ctx) -> str | None:
 @kernel("DFT", "cpu:fast")
 class DFTFast(FastKernel):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return _form(ctx) is not None
+    def check(ctx) -> str | None:
+        if _form(ctx) is not None:
+            return None
+        if np.dtype(ctx.input_dtypes[0]) != F32 or np.dtype(ctx.output_dtypes[0]) != F32:
+            return f"{np.dtype(ctx.input_dtypes[0])} to {np.dtype(ctx.output_dtypes[0])} (float32 only)"
+        if 0 in tuple(ctx.input_shapes[0]):
+            return "empty input"
+        return "neither a length-1 identity nor a one-sided FFT of real input"
 
     def setup(self, ctx):
         self.form = _form(ctx)

@@ -134,9 +134,21 @@ def one_ufunc(ctx) -> bool:
 @kernel("Eltwise", "cpu:fast")
 class EltwiseFast(FastKernel):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return (same_shape_pair(ctx) or float_unary(ctx) or const_operand(ctx) is not None
-                or runtime_channel(ctx) is not None or one_ufunc(ctx))
+    def check(ctx) -> str | None:
+        if (same_shape_pair(ctx) or float_unary(ctx) or const_operand(ctx) is not None
+                or runtime_channel(ctx) is not None or one_ufunc(ctx)):
+            return None
+        kind, act = ctx.arg("type"), activation_args(ctx)["act"] or "NOOP"
+        if not all(np.dtype(d) == F32 for d in ctx.input_dtypes):
+            return "inputs are " + ", ".join(str(np.dtype(d)) for d in ctx.input_dtypes) + ", not all float32"
+        if act == "PRELU":
+            return "fused activation PRELU not supported"
+        if ufunc_of(kind) is None and kind not in CODES and kind not in UNARY_CODES and kind not in CONST_CODES:
+            return f"Eltwise {kind} has no fast form"
+        shapes = " and ".join(str(list(s)) for s in ctx.input_shapes)
+        return (f"Eltwise {kind} of {shapes} -> {list(ctx.output_shapes[0])}"
+                + (f" with fused {act}" if act != "NOOP" else "")
+                + ": not a same-shape pair, a unary op, or a tensor against a constant or per-channel operand")
 
     def setup(self, ctx):
         act = activation_args(ctx)

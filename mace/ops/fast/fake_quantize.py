@@ -6,19 +6,20 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops.fake_quantize import grid
-from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._base import FastKernel
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 
-def _accepts(ctx) -> bool:
-    return loops() is not None and np.dtype(ctx.input_dtypes[0]) == F32
+def _check(ctx) -> str | None:
+    return NO_LOOPS if loops() is None else not_float32(ctx, outputs=())
 
 
 @kernel("FakeQuantize", "cpu:fast")
 class FakeQuantizeFast(FastKernel):
-    accepts = staticmethod(_accepts)
+    check = staticmethod(_check)
 
     def setup(self, ctx):
         scale, zero, lo, hi = grid(ctx.op)

@@ -15,7 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops._common import activation_args, sequence
-from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds, loop_bias, store_epilogue
+from mace.ops.fast._base import FastKernel, activation_fn, clip_bounds, loop_bias, store_epilogue
+from mace.ops.fast._checks import not_float32
 from mace.ops.fast._conv_gemm import ConvGeometry, Panels, packed_width
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import active, loop, matmul
@@ -26,16 +27,19 @@ SMALL_WEIGHT = 1 << 14   # BLAS's call overhead still dominates a GEMV this size
 PACKED_MIN_ROWS = 2      # one row is a GEMV: dense_rows on the pool streams the weight faster
 
 
-def float_fc(ctx) -> bool:
+def fc_check(ctx) -> str | None:
     w = ctx.consts[1]
-    return (w is not None and w.ndim == 2 and np.dtype(ctx.input_dtypes[0]) == F32
-            and np.dtype(ctx.output_dtypes[0]) == F32
-            and (len(ctx.consts) < 3 or ctx.consts[2] is not None))
+    if w is None:
+        return "weight is not constant"
+    if w.ndim != 2:
+        return f"{w.ndim}-D weight (2-D only)"
+    return not_float32(ctx) or (
+        "bias is not constant" if len(ctx.consts) >= 3 and ctx.consts[2] is None else None)
 
 
 @kernel("FullyConnected", "cpu:fast")
 class FullyConnectedFast(FastKernel):
-    accepts = staticmethod(float_fc)
+    check = staticmethod(fc_check)
 
     def setup(self, ctx):
         self.wt = np.asarray(ctx.consts[1], np.float32).T   # a view, as in the reference

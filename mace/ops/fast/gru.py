@@ -20,7 +20,7 @@ from mace.ops.registry import kernel
 
 @kernel("GRU", "cpu:fast")
 class GruFast(FastKernel):
-    accepts = staticmethod(lambda ctx: float_recurrent(ctx, 3))
+    check = staticmethod(lambda ctx: float_recurrent(ctx, 3))
 
     def setup(self, ctx):
         w, r, b = (np.asarray(ctx.consts[i], np.float32) for i in (1, 2, 3))

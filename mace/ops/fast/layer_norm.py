@@ -14,7 +14,8 @@ import numpy as np
 
 from mace.ops import layer_norm as _reference
 from mace.ops._common import normalize_axis
-from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._base import FastKernel
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import act_loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
@@ -30,25 +31,32 @@ def per_channel(value, c: int):
     return np.ascontiguousarray(np.broadcast_to(v.reshape(-1).astype(np.float32), (c,)))
 
 
-def float_last_axis(ctx) -> bool:
+def float_last_axis(ctx) -> str | None:
     shape = tuple(ctx.input_shapes[0])
-    if act_loops() is None or not shape or len(ctx.output_shapes) != 1 or shape[-1] == 0:
-        return False
+    if act_loops() is None:
+        return NO_LOOPS
+    if not shape or shape[-1] == 0:
+        return f"input shape {list(shape)} (rank >= 1, a last axis not empty)"
+    if len(ctx.output_shapes) != 1:
+        return f"{len(ctx.output_shapes)} outputs (mean / inverse std dev not written)"
     if normalize_axis(ctx.arg("axis", -1), len(shape)) != len(shape) - 1:
-        return False
-    if any(np.dtype(d) != F32 for d in (ctx.input_dtypes[0], ctx.output_dtypes[0])):
-        return False
+        return f"axis {ctx.arg('axis', -1)} is not the last"
+    reason = not_float32(ctx)
+    if reason:
+        return reason
     skip = _reference.skip_input(ctx)
     if skip is not None and tuple(ctx.input_shapes[skip]) != shape:
-        return False
+        return "skip input's shape is not the input's"
     c = shape[-1]
     bias = ctx.consts[2] if _reference.has_bias(ctx) else np.zeros(1, np.float32)
-    return per_channel(ctx.consts[1], c) is not None and per_channel(bias, c) is not None
+    if per_channel(ctx.consts[1], c) is None or per_channel(bias, c) is None:
+        return "scale or bias is not a float constant over the last axis"
+    return None
 
 
 @kernel("LayerNorm", "cpu:fast")
 class LayerNormFast(FastKernel):
-    accepts = staticmethod(float_last_axis)
+    check = staticmethod(float_last_axis)
 
     def setup(self, ctx):
         c = ctx.input_shapes[0][-1]

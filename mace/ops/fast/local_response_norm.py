@@ -12,13 +12,15 @@ from functools import partial
 import numpy as np
 
 from mace.ops._common import sequence
-from mace.ops.fast._base import F32, FastKernel, carve, scratch_size
+from mace.ops.fast._base import FastKernel, carve, scratch_size
+from mace.ops.fast._checks import not_float32
 from mace.ops.registry import kernel
 
 
-def float_nhwc(ctx) -> bool:
-    return (ctx.arg("data_format", "NHWC") == "NHWC" and np.dtype(ctx.input_dtypes[0]) == F32
-            and np.dtype(ctx.output_dtypes[0]) == F32)
+def float_nhwc(ctx) -> str | None:
+    if ctx.arg("data_format", "NHWC") != "NHWC":
+        return f"data_format {ctx.arg('data_format', 'NHWC')} (NHWC only)"
+    return not_float32(ctx)
 
 
 def band(c: int, size: int, scale: float) -> np.ndarray:
@@ -30,7 +32,7 @@ def band(c: int, size: int, scale: float) -> np.ndarray:
 
 @kernel("LocalResponseNorm", "cpu:fast")
 class LocalResponseNormFast(FastKernel):
-    accepts = staticmethod(float_nhwc)
+    check = staticmethod(float_nhwc)
 
     def setup(self, ctx):
         size = int(ctx.arg("size"))

@@ -22,7 +22,8 @@ from mace.ops.registry import kernel
 
 @kernel("LSTM", "cpu:fast")
 class LstmFast(FastKernel):
-    accepts = staticmethod(lambda ctx: float_recurrent(ctx, 3) and ctx.consts[6] is not None)
+    check = staticmethod(lambda ctx: float_recurrent(ctx, 3) or (
+        "peepholes (input 6) are not constant" if ctx.consts[6] is None else None))
 
     def setup(self, ctx):
         w, r, b, p = (np.asarray(ctx.consts[i], np.float32) for i in (1, 2, 3, 6))

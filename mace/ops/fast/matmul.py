@@ -17,7 +17,8 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._base import FastKernel
+from mace.ops.fast._checks import not_float32
 from mace.ops.fast._pool import matmul
 from mace.ops.registry import kernel
 
@@ -28,18 +29,21 @@ def _stacked(shape, out) -> bool:
     return int(np.prod(batch)) == 1 or (1,) * (len(out) - len(shape)) + batch == tuple(out[:-2])
 
 
-def plain_float(ctx) -> bool:
+def plain_float(ctx) -> str | None:
     (sa, sb), out = ctx.input_shapes[:2], ctx.output_shapes[0]
     ranks_ok = len(sa) >= 2 and len(sb) >= 2 and len(out) == max(len(sa), len(sb))
-    batch_ok = ranks_ok and _stacked(sa, out) and _stacked(sb, out)
-    transposed_input_a = ctx.arg("transpose_a", 0) and ctx.consts[0] is None
-    return (ranks_ok and batch_ok and not transposed_input_a
-            and all(np.dtype(d) == F32 for d in list(ctx.input_dtypes[:2]) + [ctx.output_dtypes[0]]))
+    if not ranks_ok:
+        return f"operands of rank {len(sa)} and {len(sb)} (2 or more, the output's rank)"
+    if not (_stacked(sa, out) and _stacked(sb, out)):
+        return "batch dimensions broadcast"
+    if ctx.arg("transpose_a", 0) and ctx.consts[0] is None:
+        return "transpose_a of a computed operand"
+    return not_float32(ctx, (0, 1))
 
 
 @kernel("MatMul", "cpu:fast")
 class MatMulFast(FastKernel):
-    accepts = staticmethod(plain_float)
+    check = staticmethod(plain_float)
 
     def setup(self, ctx):
         ta, self.tb = bool(ctx.arg("transpose_a", 0)), bool(ctx.arg("transpose_b", 0))

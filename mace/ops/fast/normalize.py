@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops._common import normalize_axis
-from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._base import FastKernel
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
@@ -26,17 +27,23 @@ def channel_scale(ctx):
     return np.ascontiguousarray(np.broadcast_to(np.asarray(scale, np.float64).reshape(-1), (shape[-1],)))
 
 
-def per_position(ctx) -> bool:
+def per_position(ctx) -> str | None:
     shape = tuple(ctx.input_shapes[0])
-    return (_lib() is not None and not ctx.arg("across_spatial", 1) and len(shape) >= 2 and 0 not in shape
-            and normalize_axis(ctx.arg("axis", 1), len(shape)) == len(shape) - 1
-            and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32
-            and channel_scale(ctx) is not None)
+    if _lib() is None:
+        return NO_LOOPS
+    if ctx.arg("across_spatial", 1):
+        return "across_spatial (per position only)"
+    if len(shape) < 2 or 0 in shape:
+        return f"input shape {list(shape)} (rank >= 2, no empty axis)"
+    if normalize_axis(ctx.arg("axis", 1), len(shape)) != len(shape) - 1:
+        return f"axis {ctx.arg('axis', 1)} is not the last"
+    return not_float32(ctx) or (
+        None if channel_scale(ctx) is not None else "scale is not constant, one value or one per channel")
 
 
 @kernel("Normalize", "cpu:fast")
 class NormalizeFast(FastKernel):
-    accepts = staticmethod(per_position)
+    check = staticmethod(per_position)
 
     def setup(self, ctx):
         self.scale = channel_scale(ctx)

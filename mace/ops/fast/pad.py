@@ -64,8 +64,15 @@ def mirror_copies(mode: str, begin: int, end: int, kept: int):
 @kernel("Pad", "cpu:fast")
 class PadFast(FastKernel):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return np.dtype(ctx.input_dtypes[0]).kind in "fiub" and one_pass_mirror(ctx)
+    def check(ctx) -> str | None:
+        if np.dtype(ctx.input_dtypes[0]).kind not in "fiub":
+            return f"input is {np.dtype(ctx.input_dtypes[0])} (numbers and bool only)"
+        if one_pass_mirror(ctx):
+            return None
+        mode = ctx.arg("pad_type", "CONSTANT")
+        if mode not in _reference.NUMPY_MODES:
+            return f"pad_type {mode} has no fast form"
+        return f"{mode} padding wider than the input (more than one reflection)"
 
     def setup(self, ctx):
         pairs = _widths(ctx)

@@ -17,7 +17,8 @@ from functools import partial
 import numpy as np
 
 from mace.ops._common import sequence
-from mace.ops.fast._base import F32, FastKernel, carve, scratch_size
+from mace.ops.fast._base import FastKernel, carve, scratch_size
+from mace.ops.fast._checks import not_float32
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import loops
 from mace.ops.fast._pool import loop
@@ -25,9 +26,12 @@ from mace.ops.pooling import pool_geometry
 from mace.ops.registry import kernel
 
 
-def float_pool(ctx) -> bool:
-    return (ctx.arg("data_format", "NHWC") == "NHWC" and len(ctx.input_shapes[0]) == 4
-            and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32)
+def pool_check(ctx) -> str | None:
+    if ctx.arg("data_format", "NHWC") != "NHWC":
+        return f"data_format {ctx.arg('data_format', 'NHWC')} (NHWC only)"
+    if len(ctx.input_shapes[0]) != 4:
+        return f"rank {len(ctx.input_shapes[0])} input (4-D only)"
+    return not_float32(ctx)
 
 
 def _counts(size, pad_lo, pad_hi, k, stride, dil, out, include_pad):
@@ -40,7 +44,7 @@ def _counts(size, pad_lo, pad_hi, k, stride, dil, out, include_pad):
 
 @kernel("Pooling", "cpu:fast")
 class PoolingFast(FastKernel):
-    accepts = staticmethod(float_pool)
+    check = staticmethod(pool_check)
 
     def setup(self, ctx):
         (n, h, w, c), k, s, d, p, (oh, ow) = pool_geometry(ctx, ctx.input_shapes[0])

@@ -59,8 +59,16 @@ NUMPY = {"MEAN": np.mean, "SUM": np.sum, "MAX": np.max, "MIN": np.min, "PROD": n
 @kernel("Reduce", "cpu:fast")
 class ReduceFast(FastKernel):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return global_pixels(ctx) or short_last_axis(ctx) or numpy_reduce(ctx)
+    def check(ctx) -> str | None:
+        if global_pixels(ctx) or short_last_axis(ctx) or numpy_reduce(ctx):
+            return None
+        kind, shape = ctx.arg("reduce_type"), ctx.input_shapes[0]
+        if not _float32(ctx):
+            return f"{np.dtype(ctx.input_dtypes[0])} to {np.dtype(ctx.output_dtypes[0])} (float32 only)"
+        if kind not in NUMPY and kind not in KINDS:
+            return f"Reduce {kind} has no fast form"
+        axes = _reference.reduce_axes(ctx.arg, len(shape))
+        return "no axis to reduce" if not axes else f"reduces over an empty axis of {list(shape)}"
 
     def setup(self, ctx):
         self.path = "pixels" if global_pixels(ctx) else "short" if short_last_axis(ctx) else "numpy"

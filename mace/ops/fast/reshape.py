@@ -10,13 +10,16 @@ from mace.ops.fast._base import FastKernel
 from mace.ops.registry import kernel
 
 
-def same_dtype(ctx) -> bool:
-    return np.dtype(ctx.input_dtypes[0]) == np.dtype(ctx.output_dtypes[0])
+def same_dtype(ctx) -> str | None:
+    """A copy of the bytes: the output's dtype must be the input's."""
+    if np.dtype(ctx.input_dtypes[0]) == np.dtype(ctx.output_dtypes[0]):
+        return None
+    return f"casts {np.dtype(ctx.input_dtypes[0])} to {np.dtype(ctx.output_dtypes[0])}"
 
 
 @kernel("Reshape", "cpu:fast")
 class ReshapeFast(FastKernel):
-    accepts = staticmethod(same_dtype)
+    check = staticmethod(same_dtype)
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]

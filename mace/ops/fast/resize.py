@@ -15,7 +15,8 @@ from functools import partial
 import numpy as np
 
 from mace.ops._resize import axis_params
-from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._base import FastKernel
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
@@ -27,15 +28,19 @@ def _lib():
     return op_loops("_resize_loops")
 
 
-def nhwc_float32(ctx) -> bool:
+def nhwc_float32(ctx) -> str | None:
     shape, out = tuple(ctx.input_shapes[0]), tuple(ctx.output_shapes[0])
-    return (_lib() is not None and ctx.arg("data_format", "NHWC") == "NHWC" and len(shape) == 4
-            and 0 not in shape and 0 not in out and np.dtype(ctx.input_dtypes[0]) == F32
-            and np.dtype(ctx.output_dtypes[0]) == F32)
+    if _lib() is None:
+        return NO_LOOPS
+    if ctx.arg("data_format", "NHWC") != "NHWC":
+        return f"data_format {ctx.arg('data_format', 'NHWC')} (NHWC only)"
+    if len(shape) != 4 or 0 in shape or 0 in out:
+        return f"input {list(shape)}, output {list(out)} (4-D, not empty)"
+    return not_float32(ctx)
 
 
 class _ResizeFast(FastKernel):
-    accepts = staticmethod(nhwc_float32)
+    check = staticmethod(nhwc_float32)
 
     def bind(self, inputs, outputs, scratch=None):
         out = outputs[0]

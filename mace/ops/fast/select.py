@@ -16,13 +16,15 @@ from mace.ops.fast._base import FastKernel
 from mace.ops.registry import kernel
 
 
-def bool_condition(ctx) -> bool:
-    return ctx.consts[0] is not None or np.dtype(ctx.input_dtypes[0]) == np.bool_
+def bool_condition(ctx) -> str | None:
+    if ctx.consts[0] is not None or np.dtype(ctx.input_dtypes[0]) == np.bool_:
+        return None
+    return f"condition is {np.dtype(ctx.input_dtypes[0])}, not bool"
 
 
 @kernel("Select", "cpu:fast")
 class SelectFast(FastKernel):
-    accepts = staticmethod(bool_condition)
+    check = staticmethod(bool_condition)
 
     def setup(self, ctx):
         self.cond = None if ctx.consts[0] is None else np.asarray(ctx.consts[0], np.bool_)

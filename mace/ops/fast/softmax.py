@@ -16,15 +16,19 @@ import numpy as np
 
 from mace.ops import softmax as _reference
 from mace.ops._common import normalize_axis
-from mace.ops.fast._base import F32, FastKernel
+from mace.ops.fast._base import FastKernel
+from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import loops
 from mace.ops.registry import kernel
 
 
-def any_axis_float(ctx) -> bool:
+def any_axis_float(ctx) -> str | None:
     shape = ctx.input_shapes[0]
-    return (loops() is not None and len(shape) >= 1 and 0 not in shape
-            and np.dtype(ctx.input_dtypes[0]) == F32 and np.dtype(ctx.output_dtypes[0]) == F32)
+    if loops() is None:
+        return NO_LOOPS
+    if len(shape) < 1 or 0 in shape:
+        return f"input shape {list(shape)} (rank >= 1, no empty axis)"
+    return not_float32(ctx)
 
 
 def _around(shape, axis) -> tuple:
@@ -35,7 +39,7 @@ def _around(shape, axis) -> tuple:
 
 @kernel("Softmax", "cpu:fast")
 class SoftmaxFast(FastKernel):
-    accepts = staticmethod(any_axis_float)
+    check = staticmethod(any_axis_float)
 
     def setup(self, ctx):
         self.log = bool(ctx.arg("use_log", 0))

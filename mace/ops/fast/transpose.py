@@ -85,8 +85,11 @@ def worth_splitting(ctx) -> bool:
             and np.dtype(ctx.input_dtypes[0]) == np.dtype(ctx.output_dtypes[0]))
 
 
-def same_dtype(ctx) -> bool:
-    return np.dtype(ctx.input_dtypes[0]) == np.dtype(ctx.output_dtypes[0])
+def same_dtype(ctx) -> str | None:
+    """A permutation of the elements: the output's dtype must be the input's."""
+    if np.dtype(ctx.input_dtypes[0]) == np.dtype(ctx.output_dtypes[0]):
+        return None
+    return f"casts {np.dtype(ctx.input_dtypes[0])} to {np.dtype(ctx.output_dtypes[0])}"
 
 
 def wide_pairs(x, out, dims):
@@ -100,7 +103,7 @@ def wide_pairs(x, out, dims):
 
 @kernel("Transpose", "cpu:fast")
 class TransposeFast(FastKernel):
-    accepts = staticmethod(same_dtype)
+    check = staticmethod(same_dtype)
 
     def setup(self, ctx):
         self.dims = _dims(ctx)

@@ -6,7 +6,7 @@ import numpy as np
 from mace.ir.args import get_arg
 from mace.ops.gpu.elementwise import pixel_gws
 from mace.ops.gpu.images import as_nhwc, cdiv
-from mace.ops.gpu.kernel import GpuKernel, i32
+from mace.ops.gpu.kernel import GpuKernel, i32, tensors
 
 # Where each logical axis of a rank-r tensor sits in its NHWC view (images.as_nhwc).
 NHWC_AXES = {4: (0, 1, 2, 3), 3: (0, 2, 3), 2: (0, 3), 1: (3,)}
@@ -20,8 +20,9 @@ def nhwc_4d(op, shapes, what="") -> str | None:
 
 class ResizeGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        return super().unsupported(op, shapes, dtypes, consts) or nhwc_4d(op, shapes, "resize")
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        return super().check(ctx) or nhwc_4d(op, shapes, "resize")
 
     def table(self, values, dtype):
         cl = self.gpu.cl
@@ -44,8 +45,9 @@ class SpaceDepthGpu(GpuKernel):
     to_space = 0
 
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        return super().unsupported(op, shapes, dtypes, consts) or nhwc_4d(op, shapes, "tensor")
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        return super().check(ctx) or nhwc_4d(op, shapes, "tensor")
 
     def prepare(self, ctx):
         _, h, w, c = ctx.input_shapes[0]

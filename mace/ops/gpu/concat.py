@@ -4,15 +4,16 @@ from __future__ import annotations
 from mace.ir.args import get_arg
 from mace.ops._common import normalize_axis
 from mace.ops.gpu.images import as_nhwc, cdiv
-from mace.ops.gpu.kernel import GpuKernel, i32
+from mace.ops.gpu.kernel import GpuKernel, i32, tensors
 from mace.ops.registry import kernel
 
 
 @kernel("Concat", "gpu")
 class ConcatGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx)
         if reason:
             return reason
         rank = len(shapes[0])

@@ -10,7 +10,7 @@ import numpy as np
 from mace.ir.args import get_arg
 from mace.ops.conv2d import conv_geometry
 from mace.ops.gpu.images import cdiv, conv_filter_size, height_major_size
-from mace.ops.gpu.kernel import GpuKernel, act_args, fusable, i32, image_fits
+from mace.ops.gpu.kernel import GpuKernel, act_args, fusable, i32, image_fits, tensors
 from mace.ops.registry import kernel
 
 G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
@@ -18,7 +18,7 @@ G = {2: np.array([[1, 0, 0], [.5, .5, .5], [.5, -.5, .5], [0, 0, 1]]),
                   [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]])}
 
 
-def conv_unsupported(op, shapes, consts) -> str | None:
+def conv_reason(op, shapes, consts) -> str | None:
     """Checks shared by the convolution kernels."""
     if get_arg(op, "data_format", "NHWC") != "NHWC" or len(shapes[0]) != 4:
         return "not a 4-D NHWC convolution"
@@ -45,8 +45,9 @@ def bias_image(kern, ctx, index: int, length: int):
 @kernel("Conv2D", "gpu")
 class Conv2DGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts) or conv_unsupported(op, shapes, consts)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx) or conv_reason(op, shapes, consts)
         if reason:
             return reason
         if get_arg(op, "group", 1) != 1:

@@ -3,17 +3,18 @@
 import numpy as np
 
 from mace.ops.conv2d import conv_geometry
-from mace.ops.gpu.conv2d import bias_image, conv_unsupported
+from mace.ops.gpu.conv2d import bias_image, conv_reason
 from mace.ops.gpu.images import cdiv, dw_filter_size
-from mace.ops.gpu.kernel import GpuKernel, act_args, i32, image_fits
+from mace.ops.gpu.kernel import GpuKernel, act_args, i32, image_fits, tensors
 from mace.ops.registry import kernel
 
 
 @kernel("DepthwiseConv2d", "gpu")
 class DepthwiseConv2dGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts) or conv_unsupported(op, shapes, consts)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx) or conv_reason(op, shapes, consts)
         if reason:
             return reason
         if consts[1].shape[0] != shapes[0][3]:

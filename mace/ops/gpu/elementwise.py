@@ -6,7 +6,7 @@ import numpy as np
 from mace.ops.fake_quantize import grid
 from mace.ir.args import get_arg
 from mace.ops.gpu.images import as_nhwc, cdiv
-from mace.ops.gpu.kernel import ACTIVATIONS, GpuKernel, act_args, fusable, i32
+from mace.ops.gpu.kernel import ACTIVATIONS, GpuKernel, act_args, fusable, i32, tensors
 from mace.ops.registry import kernel
 
 BINARY = {"SUM": 0, "SUB": 1, "PROD": 2, "DIV": 3, "MIN": 4, "MAX": 5, "SQR_DIFF": 6, "POW": 7,
@@ -43,8 +43,9 @@ def pixel_gws(shape) -> tuple:
 @kernel("Eltwise", "gpu")
 class EltwiseGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts) or fusable(op)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx) or fusable(op)
         if reason:
             return reason
         kind, n_in = get_arg(op, "type", ""), len(op.input)
@@ -92,8 +93,9 @@ class EltwiseGpu(GpuKernel):
 @kernel("Activation", "gpu")
 class ActivationGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx)
         if reason:
             return reason
         kind = get_arg(op, "activation", "")
@@ -130,8 +132,9 @@ class ActivationGpu(GpuKernel):
 @kernel("BatchNorm", "gpu")
 class BatchNormGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts) or fusable(op)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx) or fusable(op)
         if reason:
             return reason
         if get_arg(op, "data_format", "NHWC") == "NCHW" and len(shapes[0]) > 2:

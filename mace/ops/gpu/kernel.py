@@ -2,9 +2,9 @@
 
 A GPU kernel is an ordinary registry Kernel whose context also carries the
 runtime and the GpuTensors it reads and writes, so `setup` binds images once
-and `run` only enqueues. `unsupported(op, shapes, dtypes, consts)` says why an
-op cannot run on the GPU (None: it can); the placement pass asks it, and an op
-it refuses stays on the CPU. Nothing here imports pyopencl: op modules load
+and `run` only enqueues. `check(ctx)` (the one kernel check, mace/ops/registry.py)
+says why an op cannot run on the GPU (None: it can); the placement pass asks it of a
+context built from the graph (`graph_context`), and an op it refuses stays on the CPU. Nothing here imports pyopencl: op modules load
 everywhere, the device is only touched when an engine runs on "gpu".
 """
 from __future__ import annotations
@@ -31,6 +31,13 @@ class GpuKernelContext(KernelContext):
     tensors_out: list = field(default_factory=list)
     fp32: bool = False         # float storage for this node in an fp16 model (per-node fallback)
     counters: object = None    # the node's range-check counters (None: not counting)
+
+
+def tensors(ctx) -> tuple:
+    """(op, shapes, dtypes, constants) of ctx's inputs then outputs (an output's constant: None):
+    what the GPU checks go through."""
+    return (ctx.op, list(ctx.input_shapes) + list(ctx.output_shapes),
+            list(ctx.input_dtypes) + list(ctx.output_dtypes), list(ctx.consts) + [None] * len(ctx.output_shapes))
 
 
 def i32(*values) -> list:
@@ -65,7 +72,8 @@ class GpuKernel(Kernel):
 
     # float32 activations of rank <= 4 only; subclasses add their own limits
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts) -> str | None:
+    def check(cls, ctx) -> str | None:
+        _, shapes, dtypes, consts = tensors(ctx)
         for shape, dtype, const in zip(shapes, dtypes, consts):
             if const is not None:
                 continue

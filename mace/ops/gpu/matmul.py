@@ -5,15 +5,16 @@ import numpy as np
 
 from mace.ops.gpu.conv2d import bias_image
 from mace.ops.gpu.images import as_nhwc, cdiv, channel_major_size, conv_filter_size
-from mace.ops.gpu.kernel import GpuKernel, act_args, fusable, i32, image_fits
+from mace.ops.gpu.kernel import GpuKernel, act_args, fusable, i32, image_fits, tensors
 from mace.ops.registry import kernel
 
 
 @kernel("FullyConnected", "gpu")
 class FullyConnectedGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts) or fusable(op)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx) or fusable(op)
         if reason:
             return reason
         if consts[1] is None or (len(op.input) > 2 and consts[2] is None):
@@ -46,8 +47,9 @@ def _batch(shape) -> int:
 @kernel("MatMul", "gpu")
 class MatMulGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx)
         if reason:
             return reason
         a, b = shapes[0], shapes[1]

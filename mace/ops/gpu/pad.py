@@ -7,7 +7,7 @@ from mace.ir.args import get_arg
 from mace.ops.gpu._tensor import NHWC_AXES
 from mace.ops.gpu.elementwise import pixel_gws
 from mace.ops.gpu.images import as_nhwc
-from mace.ops.gpu.kernel import GpuKernel, i32
+from mace.ops.gpu.kernel import GpuKernel, i32, tensors
 from mace.ops.pad import split_paddings
 from mace.ops.registry import kernel
 
@@ -17,8 +17,9 @@ PAD_MODES = {"CONSTANT": 0, "REFLECT": 1, "SYMMETRIC": 2, "EDGE": 3, "WRAP": 4}
 @kernel("Pad", "gpu")
 class PadGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx)
         if reason:
             return reason
         mode = get_arg(op, "pad_type", "CONSTANT")

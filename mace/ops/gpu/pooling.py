@@ -2,7 +2,7 @@
 
 from mace.ir.args import get_arg
 from mace.ops.gpu.images import cdiv
-from mace.ops.gpu.kernel import GpuKernel, i32
+from mace.ops.gpu.kernel import GpuKernel, i32, tensors
 from mace.ops.pooling import pool_geometry
 from mace.ops.reduce import reduce_axes
 from mace.ops.registry import kernel
@@ -11,8 +11,9 @@ from mace.ops.registry import kernel
 @kernel("Pooling", "gpu")
 class PoolingGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx)
         if reason:
             return reason
         if get_arg(op, "data_format", "NHWC") != "NHWC" or len(shapes[0]) != 4:
@@ -41,8 +42,9 @@ REDUCE_KINDS = {"MEAN": 0, "SUM": 1, "MAX": 2, "MIN": 3}
 @kernel("Reduce", "gpu")
 class ReduceGpu(GpuKernel):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts)
+    def check(cls, ctx):
+        op, shapes, dtypes, consts = tensors(ctx)
+        reason = super().check(ctx)
         if reason:
             return reason
         if get_arg(op, "reduce_type", "") not in REDUCE_KINDS:

@@ -1,4 +1,4 @@
-"""Which ops run on the GPU: those with a "gpu" kernel that accepts their shapes and args.
+"""Which ops run on the GPU: those with a "gpu" kernel whose `check` takes their shapes and args.
 
 Shared by the place_ops pass (convert: the choice is written into each
 OperatorDef.device_type, so the IR dump shows it) and the GPU runtime (a model
@@ -7,31 +7,23 @@ the runtime moves tensors across where a CPU op and a GPU op meet.
 """
 from __future__ import annotations
 
-from mace.ops.registry import spec
+from mace.ops.registry import CONVERT, graph_context, kernel_check, spec
 from mace.proto import pb
 
 GPU, CPU = pb.GPU, pb.CPU
 
 
-def gpu_reason(op, graph) -> str | None:
-    """None if `op` can run on the GPU, else why not."""
+def gpu_reason(op, graph, stage: str = CONVERT) -> str | None:
+    """None if `op` can run on the GPU, else why not (the "gpu" kernel's check, asked of the
+    op's context built from the graph)."""
     kernels = spec(op.type).kernels
     if "gpu" not in kernels:
         return "no GPU kernel"
-    consts = [graph.consts.get(t) for t in op.input]
-    shapes, dtypes = [], []
-    for t, c in zip(list(op.input) + list(op.output), consts + [None] * len(op.output)):
-        if c is not None:
-            shapes.append(tuple(c.shape))
-            dtypes.append(c.dtype)
-        elif t in graph.specs:
-            shape, dtype = graph.specs[t]
-            shapes.append(tuple(shape))
-            dtypes.append(dtype)
-        else:
+    for t in [t for t in op.input if t not in graph.consts] + list(op.output):
+        if t not in graph.specs:
             return f"tensor '{t}' has no known shape"
     try:
-        return kernels["gpu"].unsupported(op, shapes, dtypes, consts + [None] * len(op.output))
+        return kernel_check(kernels["gpu"], graph_context(graph, op, stage))
     except Exception as e:  # a malformed op is the CPU kernel's to report
         return f"not checkable for the GPU ({e})"
 

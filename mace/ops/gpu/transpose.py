@@ -8,11 +8,11 @@ from mace.ops.registry import kernel
 @kernel("Transpose", "gpu")
 class TransposeGpu(GatherGpu):
     @classmethod
-    def unsupported(cls, op, shapes, dtypes, consts):
-        reason = super().unsupported(op, shapes, dtypes, consts)
+    def check(cls, ctx):
+        reason = super().check(ctx)
         if reason:
             return reason
-        return None if len(shapes[0]) >= 1 else "a scalar transpose"
+        return None if len(ctx.input_shapes[0]) >= 1 else "a scalar transpose"
 
     def prepare(self, ctx):
         perm = list(ctx.arg("dims", []) or range(len(ctx.input_shapes[0]))[::-1])  # out i = in dims[i]

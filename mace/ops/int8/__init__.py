@@ -4,8 +4,10 @@ One module per op, registered with @kernel(op_type, "int8"). They run on CPU for
 `quantize: 1` model and inside the DSP simulator (mace/runtime/dsp). Every kernel is
 integer-only between its input and output (see mace/ir/quant_params.py) and bit-exact.
 Conventions each kernel class declares for the quantize pass:
-  accepts(ctx)          staticmethod: True when its tensors are quantized (float nodes fall through)
-  supports(op, graph)   staticmethod: None when this op can be quantized, else the reason
+  check(ctx)            staticmethod, the one kernel check (mace/ops/registry.py): at load (ctx.stage
+                        LOAD) None when its tensors are quantized (float nodes fall through), else
+                        why not; asked by the quantize pass of a float op (CONVERT) None when
+                        this op can be quantized, else the reason
   weight_inputs         {input index: per-channel axis or None} for constant weights
                         (or a staticmethod op -> that dict, when the axis depends on args)
   bias_input            index of an int32 bias input (scale = input scale * weight scale) or None

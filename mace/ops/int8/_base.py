@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ir import quant_params as qp
-from mace.ops.registry import Kernel
+from mace.ops.registry import LOAD, Kernel
 
 UINT8_LEVELS = 256
 
@@ -18,15 +18,12 @@ class Int8Kernel(Kernel):
     output_range = "own"
 
     @staticmethod
-    def accepts(ctx) -> bool:
-        # A uint8 tensor without quantization (a float op's integer input) is not ours.
-        return (np.dtype(ctx.input_dtypes[0]) == np.uint8 and bool(ctx.input_quant)
-                and ctx.input_quant[0] is not None and bool(ctx.output_quant)
-                and all(p is not None for p in ctx.output_quant))
-
-    @staticmethod
-    def supports(op, graph):
-        return None
+    def check(ctx) -> str | None:
+        """At load: why the node's tensors are not this kernel's (quantized uint8: float nodes
+        of a quantized model fall through to the float kernels); at convert, asked by the
+        quantize pass of a float op: why the op cannot be quantized onto this kernel (any op
+        can here; subclasses name what they refuse)."""
+        return quantized_io(ctx) if ctx.stage == LOAD else None
 
     @classmethod
     def requantizes(cls, op) -> bool:
@@ -40,11 +37,23 @@ class Int8Kernel(Kernel):
         return np.float64(ctx.input_quant[index].zero_point)
 
 
-def float_consts(op, graph):
+def quantized_io(ctx) -> str | None:
+    """Why input 0 and the outputs are not quantized uint8 tensors, or None. A uint8 tensor
+    without quantization (a float op's integer input) is not an int8 kernel's."""
+    if np.dtype(ctx.input_dtypes[0]) != np.uint8:
+        return f"input 0 is {np.dtype(ctx.input_dtypes[0])}, not quantized uint8"
+    if not ctx.input_quant or ctx.input_quant[0] is None:
+        return "input 0 is uint8 without quantization parameters"
+    if not ctx.output_quant or any(p is None for p in ctx.output_quant):
+        return "an output has no quantization parameters"
+    return None
+
+
+def float_consts(ctx) -> str | None:
     """Reason when a constant input is not float (it would stay unquantized), else None."""
-    for t in op.input:
-        if t in graph.consts and graph.consts[t].dtype.kind != "f":
-            return f"constant input {t} is {graph.consts[t].dtype}, not float"
+    for t, c in zip(ctx.op.input, ctx.consts):
+        if c is not None and c.dtype.kind != "f":
+            return f"constant input {t} is {c.dtype}, not float"
     return None
 
 

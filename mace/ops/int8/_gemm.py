@@ -17,18 +17,20 @@ import numpy as np
 
 from mace.ir.args import get_arg
 from mace.ir.quant_params import activation_clamp, quantize_multiplier, requantize
-from mace.ops.int8._base import Int8Kernel
+from mace.ops.int8._base import Int8Kernel, quantized_io
+from mace.ops.registry import LOAD
 
 FUSABLE = ("", "NOOP", "RELU", "RELUX")
 
 
-def unsupported(op, graph, const_inputs=()) -> str | None:
-    """Why `op` cannot run quantized (a fused activation or a non-constant weight), or None."""
+def gemm_reason(ctx, const_inputs=()) -> str | None:
+    """Why ctx's op cannot run quantized (a fused activation or a non-constant weight), or None."""
+    op = ctx.op
     act = get_arg(op, "activation", "") or ""
     if act not in FUSABLE:
         return f"fused activation {act} has no quantized form (RELU/RELUX only)"
     for i in const_inputs:
-        if i < len(op.input) and op.input[i] not in graph.consts:
+        if i < len(op.input) and ctx.consts[i] is None:
             return f"input {i} ({op.input[i]}) is not constant"
     return None
 
@@ -54,8 +56,8 @@ class WeightedInt8Kernel(Int8Kernel):
     bias_input = 2
 
     @staticmethod
-    def supports(op, graph):
-        return unsupported(op, graph, const_inputs=(1, 2))
+    def check(ctx) -> str | None:
+        return quantized_io(ctx) if ctx.stage == LOAD else gemm_reason(ctx, const_inputs=(1, 2))
 
 
 class OutputStage:

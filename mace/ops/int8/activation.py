@@ -6,14 +6,13 @@ keeps the input's parameters and the op is a clamp of the codes, exact up to the
 bound itself being rounded to a code (<= 0.5 step). With its own range, one
 256-entry table requantizes and clamps (<= 0.5 output step against the float op
 on the dequantized input). Other activations (sigmoid, tanh, leaky ReLU, ...) stay
-float: supports() says why.
+float: check() says why.
 """
 import numpy as np
 
 from mace.ir import quant_params as qp
-from mace.ir.args import get_arg
-from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
-from mace.ops.registry import kernel
+from mace.ops.int8._base import Int8Kernel, apply_table, quantized_io, rescale_table
+from mace.ops.registry import LOAD, kernel
 
 CLAMPS = ("RELU", "RELUX", "CLIP")
 
@@ -31,8 +30,10 @@ class ActivationInt8(Int8Kernel):
     output_range = "input"
 
     @staticmethod
-    def supports(op, graph):
-        kind = get_arg(op, "activation", "")
+    def check(ctx) -> str | None:
+        if ctx.stage == LOAD:
+            return quantized_io(ctx)
+        kind = ctx.arg("activation", "")
         if kind not in CLAMPS:
             return f"activation {kind} has no quantized form (only {', '.join(CLAMPS)})"
         return None

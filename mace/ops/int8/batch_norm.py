@@ -12,9 +12,8 @@ DenseNet-121's 92 ms quantized.
 import numpy as np
 
 from mace.ir import quant_params as qp
-from mace.ir.args import get_arg
-from mace.ops.int8._base import UINT8_LEVELS, Int8Kernel
-from mace.ops.registry import kernel
+from mace.ops.int8._base import UINT8_LEVELS, Int8Kernel, quantized_io
+from mace.ops.registry import LOAD, kernel
 
 FUSED = ("", "NOOP", "RELU", "RELUX")
 
@@ -34,13 +33,15 @@ class BatchNormInt8(Int8Kernel):
     float_inputs = (1, 2)   # scale, offset: read once at load into the tables
 
     @staticmethod
-    def supports(op, graph):
-        act = get_arg(op, "activation", "")
+    def check(ctx) -> str | None:
+        if ctx.stage == LOAD:
+            return quantized_io(ctx)
+        act = ctx.arg("activation", "")
         if act not in FUSED:
             return f"fused activation {act} has no quantized form (RELU/RELUX only)"
-        if get_arg(op, "data_format", "NHWC") == "NCHW":
+        if ctx.arg("data_format", "NHWC") == "NCHW":
             return "BatchNorm on NCHW data has no quantized form (channels last only)"
-        if len(op.input) != 3 or any(t not in graph.consts for t in op.input[1:]):
+        if len(ctx.op.input) != 3 or any(c is None for c in ctx.consts[1:]):
             return "scale and offset must be constants"
         return None
 

@@ -9,8 +9,8 @@ share the output's parameters).
 import numpy as np
 
 from mace.ops.concat import ConcatCpu
-from mace.ops.int8._base import Int8Kernel, apply_table, float_consts, rescale_table
-from mace.ops.registry import kernel
+from mace.ops.int8._base import Int8Kernel, apply_table, float_consts, quantized_io, rescale_table
+from mace.ops.registry import LOAD, kernel
 
 
 @kernel("Concat", "int8")
@@ -18,8 +18,8 @@ class ConcatInt8(Int8Kernel, ConcatCpu):
     output_range = "own"
 
     @staticmethod
-    def supports(op, graph):
-        return float_consts(op, graph)
+    def check(ctx) -> str | None:
+        return quantized_io(ctx) if ctx.stage == LOAD else float_consts(ctx)
 
     def setup(self, ctx):
         super().setup(ctx)

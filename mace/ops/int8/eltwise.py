@@ -18,9 +18,8 @@ within 1 output step. DIV and the rest stay float.
 import numpy as np
 
 from mace.ir import quant_params as qp
-from mace.ir.args import get_arg
-from mace.ops.int8._base import Int8Kernel, float_consts, rescale_table
-from mace.ops.registry import kernel
+from mace.ops.int8._base import Int8Kernel, float_consts, quantized_io, rescale_table
+from mace.ops.registry import LOAD, kernel
 
 ADDITIVE = ("SUM", "SUB", "MEAN")
 SUPPORTED = ADDITIVE + ("PROD", "MIN", "MAX")
@@ -47,16 +46,18 @@ class EltwiseInt8(Int8Kernel):
     output_range = "own"
 
     @staticmethod
-    def supports(op, graph):
-        kind = get_arg(op, "type", "")
+    def check(ctx) -> str | None:
+        if ctx.stage == LOAD:
+            return quantized_io(ctx)
+        kind = ctx.arg("type", "")
         if kind not in SUPPORTED:
             return f"Eltwise {kind} has no quantized form (only {', '.join(SUPPORTED)})"
-        if kind in BINARY_ONLY and len(op.input) != 2:
-            return f"Eltwise {kind} needs exactly 2 inputs, got {len(op.input)}"
-        act = get_arg(op, "activation", "")
+        if kind in BINARY_ONLY and len(ctx.op.input) != 2:
+            return f"Eltwise {kind} needs exactly 2 inputs, got {len(ctx.op.input)}"
+        act = ctx.arg("activation", "")
         if act not in FUSED:
             return f"fused activation {act} has no quantized form (RELU/RELUX only)"
-        return float_consts(op, graph)
+        return float_consts(ctx)
 
     def setup(self, ctx):
         self.kind = ctx.arg("type")

@@ -10,7 +10,7 @@ import numpy as np
 from mace.ops.int8._base import Int8Kernel
 from mace.ops.int8._gemm import OutputStage, centred
 from mace.ops.matmul import _operand
-from mace.ops.registry import kernel
+from mace.ops.registry import LOAD, kernel
 
 
 @kernel("MatMul", "int8")
@@ -18,12 +18,12 @@ class MatMulInt8(Int8Kernel):
     weight_inputs = {1: None}
 
     @staticmethod
-    def supports(op, graph):
-        return None   # any mix of constant and activation operands (all per-tensor uint8)
-
-    @staticmethod
-    def accepts(ctx) -> bool:
-        return all(d == np.uint8 for d in ctx.input_dtypes[:2])
+    def check(ctx) -> str | None:
+        if ctx.stage != LOAD:
+            return None   # any mix of constant and activation operands (all per-tensor uint8)
+        if all(d == np.uint8 for d in ctx.input_dtypes[:2]):
+            return None
+        return "operands are " + " and ".join(str(np.dtype(d)) for d in ctx.input_dtypes[:2]) + ", not both uint8"
 
     def setup(self, ctx):
         flags = (bool(ctx.arg("transpose_a", 0)), bool(ctx.arg("transpose_b", 0)))

@@ -16,9 +16,9 @@ import numpy as np
 from mace.ir import quant_params as qp
 from mace.ir.args import get_arg
 from mace.ops.conv2d import window
-from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
+from mace.ops.int8._base import Int8Kernel, apply_table, quantized_io, rescale_table
 from mace.ops.pooling import PoolingCpu
-from mace.ops.registry import kernel
+from mace.ops.registry import LOAD, kernel
 
 
 @kernel("Pooling", "int8")
@@ -26,8 +26,10 @@ class PoolingInt8(Int8Kernel, PoolingCpu):
     output_range = "input"
 
     @staticmethod
-    def supports(op, graph):
-        kind = get_arg(op, "pooling_type", "")
+    def check(ctx) -> str | None:
+        if ctx.stage == LOAD:
+            return quantized_io(ctx)
+        kind = ctx.arg("pooling_type", "")
         return None if kind in ("MAX", "AVG") else f"pooling_type {kind} has no quantized form"
 
     @classmethod

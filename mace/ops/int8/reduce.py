@@ -11,9 +11,9 @@ import numpy as np
 
 from mace.ir import quant_params as qp
 from mace.ir.args import get_arg
-from mace.ops.int8._base import Int8Kernel, apply_table, rescale_table
+from mace.ops.int8._base import Int8Kernel, apply_table, quantized_io, rescale_table
 from mace.ops.reduce import reduce_axes
-from mace.ops.registry import kernel
+from mace.ops.registry import LOAD, kernel
 
 SUPPORTED = ("MEAN", "MAX", "MIN")
 
@@ -23,11 +23,14 @@ class ReduceInt8(Int8Kernel):
     output_range = "input"
 
     @staticmethod
-    def supports(op, graph):
+    def check(ctx) -> str | None:
+        if ctx.stage == LOAD:
+            return quantized_io(ctx)
+        op = ctx.op
         kind = get_arg(op, "reduce_type", "")
         if kind not in SUPPORTED:
             return f"Reduce {kind} has no quantized form (only {', '.join(SUPPORTED)})"
-        shape = graph.shape(op.input[0])
+        shape = ctx.input_shapes[0]
         axes = reduce_axes(lambda n, d=None: get_arg(op, n, d), len(shape))
         if any(shape[a] == 0 for a in axes):
             return "reduces over an empty axis"

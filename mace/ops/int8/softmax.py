@@ -13,10 +13,9 @@ LogSoftmax (use_log) and other axes stay float.
 import numpy as np
 
 from mace.ir import quant_params as qp
-from mace.ir.args import get_arg
 from mace.ops._common import normalize_axis
-from mace.ops.int8._base import UINT8_LEVELS, Int8Kernel
-from mace.ops.registry import kernel
+from mace.ops.int8._base import UINT8_LEVELS, Int8Kernel, quantized_io
+from mace.ops.registry import LOAD, kernel
 
 EXP_BITS = 20
 PROB_BITS = 30
@@ -33,11 +32,13 @@ class SoftmaxInt8(Int8Kernel):
     output_range = (0.0, 1.0)
 
     @staticmethod
-    def supports(op, graph):
-        if get_arg(op, "use_log", 0):
+    def check(ctx) -> str | None:
+        if ctx.stage == LOAD:
+            return quantized_io(ctx)
+        if ctx.arg("use_log", 0):
             return "LogSoftmax has no quantized form (its output is unbounded)"
-        rank = max(len(graph.shape(op.input[0])), 1)
-        if normalize_axis(get_arg(op, "axis", -1), rank) != rank - 1:
+        rank = max(len(ctx.input_shapes[0]), 1)
+        if normalize_axis(ctx.arg("axis", -1), rank) != rank - 1:
             return "quantized Softmax runs over the last axis only"
         return None
 

@@ -30,7 +30,7 @@ from mace.errors import ModelError
 from mace.ir import quant_params as qp
 from mace.ir.args import set_arg
 from mace.ir.qat_ranges import qat_ranges
-from mace.ops.registry import spec
+from mace.ops.registry import CONVERT, graph_context, kernel_check, spec
 from mace.proto import pb
 from mace.ir.graph import Graph
 from mace.quantize.mixed_precision import layer_damage, output_cosine, tensor_values
@@ -62,9 +62,8 @@ def quantize_plan(graph) -> dict:
             plan[op.name] = f"no quantized kernel for {op.type}"
             continue
         bad = [t for t in op.input if t not in graph.consts and graph.dtype(t).kind != "f"]
-        supports = getattr(cls, "supports", None)
         plan[op.name] = (f"reads non-float tensor {bad[0]}" if bad
-                         else supports(op, graph) if supports else None)
+                         else kernel_check(cls, graph_context(graph, op, CONVERT)))
     if any(op.device_type == pb.HEXAGON for op in graph.net.op):   # dsp groups (docs/placement.md)
         for op in graph.net.op:   # a model placed on dsp and cpu quantizes its dsp ops only
             if op.device_type != pb.HEXAGON:

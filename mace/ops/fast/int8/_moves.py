@@ -5,6 +5,7 @@ through a compiled lookup (_qloops.lookup) instead of numpy's take."""
 from __future__ import annotations
 
 from mace.ops._common import sequence
+from mace.ops.fast._checks import NO_LOOPS
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 
@@ -23,8 +24,8 @@ class FastMove:
     mover = None
 
     @classmethod
-    def accepts(cls, ctx) -> bool:
-        return qloops() is not None and super().accepts(ctx) and cls.mover.accepts(ctx)
+    def check(cls, ctx) -> str | None:
+        return NO_LOOPS if qloops() is None else super().check(ctx) or cls.mover.check(ctx)
 
     def setup(self, ctx):
         super().setup(ctx)   # the reference's: its float setup and the rescale tables

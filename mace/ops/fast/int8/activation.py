@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.activation import ActivationInt8
@@ -24,9 +25,15 @@ def code_table(run) -> np.ndarray:
 @kernel("Activation", "int8:fast")
 class ActivationInt8Fast(ActivationInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return (qloops() is not None and ActivationInt8.accepts(ctx) and len(ctx.input_shapes) == 1
-                and np.dtype(ctx.output_dtypes[0]) == U8)
+    def check(ctx) -> str | None:
+        if qloops() is None:
+            return NO_LOOPS
+        reason = ActivationInt8.check(ctx)
+        if reason:
+            return reason
+        if len(ctx.input_shapes) != 1:
+            return f"{len(ctx.input_shapes)} inputs (one only)"
+        return not_uint8(ctx)
 
     def setup(self, ctx):
         super().setup(ctx)

@@ -3,8 +3,7 @@ compiled lookup per element (_qloops.lookup_channels) split across the compute p
 of channels; the same bytes by construction."""
 from __future__ import annotations
 
-import numpy as np
-
+from mace.ops.fast._checks import NO_LOOPS
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.batch_norm import BatchNormInt8
@@ -14,8 +13,8 @@ from mace.ops.registry import kernel
 @kernel("BatchNorm", "int8:fast")
 class BatchNormInt8Fast(BatchNormInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return qloops() is not None and BatchNormInt8.accepts(ctx)
+    def check(ctx) -> str | None:
+        return NO_LOOPS if qloops() is None else BatchNormInt8.check(ctx)
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]

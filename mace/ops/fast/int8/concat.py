@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops._common import sequence
+from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.concat import ConcatInt8
@@ -18,10 +19,18 @@ IDENTITY = np.arange(256, dtype=np.uint8)   # a table that changes nothing (pool
 @kernel("Concat", "int8:fast")
 class ConcatInt8Fast(ConcatInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return (qloops() is not None and ConcatInt8.accepts(ctx) and len(ctx.output_shapes[0]) >= 1
-                and all(np.dtype(d) == np.uint8 for d in list(ctx.input_dtypes) + list(ctx.output_dtypes))
-                and all(p is not None for p in ctx.input_quant))
+    def check(ctx) -> str | None:
+        if qloops() is None:
+            return NO_LOOPS
+        reason = ConcatInt8.check(ctx)
+        if reason:
+            return reason
+        if len(ctx.output_shapes[0]) < 1:
+            return "scalar output"
+        reason = not_uint8(ctx, range(len(ctx.input_dtypes)), range(len(ctx.output_dtypes)))
+        if reason:
+            return reason
+        return None if all(p is not None for p in ctx.input_quant) else "an input has no quantization parameters"
 
     def bind(self, inputs, outputs, scratch=None):
         out = outputs[0]

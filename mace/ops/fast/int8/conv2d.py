@@ -22,6 +22,7 @@ import numpy as np
 
 from mace.ops._common import sequence
 from mace.ops.fast._base import carve, scratch_size
+from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast.conv2d import geometry
 from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width
@@ -37,23 +38,37 @@ U8 = np.dtype(np.uint8)
 RUNS_MAX_COST = 2.5
 
 
-def quantized_weights(ctx) -> bool:
-    """A constant integer filter (and bias, when there is one) on 4-D uint8 NHWC tensors."""
+def quantized_weights(ctx) -> str | None:
+    """Why the node is not a constant integer filter (and bias, when there is one) on 4-D
+    uint8 NHWC tensors, or None."""
     w = ctx.consts[1] if len(ctx.consts) > 1 else None
-    return (w is not None and w.dtype in (np.int8, np.uint8) and len(ctx.input_shapes[0]) == 4
-            and ctx.arg("data_format", "NHWC") == "NHWC"
-            and np.dtype(ctx.output_dtypes[0]) == U8
-            and (len(ctx.consts) < 3 or ctx.consts[2] is not None))
+    if w is None:
+        return "filter is not constant"
+    if w.dtype not in (np.int8, np.uint8):
+        return f"filter is {w.dtype}, not int8 / uint8"
+    if len(ctx.input_shapes[0]) != 4:
+        return f"rank {len(ctx.input_shapes[0])} input (4-D only)"
+    if ctx.arg("data_format", "NHWC") != "NHWC":
+        return f"data_format {ctx.arg('data_format', 'NHWC')} (NHWC only)"
+    return not_uint8(ctx) or (
+        "bias is not constant" if len(ctx.consts) >= 3 and ctx.consts[2] is None else None)
 
 
 @kernel("Conv2D", "int8:fast")
 class Conv2DInt8Fast(Conv2DInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
-        if qloops() is None or not Conv2DInt8.accepts(ctx) or not quantized_weights(ctx):
-            return False
+    def check(ctx) -> str | None:
+        if qloops() is None:
+            return NO_LOOPS
+        reason = Conv2DInt8.check(ctx) or quantized_weights(ctx)
+        if reason:
+            return reason
         geo = geometry(ctx, ctx.consts[1].shape)
-        return geo.dilations[1] == 1 and geo.kh * geo.kw * geo.cg <= MAX_K
+        if geo.dilations[1] != 1:
+            return f"column dilation {geo.dilations[1]}"
+        if geo.kh * geo.kw * geo.cg > MAX_K:
+            return f"K = {geo.kh * geo.kw * geo.cg} per output beyond {MAX_K} (int32 sums could overflow)"
+        return None
 
     def setup(self, ctx):
         lib = qloops()

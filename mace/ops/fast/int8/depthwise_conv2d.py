@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mace.ops.fast._checks import NO_LOOPS
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qgemm import channel_values
 from mace.ops.fast.int8._qjit import qloops
@@ -74,8 +75,8 @@ def quad_blocks(w, fold, mult, rnd, shift, stride_w: int) -> tuple:
 @kernel("DepthwiseConv2d", "int8:fast")
 class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return qloops() is not None and DepthwiseConv2dInt8.accepts(ctx) and quantized_weights(ctx)
+    def check(ctx) -> str | None:
+        return NO_LOOPS if qloops() is None else DepthwiseConv2dInt8.check(ctx) or quantized_weights(ctx)
 
     def setup(self, ctx):
         super().setup(ctx)

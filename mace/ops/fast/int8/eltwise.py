@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.eltwise import ADDITIVE, COEF_LIMIT, EltwiseInt8
@@ -36,12 +37,19 @@ def pair_table(run) -> np.ndarray:
 @kernel("Eltwise", "int8:fast")
 class EltwiseInt8Fast(EltwiseInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
+    def check(ctx) -> str | None:
         out = tuple(ctx.output_shapes[0])
-        return (qloops() is not None and EltwiseInt8.accepts(ctx)
-                and len(ctx.input_shapes) == 2 and all(tuple(s) == out for s in ctx.input_shapes)
-                and all(c is None for c in ctx.consts)
-                and all(np.dtype(d) == U8 for d in list(ctx.input_dtypes) + list(ctx.output_dtypes)))
+        if qloops() is None:
+            return NO_LOOPS
+        reason = EltwiseInt8.check(ctx)
+        if reason:
+            return reason
+        if len(ctx.input_shapes) != 2 or not all(tuple(s) == out for s in ctx.input_shapes):
+            return ("inputs " + " and ".join(str(list(s)) for s in ctx.input_shapes)
+                    + f" for output {list(out)} (two of the output's shape only)")
+        if not all(c is None for c in ctx.consts):
+            return "a constant operand"
+        return not_uint8(ctx, range(len(ctx.input_dtypes)), range(len(ctx.output_dtypes)))
 
     def setup(self, ctx):
         super().setup(ctx)

@@ -9,6 +9,7 @@ import numpy as np
 
 from mace.ops._common import sequence
 from mace.ops.fast._base import carve, scratch_size
+from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.fast.int8.conv2d import U8
@@ -20,12 +21,21 @@ from mace.ops.registry import kernel
 @kernel("FullyConnected", "int8:fast")
 class FullyConnectedInt8Fast(FullyConnectedInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
+    def check(ctx) -> str | None:
         w = ctx.consts[1] if len(ctx.consts) > 1 else None
-        return (qloops() is not None and FullyConnectedInt8.accepts(ctx) and w is not None
-                and w.dtype in (np.int8, np.uint8) and w.ndim == 2 and w.shape[1] <= MAX_K
-                and np.dtype(ctx.output_dtypes[0]) == U8
-                and (len(ctx.consts) < 3 or ctx.consts[2] is not None))
+        if qloops() is None:
+            return NO_LOOPS
+        reason = FullyConnectedInt8.check(ctx)
+        if reason:
+            return reason
+        if w is None:
+            return "weight is not constant"
+        if w.dtype not in (np.int8, np.uint8) or w.ndim != 2:
+            return f"{w.ndim}-D {w.dtype} weight (2-D int8 / uint8 only)"
+        if w.shape[1] > MAX_K:
+            return f"K = {w.shape[1]} beyond {MAX_K} (int32 sums could overflow)"
+        return not_uint8(ctx) or (
+            "bias is not constant" if len(ctx.consts) >= 3 and ctx.consts[2] is None else None)
 
     def setup(self, ctx):
         lib = qloops()

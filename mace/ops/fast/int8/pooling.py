@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.fast.int8.concat import IDENTITY
@@ -16,10 +17,19 @@ from mace.ops.registry import kernel
 @kernel("Pooling", "int8:fast")
 class PoolingInt8Fast(PoolingInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return (qloops() is not None and PoolingInt8.accepts(ctx) and len(ctx.input_shapes[0]) == 4
-                and np.dtype(ctx.output_dtypes[0]) == np.uint8
-                and ctx.arg("pooling_type", "") in ("MAX", "AVG"))
+    def check(ctx) -> str | None:
+        if qloops() is None:
+            return NO_LOOPS
+        reason = PoolingInt8.check(ctx)
+        if reason:
+            return reason
+        if len(ctx.input_shapes[0]) != 4:
+            return f"rank {len(ctx.input_shapes[0])} input (4-D only)"
+        reason = not_uint8(ctx)
+        if reason:
+            return reason
+        kind = ctx.arg("pooling_type", "")
+        return None if kind in ("MAX", "AVG") else f"pooling_type {kind} (MAX / AVG only)"
 
     def setup(self, ctx):
         super().setup(ctx)

@@ -3,8 +3,7 @@
 (mace/ops/quantize.py: four and two numpy passes through a float64 temporary)."""
 from __future__ import annotations
 
-import numpy as np
-
+from mace.ops.fast._checks import NO_LOOPS, not_float32, not_uint8
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.quantize import DequantizeCpu, QuantizeCpu
@@ -18,10 +17,12 @@ def contiguous(*arrays) -> bool:
 @kernel("Quantize", "int8:fast")
 class QuantizeInt8Fast(QuantizeCpu):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return (qloops() is not None and bool(ctx.output_quant) and ctx.output_quant[0] is not None
-                and np.dtype(ctx.input_dtypes[0]) == np.float32
-                and np.dtype(ctx.output_dtypes[0]) == np.uint8)
+    def check(ctx) -> str | None:
+        if qloops() is None:
+            return NO_LOOPS
+        if not ctx.output_quant or ctx.output_quant[0] is None:
+            return "output has no quantization parameters"
+        return not_float32(ctx, outputs=()) or not_uint8(ctx)
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]
@@ -37,10 +38,12 @@ class QuantizeInt8Fast(QuantizeCpu):
 @kernel("Dequantize", "int8:fast")
 class DequantizeInt8Fast(DequantizeCpu):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return (qloops() is not None and bool(ctx.input_quant) and ctx.input_quant[0] is not None
-                and np.dtype(ctx.input_dtypes[0]) == np.uint8
-                and np.dtype(ctx.output_dtypes[0]) == np.float32)
+    def check(ctx) -> str | None:
+        if qloops() is None:
+            return NO_LOOPS
+        if not ctx.input_quant or ctx.input_quant[0] is None:
+            return "input has no quantization parameters"
+        return not_uint8(ctx, inputs=(0,), outputs=()) or not_float32(ctx, inputs=())
 
     def bind(self, inputs, outputs, scratch=None):
         q, out = inputs[0], outputs[0]

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from functools import partial
 
-import numpy as np
-
+from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.reduce import ReduceInt8
 from mace.ops.reduce import reduce_axes
@@ -17,11 +16,18 @@ from mace.ops.registry import kernel
 @kernel("Reduce", "int8:fast")
 class ReduceInt8Fast(ReduceInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
+    def check(ctx) -> str | None:
         shape = ctx.input_shapes[0]
-        return (qloops() is not None and ReduceInt8.accepts(ctx) and ctx.arg("reduce_type", "") == "MEAN"
-                and len(shape) == 4 and tuple(reduce_axes(ctx.arg, 4)) == (1, 2) and 0 not in shape
-                and np.dtype(ctx.output_dtypes[0]) == np.uint8)
+        if qloops() is None:
+            return NO_LOOPS
+        reason = ReduceInt8.check(ctx)
+        if reason:
+            return reason
+        if ctx.arg("reduce_type", "") != "MEAN":
+            return f"Reduce {ctx.arg('reduce_type', '')} (MEAN only)"
+        if len(shape) != 4 or tuple(reduce_axes(ctx.arg, 4)) != (1, 2) or 0 in shape:
+            return f"not a mean over the pixels of a 4-D input ({list(shape)})"
+        return not_uint8(ctx)
 
     def setup(self, ctx):
         super().setup(ctx)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.resize import ResizeBilinearInt8
@@ -20,9 +21,15 @@ def _ints(a) -> np.ndarray:
 @kernel("ResizeBilinear", "int8:fast")
 class ResizeBilinearInt8Fast(ResizeBilinearInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return (qloops() is not None and ResizeBilinearInt8.accepts(ctx)
-                and len(ctx.input_shapes[0]) == 4 and np.dtype(ctx.output_dtypes[0]) == np.uint8)
+    def check(ctx) -> str | None:
+        if qloops() is None:
+            return NO_LOOPS
+        reason = ResizeBilinearInt8.check(ctx)
+        if reason:
+            return reason
+        if len(ctx.input_shapes[0]) != 4:
+            return f"rank {len(ctx.input_shapes[0])} input (4-D only)"
+        return not_uint8(ctx)
 
     def setup(self, ctx):
         super().setup(ctx)

@@ -3,8 +3,7 @@ softmax.py: exp table, int64 row sum, rounded Q30 division, requantize) in one c
 per row instead of six numpy ones, rows split across the compute pool. The same integers."""
 from __future__ import annotations
 
-import numpy as np
-
+from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast._pool import loop
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.softmax import PROB_BITS, SoftmaxInt8
@@ -14,9 +13,8 @@ from mace.ops.registry import kernel
 @kernel("Softmax", "int8:fast")
 class SoftmaxInt8Fast(SoftmaxInt8):
     @staticmethod
-    def accepts(ctx) -> bool:
-        return (qloops() is not None and SoftmaxInt8.accepts(ctx)
-                and np.dtype(ctx.output_dtypes[0]) == np.uint8)
+    def check(ctx) -> str | None:
+        return NO_LOOPS if qloops() is None else SoftmaxInt8.check(ctx) or not_uint8(ctx)
 
     def setup(self, ctx):
         super().setup(ctx)
