@@ -5,8 +5,10 @@
     python benchmarks/zoo_speed.py --out docs/zoo_speed.md          # also write the markdown table
 
 Each row of benchmarks/zoo_manifest.yml is fetched and converted as benchmarks/zoo.py does it
-(`runtime: cpu`; QDQ / QOperator rows quantized first, so ours runs its int8 kernels against
-onnxruntime's). Then, per thread count, a fresh child process loads both runners (ours: the
+(`runtime: cpu`). QDQ / QOperator rows are the float model quantized by onnxruntime first; ours
+converts them with `quantize: 1`, which takes the model's own Q/DQ ranges (docs/quantization.md),
+so that ours runs its int8 kernels as onnxruntime runs its own on those files (converted without
+`quantize`, such a model runs float with a FakeQuantize per pair: faithful, not fast). Then, per thread count, a fresh child process loads both runners (ours: the
 Engine with OpenBLAS and the compute pool at N threads; the framework: onnxruntime with
 intra_op_num_threads=N, LiteRT with num_threads=N, TensorFlow with N intra-op threads, OpenCV's
 dnn for Caffe with setNumThreads(N)), warms each up (numba compiles are not timed), and times
@@ -129,9 +131,11 @@ def prepare(model: dict, archive: Path, archives: dict, work: Path) -> dict:
     if model.get("freeze"):
         path = zoo.freeze_tf1(model, path, work)
     val, cal = zoo.write_inputs(model, work, archive, archives)
+    runtime = "cpu"
     if model.get("qdq") or model.get("qoperator"):
         path = zoo.quantize_qdq(model, path, cal, work)
-    yml = zoo.deployment(model, path, work, "cpu", cal)
+        runtime = "quant"
+    yml = zoo.deployment(model, path, work, runtime, cal)
     r = zoo.cli("convert", "--config", yml, cwd=work)
     if r.returncode:
         return {"error": f"convert: {zoo.error_line(r, 100)}"}

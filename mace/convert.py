@@ -136,6 +136,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     notes = read_notes + variable_shapes(model.platform, spec, plan, float_options, graph, base, progress,
                                          hide_names=bool(sg.obfuscate))
     notes += gpu_fp32_notes(config, sg, graph, log.append, progress)
+    notes += _float_qat_note(graph, options)
     mapping = obfuscate_graph(graph) if sg.obfuscate else None  # before any writer sees a name
     for info in graph.net.output_info:
         del info.dims[:]
@@ -155,6 +156,21 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     return ConvertResult(model.name, pb_path, data_path, len(graph.net.op), data_path.stat().st_size, log,
                          report, extras, made_from(config, model, model_path, weight_path), notes,
                          mixed)
+
+
+def _float_qat_note(graph, options: dict) -> list:
+    """A model quantized by its exporter (ONNX Q/DQ pairs, QOperator ops, TensorFlow FakeQuant)
+    converted without `quantize`: it runs float, each pair a FakeQuantize rounding as the
+    exporter's framework does (faithful, and slower than the float model it came from). Say
+    that `quantize: 1` runs it on the int8 kernels with the model's own ranges."""
+    if "quantize" in options or options.get("runtime") != "cpu":
+        return []
+    pairs = sum(op.type == "FakeQuantize" for op in graph.net.op)
+    if not pairs:
+        return []
+    return [f"the model carries its own quantization ({pairs} FakeQuantize op(s) from Q/DQ pairs, "
+            "QOperator ops or FakeQuant): it runs float, rounding as its framework does; `quantize: 1` "
+            "in the deployment file runs it on int8 kernels with those ranges (docs/quantization.md)"]
 
 
 def _convert_graph(platform: str, spec: ModelSpec, plan, options: dict):

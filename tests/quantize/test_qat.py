@@ -327,3 +327,34 @@ def test_input_ranges_in_the_deployment_file_set_the_input_range(tmp_path):
     assert same_params(got["Quantize"], -0.5, 2.0)
     assert same_params(got["Conv2D"], 0.0, 0.02 * 255)
     assert same_params(got["FullyConnected"], -1.2, 1.35)
+
+
+def test_a_qdq_model_converted_float_says_how_to_run_it_on_int8_kernels(tmp_path):
+    """Converted without `quantize`, a QDQ model runs float with a FakeQuantize per pair
+    (faithful but slower than its float original): convert says so and names the key; the key
+    it names then converts and validates against onnxruntime running the QDQ model."""
+    from mace.testing.mobilenet_v2 import mobilenet_v2
+    from mace.testing.quant_models import qdq_model, uniform_samples
+
+    size = 16
+    model = mobilenet_v2(seed=0, resolution=size, classes=10)
+    onnx.save(model, str(tmp_path / "float.onnx"))
+    out = model.graph.output[0].name
+    samples = [s.transpose(0, 3, 1, 2).copy() for s in uniform_samples((1, size, size, 3), 4, seed=1)]
+    qdq_model(tmp_path / "float.onnx", tmp_path / "qdq.onnx", "input", samples)
+    data = (tmp_path / "qdq.onnx").read_bytes()
+    entry = model_entry("onnx", "qdq.onnx", data, size, [out])
+    entry.pop("quantize")
+    (tmp_path / "f.yml").write_text(yaml.safe_dump({"library_name": "qf", "target_abis": ["host"],
+                                                    "models": {"qdq": entry}}, sort_keys=False))
+    r = cli("convert", "--config=f.yml", "--build_dir=out", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    text = " ".join(r.stdout.split())
+    assert "FakeQuantize op(s) from Q/DQ pairs" in text and "`quantize: 1`" in text, r.stdout
+    fake = sum(op.type == "FakeQuantize" for op in load_net(tmp_path / "out" / "qf" / "model" / "qdq.pb").op)
+    assert f"carries its own quantization ({fake} FakeQuantize" in text and fake > 10
+    # the hint, followed: the same entry with quantize: 1 runs quantized and validates
+    report = convert_and_validate(tmp_path, {"qdq": model_entry("onnx", "qdq.onnx", data, size, [out])})
+    (metric,) = report["qdq"]["validation"]
+    assert metric["passed"] and metric["cosine"] >= 0.98, metric
+    assert get_arg(load_net(tmp_path / "out" / "qat" / "model" / "qdq.pb"), "quantize") == 1
