@@ -122,6 +122,9 @@ def photographs(kind: str = "scenes") -> list:
     people  scikit-image's astronaut (a person, face and hands) validates; its cameraman,
             faces from its Labeled Faces in the Wild subset (one, 2x2, 3x3) and scene crops
             calibrate (face and person models see what they were trained on)
+    people_portrait
+            the same, but the astronaut cropped to a 3:4 portrait (384 x 512, as a phone holds
+            it) validates: a letterboxed input (the manifest's `letterbox`) gets its padding
     faces   face crops, for face classifiers and the face-candidate stages of detectors (what a
             face detector hands them): the astronaut's face validates; eight faces of the
             Labeled Faces in the Wild subset calibrate
@@ -145,12 +148,13 @@ def photographs(kind: str = "scenes") -> list:
         return [china] + crops
     from skimage import data
 
-    if kind == "people":
+    if kind in ("people", "people_portrait"):
         faces = (data.lfw_subset() * 255).astype(np.uint8)   # 200 faces, 25 x 25, gray
         def grid(first: int, n: int) -> np.ndarray:
             rows = [np.hstack(faces[first + r * n:first + (r + 1) * n]) for r in range(n)]
             return _rgb(np.vstack(rows))
-        return [data.astronaut(), _rgb(data.camera()), _rgb(faces[0]), _rgb(faces[7]),
+        person = data.astronaut() if kind == "people" else data.astronaut()[:, 64:448].copy()
+        return [person, _rgb(data.camera()), _rgb(faces[0]), _rgb(faces[7]),
                 _rgb(faces[120]), grid(20, 2), grid(40, 3), crops[0], crops[5], crops[2]]
     if kind == "faces":
         faces = (data.lfw_subset() * 255).astype(np.uint8)
@@ -161,7 +165,7 @@ def photographs(kind: str = "scenes") -> list:
         scenes = [china, _rgb(data.camera()), data.coffee(), data.chelsea(), data.rocket(),
                   data.astronaut(), data.stereo_motorcycle()[0], crops[0], crops[5], crops[2]]
         return [_with_qr(img, seed) for seed, img in enumerate(scenes)]
-    raise ValueError(f"photos: {kind!r} (expected scenes, people, faces or qr)")
+    raise ValueError(f"photos: {kind!r} (expected scenes, people, people_portrait, faces or qr)")
 
 
 # The astronaut's face (y, x, side), with a 20-pixel margin around the box OpenCV's frontal-face
@@ -230,11 +234,30 @@ def _resize(img: np.ndarray, h: int, w: int, text: int | None = None) -> np.ndar
     return np.asarray(im, np.float32) / 255.0
 
 
+def letterbox(img: np.ndarray, h: int, w: int, fill: float) -> np.ndarray:
+    """Ultralytics' LetterBox (center=True, auto=False, scaleup=True), written out as its code has
+    it, the resize Pillow's bilinear as _resize's: RGB in [0, 1], the padding fill / 255."""
+    from PIL import Image
+
+    r = min(h / img.shape[0], w / img.shape[1])
+    new_w, new_h = int(round(img.shape[1] * r)), int(round(img.shape[0] * r))
+    dw, dh = (w - new_w) / 2, (h - new_h) / 2
+    top, left = int(round(dh - 0.1)), int(round(dw - 0.1))
+    im = Image.fromarray(img)
+    if (new_w, new_h) != im.size:
+        im = im.resize((new_w, new_h), Image.BILINEAR)
+    out = np.full((h, w, 3), fill, np.float32)
+    out[top:top + new_h, left:left + new_w] = np.asarray(im, np.float32)
+    return out / 255.0
+
+
 def image_input(spec: dict, img: np.ndarray, sample: int = 0) -> np.ndarray:
     shape = spec["shape"]
     nchw = spec["format"] == "NCHW"
     h, w = (shape[2], shape[3]) if nchw else (shape[1], shape[2])
-    if "crop_from" in spec:  # resized larger, then the centre cropped (Caffe classifiers' habit)
+    if "letterbox" in spec:  # YOLO detectors: aspect kept, padded (fed through image_preprocess too)
+        x = letterbox(img, h, w, spec["letterbox"])
+    elif "crop_from" in spec:  # resized larger, then the centre cropped (Caffe classifiers' habit)
         big_h, big_w = spec["crop_from"]
         x = _resize(img, big_h, big_w)
         top, left = (big_h - h) // 2, (big_w - w) // 2
@@ -381,7 +404,9 @@ def make_inputs(model: dict, sample: int, img, archive: Path, archives: dict | N
 
 
 def write_inputs(model: dict, work: Path, archive: Path, archives: dict | None = None) -> tuple:
-    """(validation dir, calibration dir): one .npy per input, one sub-folder per sample."""
+    """(validation dir, calibration dir): one .npy per input, one sub-folder per sample. A model
+    with image-fed inputs (image_fed) also gets the photographs themselves as PNG files, in
+    image_dirs: the CLI decodes those through image_preprocess."""
     views = photographs(model.get("photos", "scenes"))
     val, cal = work / "inputs", work / "calibration"
     val.mkdir()
@@ -392,7 +417,49 @@ def write_inputs(model: dict, work: Path, archive: Path, archives: dict | None =
         d.mkdir(parents=True)
         for name, x in make_inputs(model, i + 1, views[1 + i], archive, archives).items():
             np.save(d / f"{safe_name(name)}.npy", x)
+    if image_fed(model):
+        image_val, image_cal = image_dirs(work)
+        _write_images(model, views[0], val, image_val)
+        for i in range(CALIBRATION_SAMPLES):
+            _write_images(model, views[1 + i], cal / f"{i:02d}", image_cal / f"{i:02d}")
     return val, cal
+
+
+def _write_images(model: dict, view: np.ndarray, arrays: Path, out: Path) -> None:
+    """One sample for the CLI: the photograph as <input>.png for the image_fed inputs, the
+    arrays of the others copied."""
+    from PIL import Image
+
+    fed = {i["name"] for i in image_fed(model)}
+    out.mkdir(parents=True)
+    for spec in model["inputs"]:
+        name = safe_name(spec["name"])
+        if spec["name"] in fed:
+            Image.fromarray(view).save(out / f"{name}.png")
+        elif (arrays / f"{name}.npy").exists():
+            (out / f"{name}.npy").write_bytes((arrays / f"{name}.npy").read_bytes())
+
+
+def image_fed(model: dict) -> list:
+    """The inputs the CLI gets as photographs (PNG) decoded by image_preprocess rather than as
+    arrays: those the manifest letterboxes (`letterbox: FILL`), as YOLO detectors are fed."""
+    return [i for i in model["inputs"] if "letterbox" in i]
+
+
+def image_dirs(work: Path) -> tuple:
+    """(validation dir, calibration dir) of the PNG files write_inputs writes for image_fed inputs."""
+    return work / "images", work / "images_calibration"
+
+
+def image_preprocess(model: dict) -> dict:
+    """image_preprocess for the image_fed inputs: the manifest's own preprocessing (x / 255 - mean)
+    / std, written on 0..255 pixels, with the letterbox."""
+    out = {}
+    for spec in image_fed(model):
+        mean, std = np.asarray(spec.get("mean", 0.0)) * 255, np.asarray(spec.get("std", 1.0)) * 255
+        out[spec["name"]] = {"letterbox": spec["letterbox"], "channel_order": spec.get("channels", "RGB"),
+                             "mean": mean.tolist(), "std": std.tolist(), "layout": spec["format"]}
+    return out
 
 
 def freeze_tf1(model: dict, package_dir: Path, work: Path) -> Path:
@@ -541,6 +608,8 @@ def deployment(model: dict, path: Path, work: Path, runtime: str, cal: Path) -> 
              "model_sha256_checksum": _sha256(path),
              "runtime": "gpu" if runtime == "gpu" else "cpu", "subgraphs": [sg]}
     weights = path.with_name(Path(model["weights"]).name) if model.get("weights") else None
+    if image_fed(model):   # the photographs decoded by the CLI (write_inputs' PNG files)
+        sg["image_preprocess"] = image_preprocess(model)
     if weights:  # Caffe: the .prototxt above, the trained .caffemodel here
         entry["weight_file_path"] = str(weights)
         entry["weight_sha256_checksum"] = _sha256(weights)
@@ -565,6 +634,8 @@ def deployment(model: dict, path: Path, work: Path, runtime: str, cal: Path) -> 
 
 def check(model: dict, path: Path, work: Path, runtime: str, val: Path, cal: Path) -> dict:
     """convert + run --validate for one runtime: {'convert', 'cosine', 'ms', 'detail'}."""
+    if image_fed(model):   # the PNG files, decoded through image_preprocess, not the arrays
+        val, cal = image_dirs(work)
     yml = deployment(model, path, work, runtime, cal)
     r = cli("convert", "--config", yml, cwd=work)
     if r.returncode:
