@@ -49,6 +49,8 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, opts
             inits.append(opened.init_ms)
             if restart == 0:
                 notes += opened.notes + describe_placement(engine.graph)
+                if opts.profile:   # --vlog_level 2: the nodes a preferred kernel declined, and why
+                    notes += [f"kernel fallback: {line}" for line in getattr(engine, "kernel_fallbacks", list)()]
                 fallback = opened.fallback
                 inputs, source = make_inputs(config, sg, opts.input_dir, opts.seed, build_dir)
             outputs, warmup_ms = timed(lambda: engine.run(inputs))

@@ -22,6 +22,7 @@ from mace.ir.opstats import graph_stats
 from mace.proto import pb
 from mace.ir.shape_ranges import shape_pins, shape_ranges
 from mace.report.memory import memory_timeline
+from mace.runtime.engine import kernel_fallbacks
 from mace.runtime.resize import converted_shapes, reshaped_graph
 from mace.transform.placement.groups import report_lines as placement_lines
 from mace.util.text import banner, kib, si, table
@@ -54,6 +55,8 @@ class OfflineReport:
     fused_framework_ops: int = 0   # framework ops merged into another op (fusions)
     live_bytes: list = field(default_factory=list)   # per op: bytes of live tensors (memory timeline)
     placement: list = field(default_factory=list)    # lines: groups and transfers of a mixed placement
+    # lines: ops whose preferred kernels decline them on this machine's engine, and why
+    kernel_fallbacks: list = field(default_factory=list)
     # variable input dimensions (input_shapes: -1..8,...): (shapes, arena, lower bound) at each end
     shape_arenas: list = field(default_factory=list)
 
@@ -101,7 +104,15 @@ def offline_report(graph, source_path, pb_path=None, data_path=None, model: str 
         graph_bytes=Path(pb_path).stat().st_size if pb_path and Path(pb_path).exists() else 0,
         data_bytes=Path(data_path).stat().st_size if data_path and Path(data_path).exists() else 0,
         fused_framework_ops=fused, live_bytes=timeline.live_bytes,
-        placement=placement_lines(graph, layers), shape_arenas=shape_arenas(graph))
+        placement=placement_lines(graph, layers), shape_arenas=shape_arenas(graph),
+        kernel_fallbacks=predicted_fallbacks(graph))
+
+
+def predicted_fallbacks(graph) -> list:
+    """The kernel fallbacks an engine here would have (mace/runtime/engine.py kernel_fallbacks):
+    the GPU engine's CPU-placed ops for a model with GPU ops, else the CPU engine's."""
+    on_gpu = any(op.device_type == pb.GPU for op in graph.net.op)
+    return kernel_fallbacks(graph, "gpu" if on_gpu else "cpu")
 
 
 def shape_arenas(graph) -> list:
@@ -178,9 +189,17 @@ def render_text(report: OfflineReport) -> str:
         f"Estimated size of model data: {report.model_data_bytes} bytes "
         f"(graph {report.graph_bytes} + weights {report.data_bytes})",
         *([""] + report.placement if report.placement else []),
+        *_fallback_lines(report.kernel_fallbacks),
         *_shape_arena_lines(report.shape_arenas),
     ]
     return "\n".join(lines) + "\n"
+
+
+def _fallback_lines(lines: list) -> list:
+    if not lines:
+        return []
+    return (["", f"Kernel fallbacks: {len(lines)} op(s) declined by their preferred kernel on this machine "
+                 "(op (type) runs tag: declined tag: reason):"] + [f"  {line}" for line in lines])
 
 
 def _shape_arena_lines(rows: list) -> list:

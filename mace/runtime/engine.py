@@ -43,7 +43,7 @@ from mace.runtime.resize import check_shapes, reshaped_graph, varies
 
 # Kernel variants per runtime, in the order tried (mace/ir/runtimes.py): "cpu:fast" before
 # "cpu"; quantized "int8:fast" (mace/ops/fast/int8) before "int8", the exact reference
-# (mace/ops/int8), each accepting only nodes whose tensors are quantized, so the float ops of a
+# (mace/ops/int8), each taking only nodes whose tensors are quantized (their check), so the float ops of a
 # quantized model (e.g. a float head) fall through to "cpu". The OpenCL runtimes' CPU-placed ops
 # use the "cpu" tags.
 INT8_TAG = INT8_TAGS[-1]
@@ -62,17 +62,8 @@ class Engine:
         self._input_names = tuple(graph.input_names)
         self._output_names = tuple(graph.output_names)
         self._session = None   # set by _bind when a step runs on the compute pool
-        self.tags = list(DEVICE_TAGS.get(device, [device, "cpu"]))
         self.quantized = is_quantized(graph)
-        if self.quantized and INT8_TAG not in self.tags:
-            self.tags = list(INT8_TAGS) + self.tags
-        # a dsp model with cpu groups (placed at convert, e.g. quantize_target_cosine's float ops):
-        # the ops placed on the CPU fall through to the float kernels after the int8 ones
-        self.cpu_tags = (self.tags + DEVICE_TAGS["cpu"]
-                         if device in QUANTIZED_ONLY and get_arg(graph.net, "op_placement", 0) else self.tags)
-        if self.options.get("reference_kernels"):
-            self.tags = [t for t in self.tags if t not in FAST_TAGS]
-            self.cpu_tags = [t for t in self.cpu_tags if t not in FAST_TAGS]
+        self.tags, self.cpu_tags = kernel_tags(graph, device, self.options)
         self.gpu = _gpu_runtime(self) if device in GPU_DEVICES else None  # ops placed on the GPU
         self.aliases = {}   # tensor -> (Concat output, first channel): see _in_place_concats
         self.variables = Variables()   # state kept between runs (ReadVariable / AssignVariable)
@@ -420,6 +411,41 @@ def exact_input(name: str, value: np.ndarray, dtype: np.dtype) -> np.ndarray:
         raise RuntimeInputError(f"{where}: got {value.dtype} values outside its range {lo}..{hi} "
                                 f"(e.g. {low if low < lo else high!r}); pass {dtype}")
     return value.astype(dtype)
+
+
+def kernel_tags(graph: Graph, device: str = "cpu", options: dict | None = None) -> tuple:
+    """(tags, cpu_tags): the kernel tags an engine on `device` tries for the graph's ops, in
+    order, and for its ops placed on the CPU."""
+    tags = list(DEVICE_TAGS.get(device, [device, "cpu"]))
+    if is_quantized(graph) and INT8_TAG not in tags:
+        tags = list(INT8_TAGS) + tags
+    # a dsp model with cpu groups (placed at convert, e.g. quantize_target_cosine's float ops):
+    # the ops placed on the CPU fall through to the float kernels after the int8 ones
+    cpu_tags = (tags + DEVICE_TAGS["cpu"]
+                if device in QUANTIZED_ONLY and get_arg(graph.net, "op_placement", 0) else tags)
+    if (options or {}).get("reference_kernels"):
+        tags = [t for t in tags if t not in FAST_TAGS]
+        cpu_tags = [t for t in cpu_tags if t not in FAST_TAGS]
+    return tags, cpu_tags
+
+
+def kernel_fallbacks(graph: Graph, device: str = "cpu", options: dict | None = None) -> list:
+    """The lines `Engine.kernel_fallbacks` would give, predicted from the graph alone (convert
+    time, no engine): each op not placed on the GPU whose preferred kernels decline it, with
+    their reasons. An op no kernel takes is left to the engine to report."""
+    tags, cpu_tags = kernel_tags(graph, device, options)
+    quantized, lines = is_quantized(graph), []
+    for op in graph.net.op:
+        if device in GPU_DEVICES and op.device_type == pb.GPU:
+            continue
+        try:
+            ctx = graph_context(graph, op, LOAD, options, None, quantized)
+            _, tag, declined = choose_kernel(op.type, ctx, cpu_tags if op.device_type == pb.CPU else tags)
+        except Exception:   # a malformed op: the engine names it at load
+            continue
+        if declined:
+            lines.append(declined_line(op, tag, declined))
+    return lines
 
 
 def is_quantized(graph: Graph) -> bool:
