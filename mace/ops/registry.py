@@ -260,8 +260,15 @@ def choose_kernel(op_type: str, ctx: KernelContext, tags) -> tuple:
 
 
 def declined_line(op, tag: str, declined) -> str:
-    """One line for a node that fell back: `conv1 (Conv2D) runs cpu: cpu:fast: dilation 2`."""
-    return f"{op.name} ({op.type}) runs {tag}: " + "; ".join(f"{t}: {r}" for t, r in declined)
+    """One line for a node that fell back: `conv1 (Conv2D) runs cpu: cpu:fast: dilation 2`
+    (tags declining for the same reason one after another share it: `int8:fast, int8: ...`)."""
+    groups = []   # [tags, reason]
+    for t, r in declined:
+        if groups and groups[-1][1] == r:
+            groups[-1][0].append(t)
+        else:
+            groups.append([[t], r])
+    return f"{op.name} ({op.type}) runs {tag}: " + "; ".join(f"{', '.join(ts)}: {r}" for ts, r in groups)
 
 
 _loaded = False

@@ -89,3 +89,12 @@ def test_quantize_plan_and_gpu_placement_ask_check():
     conv = graph.net.op[0]
     assert quantize_plan(graph)[conv.name] == "fused activation PRELU has no quantized form (RELU/RELUX only)"
     assert gpu_reason(conv, graph) == "activation PRELU has no GPU form"
+
+
+def test_a_float_node_of_a_quantized_model_says_why_once():
+    """The int8 kernels decline a float node for one reason: the line names both tags once."""
+    from tests.runtime.kernel_choice_cases import float_graphs, quantized
+    engine = Engine(quantized(float_graphs()["chain"]))
+    lines = [line for line in engine.kernel_fallbacks() if "(Activation)" in line]
+    assert lines == ["Activation__1 (Activation) runs cpu:fast: int8:fast, int8: input 0 is float32, "
+                     "not quantized uint8"] or _jit.loops() is None, lines
