@@ -3,8 +3,8 @@
 With a placement plan (named subgraphs, `placement:` rules or `placement: auto`
 in the deployment file: mace/transform/placement/plan.py, docs/placement.md) the
 plan decides, per op, among CPU, GPU and HEXAGON. Without one, runtime gpu or
-cpu+gpu puts every op the GPU can run (a "gpu" kernel that accepts its shapes
-and args: mace/ops/gpu/support.py) on the GPU and the rest on the CPU.
+cpu+gpu puts every op the GPU can run (a "gpu" kernel whose check(ctx) takes its
+shapes and args: mace/ops/gpu/support.py) on the GPU and the rest on the CPU.
 Either way the converted .pb and its dump show the choice. With `winograd: 2|4`
 it also marks the GPU convolutions that Winograd suits with arg `wino_block_size`.
 It runs before `quantize`, which then rewrites only ops placed on the DSP.
