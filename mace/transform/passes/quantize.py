@@ -8,7 +8,8 @@ Runs last, on the optimised float graph, so tensor names are those that
   3. calibration over sample inputs (options["calibrate"]: graph -> ranges),
   4. input_ranges for model inputs (options["input_ranges"]).
 An op is quantized when its type has an "int8" kernel (mace/ops/int8) whose
-`supports(op, graph)` finds nothing against it; the others stay float and get
+`check(ctx)`, asked of the float op's context (graph_context, stage CONVERT), finds nothing
+against it; the others stay float (the reason in the plan) and get
 Dequantize/Quantize ops at the boundary. On the DSP every op must be quantized:
 the pass lists those that cannot be, as MACE does at convert time.
 
