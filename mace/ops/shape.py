@@ -1,6 +1,9 @@
 """Shape: the (static) shape of its input as int64, optionally sliced by `start`/`end`.
 
-Always folded to a constant during conversion; the kernel exists for completeness.
+Folded to a constant during conversion, except the shape of a tensor whose length depends on
+the data (NonMaxSuppression's rows, what is gathered by them): mark_ragged gives that op the
+length tensor as input 1 and arg `ragged_axis`, and the kernel puts the length the run found
+in place of that axis's planned bound (Paddle2ONNX's multiclass_nms3 sizes its TopK with it).
 """
 import numpy as np
 
@@ -21,5 +24,8 @@ class Shape(OpSpec):
 
 @kernel("Shape", "cpu")
 class ShapeCpu(SimpleKernel):
-    def compute(self, x):
-        return _slice(self.ctx.arg, self.ctx.input_shapes[0])
+    def compute(self, x, length=None):
+        shape = list(self.ctx.input_shapes[0])
+        if length is not None:
+            shape[int(self.ctx.arg("ragged_axis"))] = int(np.asarray(length).reshape(-1)[0])
+        return _slice(self.ctx.arg, shape)

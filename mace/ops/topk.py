@@ -4,6 +4,8 @@ Args: k (resolved at convert), axis (default -1), largest (1), sorted (1). Equal
 their index order (ONNX: the lower index first). Layout ANY: `axis` counts in the framework's
 layout. A k computed at run time comes as input 1 instead: both outputs are then planned at the
 axis's full size and a third output, shape (1,), holds k (`OpSpec.ragged`, mace/ops/_ragged.py).
+An input whose own length along `axis` depends on the data comes with that length as input 2
+(mark_ragged): only its first rows are ranked, the padding after them never.
 """
 import numpy as np
 
@@ -55,6 +57,8 @@ class TopKCpu(Kernel):
 
     def run(self, inputs, outputs):
         x = inputs[0]
+        if len(inputs) > 2:   # rows past the input's own length are padding
+            x = np.take(x, np.arange(int(np.asarray(inputs[2]).reshape(-1)[0])), axis=self.axis)
         if len(inputs) > 1:
             return self._run_computed_k(x, inputs[1], outputs)
         idx = top_k_indices(x, self.k, self.axis, self.largest)

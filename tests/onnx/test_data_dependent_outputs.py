@@ -163,3 +163,66 @@ def test_a_detector_at_two_image_sizes(tmp_path, obfuscate):
         np.testing.assert_allclose(ours["picked"], picked, atol=1e-6)
         assert 0 < len(selected) < engine.output_specs()["selected"][0][0] == 3 * 10
     assert engine.resize_stats == {"planned": 1, "reused": 1}
+
+
+def multiclass_nms3_model(boxes=20, classes=2, keep_top_k=5):
+    """The tail Paddle2ONNX writes for PaddleDetection's multiclass_nms3 (rapid-table-det's
+    PP-YOLOE, tests/zoo/test_zoo_detection_nms.py): NMS, the kept rows' scores gathered, the
+    best min(keep_top_k, n) by a TopK whose k comes from the Shape of those rows, class, score and
+    box side by side, and the count from the Shape of the result. As the exporter writes it: a
+    Squeeze after the Cast that reads it, and a stale rank-1 value_info on a rank-2 Gather."""
+    c = lambda name, value, dtype=np.int64: _const(name, value, dtype)   # noqa: E731
+    inits = [c("limit", [20]), c("iou", [0.4], np.float32), c("score", [0.3], np.float32),
+             c("one", [1]), c("two", [2]), c("zero", [0]), c("n_boxes", [boxes]), c("flat", [-1]),
+             c("top", [keep_top_k]), c("row", [1, -1, 1])]
+    node = helper.make_node
+    nodes = [node("NonMaxSuppression", ["boxes", "scores", "limit", "iou", "score"], ["selected"]),
+             node("Gather", ["selected", "one"], ["cls"], axis=1),
+             node("Gather", ["selected", "two"], ["box"], axis=1),
+             node("Mul", ["cls", "n_boxes"], ["cls_offset"]),
+             node("Add", ["cls_offset", "box"], ["flat_index2"]),
+             node("Reshape", ["flat_index2", "flat"], ["flat_index"]),
+             node("Reshape", ["scores", "flat"], ["scores_flat"]),
+             node("Gather", ["scores_flat", "flat_index"], ["kept"], axis=0),
+             node("Shape", ["kept"], ["kept_shape"]),
+             node("Slice", ["kept_shape", "zero", "one", "zero"], ["n"]),
+             node("Concat", ["n", "top"], ["n_and_top"], axis=0),
+             node("ReduceMin", ["n_and_top"], ["k"], axes=[0], keepdims=1),
+             node("TopK", ["kept", "k"], ["best", "best_index"]),
+             node("Gather", ["cls", "best_index"], ["best_cls"], axis=0),
+             node("Gather", ["box", "best_index"], ["best_box"], axis=0),
+             node("Reshape", ["best", "row"], ["best_row"]),
+             node("Cast", ["best_cls_squeezed"], ["best_cls_f"], to=TensorProto.FLOAT),
+             node("Gather", ["boxes", "best_box_squeezed"], ["best_boxes"], axis=1),
+             node("Reshape", ["best_cls_f", "row"], ["best_cls_row"]),
+             node("Concat", ["best_cls_row", "best_row", "best_boxes"], ["table"], axis=2),
+             node("Squeeze", ["table", "zero"], ["detections"]),
+             node("Shape", ["detections"], ["detections_shape"]),
+             node("Slice", ["detections_shape", "zero", "one", "zero"], ["count64"]),
+             node("Cast", ["count64"], ["count"], to=TensorProto.INT32),
+             node("Squeeze", ["best_cls", "one"], ["best_cls_squeezed"]),   # after its reader
+             node("Squeeze", ["best_box", "one"], ["best_box_squeezed"])]
+    graph = helper.make_graph(nodes, "multiclass_nms3", [
+        helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, boxes, 4]),
+        helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, classes, boxes])], [
+        helper.make_tensor_value_info("detections", TensorProto.FLOAT, ["k", 6]),
+        helper.make_tensor_value_info("count", TensorProto.INT32, [1])], inits,
+        value_info=[helper.make_tensor_value_info("best_cls", TensorProto.INT64, ["k"])])   # stale: rank 2
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 16)])
+
+
+def test_paddle_multiclass_nms3_tail_keeps_the_best_rows_it_found():
+    """k = min(keep_top_k, rows NMS kept), read from a Shape of those rows at run time (not the
+    bound folded at convert); the TopK ranks only the kept rows, the rows it picks carry its own
+    length through Gathers, a Concat and a Squeeze, and the count is the Shape of the result:
+    many rows (k = 5), two, none, against onnxruntime."""
+    model = multiclass_nms3_model()
+    boxes, scores = detections(np.random.default_rng(3), 1, 20, 2)
+    engine = None
+    for scale, count in ((1.0, 5), (0.32, 2), (0.1, 0)):
+        scaled = (scores * scale).astype(np.float32)
+        if count == 2:   # two boxes, far apart, over the threshold
+            scaled = np.full_like(scores, 0.1)
+            scaled[0, 0, 3], scaled[0, 1, 12] = 0.9, 0.6
+        engine, ours = run_both(model, {"boxes": boxes, "scores": scaled}, engine)
+        assert ours["count"].tolist() == [count] and ours["detections"].shape == (count, 6)

@@ -6,6 +6,7 @@ op types (all unsupported ones are listed at once, never failing at run time).
 """
 from __future__ import annotations
 
+import heapq
 from pathlib import Path
 
 import numpy as np
@@ -127,7 +128,40 @@ def _load(path: Path):
     if not model.graph.node:
         raise ModelError(f"{path}: the ONNX graph has no nodes")
     _check_model(model, path)
+    _sort_nodes(model.graph)
     return model
+
+
+def _sort_nodes(graph) -> None:
+    """ONNX wants a graph's nodes in topological order; Paddle2ONNX's multiclass_nms3 writes a
+    Squeeze after the Cast that reads it, and onnxruntime sorts the graph itself. Nodes are put
+    in an order where each comes after those it reads from, keeping the file's order otherwise
+    (a sorted graph is left as it is). Names no node here produces (inputs, initializers, an
+    enclosing graph's tensors) count as ready; a cycle keeps its nodes' order and is reported
+    where a read finds no producer."""
+    nodes = list(graph.node)
+    made = {o: i for i, n in enumerate(nodes) for o in n.output if o}
+    needs = [{made[t] for t in n.input if t in made and made[t] != i} for i, n in enumerate(nodes)]
+    if all(d < i for i, deps in enumerate(needs) for d in deps):
+        return
+    users = [[] for _ in nodes]
+    for i, deps in enumerate(needs):
+        for d in deps:
+            users[d].append(i)
+    waiting = [len(d) for d in needs]
+    ready = [i for i, w in enumerate(waiting) if w == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            waiting[u] -= 1
+            if waiting[u] == 0:
+                heapq.heappush(ready, u)
+    order += [i for i in range(len(nodes)) if waiting[i] > 0]   # a cycle: left as written
+    del graph.node[:]
+    graph.node.extend(nodes[i] for i in order)
 
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -159,7 +193,7 @@ def _check_model(model, path: Path) -> None:
             raise ModelError(f"{path}: initializer '{init.name}' has data type {init.data_type}, "
                              f"which is no ONNX tensor type")
     try:   # strict shape inference, not check_model: that also wants shapes ort does not need
-        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        _infer_strict(model)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError, ValueError) as e:
         # ValueError: "Invalid tensor data type 999." of a value_info or attribute tensor
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
@@ -175,6 +209,28 @@ def _check_model(model, path: Path) -> None:
                 raise ModelError(f"{path}: node '{node.name or node.output[0]}' ({node.op_type}): "
                                  f"auto_pad {attr.s.decode(errors='replace')!r} is not one of "
                                  f"{', '.join(AUTO_PADS)}")
+
+
+def _infer_strict(model) -> None:
+    """onnx's strict shape inference. An intermediate's value_info is a hint, and exporters
+    leave stale ones (Paddle2ONNX's multiclass_nms3: a Gather annotated rank 1 that computes
+    rank 2): where inference disagrees with a hint only, onnxruntime warns and goes on with what
+    it infers, so the hints are dropped here (nothing reads them) and inference is run again;
+    a model inconsistent without them is refused as before."""
+    import onnx
+
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+    except onnx.shape_inference.InferenceError:
+        if not model.graph.value_info:
+            raise
+        hints = list(model.graph.value_info)
+        del model.graph.value_info[:]
+        try:
+            onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        except Exception:
+            model.graph.value_info.extend(hints)
+            raise
 
 
 def _check_input_kinds(model, path: Path) -> None:

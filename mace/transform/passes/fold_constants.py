@@ -1,17 +1,21 @@
 """fold_constants: evaluate ops whose inputs are all constant, with the reference kernels.
 
 `Shape` ops fold from inferred shapes even though their input is not constant,
-which is what turns ONNX's Shape/Gather/Concat/Reshape chains into plain args.
+which is what turns ONNX's Shape/Gather/Concat/Reshape chains into plain args; not those of a
+tensor whose length depends on the data (NonMaxSuppression's rows ...), which run with the
+model (mark_ragged gives them the length).
 Model outputs are never folded away.
 """
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 from mace.ir.args import get_arg, set_arg
 from mace.ir.graph import _copy_op
 from mace.ops._common import NCHW_TO_NHWC, NHWC_TO_NCHW
-from mace.ops.registry import InferContext, KernelContext, Layout, select_kernel, spec
+from mace.ops.registry import InferContext, KernelContext, Layout, OpSpec, select_kernel, spec
 from mace.ops.shape import _slice
 from mace.transform.shape_inference import infer_shapes
 
@@ -53,8 +57,9 @@ def _evaluate_nhwc(graph, op, ins) -> list:
 def is_foldable(graph, op) -> bool:
     if spec(op.type).side_effects:   # state for the next run (AssignVariable): it must run
         return False
-    if op.type == "Shape":
-        return op.input[0] in graph.specs or op.input[0] in graph.consts
+    if op.type == "Shape":   # not of a tensor planned at a bound its data may not fill
+        return op.input[0] in graph.consts or (op.input[0] in graph.specs
+                                               and not shape_depends_on_data(graph, op.input[0]))
     return bool(op.input) and all(t in graph.consts for t in op.input)
 
 
@@ -76,3 +81,26 @@ def fold_constants(graph, options) -> bool:
     if changed:
         graph.set_ops(keep)
     return changed
+
+
+def shape_depends_on_data(graph, tensor: str) -> bool:
+    """Whether `tensor`'s planned shape is only an upper bound: it is an output of an op whose
+    length depends on the data (`OpSpec.ragged`) or comes from one through ops other than
+    `Shape` (whose own output has a static shape). A `Shape` of such a tensor is not folded at
+    convert: its value is known only when the model runs (mark_ragged gives it the length)."""
+    if not any(_may_cut(op.type) for op in graph.net.op):
+        return False
+    bounded = set()
+    for op in graph.net.op:   # in order: each op after those it reads
+        own = spec(op.type).ragged(op)
+        if own or (op.type != "Shape" and any(t in bounded for t in op.input)):
+            bounded.update(t for i, t in enumerate(op.output) if i in own or not own)
+        if tensor in op.output:
+            return tensor in bounded
+    return False
+
+
+@functools.lru_cache(maxsize=None)
+def _may_cut(op_type: str) -> bool:
+    """Whether ops of this type can have outputs whose length depends on the data."""
+    return spec(op_type).ragged is not OpSpec.ragged

@@ -4,16 +4,18 @@ length tensors (mace/ir/ragged.py) for the engine to cut them after each run.
 
 Such a tensor is planned at its upper bound, its rows past the length zero. An op may read it
 when every row of its output depends on one row of it: element-wise ops, Cast, Gather (by
-those indices, or of rows along another axis), Transpose, and a Reshape that keeps that axis
-whole. Any other reader (a reduction, Softmax or Concat along the axis, a MatMul ...) would mix
-the padding in: the convert stops naming it.
+those indices, or of rows along another axis), Transpose, a Reshape that keeps that axis
+whole, and a Concat along another axis of parts all that long. A Shape of it gets the length
+(its value is that of the run), and a TopK of a computed k over its rows ranks only those rows
+(input 2: their length). Any other reader (a reduction, Softmax or Concat along the axis, a
+MatMul ...) would mix the padding in: the convert stops naming it.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from mace.errors import ModelError
-from mace.ir.args import get_arg
+from mace.ir.args import get_arg, set_arg
 from mace.ir.ragged import record_ragged_outputs
 from mace.ops.registry import spec
 
@@ -24,7 +26,13 @@ def mark_ragged(graph, options) -> bool:
     ragged = {}   # tensor -> (axis, length tensor, the op that made it)
     for op in graph.net.op:
         read = [t for t in op.input if t in ragged]
-        if read:
+        if read and op.type == "Shape":   # the length the run found, in place of the bound
+            axis, length, _ = ragged[op.input[0]]
+            op.input.append(length)
+            set_arg(op, "ragged_axis", axis)
+        elif read and _ranks_rows(graph, op, ragged):
+            op.input.append(ragged[op.input[0]][1])
+        elif read:
             ragged.update(_follow(graph, op, read, ragged))
         for i, (axis, length) in spec(op.type).ragged(op).items():
             rank = len(graph.shape(op.output[i]))
@@ -34,8 +42,22 @@ def mark_ragged(graph, options) -> bool:
     return False
 
 
+def _ranks_rows(graph, op, ragged) -> bool:
+    """A TopK of a computed k over the rows of a data-dependent tensor (Paddle2ONNX's
+    multiclass_nms3 keeps the best min(keep_top_k, n) of NMS's rows): it ranks only the first
+    rows, given their length as input 2; its outputs have their own length (its `ragged`)."""
+    if op.type != "TopK" or len(op.input) != 2 or op.input[0] not in ragged or op.input[1] in ragged:
+        return False
+    return ragged[op.input[0]][0] == get_arg(op, "axis", -1) % len(graph.shape(op.input[0]))
+
+
 def _follow(graph, op, read, ragged) -> dict:
     """{output: ragged entry} of `op`, which reads the ragged tensors `read`, or a ModelError."""
+    if op.type == "Gather" and op.input[1] in ragged and op.input[0] in ragged and \
+            ragged[op.input[0]][0] == get_arg(op, "axis", 0) % len(graph.shape(op.input[0])):
+        # rows picked by data-dependent indices (NMS's rows re-ordered by a TopK): the output
+        # has the indices' length; the padding of the data is never picked by a kept index
+        read = [op.input[1]]
     first = ragged[read[0]]
     if len({ragged[t][1] for t in read}) > 1:
         raise _refuse(op, read[0], first, "with another data-dependent length")
@@ -67,14 +89,18 @@ def _output_axis(graph, op, read, ragged):
     if op.type == "Gather":
         data, idx = op.input[0], op.input[1]
         gather = get_arg(op, "axis", 0) % len(graph.shape(data))
-        if data in ragged and idx in ragged:
-            return None
         if idx in ragged:
-            return gather + ragged[idx][0]
+            return None if data in read else gather + ragged[idx][0]
         axis = ragged[data][0]
         if axis == gather:
             return None
         return axis if axis < gather else axis + len(graph.shape(idx)) - 1
+    if op.type == "Concat":   # side by side along another axis, every part as long
+        axis = ragged[read[0]][0]
+        if len(read) == len(op.input) and {ragged[t][0] for t in read} == {axis} and \
+                get_arg(op, "axis", 0) % len(out_shape) != axis:
+            return axis
+        return None
     if op.type == "Transpose":
         return list(get_arg(op, "dims")).index(ragged[read[0]][0])
     if op.type == "Reshape":
