@@ -13,6 +13,7 @@ import contextlib
 import io
 import os
 import time
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,6 +74,39 @@ class ShardedRun:
     directory: Path
 
 
+def shard_problem(arrays: dict, shard, names) -> str:
+    """What makes a resumed shard's arrays other than what AccuracyJob.run saves for `shard` with
+    outputs `names` ('' when they fit): one output array per batch and name, numbers (no
+    object, string or structured array), and each batch's padding a whole number from 0."""
+    want = {f"b{j}_{k}" for j in range(len(shard.ranges)) for k in [*(f"o{i}" for i in range(len(names))), "pad"]}
+    if set(arrays) != want:
+        return f"arrays {sorted(arrays)[:8]}, expected {sorted(want)[:8]}"
+    for key, value in arrays.items():
+        if value.dtype.kind not in "biuf":
+            return f"{key}: dtype {value.dtype}, not numbers"
+        if key.endswith("_pad") and (value.shape != () or value.dtype.kind not in "iu" or int(value) < 0):
+            return f"{key}: {value.dtype} {list(value.shape)}, not a whole number from 0"
+        if not key.endswith("_pad") and value.ndim == 0:
+            return f"{key}: a scalar, not a batch of outputs"
+    return ""
+
+
+def resumable(store, done: set, shards: list, names) -> set:
+    """The shards of `done` (on disk, sha256 as recorded) whose arrays fit (shard_problem); the
+    others are removed from the store and run again. Each is read once here, not kept."""
+    kept = set()
+    for i in sorted(done):
+        try:
+            problem = shard_problem(store.load(i), shards[i], names)
+        except (OSError, ValueError, EOFError, KeyError, RuntimeError, NotImplementedError, zipfile.BadZipFile) as e:
+            problem = f"unreadable ({type(e).__name__})"
+        if problem:
+            store.discard(i)
+        else:
+            kept.add(i)
+    return kept
+
+
 def store_dir(session, variant: str) -> Path:
     """builds/<library>/accuracy/<model>/<variant>/"""
     return session.pb_path.parent.parent / "accuracy" / session.model.name / variant
@@ -92,7 +126,7 @@ def evaluate(config, model, build_dir, script, where: str, cluster, variant: str
     key = fingerprint(files, size=size,
                       batch=batch, shards=[s.ranges for s in shards], outputs=names, variant=variant)
     store = ShardStore(store_dir(session, variant or model.graph.runtime), key)
-    done = store.open(resume, len(shards))
+    done = resumable(store, store.open(resume, len(shards)), shards, names)
     job = AccuracyJob(config, model.name, build_dir, str(script), where, tuple(names), num_threads, fail_hook(),
                       str(store.directory / ".fail_hook_fired"))
     order = iter(shards)

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import shutil
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +44,19 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
     else:
         path.unlink(missing_ok=True)
+
+
+def _check_member(member, size: int, name: str) -> None:
+    """ValueError when the .npy in a zip member claims more data than the member holds."""
+    version = np.lib.format.read_magic(member)
+    read_header = {(1, 0): np.lib.format.read_array_header_1_0,
+                   (2, 0): np.lib.format.read_array_header_2_0}.get(version)
+    if read_header is None:
+        raise ValueError(f"{name}: .npy format version {version} is not one np.savez writes")
+    shape, _, dtype = read_header(member)
+    needed = math.prod(int(d) for d in shape) * dtype.itemsize
+    if needed > size - member.tell():
+        raise ValueError(f"{name}: its header says {list(shape)} {dtype}, more than the member holds")
 
 
 @dataclass(frozen=True)
@@ -137,9 +152,24 @@ class ShardStore:
         self.sums[index] = sha256_of_regular(self.path(index))
         self._write_manifest()
 
+    def discard(self, index: int) -> None:
+        """Forget shard `index` (its file no longer fits): removed, to be run again."""
+        self.sums.pop(index, None)
+        _remove(self.path(index))
+        self.discarded += 1
+        self._write_manifest()
+
     def load(self, index: int) -> dict:
-        with open_regular(self.path(index)) as f, np.load(f, allow_pickle=False) as z:
-            return {k: z[k] for k in z.files}
+        """The shard's arrays; ValueError for an array whose header claims more bytes than its
+        zip member holds (numpy allocates what the header says before reading)."""
+        with open_regular(self.path(index)) as f:
+            with zipfile.ZipFile(f) as zf:
+                for info in zf.infolist():
+                    with zf.open(info) as member:
+                        _check_member(member, info.file_size, info.filename)
+            f.seek(0)
+            with np.load(f, allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
 
     def remove(self) -> None:
         shutil.rmtree(self.directory, ignore_errors=True)

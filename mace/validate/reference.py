@@ -10,11 +10,20 @@ from pathlib import Path
 from mace.errors import ModelError
 from mace.frontends.tensorflow.loader import import_tf, load_graph_def, tensor_name
 from mace.validate.caffe_reference import run_caffe as forward
+from mace.validate.isolated import run_isolated
 from mace.frontends.tflite.model_file import read_model
 from mace.util.invocation import install_hint
 
 
 def run_onnxruntime(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0) -> dict:
+    """The .onnx file in onnxruntime, in a child process (mace/validate/isolated.py): a crash in its
+    native code is an error naming it, not the end of our process."""
+    return run_isolated("onnxruntime", "onnxruntime", model_path, [inputs], output_names,
+                        num_threads=num_threads)[0]
+
+
+def onnxruntime_here(model_path: Path, inputs: dict, output_names: list, num_threads: int = 0) -> dict:
+    """run_onnxruntime in this process (what its child runs)."""
     import onnx
     import onnxruntime as ort
 
@@ -68,7 +77,16 @@ def run_litert(model_path: Path, inputs: dict, output_names: list, num_threads: 
 def run_litert_sequence(model_path: Path, sequence: list, output_names: list, num_threads: int = 0,
                         integer_outputs=()) -> list:
     """run_litert over a sequence of input dicts in one interpreter, so that a stateful model's
-    variables carry from one step to the next (a streaming model); one output dict per step."""
+    variables carry from one step to the next (a streaming model); one output dict per step.
+    LiteRT runs in a child process (mace/validate/isolated.py): its segfault on a hostile model is
+    an error naming it and the signal, not the end of our process."""
+    return run_isolated("LiteRT", "litert", model_path, sequence, output_names, num_threads=num_threads,
+                        integer_outputs=list(integer_outputs))
+
+
+def litert_sequence_here(model_path: Path, sequence: list, output_names: list, num_threads: int = 0,
+                         integer_outputs=()) -> list:
+    """run_litert_sequence in this process (what its child runs)."""
     import warnings
 
     try:

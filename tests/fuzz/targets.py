@@ -245,6 +245,143 @@ def _accuracy_script(data: bytes, work: Path) -> None:
             os.environ[TIMEOUT_ENV] = saved
 
 
+def _digits_deployment(work: Path) -> Path:
+    """The corpus deployment file with its model and data paths absolute (the target's cwd may differ)."""
+    path = work / "deploy.yml"
+    path.write_text(seed("deployment").decode().replace(" examples/", f" {ROOT}/examples/")
+                    .replace("[examples/", f"[{ROOT}/examples/"))
+    return path
+
+
+def _manifest(data: bytes, work: Path) -> None:
+    """The build manifest of the digits build (its real .pb and .data beside it) through
+    check_build, as every command that opens a model calls it."""
+    import shutil
+
+    from mace.config.deployment import load_deployment
+    from mace.config.provenance import check_build
+
+    model_dir = work / "builds" / "digits" / "model"
+    model_dir.mkdir(parents=True)
+    shutil.copy(CORPUS / "model.pb", model_dir / "digits_cnn.pb")
+    shutil.copy(CORPUS / "model.data", model_dir / "digits_cnn.data")
+    (model_dir / "digits_cnn.manifest.json").write_bytes(data)
+    config = load_deployment(_digits_deployment(work))
+    check_build(config, config.models["digits_cnn"], work / "builds")
+
+
+def _shard(data: bytes, work: Path) -> None:
+    """A resumed accuracy shard whose sha256 the store's manifest records (as if the manifest was
+    edited with it): ShardStore.open and the resume check (mace/scale/accuracy.py, resumable)
+    keep it only if it is what a worker saves; what is kept must give every batch's outputs."""
+    import hashlib
+    import json
+
+    from mace.scale.accuracy import resumable
+    from mace.scale.shards import MANIFEST, Shard, ShardStore
+
+    store_dir = work / "accuracy"
+    store_dir.mkdir()
+    (store_dir / "shard_00000.npz").write_bytes(data)
+    (store_dir / MANIFEST).write_text(json.dumps({"key": "fuzz", "shards": {"0": hashlib.sha256(data).hexdigest()}}))
+    store = ShardStore(store_dir, "fuzz")
+    shards = [Shard(0, ((0, 2), (2, 3)))]
+    for index in resumable(store, store.open(True, 1), shards, ["prob"]):
+        arrays = store.load(index)
+        for j, _ in enumerate(shards[index].ranges):   # what evaluate's drain reads
+            _ = {"prob": arrays[f"b{j}_o0"]}, int(arrays[f"b{j}_pad"])
+
+
+def _sweep(data: bytes, work: Path) -> None:
+    """`sweep`'s command line (two deployment files, a.yml and b.yml, the digits one; b.yml with
+    another library_name) through the real parser and every check sweep makes before its first
+    job; run in the work folder (an --output_dir is made there, or refused)."""
+    import contextlib
+    import io
+    import os
+    import shlex
+
+    from mace.cli import _cluster
+    from mace.cli.main import build_parser
+    from mace.cli.sweep_cmd import _check_before_running
+    from mace.config import load_deployment
+    from mace.scale import variants as variant_lib
+
+    text = data.decode("utf-8", "replace").replace("\x00", "")   # argv holds no NUL
+    try:
+        argv = shlex.split(text)
+    except ValueError:
+        argv = text.split()
+    deploy = _digits_deployment(work).read_text()
+    (work / "a.yml").write_text(deploy)
+    (work / "b.yml").write_text(deploy.replace("library_name: digits", "library_name: digits_b"))
+    cwd = os.getcwd()
+    os.chdir(work)
+    try:
+        with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+            try:
+                args = build_parser().parse_args(["sweep", *argv])
+            except SystemExit as e:
+                if e.code == 2:   # a usage error, argparse's message
+                    return
+                raise AssertionError(f"argparse exited {e.code!r}") from None
+        configs = [load_deployment(path) for path in args.config]
+        variant_lib.parse(args.runtimes)
+        _check_before_running(configs, args.output_dir or f"{args.build_dir}/sweep")
+        _cluster.cluster_of(args)
+    finally:
+        os.chdir(cwd)
+
+
+def _url(data: bytes, work: Path) -> None:
+    """A model URL served by a loopback HTTP server that answers with the mutated bytes (status
+    line, headers, body) and closes: fetch downloads it within its limits (a small size limit and
+    deadline here) and keeps it only if its sha256 is the seed body's."""
+    import hashlib
+    import os
+    import socket
+    import threading
+
+    from mace.config.fetch import DEADLINE_ENV, DOWNLOAD_LIMIT_ENV, fetch
+
+    body = seed("url").split(b"\r\n\r\n", 1)[1]
+    server = socket.create_server(("127.0.0.1", 0))
+    server.settimeout(10)
+
+    def answer():
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return
+        with conn:
+            conn.settimeout(5)
+            try:
+                conn.recv(65536)
+                conn.sendall(data)
+                conn.shutdown(socket.SHUT_WR)
+            except OSError:
+                pass
+
+    thread = threading.Thread(target=answer, daemon=True)
+    thread.start()
+    saved = {k: os.environ.get(k) for k in (DEADLINE_ENV, DOWNLOAD_LIMIT_ENV)}
+    os.environ.update({DEADLINE_ENV: "5", DOWNLOAD_LIMIT_ENV: "1M"})
+    try:
+        url = f"http://127.0.0.1:{server.getsockname()[1]}/models/model.onnx"
+        path = fetch(url, hashlib.sha256(body).hexdigest(), "models.m.model_file_path", work / "deploy.yml",
+                     work / "downloads")
+        if path.read_bytes() != body:
+            raise AssertionError("fetch kept a file that is not the one asked for")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        server.close()
+        thread.join(10)
+
+
 # name -> (seed file in the corpus, target)
 TARGETS = {
     "deployment": ("deploy.yml", _deployment),
@@ -259,6 +396,10 @@ TARGETS = {
     "image_preprocess": ("image_preprocess.yml", _image_preprocess),
     "ray_address": ("ray_address.txt", _ray_address),
     "accuracy_script": ("accuracy.py", _accuracy_script),
+    "manifest": ("manifest.json", _manifest),
+    "shard": ("shard.npz", _shard),
+    "sweep": ("sweep_args.txt", _sweep),
+    "url": ("http_response.txt", _url),
 }
 
 

@@ -16,7 +16,7 @@ from tests.fuzz.targets import TARGETS, mutate, run_one, seed, signature  # noqa
 # (examples per target): the whole module stays under ~90 s on 2 cores
 EXAMPLES = {"deployment": 60, "onnx": 25, "tensorflow": 15, "caffe": 25, "ir": 60, "npy": 80,
             "tflite": 100, "png": 150, "jpeg": 150, "image_preprocess": 150, "ray_address": 150,
-            "accuracy_script": 40}
+            "accuracy_script": 40, "manifest": 40, "shard": 60, "sweep": 40, "url": 60}
 # what a target needs beyond the base install: (module, why)
 NEEDS = {"tensorflow": ("tensorflow", "the TensorFlow frontend needs tensorflow (extra tf)"),
          "tflite": ("tflite", "the TFLite frontend needs the tflite package (extra tflite)"),
