@@ -43,6 +43,9 @@ from mace.devices.runner_options import RunnerOptions
 from mace.runtime.gpu.options import GpuOptions
 
 RESULT_FILE = "mace_run.json"
+# Inside mace_run.pyz: the numba loops (mace/ops/fast/.../_*loops.py) under mace_loops/, where no
+# import finds them (runner_zip.py); unpack_loops puts them on disk where numba is installed.
+LOOPS = "mace_loops"
 TIMEOUT_EXIT = 124
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "BLIS_NUM_THREADS")
 
@@ -208,6 +211,89 @@ def _version_of(package: str) -> str:
         return ""
 
 
+def unpack_loops() -> dict:
+    """Where this Python has numba: the compiled loops out of mace_run.pyz into a folder on disk
+    (numba compiles them there once and caches the machine code beside them, for the board's own
+    CPU: LLVM's portable code paths on ARM, no x86 intrinsics), that folder added to the __path__
+    of their packages, so mace.ops.fast._jit finds them. Returns what happened for the result:
+    {"folder": ...} or {"skipped": why}; the fast kernels take their numpy paths where they are
+    not unpacked (no numba, MACE_NO_JIT=1, no folder that can be written).
+
+    The folder is ~/.cache/mace_run/loops-<machine>-py<X.Y>-<sha of the loops> (XDG_CACHE_HOME),
+    else .mace_run_loops/ beside the archive: the loops of one runner version compile once per
+    board, not once per work_dir; another version's loops get a folder of their own."""
+    import importlib
+    import zipfile
+    import zipimport
+
+    if os.environ.get("MACE_NO_JIT", "") not in ("", "0"):
+        return {"skipped": "MACE_NO_JIT is set"}
+    if not _version_of("numba"):
+        return {"skipped": "no numba in this Python"}
+    import mace
+    loader = getattr(mace, "__loader__", None)
+    if not isinstance(loader, zipimport.zipimporter):
+        return {"skipped": "the runner is not running from mace_run.pyz (its loops are in place)"}
+    with zipfile.ZipFile(loader.archive) as z:
+        files = {n[len(LOOPS) + 1:]: z.read(n) for n in sorted(z.namelist())
+                 if n.startswith(f"{LOOPS}/") and n.endswith(".py")}
+    if not files:
+        return {"skipped": "this mace_run.pyz carries no loops"}
+    digest = hashlib.sha256()
+    for name, data in files.items():
+        digest.update(name.encode() + b"\0" + hashlib.sha256(data).digest())
+    leaf = f"loops-{platform.machine()}-py{sys.version_info[0]}.{sys.version_info[1]}-{digest.hexdigest()[:16]}"
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    errors = []
+    for parent in (os.path.join(cache, "mace_run"), os.path.join(os.path.dirname(loader.archive), ".mace_run_loops")):
+        folder = os.path.join(parent, leaf)
+        try:
+            if not os.path.isdir(folder):
+                _write_tree(parent, folder, files)
+            break
+        except OSError as e:
+            errors.append(f"{parent}: {e.strerror or e}")
+    else:
+        return {"skipped": "no folder for them could be written (" + "; ".join(errors) + ")"}
+    for package in sorted({os.path.dirname(name) for name in files}):   # mace/ops/fast, mace/ops/fast/int8
+        module = importlib.import_module(package.replace("/", "."))
+        path = os.path.join(folder, package)
+        if path not in module.__path__:
+            module.__path__.append(path)
+    return {"folder": folder}
+
+
+def _write_tree(parent: str, folder: str, files: dict) -> None:
+    """files under folder, whole or not at all: written into a temporary folder, then renamed
+    (another run that got there first wins; its files are the same)."""
+    import shutil
+    import tempfile
+
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=".unpacking-", dir=parent)
+    try:
+        for name, data in files.items():
+            path = os.path.join(tmp, name)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+        os.rename(tmp, folder)
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not os.path.isdir(folder):
+            raise
+
+
+def jit_target() -> str:
+    """The CPU numba compiles for ('cortex-a72', 'generic', 'skylake-avx512'), '' unknown."""
+    try:
+        from numba.core import config
+        import llvmlite.binding as llvm
+        return str(config.CPU_NAME or llvm.get_host_cpu_name())
+    except Exception:
+        return ""
+
+
 def pin(policy: int, num_threads: int) -> dict:
     """Apply --cpu_affinity_policy once numpy (and so the BLAS threads) is loaded."""
     from mace.runtime.affinity import POLICIES, pin_threads
@@ -225,8 +311,10 @@ def engine_info(opened) -> dict:
     for node in getattr(opened.engine, "nodes", []):   # which kernels ran: the numpy references or compiled
         kernels[node.tag] = kernels.get(node.tag, 0) + 1
     from mace.ops.fast._jit import loops
+    compiled = loops() is not None
     return {"runtime": opened.runtime, "notes": opened.notes, "fallback": opened.fallback,
-            "opencl": opened.opencl, "kernels": kernels, "compiled": loops() is not None}
+            "opencl": opened.opencl, "kernels": kernels, "compiled": compiled,
+            "jit_target": jit_target() if compiled else ""}
 
 
 def benchmark(args, engine, inputs, init_ms: float) -> dict:
@@ -245,6 +333,7 @@ def run(args) -> dict:
     from mace.util import omp_wait
 
     omp_wait.set_policy(args.cpu_wait_policy or None)   # before the engine starts the compute pool
+    loops = unpack_loops()   # before the first kernel asks mace.ops.fast._jit for them
     inputs = read_inputs(args.input)
     affinity = pin(args.cpu_affinity_policy, args.omp_num_threads)
     restart_inits = []
@@ -255,14 +344,16 @@ def run(args) -> dict:
     opened, init_ms = _timed(lambda: open_board_engine(args))
     engine = opened.engine
     if args.benchmark:
-        return dict(benchmark(args, engine, inputs, init_ms), affinity=affinity, engine=engine_info(opened))
+        return dict(benchmark(args, engine, inputs, init_ms), affinity=affinity,
+                    engine=dict(engine_info(opened), loops=loops))
     outputs, warmup_ms = _timed(lambda: engine.run(inputs))
     profiler = OpProfiler() if args.profile else None
     if profiler:
         engine.observers.append(profiler)
     round_ms = [_timed(lambda: engine.run(inputs))[1] for _ in range(max(args.round, 0))]
     result = {"model": args.model, "timing": dict(timing_stats(init_ms, warmup_ms, round_ms), round_ms=round_ms),
-              "environment": environment(), "outputs": [], "affinity": affinity, "engine": engine_info(opened),
+              "environment": environment(), "outputs": [], "affinity": affinity,
+              "engine": dict(engine_info(opened), loops=loops),
               "restart_init_ms": restart_inits + [init_ms]}
     if profiler:
         result["op_stats"] = [vars(s) for s in profiler.stats()]

@@ -2,14 +2,16 @@
 
 Inside: runner.py as the entry point, the runtime half of `mace` (errors, ir, proto, ops,
 runtime, and report/benchmark.py with what it imports, so a device computes the very
-benchmark tables the host does), the OpenCL sources of the GPU kernels (a board whose Python has
-pyopencl runs the GPU engine) and the pure-Python part of `google.protobuf`, copied from the host's installation.
+benchmark tables the host does), the numba loops of the fast kernels under mace_loops/
+(unpacked by the runner where the device has numba, see LOOP_PATTERNS below), the OpenCL
+sources of the GPU kernels (a board whose Python has pyopencl runs the GPU engine) and the
+pure-Python part of `google.protobuf`, copied from the host's installation.
 
 Why vendor protobuf rather than decode the .pb with a small wire-format reader of our own: the
 device then runs exactly the loader and engine the host runs (mace.ir.model_io, the ops read
 their arguments through the protobuf message API: HasField, repeated fields, proto2
 defaults), there is no second decoder to keep in step with mace_ir.proto, and the generated
-mace_ir_pb2 finds the protobuf version it was generated for. The cost is ~160 KiB of the ~470 KiB archive
+mace_ir_pb2 finds the protobuf version it was generated for. The cost is ~160 KiB of the ~580 KiB archive
 and a pure-Python parse of the graph at load, which is small: the weights are in .data,
 memory-mapped, never parsed. __main__ forces PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION=python,
 because the C extension (upb) is a compiled file for the host's CPU and is left out.
@@ -27,6 +29,7 @@ import zipfile
 from pathlib import Path
 
 import mace
+from mace.devices.runner import LOOPS
 from mace.util.atomic import atomic_write
 
 # The runtime half of mace; modules these import at module level (mace/__init__.py's helpers)
@@ -41,19 +44,26 @@ MACE_DATA = (("ops/gpu/cl", "*.cl"),)
 # function or a try block) by the modules above, or the runner fails on the device.
 DEVICE_MODULES = {"numpy", "mace", "google"}
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
-# Left out: the numba-compiled loops (numba cannot cache code that lives in a zip, and the
-# device may lack numba); without them the fast kernels run their numpy path (the int8:fast
-# kernels decline and the int8 reference kernels run). And the host's engine opener with its
-# backend table (open.py, backends.py): they read deployment files (mace.config, yaml), which
-# the runner never does: it loads the .pb it is given.
-# Every loop module is named mace/ops/fast/.../_*loops.py (mace/ops/fast/kernel_cache.py lists
-# them for warmup): a new op's loops are left out without being listed here.
+# Left out: the host's engine opener with its backend table (open.py, backends.py): they read
+# deployment files (mace.config, yaml), which the runner never does: it loads the .pb it is given.
 LEFT_OUT = {"mace/runtime/open.py", "mace/runtime/backends.py"}
-LEFT_OUT_PATTERNS = ("mace/ops/fast/_*loops.py", "mace/ops/fast/*/_*loops.py")
+# The numba-compiled loops are not importable from the archive: numba cannot cache code that
+# lives in a zip (it would compile every loop in every run), and the device may lack numba. They
+# travel under mace_loops/ (runner.LOOPS; their mace/... paths), where no import finds them; a
+# runner whose Python has numba unpacks them to disk and adds that folder to their packages'
+# __path__ (runner.unpack_loops), else the fast kernels run their numpy paths (the int8:fast
+# kernels decline and the int8 reference kernels run). Every loop module is named
+# mace/ops/fast/.../_*loops.py (mace/ops/fast/kernel_cache.py lists them for warmup): a new
+# op's loops travel without being listed here.
+LOOP_PATTERNS = ("mace/ops/fast/_*loops.py", "mace/ops/fast/*/_*loops.py")
 
 
 def left_out(name: str) -> bool:
-    return name in LEFT_OUT or any(fnmatch.fnmatchcase(name, p) for p in LEFT_OUT_PATTERNS)
+    return name in LEFT_OUT or is_loop(name)
+
+
+def is_loop(name: str) -> bool:
+    return any(fnmatch.fnmatchcase(name, p) for p in LOOP_PATTERNS)
 
 MAIN = '''"""mace_run.pyz: run a converted model with the pymace runtime (python3 mace_run.pyz -h)."""
 import os
@@ -90,7 +100,9 @@ def archive_members() -> dict:
     for part in MACE_PARTS:
         for p in _python_files(mace_root, part):
             name = f"mace/{p.relative_to(mace_root).as_posix()}"
-            if not left_out(name):
+            if is_loop(name):
+                members[f"{LOOPS}/{name}"] = p.read_bytes()
+            elif not left_out(name):
                 members[name] = p.read_bytes()
     for folder, pattern in MACE_DATA:
         for p in sorted((mace_root / folder).glob(pattern)):

@@ -409,7 +409,9 @@ def _engine_notes(device, job: _Job, raw: dict) -> list:
                      f"{job.model.graph.runtime} ran every op on the board's CPU")
     notes += [f"device {device.name}: {n}" for n in raw.get("range_notes", [])]   # fp16 storage counts
     if engine.get("kernels"):
-        notes.append(f"device {device.name} ran {kernels_ran(engine['kernels'], engine.get('compiled', False))}")
+        ran = kernels_ran(engine["kernels"], engine.get("compiled", False), (raw.get("environment") or {}).get(
+            "numba", ""), engine.get("jit_target", ""), (engine.get("loops") or {}).get("skipped", ""))
+        notes.append(f"device {device.name} ran {ran}")
     pulled = raw.get("pulled_opencl") or []
     if pulled:
         notes.append(f"device {device.name}: OpenCL cache files brought back for the next run: "
@@ -420,9 +422,16 @@ def _engine_notes(device, job: _Job, raw: dict) -> list:
 KERNEL_KINDS = {"cpu": "numpy reference kernels", "int8": "int8 reference kernels", "gpu": "OpenCL kernels"}
 
 
-def kernels_ran(counts: dict, compiled: bool) -> str:
-    """'4 ops on fast kernels, numpy paths (no numba) (cpu:fast), 1 op on numpy reference kernels (cpu)'."""
-    how = "compiled with numba" if compiled else "numpy paths (no numba there)"
+def kernels_ran(counts: dict, compiled: bool, numba: str = "", target: str = "", skipped: str = "") -> str:
+    """'4 ops on fast kernels, numpy paths (no numba there) (cpu:fast), 1 op on numpy reference
+    kernels (cpu)'; where the board's numba compiled the loops, 'compiled with numba 0.61.2 for
+    cortex-a72'; where it has numba but the loops did not load, why (`skipped`: the runner's)."""
+    if compiled:
+        how = "compiled with numba" + (f" {numba}" if numba else "") + (f" for {target}" if target else "")
+    elif numba:
+        how = f"numpy paths (numba {numba} there, but {skipped or 'its loops did not load'})"
+    else:
+        how = "numpy paths (no numba there)"
     kinds = dict(KERNEL_KINDS, **{"cpu:fast": f"fast kernels, {how}", "int8:fast": f"fast int8 kernels, {how}"})
     parts = [f"{n} op{'s' * (n != 1)} on {kinds.get(tag, tag + ' kernels')} ({tag})"
              for tag, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
@@ -442,7 +451,9 @@ def _result(config, device, abi: str, job: _Job, raw: dict, info: dict, opts: Ru
     notes = _notes(device, abi, job, raw, info)
     ran = raw.get("environment") or {}   # the runner's own view: CPU model, cores, numba, kernels
     info = dict(info, **{k: ran[k] for k in ("cpu", "cores", "numba") if k in ran},
-                kernels=(raw.get("engine") or {}).get("kernels") or {})
+                kernels=(raw.get("engine") or {}).get("kernels") or {},
+                compiled=bool((raw.get("engine") or {}).get("compiled")),   # the numba loops, or numpy paths
+                jit_target=(raw.get("engine") or {}).get("jit_target") or "")
     if opts.benchmark:
         return _benchmark_result(device, job, raw, info, notes)
     sg = job.model.graph

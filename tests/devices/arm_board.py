@@ -19,7 +19,9 @@ to the package registries). The recipe, by hand, is in docs/test_board.md:
 
 The result is cached under `~/.cache/mace-test-boards/` (XDG_CACHE_HOME), in a folder named by
 the recipe: the Debian release, the numpy asked for and RECIPE; a second run costs nothing.
-`manifest.json` there records the exact package files and versions. Emulated (`import numpy`
+`manifest.json` there records the exact package files and versions. `arm_numba_python()` adds
+PyPI's aarch64 numba and llvmlite wheels to the aarch64 board, in a folder of their own (the
+board on which the runner compiles the fast kernels' loops). Emulated (`import numpy`
 1.3 s against 0.15 s natively): its timings say nothing about a board's speed.
 """
 from __future__ import annotations
@@ -192,16 +194,21 @@ def _make(arch: str, folder: Path, numpy_spec: str) -> dict:
 _QEMU: dict = {}
 
 
-def _write_wrapper(folder: Path, name: str, arch: str, series: str) -> Path:
-    """folder/bin/NAME: the board's python, naming the root and qemu by their paths."""
+def _write_wrapper(folder: Path, name: str, arch: str, series: str, root: Path | None = None,
+                   site: Path | None = None) -> Path:
+    """folder/bin/NAME: the board's python, naming the root (folder/root unless given) and qemu by
+    their paths; `site`: a folder of packages besides the root's (the numba board's)."""
     (folder / "bin").mkdir(exist_ok=True)
     tmp = folder / "bin" / f".{name}.tmp"
+    extra = "numpy and numba" if site else "numpy"
+    path = f"PYTHONPATH='{site}' " if site else ""
     tmp.write_text(
         "#!/bin/sh\n"
-        f"# {arch} {series} (Debian) with numpy under qemu-user: a test board's python (tests/devices/arm_board.py)\n"
-        f"R='{folder / 'root'}'\n"
+        f"# {arch} {series} (Debian) with {extra} under qemu-user: a test board's python (tests/devices/arm_board.py)\n"
+        f"R='{root or folder / 'root'}'\n"
         "unset PYTHONPATH PYTHONSTARTUP\n"
-        f"PYTHONHOME=\"$R/usr\" PYTHONNOUSERSITE=1 exec '{_QEMU[arch]}' -L \"$R\" \"$R/usr/bin/{series}\" \"$@\"\n")
+        f"{path}PYTHONHOME=\"$R/usr\" PYTHONNOUSERSITE=1 "
+        f"exec '{_QEMU[arch]}' -L \"$R\" \"$R/usr/bin/{series}\" \"$@\"\n")
     tmp.chmod(0o755)
     os.replace(tmp, folder / "bin" / name)
     return folder / "bin" / name
@@ -249,4 +256,64 @@ def arm_python(arch: str) -> tuple[Path | None, str | None]:
         _write_wrapper(final, "python", arch, manifest["series"])
         _say(f"{arch} test board ready in {manifest['made_in_s']} s: Python {manifest['python']}, "
              f"numpy {manifest['numpy']}")
+    return python, None
+
+
+def arm_numba_python() -> tuple[Path | None, str | None]:
+    """(bin/python of the aarch64 board with numba, None) or (None, why not).
+
+    The aarch64 board of arm_python with PyPI's aarch64 wheels of this machine's numba and
+    llvmlite (manylinux, 62 MB of downloads) in a folder of their own, on its PYTHONPATH: the
+    board's root stays the numba-free board's. Cached beside it, keyed by the two versions."""
+    base, reason = arm_python("aarch64")
+    if reason:
+        return None, reason
+    try:
+        from importlib.metadata import version
+        versions = {"numba": version("numba"), "llvmlite": version("llvmlite")}
+    except Exception:  # noqa: BLE001 - no numba here: no version to match on the board
+        return None, "numba is not installed here (the board gets this machine's numba version)"
+    manifest = json.loads((base.parent.parent / "manifest.json").read_text())
+    key = hashlib.sha256(json.dumps([RECIPE, str(base), versions]).encode()).hexdigest()[:12]
+    final = cache_root() / f"aarch64-numba-{key}"
+    python = final / "bin" / "python"
+    if python.is_file():
+        return python, None
+    with FileLock(str(final) + ".lock", timeout=1800):
+        if python.is_file():
+            return python, None
+        shutil.rmtree(final, ignore_errors=True)
+        started = time.monotonic()
+        folder = Path(tempfile.mkdtemp(prefix=".aarch64-numba-", dir=final.parent))
+        try:
+            wheels = folder / "wheels"
+            platforms = [a for p in ARCHES["aarch64"]["platforms"] for a in ("--platform", p)]
+            _say(f"pip download numba=={versions['numba']} llvmlite=={versions['llvmlite']} (aarch64 wheels)")
+            _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", *platforms,
+                  "--python-version", manifest["series"][len("python"):], "--implementation", "cp",
+                  "-d", str(wheels), *(f"{k}=={v}" for k, v in versions.items())],
+                 "pip download numba and llvmlite for aarch64", timeout=900)
+            for wheel in sorted(wheels.glob("*.whl")):
+                with zipfile.ZipFile(wheel) as z:
+                    z.extractall(folder / "site")
+            names = sorted(w.name for w in wheels.glob("*.whl"))
+            shutil.rmtree(wheels)
+            # the wrappers name the site folder by its final path: probed after the rename
+            os.rename(folder, final)
+            probe = _write_wrapper(final, "probe", "aarch64", manifest["series"], base.parent.parent / "root",
+                                   final / "site")
+            done = _run([str(probe), "-c", "import numba; print(numba.__version__)"],
+                        "the aarch64 board's `import numba`", timeout=600)
+            if done.stdout.strip().splitlines()[-1:] != [versions["numba"]]:
+                raise _Unavailable(f"the aarch64 board's numba says {done.stdout.strip()!r}")
+            probe.unlink()
+        except (_Unavailable, subprocess.TimeoutExpired, OSError, ValueError) as e:
+            shutil.rmtree(folder, ignore_errors=True)
+            shutil.rmtree(final, ignore_errors=True)
+            return None, f"the aarch64 board with numba could not be made: {e}"
+        (final / "manifest.json").write_text(json.dumps(
+            dict(manifest, **versions, wheels=manifest["wheels"] + names,
+                 made_in_s=round(time.monotonic() - started, 1)), indent=1) + "\n")
+        _write_wrapper(final, "python", "aarch64", manifest["series"], base.parent.parent / "root", final / "site")
+        _say(f"aarch64 test board with numba {versions['numba']} ready in {final}")
     return python, None

@@ -113,3 +113,15 @@ def aarch64_python() -> Path:
 def armhf_python() -> Path:
     """Debian's armhf python3 with Debian's python3-numpy, under qemu-arm-static (arm_board.py)."""
     return _arm_python("armhf")
+
+
+@pytest.fixture(scope="session")
+def aarch64_numba_python() -> Path:
+    """The aarch64 board with PyPI's aarch64 numba and llvmlite wheels (arm_board.arm_numba_python)."""
+    from tests.devices.arm_board import arm_numba_python
+
+    python, reason = arm_numba_python()
+    if reason:
+        print(f"\nskipping the aarch64 numba board tests: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    return python

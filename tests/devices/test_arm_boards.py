@@ -3,14 +3,16 @@ aarch64 or armhf python3 with numpy under qemu-user (arm_board.py, docs/test_boa
 
 What an x86 board cannot show: the runner and the runtime on an ARM numpy (its own OpenBLAS
 builds; on armhf 32-bit pointers and Debian's numpy 1.x), the build's ABI matching the board's
-`uname -m`, and outputs equal to the host engine's. Emulated: a run takes seconds of qemu time
-(numpy's import most of it); the timings are not a board's speed.
+`uname -m`, and outputs equal to the host engine's; on the aarch64 board with numba, the fast
+kernels' loops compiled there (the corpus models: test_arm_boards_zoo.py). Emulated: a run
+takes seconds of qemu time (numpy's import most of it); the timings are not a board's speed.
 """
 from __future__ import annotations
 
 import json
 import platform
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -163,3 +165,40 @@ def test_an_arm_board_that_cannot_be_made_says_why(monkeypatch, tmp_path):
     assert arm_board.arm_python("armhf") == (
         None, "qemu-arm-static is missing and apt-get as root is not available to install qemu-user-static")
     assert not list(tmp_path.iterdir())  # nothing half made
+
+
+def test_the_fast_kernels_compile_with_numba_on_the_aarch64_board(tmp_path, sshd, aarch64_numba_python):
+    # the aarch64 board with PyPI's aarch64 numba: the runner unpacks its loops onto the board's
+    # disk (~/.cache/mace_run/loops-aarch64-...), numba compiles them there for the board's CPU
+    # (LLVM's portable code: an x86 instruction would not run under qemu-aarch64), and the float
+    # and the int8 fast kernels run compiled; the outputs equal the host engine's
+    board_numba = json.loads((aarch64_numba_python.parent.parent / "manifest.json").read_text())["numba"]
+    work = workdir(tmp_path)
+    write_deployment(work / "deploy.yml", {"digits_cnn": digits_model(), "digits_q": digits_model(
+        quantize=1, quantize_calibration_data="digits/inputs")}, target_abis=["arm64"])
+    build(work)
+    write_devices(work / "devices.yml", board=ssh_entry(sshd, work / "remote", aarch64_numba_python,
+                                                        target_abis=["arm64"], models="qemu aarch64 numba"))
+    for model, fast in (("digits_cnn", "cpu:fast"), ("digits_q", "int8:fast")):
+        started = time.monotonic()
+        r = ok(cli("run", "--config=deploy.yml", "--build_dir=out", f"--model_name={model}", "--validate",
+                   f"--output_dir=res_{model}", f"--json={model}.json", "--device_timeout=900",
+                   cwd=work, timeout=1200))
+        seconds = time.monotonic() - started
+        assert "Similarity test passed" in r.stdout and f", numba {board_numba}, aarch64" in r.stdout, r.stdout
+        report = json.loads((work / f"{model}.json").read_text())["models"][0]
+        info = report["device_info"]
+        assert report["passed"] and info["machine"] == "aarch64" and info["numba"] == board_numba, info
+        assert info["compiled"] and info["kernels"].get(fast, 0) > 0, info
+        target = info["jit_target"]
+        assert target and not any(x86 in target for x86 in ("x86", "skylake", "haswell", "znver")), target
+        note = report["notes"][0]
+        assert note.startswith("device board ran ") and f"compiled with numba {board_numba} for {target}" in note
+        assert "numpy paths" not in note, note
+        env = json.loads((work / "remote" / "digits" / f"{model}.outputs" / "mace_run.json").read_text())
+        folder = env["engine"]["loops"]["folder"]
+        assert "/mace_run/loops-aarch64-py3." in folder and Path(folder, "mace/ops/fast/_loops.py").is_file()
+        expected, got = _host_output(work, model), np.load(work / f"res_{model}" / "prob.npy")
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+        print(f"\n{model} on the aarch64 board with numba {board_numba} ({target}): `run --validate` "
+              f"{seconds:.1f} s (compiling on the first run; cached in {folder}), under qemu (not a board's speed)")

@@ -3,10 +3,14 @@ that has numpy and nothing else."""
 from __future__ import annotations
 
 import json
+import os
+import platform
 import re
 import subprocess
+import sys
 import time
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,6 +81,10 @@ def test_the_runner_holds_no_compiled_code_and_nothing_the_device_lacks():
     assert not [n for n in members if n.endswith((".so", ".pyd", ".pyc"))]
     assert "google/protobuf/LICENSE" in members and "mace/runtime/engine.py" in members
     assert not [n for n in members if n.startswith(("mace/config/", "mace/frontends/", "mace/cli/"))]
+    # the numba loops travel apart, where no import finds them (the runner unpacks them where numba is)
+    loops = sorted(n for n in members if n.endswith("loops.py"))
+    assert loops and all(n.startswith(f"{runner.LOOPS}/mace/ops/fast/") for n in loops), loops
+    assert {f"{runner.LOOPS}/mace/ops/fast/_loops.py", f"{runner.LOOPS}/mace/ops/fast/int8/_qloops.py"} <= set(loops)
 
 
 def test_the_runner_needs_only_numpy(built, numpy_only_python, tmp_path):
@@ -100,6 +108,37 @@ def test_the_runner_needs_only_numpy(built, numpy_only_python, tmp_path):
     expected = create_engine(model).run({"image": image})["prob"]
     # the runner has no numba loops (numpy fast path), this process may: same math, other rounding
     np.testing.assert_allclose(np.load(tmp_path / "out" / "prob.npy"), expected, rtol=1e-5, atol=1e-9)
+
+
+def test_the_runner_unpacks_its_numba_loops_where_numba_is(built, tmp_path):
+    # this machine's Python has numba: the runner unpacks its loops into the cache folder and the
+    # fast kernels run compiled; with MACE_NO_JIT=1 (or without numba: the numpy-only Python
+    # above) they take their numpy paths, and the result says why
+    pytest.importorskip("numba", reason="the loops compile only where numba is")
+    image = np.load(built / "digits" / "inputs" / "image_0.npy").astype(np.float32).reshape(1, 8, 8, 1)
+    np.save(tmp_path / "image.npy", image)
+    model = built / "out" / "digits" / "model" / "digits_cnn.pb"
+    env = {k: v for k, v in os.environ.items() if k != "MACE_NO_JIT"}
+    results = {}
+    for name, extra in (("jit", {}), ("no_jit", {"MACE_NO_JIT": "1"})):
+        r = subprocess.run([sys.executable, built / "out/digits/lib/host/cpu/mace_run.pyz", "--model", model,
+                            "--input", f"image={tmp_path / 'image.npy'}", "--output_dir", tmp_path / name],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(env, XDG_CACHE_HOME=str(tmp_path / "cache"), **extra))
+        assert r.returncode == 0, r.stderr
+        results[name] = json.loads(r.stdout.splitlines()[-1])["engine"]
+    jit, no_jit = results["jit"], results["no_jit"]
+    folder = Path(jit["loops"]["folder"])
+    assert folder.parent == tmp_path / "cache" / "mace_run" and folder.name.startswith(f"loops-{platform.machine()}-py")
+    assert (folder / "mace/ops/fast/_loops.py").read_bytes() == (ROOT / "mace/ops/fast/_loops.py").read_bytes()
+    # compiled, the softmax too is a fast kernel (its numpy path declines: the reference runs)
+    assert jit["compiled"] and jit["kernels"] == {"cpu:fast": 5} and jit["jit_target"], jit
+    assert any((folder / "mace/ops/fast/__pycache__").glob("*.nbi"))   # numba's cache, beside them
+    assert no_jit["loops"] == {"skipped": "MACE_NO_JIT is set"} and not no_jit["compiled"], no_jit
+    assert no_jit["kernels"] == {"cpu:fast": 4, "cpu": 1}, no_jit
+    expected = create_engine(model).run({"image": image})["prob"]
+    for name in results:
+        np.testing.assert_allclose(np.load(tmp_path / name / "prob.npy"), expected, rtol=1e-5, atol=1e-7)
 
 
 def test_the_runner_stops_itself_at_its_timeout(built, numpy_only_python, tmp_path):
