@@ -142,6 +142,18 @@ def test_activation_matches_reference(kind, jit):
     assert_close(kind, got, want, x)
 
 
+@pytest.mark.parametrize("kind,args", [("RELU", {}), ("RELUX", dict(max_limit=6.0)),
+                                       ("CLIP", dict(activation_coefficient=-1.5, max_limit=2.0))])
+def test_clip_activations_are_the_reference_bytes(kind, args):
+    """RELU / RELUX / CLIP run np.clip's ufunc directly: the same bytes as the reference,
+    -0.0 kept and NaN through (np.maximum would turn -0.0 into 0.0)."""
+    x = inputs()
+    got, want = both("Activation", x, dict(activation=kind, **args))
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+    negative_zero = (x == 0) & np.signbit(x)
+    assert negative_zero.any() and np.signbit(got[negative_zero]).all()
+
+
 @pytest.mark.parametrize("kind", [k for k in PRIORITY_UNARY if k not in COMPILED_BY_NUMPY]
                          + ["NEG", "ABS", "SQUARE"])
 def test_unary_eltwise_matches_reference(kind, jit):
