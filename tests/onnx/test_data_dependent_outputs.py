@@ -17,6 +17,7 @@ from mace.errors import ModelError
 from mace.onnx_backend import prepare
 from mace.runtime.engine import create_engine
 from mace.testing.variable_shape_models import detector
+from mace.validate.metrics import compare
 
 ort = pytest.importorskip("onnxruntime")
 
@@ -226,3 +227,12 @@ def test_paddle_multiclass_nms3_tail_keeps_the_best_rows_it_found():
             scaled[0, 0, 3], scaled[0, 1, 12] = 0.9, 0.6
         engine, ours = run_both(model, {"boxes": boxes, "scores": scaled}, engine)
         assert ours["count"].tolist() == [count] and ours["detections"].shape == (count, 6)
+
+
+def test_validation_takes_outputs_both_left_empty():
+    """`run --validate` on an input where neither side keeps a box: equal, not an error; one side
+    empty is a shape mismatch, named."""
+    m = compare("detections", np.zeros((0, 6), np.float32), np.zeros((0, 6), np.float32), 0.999)
+    assert m.passed and m.cosine == 1.0 and m.max_abs_error == 0.0
+    with pytest.raises(ValueError, match=r"shape \[0, 6\] does not match the framework's \[2, 6\]"):
+        compare("detections", np.ones((2, 6), np.float32), np.zeros((0, 6), np.float32), 0.999)
