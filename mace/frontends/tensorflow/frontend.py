@@ -220,7 +220,8 @@ def _check_inputs(ctx: TfContext, spec: ModelSpec, nodes: dict, path: Path) -> N
         perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
         logical = [t.shape[p] for p in perm] if perm else list(t.shape)
         declared = ctx.attr(node, "shape")
-        if declared is not None and not isinstance(declared, list):   # a damaged GraphDef
+        if declared is not None and not (isinstance(declared, list) and
+                                         all(type(d) is int for d in declared)):   # a damaged GraphDef
             raise ModelError(f"{path}: placeholder '{node.name}': its 'shape' attribute holds "
                              f"{type(declared).__name__} {str(declared)[:40]!r}, not a shape")
         if declared is not None and (len(declared) != len(logical) or any(
