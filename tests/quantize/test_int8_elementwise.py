@@ -305,9 +305,31 @@ def test_relu6_integer_reference():
     assert out.tolist() == [0, 0, 4, 255, 255]
 
 
+@pytest.mark.parametrize("args", [
+    {"activation": "HARDSWISH"}, {"activation": "SIGMOID"}, {"activation": "TANH"},
+    {"activation": "LEAKYRELU", "activation_coefficient": 0.1},
+    {"activation": "HARDSIGMOID", "activation_coefficient": 0.2, "max_limit": 0.5},
+    {"activation": "SWISH", "activation_coefficient": 1.0}, {"activation": "ELU", "activation_coefficient": 1.0},
+])
+def test_activations_as_a_table_of_the_input_codes(args):
+    """The activations that are no clamp: one 256-entry table, the float op on each dequantized
+    code rounded to the output's grid (<= 0.5 output step against the float op on the
+    dequantized input)."""
+    from mace.ops._common import apply_activation
+
+    x = rand((1, 4, 4, 3), -5.0, 4.0)
+    g = build({"x": x.shape}, [("Activation", ["x"], ["y"], args)])
+    assert reason(g) is None
+    # the output's range covers the activation over the input's (no saturation at the edges)
+    y = apply_activation(np.linspace(-5.0, 4.0, 1001), args["activation"],
+                         args.get("activation_coefficient", 0.0), args.get("max_limit", 0.0))
+    ranges = {"x": (-5.0, 4.0), "y": (float(y.min()), float(y.max()))}
+    check(g, {"x": x}, "Activation", steps=0.5 + 1e-3, ranges=ranges)
+
+
 def test_other_activations_stay_float():
     x = rand((1, 2, 2, 2))
-    for kind in ("TANH", "SIGMOID", "LEAKYRELU"):
+    for kind in ("GELU", "SOFTPLUS", "MISH"):
         g = build({"x": x.shape}, [("Activation", ["x"], ["y"], {"activation": kind})])
         assert kind in reason(g)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ir import quant_params as qp
+from mace.ops._common import apply_activation
 from mace.ops.registry import LOAD, Kernel
 
 UINT8_LEVELS = 256
@@ -84,3 +85,39 @@ def apply_table(table, x: np.ndarray, out: np.ndarray) -> np.ndarray:
     else:
         np.take(table, x, out=out)   # numpy reads x into an index array before writing out
     return out
+
+
+# Fused activations that are no clamp: the int8 GEMM-like kernels (conv, depthwise, FC, deconv)
+# requantize the accumulator to the range the model gives the op's output BEFORE the activation
+# (op arg PRE_ACTIVATION_ARG: [min, max]) and map each of those codes through one 256-entry
+# table to the output's codes, as TFLite's and onnxruntime's QDQ semantics do (the activation
+# computed in float between the two grids). A model without the arg (converted before, or a
+# calibrated one whose pre-activation tensor was fused away) keeps such ops float.
+TABLE_ACTIVATIONS = ("LEAKYRELU", "SIGMOID", "TANH", "ELU", "HARDSIGMOID", "HARDSWISH", "SWISH")
+PRE_ACTIVATION_ARG = "pre_activation_range"
+
+
+def pre_activation_params(ctx) -> qp.QuantParams | None:
+    """The uint8 grid of the op's output before its fused activation, or None when the op
+    records none (PRE_ACTIVATION_ARG)."""
+    rng = ctx.arg(PRE_ACTIVATION_ARG, None)
+    if not rng or len(rng) != 2:
+        return None
+    return qp.activation_params(float(rng[0]), float(rng[1]))
+
+
+def activation_table(kind: str, p_in: qp.QuantParams, p_out: qp.QuantParams, alpha: float = 0.0,
+                     max_limit: float = 0.0) -> np.ndarray:
+    """uint8 -> uint8: table[q] = p_out's code of activation(p_in's real value of q).
+
+    As a Q/DQ model runs it (DequantizeLinear, the float op, QuantizeLinear): the code
+    dequantized in float32, the activation in float32 (the float kernel's
+    apply_activation), divided by p_out's scale in float32, rounded half to even, plus the
+    zero point, saturated to [0, 255]."""
+    codes = np.arange(UINT8_LEVELS, dtype=np.float32)
+    x = (codes - np.float32(p_in.zero_point)) * np.float32(p_in.scale)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = apply_activation(x, kind, float(alpha), float(max_limit)).astype(np.float32)
+        q = np.rint(y / np.float32(p_out.scale)) + np.float32(p_out.zero_point)
+    q = np.nan_to_num(q, nan=float(p_out.zero_point))
+    return np.clip(q, qp.UINT8_MIN, qp.UINT8_MAX).astype(np.uint8)

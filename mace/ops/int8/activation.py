@@ -5,13 +5,18 @@ CLIP: its min too). Output range "input": without a range of its own the output
 keeps the input's parameters and the op is a clamp of the codes, exact up to the
 bound itself being rounded to a code (<= 0.5 step). With its own range, one
 256-entry table requantizes and clamps (<= 0.5 output step against the float op
-on the dequantized input). Other activations (sigmoid, tanh, leaky ReLU, ...) stay
-float: check() says why.
+on the dequantized input). The activations that are no clamp (TABLE_ACTIVATIONS: HARDSWISH,
+HARDSIGMOID, SIGMOID, TANH, SWISH, LEAKYRELU, ELU) are one 256-entry table too: each input
+code dequantized, the activation in float32, quantized to the output's grid, as a Q/DQ model
+runs DequantizeLinear -> op -> QuantizeLinear (mace/ops/int8/_base.py activation_table);
+their output should have a range of its own (a Q/DQ pair, calibration), else it keeps the
+input's grid. Others (PRELU, GELU, ...) stay float: check() says why.
 """
 import numpy as np
 
 from mace.ir import quant_params as qp
-from mace.ops.int8._base import Int8Kernel, apply_table, quantized_io, rescale_table
+from mace.ops.int8._base import (TABLE_ACTIVATIONS, Int8Kernel, activation_table, apply_table, quantized_io,
+                                 rescale_table)
 from mace.ops.registry import LOAD, kernel
 
 CLAMPS = ("RELU", "RELUX", "CLIP")
@@ -34,12 +39,17 @@ class ActivationInt8(Int8Kernel):
         if ctx.stage == LOAD:
             return quantized_io(ctx)
         kind = ctx.arg("activation", "")
-        if kind not in CLAMPS:
-            return f"activation {kind} has no quantized form (only {', '.join(CLAMPS)})"
+        if kind not in CLAMPS + TABLE_ACTIVATIONS or len(ctx.op.input) != 1:
+            return f"activation {kind} has no quantized form (only {', '.join(CLAMPS + TABLE_ACTIVATIONS)})"
         return None
 
     def setup(self, ctx):
         p_out = ctx.output_quant[0]
+        kind = ctx.arg("activation")
+        if kind in TABLE_ACTIVATIONS:
+            self.table = activation_table(kind, ctx.input_quant[0], p_out,
+                                          ctx.arg("activation_coefficient", 0.0), ctx.arg("max_limit", 0.0))
+            return
         qmin, qmax = clamp_codes(ctx.arg("activation"), p_out,
                                  ctx.arg("activation_coefficient", 0.0), ctx.arg("max_limit", 0.0))
         self.table = rescale_table(ctx.input_quant[0], p_out, qmin, qmax)

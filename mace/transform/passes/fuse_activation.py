@@ -11,13 +11,19 @@ the packed GEMM's and the depthwise loop's store step); the GPU and int8 kernels
 So does a PRELU whose slope is a constant per output channel (or one number) into a Conv2D or
 DepthwiseConv2d: the slope becomes the conv's fourth input, a vector of its output channels
 (after a zero bias where it had none).
+
+A fused activation that is no clamp (HARDSWISH, SIGMOID, ...) whose input tensor had a
+quantization-aware range (the Q/DQ pair of a QDQ model between a conv and its activation)
+leaves that range on the producer as `pre_activation_range`: the int8 kernels requantize to
+it and map each code through a 256-entry table (mace/ops/int8/_base.py TABLE_ACTIVATIONS).
 """
 from __future__ import annotations
 
 import numpy as np
 
 from mace.ir.args import get_arg, has_arg, set_arg
-from mace.ir.qat_ranges import carry_range
+from mace.ir.qat_ranges import carry_range, qat_ranges
+from mace.ops.int8._base import PRE_ACTIVATION_ARG, TABLE_ACTIVATIONS
 from mace.transform.passes.fold_batchnorm import _channel_vector as channel_vector
 from mace.transform.passes.fuse_hardswish import cpu_float
 
@@ -80,6 +86,11 @@ def fuse_activation(graph, options) -> bool:
         for name in ("max_limit", "activation_coefficient"):
             if has_arg(op, name):
                 set_arg(src, name, float(get_arg(op, name)))
+        # a quantization-aware range of the fused-away tensor (a Q/DQ pair between a conv and its
+        # HardSwish) is the grid the int8 kernel requantizes to before a table activation
+        pre = qat_ranges(graph.net).get(src.output[0]) if kind in TABLE_ACTIVATIONS else None
+        if pre is not None:
+            set_arg(src, PRE_ACTIVATION_ARG, [float(pre[0]), float(pre[1])])
         # a quantization-aware range of the fused-away tensor holds, clamped, for the output
         carry_range(graph.net, src.output[0], op.output[0],
                     activation=(kind, float(get_arg(op, "max_limit", 0.0))))

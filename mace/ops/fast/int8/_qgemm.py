@@ -20,6 +20,8 @@ mace/ir/quant_params.requantize does. So outputs equal the reference's byte for 
 """
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from mace.ops.fast._pool import by_rows, gemm_width, loop
@@ -130,6 +132,24 @@ class QPanels:
         else:
             steps.append(loop("qconv_panels", args, len(self.panels), work, self.parts, lib))
         return steps
+
+
+def table_step(lib, stage, out):
+    """The step mapping `out`'s codes in place through the output stage's activation table (a
+    fused HARDSWISH, SIGMOID, ...: mace/ops/int8/_gemm.OutputStage requantized to the
+    pre-activation grid), as the reference applies it after requantizing; None without one.
+    One compiled lookup per byte (_qloops.lookup, reading each byte before writing it back)."""
+    table = getattr(stage, "table", None)
+    if table is None:
+        return None
+    if out.flags.c_contiguous:
+        flat = out.reshape(-1)
+        return loop("lookup", (flat, table, flat), flat.size, 2 * flat.size, lib=lib)
+    return partial(_lookup_view, table, out)   # a view into a Concat's output
+
+
+def _lookup_view(table, out):
+    out[...] = table[out]
 
 
 def pool_width() -> int:

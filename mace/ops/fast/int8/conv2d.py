@@ -25,7 +25,7 @@ from mace.ops.fast._base import carve, scratch_size
 from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast.conv2d import geometry
-from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width
+from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width, table_step
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8._gemm import OutputStage
 from mace.ops.int8.conv2d import Conv2DInt8
@@ -81,6 +81,7 @@ class Conv2DInt8Fast(Conv2DInt8):
         # zero weight zero points (per-channel int8, the default): no window sums to offset
         self.runs = column_runs(g, lib) if wq.dtype == np.int8 and not w_zero.any() else []
         self.specs = [((g.oh * g.ow,), np.int64)]
+        self.stage = stage
         if self.runs:
             self._setup_runs(lib, wq, stage, parts)
             return
@@ -121,7 +122,11 @@ class Conv2DInt8Fast(Conv2DInt8):
             x = xs
         for image in range(g.n):
             steps += self.gemms[0].conv_steps(x[image], g.ow, g.strides, 1, out[image], sums)
-        return sequence(steps)
+        return sequence(steps + self._table(out))
+
+    def _table(self, out) -> list:
+        step = table_step(qloops(), self.stage, out)
+        return [] if step is None else [step]
 
     def bind(self, inputs, outputs, scratch=None):
         g, x = self.geo, inputs[0]
@@ -142,7 +147,7 @@ class Conv2DInt8Fast(Conv2DInt8):
             for i, gemm in enumerate(self.gemms):
                 steps += gemm.conv_steps(xps[i, image], g.ow, g.strides, g.dilations[0],
                                          out[image, :, i * g.og:(i + 1) * g.og], sums)
-        return sequence(steps)
+        return sequence(steps + self._table(out))
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs, None)()

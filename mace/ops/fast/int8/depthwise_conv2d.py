@@ -17,7 +17,8 @@ import numpy as np
 
 from mace.ops.fast._checks import NO_LOOPS
 from mace.ops.fast._pool import loop
-from mace.ops.fast.int8._qgemm import channel_values
+from mace.ops._common import sequence
+from mace.ops.fast.int8._qgemm import channel_values, table_step
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.fast.int8.conv2d import quantized_weights
 from mace.ops.int8._gemm import centred
@@ -110,7 +111,9 @@ class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
             args = (inputs[0], self.zx, *self.columns, self.stage.zero, self.stage.qmin, self.stage.qmax,
                     *geometry, self.mult, out)
         taps = self.columns[0].shape[0] * self.columns[0].shape[1]
-        return loop(self.name, args, n * oh, out.size * taps, lib=qloops())
+        step = loop(self.name, args, n * oh, out.size * taps, lib=qloops())
+        table = table_step(qloops(), self.stage, out)
+        return step if table is None else sequence([step, table])
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs, None)()

@@ -10,7 +10,7 @@ import numpy as np
 from mace.ops._common import sequence
 from mace.ops.fast._base import carve, scratch_size
 from mace.ops.fast._checks import NO_LOOPS, not_uint8
-from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width
+from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width, table_step
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.fast.int8.conv2d import U8
 from mace.ops.int8._gemm import OutputStage
@@ -43,7 +43,7 @@ class FullyConnectedInt8Fast(FullyConnectedInt8):
         o, k = wq.shape
         self.rows = int(np.prod(ctx.input_shapes[0][:-1], dtype=np.int64))
         self.zero = int(ctx.input_quant[0].zero_point)
-        stage = OutputStage(ctx, ctx.input_quant[1], o, self.bias_input)
+        self.stage = stage = OutputStage(ctx, ctx.input_quant[1], o, self.bias_input)
         w_zero = np.asarray(ctx.input_quant[1].zero_point).reshape(-1)
         self.gemm = QPanels(lib, wq.reshape(o, 1, k), w_zero if w_zero.size > 1 else w_zero[0],
                             stage, self.zero, slice(0, o), pool_width())
@@ -64,7 +64,8 @@ class FullyConnectedInt8Fast(FullyConnectedInt8):
         # each row a line of one pixel: the pool can split the rows
         steps += self.gemm.conv_steps(x.reshape(self.rows, 1, self.k), 1, (1, 1), 1,
                                       outputs[0].reshape(self.rows, self.o), sums)
-        return sequence(steps)
+        table = table_step(qloops(), self.stage, outputs[0])
+        return sequence(steps + ([] if table is None else [table]))
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs, None)()
