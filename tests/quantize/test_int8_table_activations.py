@@ -207,3 +207,69 @@ def test_eltwise_with_a_constant_operand_runs_fast(kind, shape):
     ranges = collect_ranges(copy.deepcopy(graph), [{"x": x}])
     quantize_graph(graph, {"quantize": True, "quantize_ranges": ranges, "runtime": "cpu"})
     assert_same_bytes(graph, x, "Eltwise")
+
+
+# ---- a QDQ MobileNetV3-like model from onnxruntime: its convs with HardSwish run int8 --------
+
+def v3_like(size: int = 32, classes: int = 10, seed: int = 0):
+    """A small MobileNetV3-like ONNX model: conv + BN + HardSwish, depthwise + HardSwish, an SE
+    block (mean, 1x1 + Relu, 1x1 + HardSigmoid, Mul by the channel vector), a pointwise
+    projection, a classifier with a Sigmoid."""
+    from onnx import TensorProto, helper
+
+    from mace.testing.mobilenet_v2 import _Builder
+
+    b = _Builder(seed)
+
+    def cbn(x, cin, cout, k, s, group=1, act="HardSwish"):
+        y = b.conv_bn(x, cin, cout, k, s, group=group, relu6=False)
+        return b.node(act, [y]) if act else y
+    x = cbn("input", 3, 16, 3, 2)
+    y = cbn(x, 16, 16, 3, 1, group=16)
+    s = b.node("GlobalAveragePool", [y])
+    s = cbn(cbn(s, 16, 8, 1, 1, act="Relu"), 8, 16, 1, 1, act=None)
+    y = b.node("Mul", [y, b.node("HardSigmoid", [s], alpha=1.0 / 6, beta=0.5)])
+    y = cbn(y, 16, 24, 1, 1, act=None)
+    y = cbn(cbn(y, 24, 72, 1, 1), 72, 72, 3, 2, group=72)
+    y = cbn(cbn(y, 72, 32, 1, 1, act=None), 32, 96, 1, 1)
+    y = b.node("Flatten", [b.node("GlobalAveragePool", [y])], axis=1)
+    w = b.rng.standard_normal((classes, 96)) * np.sqrt(1.0 / 96)
+    y = b.node("Sigmoid", [b.node("Gemm", [y, b.const("fc_w", w), b.const("fc_b", np.zeros(classes))], transB=1)])
+    graph = helper.make_graph(b.nodes, "v3_like",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, [1, 3, size, size])],
+                              [helper.make_tensor_value_info(y, TensorProto.FLOAT, [1, classes])],
+                              initializer=b.inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_qdq_mobilenet_v3_runs_its_hardswish_convs_int8(tmp_path):
+    from mace.ir.model_io import load_net
+    from mace.runtime.engine import create_engine
+    from mace.testing.quant_models import qdq_model, uniform_samples
+    from tests.quantize.test_qat import convert_and_validate, model_entry
+
+    size, model = 32, v3_like()
+    onnx.save(model, str(tmp_path / "float.onnx"))
+    out = model.graph.output[0].name
+    samples = [s.transpose(0, 3, 1, 2).copy() for s in uniform_samples((1, size, size, 3), 8, seed=1)]
+    qdq_model(tmp_path / "float.onnx", tmp_path / "qdq.onnx", "input", samples)
+    data = (tmp_path / "qdq.onnx").read_bytes()
+    report = convert_and_validate(tmp_path, {"qdq": model_entry("onnx", "qdq.onnx", data, size, [out])})
+    (metric,) = report["qdq"]["validation"]   # against onnxruntime running the QDQ model
+    assert metric["passed"] and metric["cosine"] >= 0.98, metric
+
+    pb = tmp_path / "out" / "qat" / "model" / "qdq.pb"
+    net = load_net(pb)
+    tables = [op for op in net.op if get_arg(op, "activation", "") in TABLE_ACTIVATIONS
+              and op.type in ("Conv2D", "DepthwiseConv2d", "FullyConnected")]
+    assert {get_arg(op, "activation") for op in tables} >= {"HARDSWISH", "SIGMOID"}
+    assert all(len(get_arg(op, PRE_ACTIVATION_ARG)) == 2 for op in tables)
+    engine = create_engine(pb, pb.with_suffix(".data"))
+    tags = {n.op.name: (n.op.type, n.tag) for n in engine.nodes}
+    weighted = [v for v in tags.values() if v[0] in ("Conv2D", "DepthwiseConv2d", "FullyConnected")]
+    assert len(weighted) == 10 and all(tag.startswith("int8") for _, tag in weighted), weighted
+    # nothing float but the output's Dequantize and the input's Quantize
+    assert [t for t, tag in tags.values() if not tag.startswith("int8")] == [], tags
+    assert sum(t == "Dequantize" for t, _ in tags.values()) == 1
