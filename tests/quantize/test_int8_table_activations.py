@@ -273,3 +273,32 @@ def test_a_qdq_mobilenet_v3_runs_its_hardswish_convs_int8(tmp_path):
     # nothing float but the output's Dequantize and the input's Quantize
     assert [t for t, tag in tags.values() if not tag.startswith("int8")] == [], tags
     assert sum(t == "Dequantize" for t, _ in tags.values()) == 1
+
+
+def test_calibration_gives_the_range_before_a_fused_table_activation():
+    """A float model calibrated at convert: the quantize pass calibrates a copy whose table
+    activations are separate ops, so each conv gets its pre-activation range and runs int8."""
+    rng = np.random.default_rng(8)
+    x = rng.uniform(-1, 1, (1, 8, 8, 3)).astype(np.float32)
+    ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME", "activation": "HARDSWISH"}),
+           ("DepthwiseConv2d", ["a", "w2"], ["b"], {"padding": "SAME", "activation": "SIGMOID"}),
+           ("Conv2D", ["b", "w3"], ["y"], {"activation": "TANH"})]
+    consts = {"w1": rng.uniform(-1, 1, (8, 3, 3, 3)).astype(np.float32),
+              "w2": rng.uniform(-1, 1, (8, 1, 3, 3)).astype(np.float32),
+              "w3": rng.uniform(-1, 1, (4, 8, 1, 1)).astype(np.float32)}
+    graph = make_graph(x.shape, ops, consts)
+    want = Engine(copy.deepcopy(graph)).run({"x": x})["y"]
+    samples = [{"x": x}]
+    quantize_graph(graph, {"quantize": True, "runtime": "cpu",
+                           "calibrate": lambda g: collect_ranges(g, samples)})
+    convs = [op for op in graph.net.op if op.type in ("Conv2D", "DepthwiseConv2d")]
+    assert len(convs) == 3 and all(len(get_arg(op, PRE_ACTIVATION_ARG)) == 2 for op in convs)
+    bare = make_graph(x.shape, [(t, i, o, {k: v for k, v in a.items() if k != "activation"})
+                                for t, i, o, a in ops[:1]], consts, outputs=("a",))
+    pre = collect_ranges(bare, samples)["a"]
+    assert get_arg(convs[0], PRE_ACTIVATION_ARG) == pytest.approx(list(pre))
+    engine = Engine(graph)
+    assert {n.op.type: n.tag for n in engine.nodes}["Conv2D"].startswith("int8")
+    got = engine.run({"x": x})["y"]
+    cos = float(np.dot(got.ravel(), want.ravel()) / np.linalg.norm(got) / np.linalg.norm(want))
+    assert cos > 0.995, cos

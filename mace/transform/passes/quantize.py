@@ -7,6 +7,10 @@ Runs last, on the optimised float graph, so tensor names are those that
   2. the .yml's quantize_range_file (options["quantize_ranges"]),
   3. calibration over sample inputs (options["calibrate"]: graph -> ranges),
   4. input_ranges for model inputs (options["input_ranges"]).
+An op with a fused activation that is no clamp (HARDSWISH, SIGMOID, ...: TABLE_ACTIVATIONS)
+also needs the range before the activation, its `pre_activation_range` arg: fuse_activation
+sets it from a QAT range, calibration (calibrated_ranges) from a copy of the graph with such
+activations unfused; without it the op stays float.
 An op is quantized when its type has an "int8" kernel (mace/ops/int8) whose
 `check(ctx)`, asked of the float op's context (graph_context, stage CONVERT), finds nothing
 against it; the others stay float (the reason in the plan) and get
@@ -29,8 +33,9 @@ import numpy as np
 
 from mace.errors import ModelError
 from mace.ir import quant_params as qp
-from mace.ir.args import set_arg
+from mace.ir.args import del_arg, get_arg, has_arg, set_arg
 from mace.ir.qat_ranges import qat_ranges
+from mace.ops.int8._base import PRE_ACTIVATION_ARG, TABLE_ACTIVATIONS
 from mace.ops.registry import CONVERT, graph_context, kernel_check, spec
 from mace.proto import pb
 from mace.ir.graph import Graph
@@ -72,12 +77,57 @@ def quantize_plan(graph) -> dict:
     return plan
 
 
+# ops whose int8 kernels apply a fused table activation (needing the pre-activation range)
+TABLE_HOSTS = ("Conv2D", "DepthwiseConv2d", "FullyConnected", "Deconv2D")
+
+
+def _unfused_for_calibration(graph):
+    """(a copy of graph whose ops with a fused table activation and no pre_activation_range
+    write their pre-activation tensor and a separate Activation the output, {op name: that
+    tensor}), or (None, {}) when there is no such op. Calibrating the copy gives the range
+    before each activation, which the int8 kernel requantizes to (mace/ops/int8/_gemm.py)."""
+    todo = {op.name for op in graph.net.op if op.type in TABLE_HOSTS and len(op.output) == 1
+            and (get_arg(op, "activation", "") or "") in TABLE_ACTIVATIONS and not has_arg(op, PRE_ACTIVATION_ARG)}
+    if not todo:
+        return None, {}
+    trial, pre, ops = _copy(graph), {}, []
+    for op in trial.net.op:
+        ops.append(op)
+        if op.name not in todo:
+            continue
+        args = {name: get_arg(op, name) for name in ("activation", "activation_coefficient", "max_limit")
+                if has_arg(op, name)}
+        for name in args:
+            del_arg(op, name)
+        out, pre[op.name] = op.output[0], trial.unique_name(f"{op.output[0]}_pre_activation")
+        op.output[0] = pre[op.name]
+        ops.append(trial.make_op("Activation", [pre[op.name]], [out], name=trial.unique_name(f"{op.name}_act"),
+                                 **args))
+    trial.set_ops(ops)
+    infer_shapes(trial)
+    return trial, pre
+
+
+def calibrated_ranges(graph, calibrate) -> dict:
+    """calibrate(graph), and each op with a fused table activation given the calibrated range
+    before it as its pre_activation_range arg."""
+    trial, pre = _unfused_for_calibration(graph)
+    ranges = calibrate(trial if trial is not None else graph)
+    ops = {op.name: op for op in graph.net.op}
+    for name, t in pre.items():
+        if t in ranges:
+            set_arg(ops[name], PRE_ACTIVATION_ARG, [float(v) for v in ranges.pop(t)])
+    return ranges
+
+
 def merged_ranges(graph, options, sources: dict | None = None) -> dict:
     """tensor -> (min, max), sources merged in priority order (see module doc);
-    `sources` (when given) gets tensor -> which source won, for the calibration report."""
+    `sources` (when given) gets tensor -> which source won, for the calibration report.
+    Calibrating also gives each op with a fused table activation (HARDSWISH, SIGMOID, ...)
+    the range before it (calibrated_ranges)."""
     calibrate = options.get("calibrate")
     layers = (("input_ranges", options.get("input_ranges")),
-              ("calibration", calibrate(graph) if calibrate else None),
+              ("calibration", calibrated_ranges(graph, calibrate) if calibrate else None),
               ("range file", options.get("quantize_ranges")),
               ("QAT", {t: (lo, hi) for t, (lo, hi, _, _) in qat_ranges(graph.net).items()}))
     ranges = {}
@@ -120,9 +170,9 @@ def keep_sentinels_float(graph, plan, ranges) -> None:
 
 
 def quantize_graph(graph, options) -> bool:
-    plan = quantize_plan(graph)
     sources = {}
-    ranges = merged_ranges(graph, options, sources)
+    ranges = merged_ranges(graph, options, sources)   # first: calibration adds pre-activation ranges
+    plan = quantize_plan(graph)
     keep_sentinels_float(graph, plan, ranges)
     if options.get("runtime") in QUANTIZED_ONLY:
         refused = [f"{op.name} ({op.type}): {plan[op.name]}" for op in graph.net.op if plan[op.name]]
