@@ -302,3 +302,24 @@ def test_calibration_gives_the_range_before_a_fused_table_activation():
     got = engine.run({"x": x})["y"]
     cos = float(np.dot(got.ravel(), want.ravel()) / np.linalg.norm(got) / np.linalg.norm(want))
     assert cos > 0.995, cos
+
+
+@pytest.mark.parametrize("op_type,w_shape,args", [
+    ("Deconv2D", (4, 5, 3, 3), {"strides": [2, 2], "pads": [1, 1, 1, 1], "activation": "HARDSWISH"}),
+    ("FullyConnected", (6, 48), {"activation": "SIGMOID"}),
+])
+def test_every_weighted_int8_kernel_takes_a_table_activation(op_type, w_shape, args):
+    """The reference int8 kernels share the output stage: Deconv2D (no fast kernel) too."""
+    rng = np.random.default_rng(11)
+    x = rng.uniform(-1, 1, (1, 4, 4, 3) if op_type == "FullyConnected" else (1, 5, 5, 4)).astype(np.float32)
+    if op_type == "FullyConnected":
+        x = x.reshape(1, 48)
+    consts = {"w": rng.uniform(-1, 1, w_shape).astype(np.float32)}
+    graph = make_graph(x.shape, [(op_type, ["x", "w"], ["y"], args)], consts)
+    want = Engine(copy.deepcopy(graph)).run({"x": x})["y"]
+    quantize_graph(graph, {"quantize": True, "runtime": "cpu", "calibrate": lambda g: collect_ranges(g, [{"x": x}])})
+    engine = Engine(graph, options={"reference_kernels": True})
+    assert {n.op.type: n.tag for n in engine.nodes}[op_type] == "int8"
+    got = engine.run({"x": x})["y"]
+    cos = float(np.dot(got.ravel(), want.ravel()) / np.linalg.norm(got) / np.linalg.norm(want))
+    assert cos > 0.995, cos
