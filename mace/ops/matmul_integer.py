@@ -4,7 +4,9 @@
 Inputs: A, B (uint8 or int8; numpy matmul broadcasting), optional zero points: A's a scalar or
 one per row (M), B's a scalar or one per column (N); args has_a_zero / has_b_zero say which are
 given. Exact: the products are summed in float64 (BLAS), which holds every 8-bit dot product of
-up to 2^37 terms exactly, then cast to int32. Layout ANY.
+up to 2^37 terms exactly, then cast to int32; a constant B whose columns' sums of |B - b_zero|
+times 255 stay below 2^24 is summed in float32, exact too (every partial sum is an integer
+float32 holds). Layout ANY.
 """
 import numpy as np
 
@@ -39,14 +41,33 @@ def _centred(x, zero, per_row):
 
 @kernel("MatMulInteger", "cpu")
 class MatMulIntegerCpu(Kernel):
-    uses_blas = True
+    # not uses_blas: quantize_dynamic's MatMuls are small GEMMs (a transformer's [16, 384] x
+    # [384, 1536]), where handing OpenBLAS its threads back for the step cost more than the step
+    # (paraphrase-MiniLM-L3's 18: 55 ms a run with, 6 without, on a loaded 2-core machine)
 
     def setup(self, ctx):
         self.has = (bool(ctx.arg("has_a_zero", 0)), bool(ctx.arg("has_b_zero", 0)))
+        # a constant B (quantize_dynamic's weights) is centred and widened once, not every run
+        consts = list(ctx.consts) + [None] * 4
+        b_zero = consts[2 + self.has[0]] if self.has[1] else None
+        self.b = None
+        if consts[1] is not None and (not self.has[1] or b_zero is not None):
+            self.b = _centred(consts[1], b_zero, False)
+            # float32 holds every partial sum exactly while no column's sum of |A - a_zero| *
+            # |B - b_zero| can pass 2^24 (|A - a_zero| <= 255): then the product is exact in
+            # float32 too (quantize_dynamic's int8 weights are mostly small), at half the cost
+            if self.b.ndim >= 2 and 255 * float(np.abs(self.b).sum(axis=-2).max(initial=0)) < 2 ** 24:
+                self.b = self.b.astype(np.float32)
 
     def run(self, inputs, outputs):
         rest = iter(inputs[2:])
         a_zero = next(rest) if self.has[0] else None
         b_zero = next(rest) if self.has[1] else None
-        product = np.matmul(_centred(inputs[0], a_zero, True), _centred(inputs[1], b_zero, False))
+        a = _centred(inputs[0], a_zero, True)
+        b = self.b if self.b is not None else _centred(inputs[1], b_zero, False)
+        a = a.astype(b.dtype, copy=False)
+        if b.ndim == 2 and a.ndim > 2:   # stacked rows times one matrix: one 2-D BLAS call
+            product = (a.reshape(-1, a.shape[-1]) @ b).reshape(a.shape[:-1] + b.shape[-1:])
+        else:
+            product = np.matmul(a, b)
         np.copyto(outputs[0], product.astype(np.int32))

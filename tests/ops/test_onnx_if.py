@@ -112,3 +112,25 @@ def test_unsupported_op_inside_a_branch_is_listed_before_converting():
 @pytest.mark.parametrize("shape", [(), (3,), (2, 3, 4)])
 def test_size(shape):
     check("Size", {"x": rand(*shape)}, out_types=[np.int64], opset=13)
+
+
+@pytest.mark.parametrize("runtime_condition", [False, True])
+def test_if_written_before_the_node_its_branch_reads_is_sorted_after_it(runtime_condition):
+    """onnxruntime's quantize_dynamic writes silero VAD's `/decoder/If_1` before `/decoder/If`,
+    whose output a node inside If_1's branch reads (an outer-scope name, not an input of the
+    If node): onnxruntime sorts by what branches read too, and so does the frontend."""
+    then_nodes = [helper.make_node("Mul", ["late", "x"], ["t_out"])]
+    else_nodes = [helper.make_node("Sub", ["late", "x"], ["e_out"])]
+    cond = ([helper.make_node("ReduceSum", ["x"], ["total"], keepdims=0),
+             helper.make_node("Greater", ["total", "zero"], ["cond"])] if runtime_condition else
+            [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "one"], ["d1"]),
+             helper.make_node("Equal", ["d1", "three"], ["cond"])])
+    nodes = cond + [helper.make_node("If", ["cond"], ["y"], name="reads_late",
+                                     then_branch=_branch("then", then_nodes, "t_out"),
+                                     else_branch=_branch("else", else_nodes, "e_out")),
+                    helper.make_node("Relu", ["x"], ["late"])]   # after the If that reads it
+    consts = {"zero": np.array(0.0, np.float32), "one": np.array(1, np.int64),
+              "three": np.array(3, np.int64)}
+    x = rand(2, 3, seed=4)
+    model = graph_model(nodes, {"x": x}, {"y": np.float32}, consts, opset=13)
+    check_model(model, {"x": x})

@@ -137,6 +137,18 @@ def test_quantize_dynamic_models_through_the_cli(tmp_path):
             assert float(np.abs(got - expected).max()) <= 1e-5 * peak, (name, out)
 
 
+def test_quantize_dynamic_ops_map_to_ops_of_distinct_names(tmp_path):
+    """Each op of a converted dynamic model has its own name: the GPU runtime places ops by
+    name, and ConvInteger's trailing Cast once shared the float Conv's (so a GPU run built that
+    CPU-placed Cast as a GPU kernel and failed: 'Cast has no kernel for gpu')."""
+    for variant in VARIANTS:
+        path, shape, _ = dynamic_model(tmp_path, *variant)
+        x = np.random.default_rng(0).normal(size=shape).astype(F32)
+        names = [op.name for op in prepare(onnx.load(str(path)), {"x": x}).graph.net.op]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        assert not dup, (_variant_name(*variant), dup)
+
+
 def test_quantize_dynamic_resnet50_from_onnx_light_models(tmp_path):
     """onnx's light ResNet-50 with random weights, through quantize_dynamic (53 ConvIntegers):
     the logits against onnxruntime's (measured: cosine 0.99997, max error 0.6% of the peak;

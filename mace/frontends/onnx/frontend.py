@@ -127,8 +127,8 @@ def _load(path: Path):
         raise ModelError(f"{path}: not a valid ONNX model ({type(e).__name__}: {e})") from None
     if not model.graph.node:
         raise ModelError(f"{path}: the ONNX graph has no nodes")
+    _sort_nodes(model.graph)   # first: onnx's strict inference reads the nodes in file order
     _check_model(model, path)
-    _sort_nodes(model.graph)
     return model
 
 
@@ -138,10 +138,12 @@ def _sort_nodes(graph) -> None:
     in an order where each comes after those it reads from, keeping the file's order otherwise
     (a sorted graph is left as it is). Names no node here produces (inputs, initializers, an
     enclosing graph's tensors) count as ready; a cycle keeps its nodes' order and is reported
-    where a read finds no producer."""
+    where a read finds no producer. A node with a subgraph (If, Loop) also reads what its
+    branches read from this graph: onnxruntime's quantize_dynamic writes silero VAD's If, whose
+    branch reads another If's output, before that If."""
     nodes = list(graph.node)
     made = {o: i for i, n in enumerate(nodes) for o in n.output if o}
-    needs = [{made[t] for t in n.input if t in made and made[t] != i} for i, n in enumerate(nodes)]
+    needs = [{made[t] for t in _reads(n) if t in made and made[t] != i} for i, n in enumerate(nodes)]
     if all(d < i for i, deps in enumerate(needs) for d in deps):
         return
     users = [[] for _ in nodes]
@@ -162,6 +164,17 @@ def _sort_nodes(graph) -> None:
     order += [i for i in range(len(nodes)) if waiting[i] > 0]   # a cycle: left as written
     del graph.node[:]
     graph.node.extend(nodes[i] for i in order)
+
+
+def _reads(node) -> list:
+    """The tensors `node` reads: its inputs, and the enclosing graph's tensors its subgraphs read."""
+    names = list(node.input)
+    for a in node.attribute:
+        for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            local = ({i.name for i in g.input} | {i.name for i in g.initializer}
+                     | {o for n in g.node for o in n.output})
+            names += [t for n in g.node for t in _reads(n) if t and t not in local]
+    return names
 
 
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")

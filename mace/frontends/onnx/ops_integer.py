@@ -85,7 +85,10 @@ def conv_integer(ctx, node):
     raw = _float_op(ctx, node, "Conv", [x, w])
     rounded = ctx.temp(node, "rounded")
     ctx.add("Eltwise", node, [raw], [rounded], name=rounded, type="ROUND")
-    ctx.add("Cast", node, [rounded], to="int32")
+    # its own name: the float Conv above carries the node's, and an op name is a key (the GPU
+    # runtime's placement, traces, the quantize report), so two ops of one name were one op
+    # there (a CPU Cast built as a GPU kernel)
+    ctx.add("Cast", node, [rounded], name=ctx.temp(node, "int32"), to="int32")
 
 
 def _scaled(ctx, node, acc, a_scale, b_scale, bias):
