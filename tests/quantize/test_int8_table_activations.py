@@ -244,7 +244,10 @@ def v3_like(size: int = 32, classes: int = 10, seed: int = 0):
     return model
 
 
-def test_a_qdq_mobilenet_v3_runs_its_hardswish_convs_int8(tmp_path):
+@pytest.mark.parametrize("qoperator", [False, True], ids=["qdq", "qoperator"])
+def test_a_qdq_mobilenet_v3_runs_its_hardswish_convs_int8(tmp_path, qoperator):
+    """QDQ: the pair between each Conv and its HardSwish gives the pre-activation range;
+    QOperator: the QLinearConv's output grid does."""
     from mace.ir.model_io import load_net
     from mace.runtime.engine import create_engine
     from mace.testing.quant_models import qdq_model, uniform_samples
@@ -254,7 +257,7 @@ def test_a_qdq_mobilenet_v3_runs_its_hardswish_convs_int8(tmp_path):
     onnx.save(model, str(tmp_path / "float.onnx"))
     out = model.graph.output[0].name
     samples = [s.transpose(0, 3, 1, 2).copy() for s in uniform_samples((1, size, size, 3), 8, seed=1)]
-    qdq_model(tmp_path / "float.onnx", tmp_path / "qdq.onnx", "input", samples)
+    qdq_model(tmp_path / "float.onnx", tmp_path / "qdq.onnx", "input", samples, qoperator=qoperator)
     data = (tmp_path / "qdq.onnx").read_bytes()
     report = convert_and_validate(tmp_path, {"qdq": model_entry("onnx", "qdq.onnx", data, size, [out])})
     (metric,) = report["qdq"]["validation"]   # against onnxruntime running the QDQ model
