@@ -207,6 +207,16 @@ def _check_bottoms(ctx: CaffeContext, layer, declared: dict) -> None:
         raise ctx.fail(layer, f"reads blob '{b}', which no earlier layer writes")
 
 
+def _check_tops(ctx: CaffeContext, layer, ops) -> None:
+    """Every output of the ops `layer` became has a shape: a layer given more tops than it makes
+    (a Softmax with four) had ops writing blobs that nothing computes."""
+    written = {t for op in ops for t in op.output}
+    missing = [top for top, t in zip(layer.top, ctx.outs) if t in written and t not in ctx.graph.specs]
+    if missing:
+        raise ctx.fail(layer, f"has {len(layer.top)} top blobs, more than a {layer.type} layer writes: "
+                              f"nothing computes {', '.join(map(repr, missing[:8]))}")
+
+
 def convert(spec: ModelSpec) -> Graph:
     path = Path(spec.model_path)
     mappers = load_mappers()
@@ -232,8 +242,10 @@ def convert(spec: ModelSpec) -> Graph:
             continue  # its tops are the model inputs, added above
         _check_bottoms(ctx, layer, declared)
         ctx.outs = _top_tensors(ctx, layer, index, last_writer, set(declared))
+        first = len(graph.net.op)
         map_node(graph, mappers[layer.type], ctx, layer, keep, path,
                  lambda: f"layer '{layer.name}' ({layer.type})")
+        _check_tops(ctx, layer, graph.net.op[first:])
         ctx.blobs.update(zip(layer.top, ctx.outs))
     infer_shapes(graph)
     add_outputs(graph, spec.outputs, ctx.blobs.__getitem__, FRAMEWORK_FORMAT, ctx.unique)
