@@ -326,3 +326,27 @@ def test_every_weighted_int8_kernel_takes_a_table_activation(op_type, w_shape, a
     got = engine.run({"x": x})["y"]
     cos = float(np.dot(got.ravel(), want.ravel()) / np.linalg.norm(got) / np.linalg.norm(want))
     assert cos > 0.995, cos
+
+
+@needs_loops
+@pytest.mark.parametrize("n", [0, 1, 63, 64, 65, 200, 4099])
+def test_the_lookup_loop_equals_numpy_take(n):
+    """_qloops.lookup (64 bytes per vpermi2b pair where the CPU has AVX-512 VBMI, the rest one
+    by one): every code, both halves of the table, ragged lengths, in place and split."""
+    lib = _qjit.qloops()
+    rng = np.random.default_rng(n)
+    table = rng.integers(0, 256, 256).astype(np.uint8)
+    x = rng.integers(0, 256, n).astype(np.uint8)
+    x[:min(n, 256)] = np.arange(256, dtype=np.uint8)[:min(n, 256)]
+    want = table[x]
+    out = np.zeros_like(x)
+    lib.lookup(x, table, out, 0, n)
+    np.testing.assert_array_equal(out, want)
+    inplace = x.copy()
+    lib.lookup(inplace, table, inplace, 0, n)
+    np.testing.assert_array_equal(inplace, want)
+    if n > 2:
+        parts = np.zeros_like(x)
+        lib.lookup(x, table, parts, 0, n // 3)
+        lib.lookup(x, table, parts, n // 3, n)
+        np.testing.assert_array_equal(parts, want)
