@@ -122,7 +122,7 @@ def convert_model(config: DeploymentConfig, model: ModelConfig, out_dir: Path,
     float_options = dict(options)   # what the variable-shape probes are converted with
     options.update(quantize_options(config, sg))
     if progress is not None and "target_cosine" in options:
-        options["progress"] = lambda text: progress(f"{model.name}: {text}")
+        options["progress"] = progress   # convert_deployment names the model
     if sg.graph_optimize_options:
         unknown = set(sg.graph_optimize_options) - set(pass_names())
         if unknown:

@@ -11,6 +11,7 @@ from rich.table import Table
 from mace.config import load_deployment
 from mace.config.files import code_names
 from mace.convert import convert_deployment, index_html
+from mace.quantize.mixed_precision import STEP as MIXED_STEP
 from mace.quantize.stat import stat_config
 from mace.report.offline import render_text
 
@@ -41,8 +42,12 @@ def main(args) -> int:
     if stat_config(config, args.quantize_stat):
         console.print("converting float for quantize statistics (quantize and obfuscate off, runtime cpu)")
     with console.status("converting") as status:   # long steps (gpu_fp32_ops: auto) say where they are
-        results = convert_deployment(config, args.build_dir, args.models, args.dump_passes,
-                                     lambda text: status.update(escape(text)))
+        def progress(text):
+            status.update(escape(text))
+            if MIXED_STEP in text:   # quantize_target_cosine's steps stay on the screen, one line each
+                console.print(escape(text))
+
+        results = convert_deployment(config, args.build_dir, args.models, args.dump_passes, progress)
     table = Table(title=f"Library {escape(config.library_name)}")
     for col in ("model", "ops", "weights", "graph file", "data file"):
         table.add_column(col)
@@ -76,7 +81,9 @@ def mixed_summary(model: str, m) -> str:
     kept = ", ".join(name for name, _, _ in m.float_ops) or "none"
     where = (f"; runtime dsp: {len(m.cpu_ops)} float op(s) on the CPU ({', '.join(m.cpu_ops)}), "
              f"the rest on the DSP" if m.cpu_ops else "")
-    verdict = "target met" if m.reached else "TARGET NOT MET (every quantizable op tried)"
+    verdict = "target met" if m.reached else \
+        f"TARGET NOT MET ({f'stopped by {m.stopped}' if m.stopped else 'every quantizable op tried'})"
+    cost = f" ({len(m.trials)} quantized run(s), {m.seconds:.0f} s)" if m.trials else ""
     return (f"  {model}: mixed precision (quantize_target_cosine {m.target:g}): {len(m.float_ops)} op(s) "
             f"kept float ({kept}); calibration cosine {m.steps[0]:.4f} -> {m.steps[-1]:.4f}, {verdict}"
-            f"{where}; see {model}_quantize_report.txt")
+            f"{cost}{where}; see {model}_quantize_report.txt")

@@ -61,6 +61,11 @@ class MixedPrecision:
     reached: bool = False
     cpu_ops: list = field(default_factory=list)     # runtime dsp: the float ops placed on the CPU
     added: list = field(default_factory=list)       # how many of float_ops each step added
+    # [layers kept float, float ops in all, outputs' cosine, seconds] per quantized run, in order
+    trials: list = field(default_factory=list)
+    seconds: float = 0.0                            # the search's wall time, float reference included
+    bounds: list = field(default_factory=list)      # [max quantized runs, max seconds]
+    stopped: str = ""                               # the bound that ended the search early, if one did
 
 
 @dataclass
@@ -81,7 +86,8 @@ class CalibrationReport:
         if mixed is not None:
             mixed = MixedPrecision(mixed.target, mixed.samples, [(o(n), d, c) for n, d, c in mixed.float_ops],
                                    list(mixed.steps), mixed.reached, [o(n) for n in mixed.cpu_ops],
-                                   list(mixed.added))
+                                   list(mixed.added), list(mixed.trials), mixed.seconds,
+                                   list(mixed.bounds), mixed.stopped)
         return CalibrationReport(acts, consts, [(o(n), ty, why) for n, ty, why in self.float_ops],
                                  [t(n) for n in self.unmatched_ranges], mixed)
 
@@ -167,15 +173,22 @@ def render_text(report: CalibrationReport, model: str) -> str:
 
 
 def _mixed_lines(m: MixedPrecision) -> list:
+    if m.reached:
+        verdict = "target met"
+    elif m.stopped:
+        verdict = f"TARGET NOT MET: stopped by {m.stopped}"
+    else:
+        verdict = "TARGET NOT MET: every quantizable op tried"
     lines = ["", f"Mixed precision (quantize_target_cosine {m.target:g}, {m.samples} calibration "
                  f"sample(s)): all-int8 outputs' cosine {m.steps[0]:.6f}; "
-                 f"{len(m.float_ops)} op(s) kept float; final cosine {m.steps[-1]:.6f} "
-                 f"({'target met' if m.reached else 'TARGET NOT MET: every quantizable op tried'})."]
-    ops = iter(m.float_ops)
-    for count, after in zip(m.added or [1] * len(m.float_ops), m.steps[1:]):
-        for name, drop, before in [next(ops) for _ in range(count)]:   # the ops of one step
-            lines.append(f"  {name}: SQNR drop {drop:.1f} dB in int8; cosine {before:.6f} -> {after:.6f}"
-                         + (f" (one of {count} kept float in this step)" if count > 1 else ""))
+                 f"{len(m.float_ops)} layer(s) kept float, in the order chosen; final cosine "
+                 f"{m.steps[-1]:.6f} ({verdict})"
+                 + (f"; {len(m.trials)} quantized run(s) in {m.seconds:.0f} s." if m.trials else ".")]
+    for name, drop, before in m.float_ops:
+        lines.append(f"  {name}: SQNR drop {drop:.1f} dB in int8 (outputs' cosine {before:.6f} when chosen)")
+    for i, (layers, floats, cos, seconds) in enumerate(m.trials, 1):
+        lines.append(f"  step {i}: {layers} layer(s) kept float ({floats} float op(s) in all): "
+                     f"cosine {cos:.6f} ({seconds:.1f} s)")
     if m.cpu_ops:
         lines.append(f"  runtime dsp: {len(m.cpu_ops)} float op(s) placed on the CPU (the DSP runs the "
                      f"int8 ops; Quantize/Dequantize at the group edges): {', '.join(m.cpu_ops)}")

@@ -142,3 +142,43 @@ def test_dsp_float_ops_get_cpu_kernels_and_no_dsp_cycles(tmp_path):
     assert tags["stage_conv"].startswith("int8")
     assert not tags["terms_conv"].startswith("int8") and not tags["difference_conv"].startswith("int8")
     assert [c.name for c in engine.node_costs()] == ["stage_conv"]
+
+
+def test_search_prints_each_step_and_measures_once_per_step(tmp_path):
+    """The search's progress: one line per quantized run (the all-int8 one, then one with the
+    damaging layer float), and the report lists the same steps with their cosines and times."""
+    cfg = _deployment(tmp_path, quantize_target_cosine=0.99)
+    r = cli("convert", f"--config={cfg}", cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())
+    assert "amp: mixed precision: step 1/24: 0 layer(s) kept float (0 float op(s) in all), cosine 0.6" in out, out
+    assert "amp: mixed precision: step 2/24: 1 layer(s) kept float (2 float op(s) in all), cosine 1.0000" in out
+    assert "amp: amp:" not in out
+    assert "step 3/" not in out
+    assert "(2 quantized run(s)," in out
+    quant = json.loads((tmp_path / "builds" / "amp" / "model" / "amp_quantize_report.json").read_text())
+    mixed = quant["mixed_precision"]
+    assert [t[:2] for t in mixed["trials"]] == [[0, 0], [1, 2]], mixed["trials"]
+    assert mixed["trials"][0][2] < 0.99 <= mixed["trials"][1][2]
+    assert mixed["bounds"] == [24, 900.0] and mixed["stopped"] == "" and mixed["seconds"] > 0
+    text = (tmp_path / "builds" / "amp" / "model" / "amp_quantize_report.txt").read_text()
+    assert "step 2: 1 layer(s) kept float (2 float op(s) in all)" in text
+
+
+@pytest.mark.parametrize("env", [{"MACE_MIXED_PRECISION_MAX_EVALUATIONS": "1"},
+                                 {"MACE_MIXED_PRECISION_MAX_SECONDS": "0.001"}])
+def test_search_stops_at_its_bound_and_says_so(tmp_path, env):
+    """A bound on quantized runs or seconds ends the search: convert still writes the model,
+    with what the search measured, and says which bound stopped it (and its variable)."""
+    import os
+
+    cfg = _deployment(tmp_path, quantize_target_cosine=0.99)
+    r = cli("convert", f"--config={cfg}", cwd=tmp_path, env={**os.environ, **env}, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())
+    assert "TARGET NOT MET (stopped by the bound of" in out and next(iter(env)) in out, out
+    assert "step 2/" not in out
+    quant = json.loads((tmp_path / "builds" / "amp" / "model" / "amp_quantize_report.json").read_text())
+    mixed = quant["mixed_precision"]
+    assert len(mixed["trials"]) == 1 and not mixed["reached"] and mixed["float_ops"] == []
+    assert next(iter(env)) in mixed["stopped"]

@@ -19,10 +19,11 @@ the pass lists those that cannot be, as MACE does at convert time.
 
 Mixed precision (options["target_cosine"], the .yml's quantize_target_cosine): the pass
 quantizes a copy, runs it and the float graph over the calibration samples
-(options["samples"]), and while the worst output's cosine is below the target keeps the
-quantizable ops with the largest SQNR drop float (mace/quantize/mixed_precision.py), one
-op a step at first, then more (_mixed_precision); the calibration report lists each with
-its drop and the cosine before and after. On the DSP (runtime dsp, or dsp groups of a
+(options["samples"]), ranks the quantizable ops by their SQNR drop once, and finds how many
+of the worst must stay float for the worst output's cosine to reach the target by doubling,
+then bisecting (mace/quantize/mixed_precision.py search_float_layers; bounded in quantized
+runs and seconds); the calibration report lists each op kept float with its drop and every
+step's cosine. On the DSP (runtime dsp, or dsp groups of a
 placement) the ops kept float go to a cpu group (`place_float_ops_on_cpu`): the
 quantized ops are placed on the DSP (HEXAGON), the float ones and the Quantize/Dequantize at
 the group edges on the CPU, with the net arg the placement machinery sets (docs/placement.md).
@@ -39,7 +40,7 @@ from mace.ops.int8._base import PRE_ACTIVATION_ARG, TABLE_ACTIVATIONS
 from mace.ops.registry import CONVERT, graph_context, kernel_check, spec
 from mace.proto import pb
 from mace.ir.graph import Graph
-from mace.quantize.mixed_precision import layer_damage, output_cosine, tensor_values
+from mace.quantize.mixed_precision import search_bounds, search_float_layers
 from mace.quantize.report import MixedPrecision, calibration_report
 from mace.transform.decided import Decided
 from mace.transform.shape_inference import infer_shapes
@@ -203,64 +204,26 @@ def _copy(graph) -> Graph:
     return Graph(net, dict(graph.consts), dict(graph.specs), dict(graph.quant))
 
 
-def _float_producers(graph, plan, name) -> None:
-    """The ops feeding a kept-float op stay float too: what the op loses is mostly its
-    inputs' rounding (a small difference of large terms), which a uint8 tensor between a
-    quantized producer and the float op would keep."""
-    producers = graph.producers()
-    op = next(o for o in graph.net.op if o.name == name)
-    for t in op.input:
-        src = producers.get(t)
-        if src is not None and plan.get(src.name) is None:
-            plan[src.name] = (f"kept float for quantize_target_cosine: feeds {name}, whose "
-                              f"inputs need more than 8 bits")
-
-
 def _mixed_precision(graph, plan, ranges, options) -> MixedPrecision:
-    """Keep float the quantizable ops that lose the most SQNR, a few per step, until the
-    outputs' cosine over the calibration samples reaches the target. Updates `plan`.
-
-    A step adds one op while few are kept, then half as many again as are kept (1, 1, 1, 2,
-    3, 4, 6, ...): every step quantizes and runs the model over all samples (seconds to
-    minutes on a shared CPU), so a model that needs 40 ops float gets there in ~12 steps,
-    not 40; the damage is measured again after each step."""
+    """Keep float the fewest quantizable ops, worst SQNR drop first, so that the outputs'
+    cosine over the calibration samples reaches the target (search_float_layers: the damage
+    measured once, then a doubling and a bisection over how many of the worst stay float,
+    bounded in quantized runs and seconds). Updates `plan`."""
     target, where = float(options["target_cosine"]), options.get("where", "")
     samples = options.get("samples")
     samples = samples() if samples else None
     if not samples:
         raise ModelError(f"{where}: quantize_target_cosine needs calibration samples "
                          f"(quantize_calibration_data, or validation_inputs_data)")
-    progress = options.get("progress") or (lambda text: None)   # convert's status line
-    progress(f"mixed precision: float reference over {len(samples)} calibration sample(s)")
-    reference = tensor_values(graph, samples)
-    result = MixedPrecision(target, len(samples))
-    while True:
-        progress(f"mixed precision: int8 with {len(result.float_ops)} op(s) kept float, measuring "
-                 f"(target cosine {target:g}" + (f", last {result.steps[-1]:.4f})" if result.steps else ")"))
+
+    def quantized(trial_plan):
         trial = _copy(graph)
-        q = _Rewriter(trial, plan, ranges, options.get("per_channel", True))
+        q = _Rewriter(trial, trial_plan, ranges, options.get("per_channel", True))
         q.run()
-        measured = tensor_values(trial, samples, dequantize_outputs=True)
-        cos = output_cosine(reference, measured, graph.output_names)
-        result.steps.append(cos)
-        if cos >= target:
-            break
-        damage = layer_damage(graph, q.domain, reference, measured)
-        candidates = [(d[0], name) for name, d in damage.items() if plan.get(name) is None]
-        if not candidates:
-            break
-        added = 0
-        for drop, name in sorted(candidates, reverse=True)[:max(1, len(result.float_ops) // 2)]:
-            if plan.get(name) is not None:   # already kept float: it feeds an op chosen before
-                continue
-            plan[name] = (f"kept float for quantize_target_cosine {target:g}: it loses {drop:.1f} dB "
-                          f"SQNR in int8 (outputs' cosine {cos:.4f} with it quantized)")
-            result.float_ops.append((name, drop, cos))
-            _float_producers(graph, plan, name)
-            added += 1
-        result.added.append(added)
-    result.reached = result.steps[-1] >= target
-    return result
+        return trial, q.domain
+
+    return search_float_layers(graph, plan, samples, target, quantized, options.get("progress"),
+                               search_bounds(options))
 
 
 def _mixed_kept(plan) -> list:
