@@ -1,6 +1,6 @@
 """The int8 fast kernels built for a CPU without AVX-512 (an AVX2 Haswell), as numba builds
 for another CPU (NUMBA_CPU_NAME / NUMBA_CPU_FEATURES): every x86 intrinsic the loops use
-(vpdpbusd, vpmaddwd, the packs, 32-byte blocks) must fall back to plain LLVM IR there -- LLVM aborts the
+(vpdpbusd, vpmaddwd, the packs, vpermi2b, 32-byte blocks) must fall back to plain LLVM IR there -- LLVM aborts the
 whole process on an intrinsic its target lacks -- and the bytes must stay the reference's.
 Run in a child process with its own numba cache (Haswell code runs on any newer x86 host)."""
 from __future__ import annotations
@@ -35,7 +35,8 @@ x = rng.uniform(-1, 1, (1, 6, 7, 64)).astype(np.float32)
 consts = {"w1": rng.uniform(-1, 1, (64, 64, 1, 1)).astype(np.float32),
           "w2": rng.uniform(-1, 1, (64, 1, 3, 3)).astype(np.float32)}
 ops = [("Conv2D", ["x", "w1"], ["a"], {"padding": "SAME"}),              # the integer GEMM
-       ("DepthwiseConv2d", ["a", "w2"], ["b"], {"padding": "SAME"}),    # 64 channels
+       ("DepthwiseConv2d", ["a", "w2"], ["b"], {"padding": "SAME",     # 64 channels, a fused
+        "activation": "HARDSWISH", "pre_activation_range": [-6.0, 6.0]}),  # table: lookup, no vpermi2b
        ("Eltwise", ["a", "b"], ["s"], {"type": "SUM"}),                 # add2
        ("Pooling", ["s"], ["y"], {"pooling_type": "MAX", "kernels": [2, 2], "strides": [2, 2]})]
 graph = make_graph(x.shape, ops, consts)
