@@ -104,11 +104,11 @@ def activation_fn(act: dict, dtype=np.float32, slope=None):
     if bounds is not None:
         lo, hi = bounds
         return lambda x: np.clip(x, lo, hi, out=x)
-    compiled = _compiled_in_place(act, dtype)
+    compiled = compiled_in_place(act, dtype)
     return compiled or (lambda x: apply_activation(x, **act, slope=slope))
 
 
-def _compiled_in_place(act: dict, dtype):
+def compiled_in_place(act: dict, dtype):
     """fn(x) running _act_loops' loop for the fused activation in place, or None (no loop for
     the kind, not float32, no numba); a non-contiguous x takes apply_activation."""
     kind, lib = act.get("act"), act_loops()
