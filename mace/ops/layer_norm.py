@@ -4,12 +4,14 @@ Inputs: x, scale, optional bias (both broadcast against the normalised
 trailing shape), and with arg `skip` 1 a last input of x's shape added to x first (a
 residual Add fused by fuse_skip_layer_norm). Args: axis (default -1), epsilon (default 1e-5). Optional
 outputs 2 and 3 are the mean and 1/std (shape of x with the normalised axes
-set to 1). Statistics are computed in float32 like ONNX's default stash_type.
+set to 1). Statistics are computed in float32 like ONNX's default stash_type. A fused
+`activation` (fuse_activation, CPU float models: openWakeWord's LayerNorm -> ReLU) applies to
+output 0 after the shift.
 Layout ANY: `axis` counts in the framework's layout.
 """
 import numpy as np
 
-from mace.ops._common import broadcast_shape, normalize_axis
+from mace.ops._common import activation_args, apply_activation, broadcast_shape, normalize_axis
 from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 
@@ -46,6 +48,7 @@ class LayerNormCpu(Kernel):
         self.axes = _axes(ctx.arg, len(ctx.input_shapes[0]))
         self.eps = float(ctx.arg("epsilon", 1e-5))
         self.skip, self.bias = skip_input(ctx), has_bias(ctx)
+        self.act = activation_args(ctx)
 
     def run(self, inputs, outputs):
         x = inputs[0].astype(np.float32, copy=False)
@@ -57,6 +60,6 @@ class LayerNormCpu(Kernel):
         y = centred * inv_std * inputs[1]
         if self.bias:
             y += inputs[2]
-        np.copyto(outputs[0], y, casting="unsafe")
+        np.copyto(outputs[0], apply_activation(y, **self.act), casting="unsafe")
         for out, stat in zip(outputs[1:], (mean, inv_std)):
             np.copyto(out, stat)

@@ -206,6 +206,32 @@ def test_fuse_activation_folds_swish_into_the_conv_on_the_cpu_only(options, fuse
         np.testing.assert_allclose(fast, _outputs(graph)["y"], rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.parametrize("kind, args", [("RELU", {}), ("SIGMOID", {}), ("RELUX", {"max_limit": 0.5}),
+                                        ("SWISH", {"activation_coefficient": 1.0})])
+@pytest.mark.parametrize("options, fused", [({}, True), ({"runtime": "gpu"}, False), ({"quantize": True}, False)])
+def test_fuse_activation_folds_into_a_layer_norm_on_the_cpu_only(kind, args, options, fused):
+    """LayerNorm -> ReLU (openWakeWord's heads) becomes one LayerNorm with a fused activation on
+    CPU float models: one step fewer; the reference and the fast kernel apply it to output 0."""
+    from mace.transform.passes.fuse_activation import fuse_activation
+
+    consts = {"s": RNG.normal(size=(8,)).astype(np.float32), "b": RNG.normal(size=(8,)).astype(np.float32)}
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("LayerNorm", ["x", "s", "b"], ["n"], {"axis": -1, "epsilon": 1e-5}),
+        ("Activation", ["n"], ["y"], {"activation": kind, **args})], consts)
+    after = ["LayerNorm"] if fused else ["LayerNorm", "Activation"]
+    graph = _check(build, fuse_activation, ["LayerNorm", "Activation"], after, options=options, changes=fused)
+    if fused:
+        assert get_arg(graph.net.op[0], "activation") == kind
+        engine = Engine(graph)
+        assert engine.nodes[0].tag == "cpu:fast"
+        np.testing.assert_allclose(engine.run({"x": X})["y"], _outputs(build())["y"], rtol=1e-5, atol=1e-6)
+        x = X.copy()
+        x[0, 0, 0, 3] = np.nan   # that row all NaN, through the clip as np.clip lets it
+        got, want = engine.run({"x": x})["y"], _outputs(build(), x)["y"]
+        assert np.isnan(got[0, 0, 0]).all() and np.isnan(want[0, 0, 0]).all()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("form", ["clip", "fused_clip", "mul_sixth", "swapped"])
 def test_fuse_paddle_hardswish(form):
     """Paddle2ONNX's x * clip(x + 3, 0, 6) / 6 (Add, Clip, Mul, Div) -> one HARDSWISH, in the

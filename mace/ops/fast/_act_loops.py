@@ -527,9 +527,11 @@ NORM = dict(OPTS, fastmath={"reassoc", "contract"})
 
 
 @njit(**NORM)
-def layer_norm(x, skip, has_skip, scale, bias, eps, out, r0, r1):
+def layer_norm(x, skip, has_skip, scale, bias, eps, lo, hi, out, r0, r1):
     """out[r] = (v - mean(v)) / sqrt(var(v) + eps) * scale + bias over rows r0:r1 of x (rows, C),
-    v = x[r] (+ skip[r] in float32 first, as an Add before it would round, when has_skip)."""
+    v = x[r] (+ skip[r] in float32 first, as an Add before it would round, when has_skip), then
+    clipped to [lo, hi] (a fused RELU / RELUX / CLIP; -inf, inf: none) as np.clip does: NaN
+    through, -0.0 kept, on the float32 value (the same, as rounding to float32 is monotone)."""
     c = x.shape[1]
     for r in range(r0, r1):
         xr, o = x[r], out[r]
@@ -548,12 +550,17 @@ def layer_norm(x, skip, has_skip, scale, bias, eps, out, r0, r1):
             q += d * d
         inv = 1.0 / math.sqrt(q / c + eps)
         for j in range(c):
-            o[j] = (np.float64(xr[j]) - mean) * inv * scale[j] + bias[j]
+            v = np.float32((np.float64(xr[j]) - mean) * inv * scale[j] + bias[j])
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            o[j] = v
 
 
 @njit(**dict(NORM, parallel=True))
-def layer_norm_par(x, skip, has_skip, scale, bias, eps, out, parts):
+def layer_norm_par(x, skip, has_skip, scale, bias, eps, lo, hi, out, parts):
     rows = x.shape[0]
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
-        layer_norm(x, skip, has_skip, scale, bias, eps, out, r0, r1)
+        layer_norm(x, skip, has_skip, scale, bias, eps, lo, hi, out, r0, r1)

@@ -23,16 +23,13 @@ import numpy as np
 
 from mace.ops import activation as _reference   # its kernel takes the cases this one declines at bind
 from mace.ops.fast._act_codes import CODES, aliasing, loop_name, params
-from mace.ops.fast._base import FastKernel, clip_bounds
+from mace.ops.fast._base import CLIP_UFUNC, FastKernel, clip_bounds
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import act_loops
 from mace.ops.fast._pool import loop
 from mace.ops.registry import kernel
 
 COMPILED = frozenset(CODES) | {"PRELU"}
-# np.clip's ufunc itself: the same bytes as np.clip (-0.0 kept, NaN through), without the
-# Python wrapper that checks its arguments on every call (~60% of a 128-float RELU's step)
-CLIP_UFUNC = getattr(getattr(np, "_core", None) or np.core, "umath").clip
 NUMPY_KINDS = frozenset({"RELU", "RELUX", "CLIP", "TANH"})   # one numpy ufunc pass already
 
 

@@ -5,6 +5,7 @@ accept RELU, RELUX, LEAKYRELU, CLIP, SIGMOID, TANH, HARDSIGMOID, HARDSWISH as
 `activation` args (MACE's FOLD_ACTIVATION, plus a few; PRELU stays separate
 since its slope is a tensor). The producer's output must have no other reader.
 
+LayerNorm takes all of these too, on models that run on the CPU in float (its kernels are CPU ones).
 SWISH (fuse_hardswish's SiLU) too on models that run on the CPU in float, into the ops whose
 fast kernels apply it as they store their output (Conv2D, DepthwiseConv2d, FullyConnected:
 the packed GEMM's and the depthwise loop's store step); the GPU and int8 kernels have no SWISH.
@@ -33,9 +34,14 @@ FUSABLE = {"RELU", "RELUX", "LEAKYRELU", "CLIP", "SIGMOID", "TANH", "HARDSIGMOID
 CPU_FUSABLE = {"SWISH"}
 CPU_HOSTS = {"Conv2D", "DepthwiseConv2d", "FullyConnected"}
 SLOPE_HOSTS = {"Conv2D", "DepthwiseConv2d"}   # a fused PRELU: the slope is input 3
+# a CPU float model's LayerNorm takes any of them (openWakeWord's heads: FC -> LayerNorm -> ReLU,
+# four of them a run); no GPU or int8 kernel computes a LayerNorm, so none has to follow
+CPU_ONLY_HOSTS = {"LayerNorm"}
 
 
 def _fusable(kind, host_type, cpu: bool) -> bool:
+    if host_type in CPU_ONLY_HOSTS:
+        return cpu and (kind in FUSABLE or kind in CPU_FUSABLE)
     if kind in FUSABLE:
         return host_type in HOSTS
     return cpu and kind in CPU_FUSABLE and host_type in CPU_HOSTS
