@@ -20,6 +20,7 @@ from mace.frontends.base import (add_input_info, add_named_outputs, add_note, ch
                                  new_graph, rename_tensor)
 from mace.frontends.tensorflow.loader import import_tf, load_model_file, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
+from mace.frontends.tensorflow.unroll import needs_unrolling, unroll_loops
 from mace.ir.graph import Graph
 from mace.ir.qat_ranges import record_ranges
 from mace.transform.shape_inference import infer_op, infer_shapes
@@ -265,6 +266,15 @@ def _add_inputs(ctx: TfContext, spec: ModelSpec) -> None:
             ctx.rename[tensor_name(t.name)] = source
 
 
+def _feeds(spec: ModelSpec) -> dict:
+    """Input tensor -> (NHWC shape, dtype): what the loop unrolling evaluates trip counts with."""
+    feeds = {}
+    for t in spec.inputs:
+        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
+        feeds[tensor_name(t.name)] = ([t.shape[p] for p in perm] if perm else list(t.shape), np.dtype(t.dtype))
+    return feeds
+
+
 def _rename_everywhere(ctx: TfContext, old: str, new: str) -> None:
     rename_tensor(ctx.graph, old, new)
     ctx.fake_quant = [(new if q[0] == old else q[0],) + q[1:] for q in ctx.fake_quant]
@@ -304,6 +314,10 @@ def convert(spec: ModelSpec) -> Graph:
     _check_inputs(ctx, spec, nodes, path)
     _check_outputs(spec, nodes, path)
     order = needed_nodes(nodes, outputs, {tensor_name(t.name) for t in spec.inputs}, path)
+    if needs_unrolling(order):   # TF1 while loops with a static trip count, TensorArrays
+        graph_def = unroll_loops(tf, graph_def, _feeds(spec), path, [n.name for n in order])
+        nodes = {n.name: n for n in graph_def.node}
+        order = needed_nodes(nodes, outputs, {tensor_name(t.name) for t in spec.inputs}, path)
     _check_ops(order, path, mappers)
     used = {}
     for node in order:

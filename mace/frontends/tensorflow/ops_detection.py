@@ -1,4 +1,5 @@
-"""Ops whose output length depends on the data: NonMaxSuppression (V1-V5) and Where with one input.
+"""Ops whose output length depends on the data: NonMaxSuppression (V1-V5), Where with one input, and
+TopKV2 (whose k may be a Shape of NMS's rows, computed at run time).
 
 NonMaxSuppression takes boxes [N, 4] and scores [N] of one class and returns the kept box
 indices, best first (mace/frontends/single_class_nms.py); max_output_size and the thresholds must
@@ -7,6 +8,8 @@ with zeros to max_output_size; V5 the kept boxes' scores. V5's soft NMS (soft_nm
 scores of overlapping boxes lowered instead of the boxes dropped) is the IR's SoftNonMaxSuppression.
 Where(condition) is NonZero transposed: the [n, rank] int64 coordinates of the true elements.
 """
+import numpy as np
+
 from mace.frontends.single_class_nms import add_single_class_nms, add_soft_nms
 from mace.frontends.tensorflow.registry import tf_op
 
@@ -42,3 +45,21 @@ def where(ctx, node):
     found, length = ctx.temp(node, "nonzero"), ctx.temp(node, "length")
     ctx.add("NonZero", node, [x], [found, length], name=found)
     ctx.add("Transpose", node, [found], dims=[1, 0])
+
+
+@tf_op("TopKV2")
+def top_k(ctx, node):
+    """The k largest along the last axis, best first, equal values in index order (as TensorFlow);
+    TensorFlow's int32 indices are a Cast of the IR's int64. A k computed at run time (a Shape of
+    rows NMS kept) plans both outputs at the axis's full size, k in a length tensor beside them."""
+    x, k_name = ctx.inp(node, 0), ctx.inp(node, 1)
+    k = ctx.const(k_name)
+    indices = ctx.temp(node, "int64")
+    outputs = [ctx.out(node, 0), indices]
+    if k is None:
+        ctx.add("TopK", node, [x, k_name], outputs=outputs + [ctx.temp(node, "length")], axis=-1, largest=1,
+                sorted=1)
+    else:
+        ctx.add("TopK", node, [x], outputs=outputs, k=int(np.asarray(k).reshape(-1)[0]), axis=-1, largest=1,
+                sorted=1)
+    ctx.add("Cast", node, [indices], [ctx.out(node, 1)], name=ctx.temp(node, "indices"), to="int32")

@@ -10,6 +10,7 @@ import numpy as np
 
 from mace.frontends.slicing import axis_bounds, dense_index, reshape_to, slice_or_alias
 from mace.frontends.tensorflow.registry import tf_op
+from mace.transform.passes.fold_constants import shape_depends_on_data
 from mace.ops._common import normalize_axis
 from mace.ops.reshape import resolve_shape
 
@@ -200,7 +201,13 @@ def gather(ctx, node):
 @tf_op("Shape")
 def shape_(ctx, node):
     dtype = ctx.attr(node, "out_type", np.int32)
-    ctx.const_output(node, 0, np.array(ctx.shape(ctx.inp(node, 0)), dtype))
+    x = ctx.inp(node, 0)
+    if shape_depends_on_data(ctx.graph, x):   # rows NMS kept: the length the run finds (mark_ragged)
+        found = ctx.temp(node, "int64")
+        ctx.add("Shape", node, [x], [found], name=found)
+        ctx.add("Cast", node, [found], to=np.dtype(dtype).name)
+        return
+    ctx.const_output(node, 0, np.array(ctx.shape(x), dtype))
 
 
 @tf_op("ShapeN")
@@ -212,6 +219,13 @@ def shape_n(ctx, node):
 
 @tf_op("Size")
 def size(ctx, node):
+    x = ctx.inp(node, 0)
+    if shape_depends_on_data(ctx.graph, x):   # the product of the shape the run finds
+        found, count = ctx.temp(node, "shape"), ctx.temp(node, "count")
+        ctx.add("Shape", node, [x], [found], name=found)
+        ctx.add("Reduce", node, [found], [count], name=count, reduce_type="PROD", axis=[0], keepdims=0)
+        ctx.add("Cast", node, [count], to=np.dtype(ctx.attr(node, "out_type", np.int32)).name)
+        return
     ctx.const_output(node, 0, np.array(int(np.prod(ctx.shape(ctx.inp(node, 0)))),
                                        ctx.attr(node, "out_type", np.int32)))
 
