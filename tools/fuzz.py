@@ -5,7 +5,9 @@ Mutates the seeds in tests/fuzz/corpus/ (tests/fuzz/targets.py) round-robin over
 targets until the time is up, with a progress bar per target; every input whose loader
 raised something other than a MaceError is a finding, bucketed by exception type and
 place, the first input of each bucket saved under --out to reproduce with
-`python tools/fuzz.py --replay FILE --target NAME`. Exits 1 when anything was found.
+`python tools/fuzz.py --replay FILE --target NAME`. Exits 1 when anything was found. A crash
+of the process itself (a segfault, an abort on heap corruption) ends the run: the input it was
+running is --out/last-input, its target on the first line.
 docs/reliability.md, "Fuzzing".
 """
 from __future__ import annotations
@@ -50,6 +52,8 @@ def fuzz(targets: list, minutes: float, rng: random.Random, out: Path, console: 
     seeds = {t: seed(t) for t in targets}
     runs = {t: 0 for t in targets}
     end = time.monotonic() + minutes * 60
+    out.mkdir(parents=True, exist_ok=True)
+    last = out / "last-input"   # '<target>\n<input>'; removed when the run ends without dying
     columns = (TextColumn("{task.description:<12}"), BarColumn(), TextColumn("{task.fields[runs]} inputs"),
                TextColumn("{task.fields[found]} finding(s)"), TimeRemainingColumn())
     with Progress(*columns, console=console) as progress:
@@ -57,6 +61,7 @@ def fuzz(targets: list, minutes: float, rng: random.Random, out: Path, console: 
         while time.monotonic() < end:
             for t in targets:
                 data = mutate(seeds[t], rng, rng.randint(1, 6))
+                last.write_bytes(t.encode() + b"\n" + data)   # what a crash (a signal, an abort) was running
                 err = run_one(t, data)
                 runs[t] += 1
                 if err is not None:
@@ -71,6 +76,7 @@ def fuzz(targets: list, minutes: float, rng: random.Random, out: Path, console: 
                 elapsed = minutes * 60 - max(0.0, end - time.monotonic())
                 progress.update(tasks[t], completed=elapsed, runs=runs[t],
                                 found=sum(1 for f in findings.values() if f[1] == t))
+    last.unlink(missing_ok=True)
     return {"runs": runs, "findings": findings}
 
 

@@ -39,7 +39,7 @@ from mace.util.aligned import aligned_empty, aligned_zeros
 from mace.runtime.gpu.runtime import GpuRuntime
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 from mace.runtime.node import Node
-from mace.runtime.resize import check_shapes, reshaped_graph, varies
+from mace.runtime.resize import check_recorded_shapes, check_shapes, reshaped_graph, varies
 
 # Kernel variants per runtime, in the order tried (mace/ir/runtimes.py): "cpu:fast" before
 # "cpu"; quantized "int8:fast" (mace/ops/fast/int8) before "int8", the exact reference
@@ -476,4 +476,5 @@ def _arena(nbytes: int) -> np.ndarray:
 def create_engine(pb_path, data_path=None, device: str = "cpu", options: dict | None = None) -> Engine:
     """Load a converted model (.pb + .data) and build an engine for it."""
     graph = load_model(Path(pb_path), Path(data_path) if data_path else None)
+    check_recorded_shapes(graph, pb_path)
     return Engine(graph, device=device, options=options)

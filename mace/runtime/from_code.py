@@ -24,6 +24,7 @@ from mace.ir.checks import check_net
 from mace.ir.dtypes import to_numpy
 from mace.ir.graph import Graph
 from mace.ir.model_io import graph_from_net
+from mace.runtime.resize import check_recorded_shapes
 from mace.runtime.engine import Engine
 from mace.util.aligned import aligned_empty
 
@@ -44,7 +45,9 @@ def graph_from_module(module, data_path=None) -> Graph:
     check_net(net, blob.size, module.__name__)   # the same checks as a .pb's (mace/ir/checks.py)
     consts = {t.name: blob[t.offset:t.offset + t.data_size].view(to_numpy(t.data_type)).reshape(tuple(t.dims))
               for t in net.tensors}
-    return graph_from_net(net, consts)
+    graph = graph_from_net(net, consts)
+    check_recorded_shapes(graph, module.__name__)
+    return graph
 
 
 def default_data_path(module) -> Path:

@@ -8,7 +8,7 @@ its arena and binds its kernels for that copy as at load, once per shape signatu
 """
 from __future__ import annotations
 
-from mace.errors import RuntimeInputError
+from mace.errors import ModelError, RuntimeInputError
 from mace.ir.graph import Graph
 from mace.ir.shape_ranges import shape_pins, shape_ranges
 from mace.ops.infer import infer_op
@@ -63,3 +63,25 @@ def reshaped_graph(graph: Graph, shapes: dict) -> Graph:
     for op in graph.net.op:   # converted graphs are in execution order
         infer_op(copy, op)
     return copy
+
+
+def check_recorded_shapes(graph: Graph, where) -> None:
+    """ModelError unless every op output's shape recorded in a loaded model is the one the op
+    computes from its inputs' (its own `infer`, from the model's input shapes). The kernels
+    write into buffers of the recorded shapes: a .pb edited to record [127, 10] for an output
+    the next op reads as [1, 10] rows had a compiled kernel write past its buffer (a heap
+    corruption found by fuzzing, issue 38). An op whose shapes cannot be inferred here keeps
+    its recorded ones (its kernel checks them)."""
+    copy = Graph(net=graph.net, consts=graph.consts, quant=graph.quant)
+    copy.specs = {name: graph.specs[name] for name in graph.input_names if name in graph.specs}
+    for op in graph.net.op:
+        try:
+            infer_op(copy, op)
+        except Exception:  # noqa: BLE001 - not ours to judge here: the recorded shapes stand
+            copy.specs.update({t: graph.specs[t] for t in op.output if t in graph.specs})
+            continue
+        for t in op.output:
+            if t in graph.specs and tuple(copy.specs[t][0]) != tuple(graph.specs[t][0]):
+                raise ModelError(f"{where}: op '{op.name}' ({op.type}): the model records shape "
+                                 f"{list(graph.specs[t][0])} for its output '{t}', but the op computes "
+                                 f"{list(copy.specs[t][0])} from its inputs: a damaged or hand-edited model")

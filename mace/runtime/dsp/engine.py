@@ -14,6 +14,7 @@ from pathlib import Path
 from mace.errors import ModelError, UnsupportedOpError
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model
+from mace.runtime.resize import check_recorded_shapes
 from mace.runtime.dsp.registry import DEFAULT_BACKEND, backend_class
 
 
@@ -87,6 +88,7 @@ def create_dsp_engine(pb_path, data_path=None, backend: str | None = None, optio
                       where: str = "--dsp_backend") -> DspEngine:
     """Load a model converted with runtime: dsp (.pb + .data) on the named backend."""
     graph = load_model(Path(pb_path), Path(data_path) if data_path else None)
+    check_recorded_shapes(graph, pb_path)
     return DspEngine(graph, backend, options, where)
 
 
