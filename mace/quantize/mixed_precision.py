@@ -2,9 +2,8 @@
 the fewest layers float until an accuracy target is met (`quantize_target_cosine`).
 
     reference = tensor_values(float_graph, samples)          # every float tensor, per sample
-    measured = tensor_values(quantized_graph, samples, dequantize=True)
-    output_cosine(reference, measured, outputs)              # the worst output's cosine
-    layer_damage(float_graph, domain, reference, measured)   # op -> (SQNR drop dB, SQNR dB)
+    stats = measure(quantized_graph, samples, reference, wanted)   # running sums per tensor
+    damage_from_stats(float_graph, domain, stats)            # op -> (SQNR drop dB, SQNR dB)
 
 A layer's damage is the trace's SQNR drop (mace/validate/trace.py): the worst SQNR of its
 inputs minus its own output's, over all samples together: how much accuracy the layer lost
@@ -48,7 +47,7 @@ EXACT_DB = 100.0   # what an unquantized input counts as (float32 rounding is ~1
 def tensor_values(graph, samples, dequantize_outputs: bool = False) -> list:
     """[{tensor: float32 array}] per sample: inputs and every op output (uint8 ones dequantized).
     float32, not 64: every tensor of every sample is held (a 256x256 segmentation net: GBs);
-    the sums are taken in float64 (_joined)."""
+    measure compares against them tensor by tensor."""
     engine = Engine(graph, device="cpu")
     params = {t: graph.quant_params(t) for op in graph.net.op for t in op.output} \
         if dequantize_outputs else {}
@@ -73,54 +72,6 @@ def tensor_values(graph, samples, dequantize_outputs: bool = False) -> list:
     return per_sample
 
 
-def _joined(values: list, name: str):
-    parts = [v[name].reshape(-1) for v in values if name in v]
-    return np.concatenate(parts).astype(np.float64) if len(parts) == len(values) and parts else None
-
-
-def _cosine(a, b) -> float:
-    na, nb = np.linalg.norm(a), np.linalg.norm(b)
-    if na == 0 or nb == 0:
-        return 1.0 if na == nb else 0.0
-    return float(np.dot(a, b) / (na * nb))
-
-
-def _sqnr_db(ref, out) -> float:
-    noise, signal = float(np.sum((ref - out) ** 2)), float(np.sum(ref ** 2))
-    if noise == 0:
-        return math.inf
-    return 10.0 * math.log10(signal / noise) if signal > 0 else -math.inf
-
-
-def output_cosine(reference: list, measured: list, outputs) -> float:
-    """The lowest cosine over the model's outputs, each over all samples together."""
-    return min(_cosine(_joined(reference, o), _joined(measured, o)) for o in outputs)
-
-
-def layer_damage(graph, domain: dict, reference: list, measured: list) -> dict:
-    """op name -> (SQNR drop dB, output SQNR dB) for the ops of float `graph` whose outputs
-    the quantized model computes in uint8 (`domain`: float tensor -> its uint8 twin)."""
-    sqnr = {}
-
-    def tensor_sqnr(t):
-        if t not in sqnr:
-            q = domain.get(t)
-            ref, out = _joined(reference, t), _joined(measured, q) if q else None
-            sqnr[t] = _sqnr_db(ref, out) if ref is not None and out is not None else None
-        return sqnr[t]
-
-    damage = {}
-    for op in graph.net.op:
-        own = [s for s in map(tensor_sqnr, op.output) if s is not None]
-        before = [s for s in (tensor_sqnr(t) for t in op.input if t not in graph.consts) if s is not None]
-        if not own:
-            continue
-        worst_in = min([min(s, EXACT_DB) for s in before], default=EXACT_DB)
-        own_db = max(min(min(own), EXACT_DB), -EXACT_DB)
-        damage[op.name] = (worst_in - own_db, own_db)
-    return damage
-
-
 # ---- the search ----------------------------------------------------------------------------
 
 MAX_EVALUATIONS = 24      # quantized runs over the samples, the all-int8 one included
@@ -141,7 +92,7 @@ def search_bounds(options: dict | None = None) -> tuple:
 
 class _Stats:
     """Sums over all samples of one tensor against its float reference: the cosine and SQNR
-    of the samples joined, as _cosine/_sqnr_db compute them, without joining them."""
+    of the samples joined, without joining them."""
     __slots__ = ("dot", "ref", "out", "noise", "count")
 
     def __init__(self):
@@ -206,7 +157,7 @@ def measure(graph, samples, reference: list, wanted: dict) -> dict:
 
 
 def damage_from_stats(graph, domain: dict, stats: dict) -> dict:
-    """layer_damage's result (op -> (SQNR drop dB, output SQNR dB)) from measure's sums."""
+    """op -> (SQNR drop dB, output SQNR dB) from measure's sums."""
     def tensor_sqnr(t):
         s = stats.get((domain[t], t)) if t in domain else None
         return s.sqnr_db() if s is not None and s.count == len_samples else None
