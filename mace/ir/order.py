@@ -9,12 +9,11 @@ import heapq
 from mace.errors import ModelError
 
 
-def topo_order(graph) -> list:
-    ops = list(graph.net.op)
-    producer = {t: i for i, op in enumerate(ops) for t in op.output}
-    deps = [{producer[t] for t in op.input if t in producer and producer[t] != i}
-            for i, op in enumerate(ops)]
-    users = [[] for _ in ops]
+def stable_order(deps: list) -> tuple:
+    """(order, stuck) of items 0..n-1 where item i must come after every item in deps[i]:
+    order lists each item once its deps are placed, the lowest index first among the ready
+    (so a sorted list keeps its order); stuck lists, in index order, the items a cycle holds."""
+    users = [[] for _ in deps]
     for i, d in enumerate(deps):
         for j in d:
             users[j].append(i)
@@ -24,12 +23,20 @@ def topo_order(graph) -> list:
     order = []
     while ready:
         i = heapq.heappop(ready)
-        order.append(ops[i])
+        order.append(i)
         for u in users[i]:
             pending[u] -= 1
             if pending[u] == 0:
                 heapq.heappush(ready, u)
-    if len(order) != len(ops):
-        stuck = [ops[i].name for i, n in enumerate(pending) if n > 0][:5]
-        raise ModelError(f"the graph has a cycle (ops involved include {stuck})")
-    return order
+    return order, [i for i, n in enumerate(pending) if n > 0]
+
+
+def topo_order(graph) -> list:
+    ops = list(graph.net.op)
+    producer = {t: i for i, op in enumerate(ops) for t in op.output}
+    deps = [{producer[t] for t in op.input if t in producer and producer[t] != i}
+            for i, op in enumerate(ops)]
+    order, stuck = stable_order(deps)
+    if stuck:
+        raise ModelError(f"the graph has a cycle (ops involved include {[ops[i].name for i in stuck[:5]]})")
+    return [ops[i] for i in order]

@@ -6,7 +6,6 @@ op types (all unsupported ones are listed at once, never failing at run time).
 """
 from __future__ import annotations
 
-import heapq
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ from mace.frontends.onnx.ops_qattention import QATTENTION
 from mace.frontends.onnx.ops_qlinear import COM_MICROSOFT, GRID_PASSTHROUGH, on_grid
 from mace.frontends.onnx.registry import load_mappers
 from mace.ir.graph import Graph
+from mace.ir.order import stable_order
 from mace.transform.shape_inference import infer_op, infer_shapes
 
 FRAMEWORK_FORMAT = "NCHW"
@@ -146,22 +146,8 @@ def _sort_nodes(graph) -> None:
     needs = [{made[t] for t in _reads(n) if t in made and made[t] != i} for i, n in enumerate(nodes)]
     if all(d < i for i, deps in enumerate(needs) for d in deps):
         return
-    users = [[] for _ in nodes]
-    for i, deps in enumerate(needs):
-        for d in deps:
-            users[d].append(i)
-    waiting = [len(d) for d in needs]
-    ready = [i for i, w in enumerate(waiting) if w == 0]
-    heapq.heapify(ready)
-    order = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for u in users[i]:
-            waiting[u] -= 1
-            if waiting[u] == 0:
-                heapq.heappush(ready, u)
-    order += [i for i in range(len(nodes)) if waiting[i] > 0]   # a cycle: left as written
+    order, stuck = stable_order(needs)
+    order += stuck   # a cycle: left as written
     del graph.node[:]
     graph.node.extend(nodes[i] for i in order)
 
