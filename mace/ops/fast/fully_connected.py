@@ -50,10 +50,12 @@ class FullyConnectedFast(FastKernel):
         self.act, self.bounds = activation_fn(act), clip_bounds(act)
         rows = int(np.prod(ctx.input_shapes[0][:-1]))
         # the whole op as one compiled loop: a small weight (BLAS's call overhead
-        # dominates), or one input row on the compute pool, split by weight rows. A fused
-        # activation that is not a clip (a wake-word head's 128 -> 1 SIGMOID) then runs the
-        # Activation's compiled loop in place: ~1 us against ~3 for GEMV + numpy epilogue.
-        self.tail = None if self.bounds is not None else compiled_in_place(act, np.float32)
+        # dominates), or one input row on the compute pool, split by weight rows. With one row
+        # (a GEMV: no packed GEMM) a fused activation that is not a clip (a wake-word head's
+        # 128 -> 1 SIGMOID) then runs the Activation's compiled loop in place: ~1 us against ~3
+        # for GEMV + numpy epilogue; several rows keep it in the packed GEMM's store step.
+        self.tail = None if self.bounds is not None or rows >= PACKED_MIN_ROWS \
+            else compiled_in_place(act, np.float32)
         self.small = ((self.bounds is not None or self.tail is not None) and loops() is not None
                       and (self.wt.size <= SMALL_WEIGHT or (rows == 1 and active() is not None)))
         if self.small:
