@@ -5,18 +5,27 @@ from __future__ import annotations
 import numpy as np
 
 F32 = np.dtype(np.float32)
+U8 = np.dtype(np.uint8)
 NO_LOOPS = "no compiled loops (numba missing or MACE_NO_JIT)"
 
 
-def not_float32(ctx, inputs=(0,), outputs=(0,)) -> str | None:
-    """Why the named inputs / outputs are not all float32, or None."""
-    for i in inputs:
-        if np.dtype(ctx.input_dtypes[i]) != F32:
-            return f"input {i} is {np.dtype(ctx.input_dtypes[i])}, not float32"
-    for i in outputs:
-        if np.dtype(ctx.output_dtypes[i]) != F32:
-            return f"output {i} is {np.dtype(ctx.output_dtypes[i])}, not float32"
+def not_dtype(ctx, dtype, inputs, outputs) -> str | None:
+    """Why the named inputs / outputs are not all of `dtype`, or None."""
+    for side, indices, dtypes in (("input", inputs, ctx.input_dtypes), ("output", outputs, ctx.output_dtypes)):
+        for i in indices:
+            if np.dtype(dtypes[i]) != dtype:
+                return f"{side} {i} is {np.dtype(dtypes[i])}, not {dtype}"
     return None
+
+
+def not_float32(ctx, inputs=(0,), outputs=(0,)) -> str | None:
+    """The float kernels: input 0 and output 0 by default."""
+    return not_dtype(ctx, F32, inputs, outputs)
+
+
+def not_uint8(ctx, inputs=(), outputs=(0,)) -> str | None:
+    """The fast int8 kernels: output 0 by default (their inputs are checked by the reference's own check)."""
+    return not_dtype(ctx, U8, inputs, outputs)
 
 
 def first(*checks) -> str | None:
@@ -28,15 +37,3 @@ def first(*checks) -> str | None:
     return None
 
 
-U8 = np.dtype(np.uint8)
-
-
-def not_uint8(ctx, inputs=(), outputs=(0,)) -> str | None:
-    """Why the named inputs / outputs are not all uint8, or None (the fast int8 kernels)."""
-    for i in inputs:
-        if np.dtype(ctx.input_dtypes[i]) != U8:
-            return f"input {i} is {np.dtype(ctx.input_dtypes[i])}, not uint8"
-    for i in outputs:
-        if np.dtype(ctx.output_dtypes[i]) != U8:
-            return f"output {i} is {np.dtype(ctx.output_dtypes[i])}, not uint8"
-    return None

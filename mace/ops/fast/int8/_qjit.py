@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 
+from mace.ops.fast._checks import NO_LOOPS
 from mace.ops.fast._jit import loops
 
 
@@ -17,3 +18,11 @@ def qloops():
     except Exception:   # e.g. an llvmlite without the API the tile is written in
         return None
     return _qloops
+
+
+def no_loops_or(reference_check, ctx) -> str | None:
+    """The start of every fast int8 kernel's check: no compiled int8 loops, or the reason the
+    reference kernel it specialises gives, or None."""
+    if qloops() is None:
+        return NO_LOOPS
+    return reference_check(ctx)

@@ -8,9 +8,9 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops._common import sequence
-from mace.ops.fast._checks import NO_LOOPS, not_uint8
+from mace.ops.fast._checks import not_uint8
 from mace.ops.fast._pool import loop
-from mace.ops.fast.int8._qjit import qloops
+from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.int8.concat import ConcatInt8
 from mace.ops.registry import kernel
 
@@ -20,9 +20,7 @@ IDENTITY = np.arange(256, dtype=np.uint8)   # a table that changes nothing (pool
 class ConcatInt8Fast(ConcatInt8):
     @staticmethod
     def check(ctx) -> str | None:
-        if qloops() is None:
-            return NO_LOOPS
-        reason = ConcatInt8.check(ctx)
+        reason = no_loops_or(ConcatInt8.check, ctx)
         if reason:
             return reason
         if len(ctx.output_shapes[0]) < 1:

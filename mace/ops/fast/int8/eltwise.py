@@ -23,9 +23,9 @@ import numpy as np
 
 from mace.ops._common import sequence
 from mace.ops.fast._base import carve, scratch_size
-from mace.ops.fast._checks import NO_LOOPS, not_uint8
+from mace.ops.fast._checks import not_uint8
 from mace.ops.fast._pool import loop
-from mace.ops.fast.int8._qjit import qloops
+from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.int8.eltwise import ADDITIVE, COEF_LIMIT, EltwiseInt8
 from mace.ops.registry import kernel
 
@@ -54,9 +54,7 @@ class EltwiseInt8Fast(EltwiseInt8):
     @staticmethod
     def check(ctx) -> str | None:
         out = tuple(ctx.output_shapes[0])
-        if qloops() is None:
-            return NO_LOOPS
-        reason = EltwiseInt8.check(ctx)
+        reason = no_loops_or(EltwiseInt8.check, ctx)
         if reason:
             return reason
         if len(ctx.input_shapes) != 2 or not all(broadcasts(s, out) for s in ctx.input_shapes):

@@ -9,9 +9,9 @@ import numpy as np
 
 from mace.ops._common import sequence
 from mace.ops.fast._base import carve, scratch_size
-from mace.ops.fast._checks import NO_LOOPS, not_uint8
+from mace.ops.fast._checks import not_uint8
 from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width, table_step
-from mace.ops.fast.int8._qjit import qloops
+from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.fast.int8.conv2d import U8
 from mace.ops.int8._gemm import OutputStage
 from mace.ops.int8.fully_connected import FullyConnectedInt8
@@ -23,9 +23,7 @@ class FullyConnectedInt8Fast(FullyConnectedInt8):
     @staticmethod
     def check(ctx) -> str | None:
         w = ctx.consts[1] if len(ctx.consts) > 1 else None
-        if qloops() is None:
-            return NO_LOOPS
-        reason = FullyConnectedInt8.check(ctx)
+        reason = no_loops_or(FullyConnectedInt8.check, ctx)
         if reason:
             return reason
         if w is None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from mace.ops.fast._checks import NO_LOOPS, not_uint8
-from mace.ops.fast.int8._qjit import qloops
+from mace.ops.fast._checks import not_uint8
+from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.int8.reduce import ReduceInt8
 from mace.ops.reduce import reduce_axes
 from mace.ops.registry import kernel
@@ -18,9 +18,7 @@ class ReduceInt8Fast(ReduceInt8):
     @staticmethod
     def check(ctx) -> str | None:
         shape = ctx.input_shapes[0]
-        if qloops() is None:
-            return NO_LOOPS
-        reason = ReduceInt8.check(ctx)
+        reason = no_loops_or(ReduceInt8.check, ctx)
         if reason:
             return reason
         if ctx.arg("reduce_type", "") != "MEAN":

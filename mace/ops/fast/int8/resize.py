@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops.fast._checks import NO_LOOPS, not_uint8
+from mace.ops.fast._checks import not_uint8
 from mace.ops.fast._pool import loop
-from mace.ops.fast.int8._qjit import qloops
+from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.int8.resize import ResizeBilinearInt8
 from mace.ops.registry import kernel
 
@@ -22,9 +22,7 @@ def _ints(a) -> np.ndarray:
 class ResizeBilinearInt8Fast(ResizeBilinearInt8):
     @staticmethod
     def check(ctx) -> str | None:
-        if qloops() is None:
-            return NO_LOOPS
-        reason = ResizeBilinearInt8.check(ctx)
+        reason = no_loops_or(ResizeBilinearInt8.check, ctx)
         if reason:
             return reason
         if len(ctx.input_shapes[0]) != 4:
