@@ -27,6 +27,7 @@ class OutputMetrics:
     max_abs_error: float
     threshold: float
     passed: bool
+    compared: int = 0   # values compared: 0 where both sides were empty (nothing checked)
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -99,7 +100,7 @@ def compare(name: str, ref, out, threshold: float) -> OutputMetrics:
     ref, out = np.asarray(ref), np.asarray(out)
     if ref.size == 0 and out.size == 0 and ref.shape == out.shape:
         # an output whose length depends on the data, left empty by both (no box kept)
-        return OutputMetrics(name, 1.0, math.inf, 1.0, 0.0, threshold, True)
+        return OutputMetrics(name, 1.0, math.inf, 1.0, 0.0, threshold, True, compared=0)
     if ref.size == 0 or out.size == 0:
         if ref.shape != out.shape:
             raise ValueError(f"output '{name}': shape {list(out.shape)} does not match the "
@@ -115,4 +116,4 @@ def compare(name: str, ref, out, threshold: float) -> OutputMetrics:
     cos = cosine(ref, out)
     err = float(np.max(np.abs(ref.astype(np.float64) - out.astype(np.float64))))
     return OutputMetrics(name, cos, sqnr_db(ref, out), pixel_accuracy(ref, out), err, threshold,
-                         cos >= threshold)
+                         cos >= threshold, compared=int(ref.size))

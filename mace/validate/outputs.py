@@ -43,8 +43,8 @@ def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dic
     interpreter) and each output is compared over all the steps at once."""
     if use_files and sg.validation_outputs_data:
         ref = _reference_files(config, sg, build_dir)
-        return [_compare(config, model, s.name, ref[s.name], outputs[s.name], sg.threshold())
-                for s in sg.outputs]
+        return _something_compared(config, model, [
+            _compare(config, model, s.name, ref[s.name], outputs[s.name], sg.threshold()) for s in sg.outputs])
     reference = reference or reference_for(config, model, sg, build_dir)
     steps = steps or [(inputs, outputs)]
     fw_format = FRAMEWORK_FORMATS[model.platform]
@@ -69,7 +69,7 @@ def validate_outputs(config, model: ModelConfig, sg: SubgraphConfig, inputs: dic
         if len(steps) > 1:
             ref, ours = [np.stack(ref)], [np.stack(ours)]
         metrics.append(_compare(config, model, s.name, ref[0], ours[0], sg.threshold()))
-    return metrics
+    return _something_compared(config, model, metrics)
 
 
 def _framework_inputs(sg, inputs: dict, fw_format: str, ref_format: str, reference) -> dict:
@@ -87,6 +87,16 @@ def _caller_layout(value, s, fw_format: str, ref_format: str):
     value = value.transpose(perm) if perm else value
     perm = user_to_framework(value.shape, fw_format, s.data_format) if s.data_format != "NONE" else None
     return value.transpose(perm) if perm else value
+
+
+def _something_compared(config, model, metrics: list) -> list:
+    """An output left empty by both sides (no box kept) agrees; a validation where every output
+    was empty compared nothing, and a check that checked nothing has not passed."""
+    if metrics and not any(m.compared for m in metrics):
+        names = ", ".join(f"'{m.name}'" for m in metrics)
+        raise ModelError(f"{config.path}: {model.key_path}: nothing was compared: every output ({names}) "
+                         f"is empty in both runs; pass inputs that yield results with --input_dir")
+    return metrics
 
 
 def _compare(config, model, name, ref, out, threshold):

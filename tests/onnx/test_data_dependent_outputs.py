@@ -236,3 +236,30 @@ def test_validation_takes_outputs_both_left_empty():
     assert m.passed and m.cosine == 1.0 and m.max_abs_error == 0.0
     with pytest.raises(ValueError, match=r"shape \[0, 6\] does not match the framework's \[2, 6\]"):
         compare("detections", np.ones((2, 6), np.float32), np.zeros((0, 6), np.float32), 0.999)
+
+
+def test_a_validation_that_compared_nothing_fails_and_inputs_that_keep_rows_pass(tmp_path):
+    """Through the CLI: NonZero of x > 0.5 on `run --validate`'s random input in [-1, 0] keeps
+    nothing on either side, so nothing was compared: exit 1, saying so; the same run over an
+    --input_dir whose input keeps rows compares them and passes."""
+    from tests.cli_helpers import cli
+    graph = helper.make_graph(
+        [helper.make_node("Greater", ["x", "half"], ["mask"]), helper.make_node("NonZero", ["mask"], ["idx"])],
+        "nz", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+        [helper.make_tensor_value_info("idx", TensorProto.INT64, [2, "n"])], [_const("half", 0.5, np.float32)])
+    path = tmp_path / "nz.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    sg = {"input_tensors": "x", "input_shapes": "1,8", "input_ranges": "-1,0", "input_data_formats": "NONE",
+          "output_tensors": "idx", "output_data_formats": "NONE"}
+    entry = {"platform": "onnx", "model_file_path": str(path), "subgraphs": [sg], "runtime": "cpu",
+             "model_sha256_checksum": hashlib.sha256(path.read_bytes()).hexdigest()}
+    (tmp_path / "nz.yml").write_text(yaml.safe_dump({"library_name": "nz", "models": {"nz": entry}}))
+    args = ("--config=nz.yml", "--build_dir=out")
+    assert cli("convert", *args, cwd=tmp_path).returncode == 0
+    r = cli("run", *args, "--validate", cwd=tmp_path)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "nothing was compared: every output ('idx') is empty in both runs" in r.stderr
+    (tmp_path / "in").mkdir()
+    np.save(tmp_path / "in" / "x.npy", np.array([[0, 1, 0, 1, 1, 0, 0, 1]], np.float32))
+    r = cli("run", *args, "--validate", "--input_dir=in", cwd=tmp_path)
+    assert r.returncode == 0 and "PASS" in r.stdout, r.stdout + r.stderr
