@@ -11,6 +11,8 @@ import numpy as np
 from mace.frontends.slicing import axis_bounds, dense_index, reshape_to, slice_or_alias
 from mace.frontends.tensorflow.registry import tf_op
 from mace.transform.passes.fold_constants import shape_depends_on_data
+from mace.transform.passes.mark_ragged import ragged_tensors
+from mace.transform.value_bounds import count_bound, value_bounds
 from mace.ops._common import normalize_axis
 from mace.ops.reshape import resolve_shape
 
@@ -135,7 +137,7 @@ def unpack(ctx, node):
 def slice_(ctx, node):
     x = ctx.inp(node, 0)
     shape = ctx.shape(x)
-    begin, size = ctx.static_ints(node, 1, "begin"), ctx.static_ints(node, 2, "size")
+    begin, size = _slice_ints(ctx, node, x, 1, "begin"), _slice_ints(ctx, node, x, 2, "size")
     if len(begin) != len(shape) or len(size) != len(shape):
         raise ctx.fail(node, f"begin {begin} and size {size} must have {len(shape)} entries")
     bounds = []
@@ -145,6 +147,29 @@ def slice_(ctx, node):
             raise ctx.fail(node, f"begin {begin} and size {size} leave the input shape {list(shape)}")
         bounds.append((b, end, 1))
     slice_or_alias(ctx, node, x, bounds, [e - b for b, e, _ in bounds])
+
+
+def _slice_ints(ctx, node, x, i, what):
+    """A Slice's begin or size; computed at run time, each entry must be known at convert from
+    the bounds of what it is computed from (value_bounds): a number, or, on an axis whose
+    length depends on the data, that length itself from 0 (the rows it has: -1 here)."""
+    if ctx.const(ctx.inp(node, i)) is not None:
+        return ctx.static_ints(node, i, what)
+    bounds = value_bounds(ctx.graph, ctx.inp(node, i))
+    if bounds is None:
+        raise ctx.fail(node, f"{what} must be static (computable from constants and input shapes), or follow "
+                             f"from the bounds of a length found at run time")
+    ragged = ragged_tensors(ctx.graph).get(x)
+    ints = []
+    for axis, b in enumerate(bounds.reshape(-1)):
+        if b.exact:
+            ints.append(int(b.lo))
+        elif what == "size" and ragged and ragged[0] == axis and (b.length, b.scale, b.offset) == (ragged[1], 1, 0):
+            ints.append(-1)
+        else:
+            raise ctx.fail(node, f"{what} {list(bounds.reshape(-1))} is known only at run time (entry {axis}); "
+                                 f"convert takes a number, or the input's own data-dependent length as a size")
+    return ints
 
 
 def strided_index(ctx, node, rank):
@@ -239,6 +264,12 @@ def rank(ctx, node):
 def zeros_like(ctx, node):
     x = ctx.inp(node, 0)
     fill = np.zeros if node.op == "ZerosLike" else np.ones
+    if shape_depends_on_data(ctx.graph, x):
+        # zeros as long as the rows NMS kept, not a constant of their bound (which would lose
+        # their count): a Select of the value everywhere, element-wise over x
+        ctx.add("Select", node, [ctx.add_const(ctx.temp(node, "everywhere"), np.ones((), np.bool_)),
+                                 ctx.add_const(ctx.temp(node, "value"), fill((), ctx.dtype(x))), x])
+        return
     ctx.const_output(node, 0, fill(ctx.shape(x), ctx.dtype(x)))
 
 
@@ -250,4 +281,22 @@ def fill(ctx, node):
 
 @tf_op("Range")
 def range_(ctx, node):
-    ctx.add("Range", node, ctx.inputs(node))
+    inputs = ctx.inputs(node)
+    if all(ctx.const(t) is not None for t in inputs):
+        ctx.add("Range", node, inputs)
+        return
+    # a limit computed at run time (range(min(100, rows NMS kept))): planned at the most values it
+    # can give, how many it gave in a length tensor beside it
+    found = [_scalar_bounds(ctx, node, t, what) for t, what in zip(inputs, ("start", "limit", "delta"))]
+    bound = count_bound(*found)
+    if bound is None:
+        raise ctx.fail(node, f"delta {found[2]} must be a non-zero constant when the limit is computed at run time")
+    ctx.add("Range", node, inputs, [ctx.out(node), ctx.temp(node, "length")], bound=bound)
+
+
+def _scalar_bounds(ctx, node, tensor, what):
+    b = value_bounds(ctx.graph, tensor)
+    if b is None or b.size != 1:
+        raise ctx.fail(node, f"{what} is computed at run time from ops whose bounds convert does not follow "
+                             f"(it follows Shape, StridedSlice, Pack, Cast, Sub, Minimum, Greater, Select ...)")
+    return b.reshape(-1)[0]

@@ -11,16 +11,57 @@ import numpy as np
 
 from mace.frontends.tensorflow.ops_conv import require_nhwc
 from mace.frontends.tensorflow.registry import tf_op
+from mace.transform.passes.mark_ragged import ragged_tensors
+from mace.transform.value_bounds import value_bounds
 
 
 def _pad(ctx, node, pad_type, value=0.0):
     x = ctx.inp(node, 0)
     rank = len(ctx.shape(x))
+    if ctx.const(ctx.inp(node, 1)) is None:
+        _pad_to_size(ctx, node, x, rank, pad_type, value)
+        return
     amounts = ctx.static(node, 1, "paddings").astype(np.int64)
     if amounts.shape != (rank, 2):
         raise ctx.fail(node, f"paddings of shape {list(amounts.shape)}, expected [{rank}, 2]")
     ctx.add("Pad", node, [x], paddings=[int(v) for v in amounts[:, 0]] + [int(v) for v in amounts[:, 1]],
             pad_type=pad_type, constant_value=float(value))
+
+
+def _pad_to_size(ctx, node, x, rank, pad_type, value):
+    """Paddings computed at run time: TensorFlow's Object Detection API pads the rows NMS kept,
+    n of them, to a fixed count with [[0, 100 - n], [0, 0]]. Convert follows the bounds of the
+    paddings (value_bounds): each must be a number, but the end of the axis whose length depends
+    on the data, which may be `size - that length` (size no smaller than the rows it can have):
+    a RaggedToDense to `size` rows (zeros after the length), then a Pad of the numbers."""
+    bounds = value_bounds(ctx.graph, ctx.inp(node, 1))
+    if bounds is None or bounds.shape != (rank, 2):
+        raise ctx.fail(node, "paddings must be static (computable from constants and input shapes), or "
+                             "follow from the bounds of a length found at run time")
+    ragged = ragged_tensors(ctx.graph).get(x)
+    amounts, src = [[0, 0] for _ in range(rank)], x
+    for axis in range(rank):
+        for side in range(2):
+            b = bounds[axis, side]
+            if b.exact:
+                amounts[axis][side] = int(b.lo)
+                continue
+            to_size = side == 1 and ragged and ragged[0] == axis and b.length == ragged[1] and b.scale == -1
+            planned = ctx.shape(x)[axis]
+            if not to_size or b.offset < planned:
+                raise ctx.fail(node, f"paddings {bounds.tolist()} are known only at run time (axis {axis}); "
+                                     f"convert takes numbers, or `size - n` after an axis of n rows found at run "
+                                     f"time (n up to {planned} here, so size >= {planned})")
+            if pad_type != "CONSTANT" or value != 0:
+                raise ctx.fail(node, f"a pad to a fixed size after rows found at run time pads with zeros, "
+                                     f"not {pad_type} {value}")
+            src = ctx.temp(node, "dense")
+            ctx.add("RaggedToDense", node, [x, ragged[1]], [src], name=src, axis=axis, size=int(b.offset))
+    if not any(a for pair in amounts for a in pair):
+        ctx.alias(node, 0, src)
+        return
+    ctx.add("Pad", node, [src], paddings=[a for a, _ in amounts] + [e for _, e in amounts], pad_type=pad_type,
+            constant_value=float(value))
 
 
 @tf_op("Pad")

@@ -83,17 +83,23 @@ def fold_constants(graph, options) -> bool:
     return changed
 
 
+# ops whose output's shape is static even when they read a tensor planned at a bound: the shape
+# vector itself, and a pad to a fixed row count (mace/ops/ragged_to_dense.py)
+STATIC_SHAPED = {"Shape", "RaggedToDense"}
+
+
 def shape_depends_on_data(graph, tensor: str) -> bool:
     """Whether `tensor`'s planned shape is only an upper bound: it is an output of an op whose
     length depends on the data (`OpSpec.ragged`) or comes from one through ops other than
-    `Shape` (whose own output has a static shape). A `Shape` of such a tensor is not folded at
-    convert: its value is known only when the model runs (mark_ragged gives it the length)."""
+    `Shape` and `RaggedToDense` (whose own outputs have static shapes). A `Shape` of such a
+    tensor is not folded at convert: its value is known only when the model runs (mark_ragged
+    gives it the length)."""
     if not any(_may_cut(op.type) for op in graph.net.op):
         return False
     bounded = set()
     for op in graph.net.op:   # in order: each op after those it reads
         own = spec(op.type).ragged(op)
-        if own or (op.type != "Shape" and any(t in bounded for t in op.input)):
+        if own or (op.type not in STATIC_SHAPED and any(t in bounded for t in op.input)):
             bounded.update(t for i, t in enumerate(op.output) if i in own or not own)
         if tensor in op.output:
             return tensor in bounded
