@@ -116,3 +116,23 @@ def test_a_range_to_a_limit_convert_cannot_bound_names_the_node():
         return tf.range(tf.reduce_sum(x))
     with pytest.raises(ModelError, match=r"Range '.*': limit is computed at run time from ops whose bounds"):
         check(fn, {"x": x})
+
+
+@pytest.mark.parametrize("seed", [0, 7])
+def test_a_slice_of_a_size_found_at_run_time_keeps_the_first_rows(seed):
+    """Slice sizes that are counts found at run time (within bounds convert follows): the first
+    min(n, 5) of NMS's rows, and n rows of a static tensor from row 3, columns 1:3; each a Gather
+    by a Range planned at the bound, as long as TensorFlow's."""
+    boxes, scores = detections(seed)
+
+    def fn(boxes, scores):
+        idx = tf.raw_ops.NonMaxSuppressionV3(boxes=boxes, scores=scores, max_output_size=12,
+                                             iou_threshold=0.5, score_threshold=0.3)
+        rows = tf.gather(boxes, idx)
+        first = tf.slice(rows, [0, 0], tf.stack([tf.minimum(tf.shape(rows)[0], 5), -1]))
+        n = tf.shape(idx)[0]
+        return first, tf.slice(boxes, [3, 1], tf.stack([n, 2]))
+    got, graph = check(fn, {"boxes": boxes, "scores": scores}, expect_ops={"Slice"})
+    first, columns = got.values()
+    ranges = [graph.shape(op.output[0]) for op in graph.net.op if op.type == "Range"]
+    assert sorted(ranges) == [(5,), (12,)] and 0 < len(first) <= 5 and len(columns) > 5

@@ -12,7 +12,7 @@ from mace.frontends.slicing import axis_bounds, dense_index, reshape_to, slice_o
 from mace.frontends.tensorflow.registry import tf_op
 from mace.transform.passes.fold_constants import shape_depends_on_data
 from mace.transform.passes.mark_ragged import ragged_tensors
-from mace.transform.value_bounds import count_bound, value_bounds
+from mace.transform.value_bounds import Bound, count_bound, value_bounds
 from mace.ops._common import normalize_axis
 from mace.ops.reshape import resolve_shape
 
@@ -142,17 +142,37 @@ def slice_(ctx, node):
         raise ctx.fail(node, f"begin {begin} and size {size} must have {len(shape)} entries")
     bounds = []
     for b, n, d in zip(begin, size, shape):
-        end = d if n == -1 else b + n
+        end = d if n == -1 or isinstance(n, Bound) else b + n
         if not 0 <= b <= end <= d:
             raise ctx.fail(node, f"begin {begin} and size {size} leave the input shape {list(shape)}")
         bounds.append((b, end, 1))
-    slice_or_alias(ctx, node, x, bounds, [e - b for b, e, _ in bounds])
+    counted = [a for a, n in enumerate(size) if isinstance(n, Bound)]
+    if not counted:
+        slice_or_alias(ctx, node, x, bounds, [e - b for b, e, _ in bounds])
+        return
+    # a size found at run time (no more than the rows there are): the numbers cut first, then the
+    # first `size` rows are a Gather by Range(0, size), planned at the most the bounds allow
+    (axis,) = counted
+    cut, whole = x, [i for i, (b, e, _) in enumerate(bounds) if (b, e) != (0, shape[i])]
+    if whole:
+        cut = ctx.temp(node, "cut")
+        ctx.add("StridedSlice", node, [x], [cut], name=cut, starts=[bounds[i][0] for i in whole],
+                ends=[bounds[i][1] for i in whole], axes=whole, steps=[1] * len(whole))
+    picked, count, first = ctx.temp(node, "picked"), ctx.temp(node, "count"), ctx.temp(node, "first")
+    ctx.add("StridedSlice", node, [ctx.inp(node, 2)], [picked], name=picked, starts=[axis], ends=[axis + 1],
+            axes=[0], steps=[1])
+    reshape_to(ctx, node, picked, [], count)
+    zero, one = (ctx.add_const(ctx.temp(node, n), np.array(v, ctx.dtype(count))) for n, v in (("zero", 0), ("one", 1)))
+    ctx.add("Range", node, [zero, count, one], [first, ctx.temp(node, "length")], name=first,
+            bound=int(min(size[axis].hi, ctx.shape(cut)[axis])))
+    ctx.add("Gather", node, [cut, first], axis=axis)
 
 
 def _slice_ints(ctx, node, x, i, what):
     """A Slice's begin or size; computed at run time, each entry must be known at convert from
-    the bounds of what it is computed from (value_bounds): a number, or, on an axis whose
-    length depends on the data, that length itself from 0 (the rows it has: -1 here)."""
+    the bounds of what it is computed from (value_bounds): a number, or for a size, the input's
+    own data-dependent length on that axis (-1: all its rows), or the Bound of a count of no
+    rows or more (the first rows; one such axis, and from 0 on an axis of data-dependent length)."""
     if ctx.const(ctx.inp(node, i)) is not None:
         return ctx.static_ints(node, i, what)
     bounds = value_bounds(ctx.graph, ctx.inp(node, i))
@@ -166,9 +186,12 @@ def _slice_ints(ctx, node, x, i, what):
             ints.append(int(b.lo))
         elif what == "size" and ragged and ragged[0] == axis and (b.length, b.scale, b.offset) == (ragged[1], 1, 0):
             ints.append(-1)
+        elif what == "size" and b.lo >= 0 and not any(isinstance(n, Bound) for n in ints):
+            ints.append(b)
         else:
             raise ctx.fail(node, f"{what} {list(bounds.reshape(-1))} is known only at run time (entry {axis}); "
-                                 f"convert takes a number, or the input's own data-dependent length as a size")
+                                 f"convert takes numbers, the input's own data-dependent length as a size, or "
+                                 f"one size of no rows or more")
     return ints
 
 
