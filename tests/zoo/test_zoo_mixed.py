@@ -4,20 +4,8 @@ is converted again with quantize_target_cosine, and the corpus passes only if th
 The real run: openWakeWord's melspectrogram (PTQ 0.96: the Log of a power spectrum, whose range
 uint8 cannot hold) through the CLI against onnxruntime, with the layers kept float named by the
 calibration report. The table logic is checked on hand-made result rows."""
-import importlib.util
-import os
-from pathlib import Path
-
 import pytest
-import yaml
-
-ROOT = Path(__file__).resolve().parents[2]
-_spec = importlib.util.spec_from_file_location("zoo_mixed", ROOT / "benchmarks" / "zoo.py")
-zoo = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(zoo)
-
-MANIFEST = yaml.safe_load(zoo.MANIFEST.read_text())
-CACHE = Path(os.environ.get("PYMACE_ZOO_CACHE", Path.home() / ".cache" / "pymace" / "zoo"))
+from tests.zoo._corpus import MANIFEST, fetch_or_skip, zoo
 
 
 def _row(quant, mixed=None):
@@ -47,10 +35,7 @@ def test_the_column_says_how_many_layers_stayed_float():
 def test_melspectrogram_reaches_the_threshold_with_mixed_precision():
     pytest.importorskip("onnxruntime", reason="the melspectrogram's reference is onnxruntime")
     model = next(m for m in MANIFEST["models"] if m["name"] == "oww_melspectrogram")
-    try:
-        archive = zoo.fetch_archive(model["package"], MANIFEST["packages"][model["package"]], CACHE)
-    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
-        pytest.skip(f"cannot fetch {model['package']} from PyPI: {e}")
+    archive = fetch_or_skip(model["package"])
     row = zoo.run_model(model, archive, ["quant", "mixed"])
     assert row["quant"]["cosine"] < zoo.THRESHOLDS["quant"], row   # only a test while PTQ misses
     mixed = row["mixed"]

