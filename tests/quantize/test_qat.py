@@ -258,17 +258,22 @@ def test_tensorflow_fake_quant_model_converts_with_its_own_ranges(tmp_path):
         assert same_params(p, lo, hi), (op_type, p, lo, hi)
 
 
-def test_onnxruntime_qdq_mobilenet_converts_with_its_own_ranges(tmp_path):
+def qdq_mobilenet(work, size: int, samples: int) -> tuple:
+    """onnxruntime's QDQ quantization of a MobileNet v2 (tmp/qdq.onnx, calibrated on `samples`
+    uniform inputs): (the file's bytes, the output's name)."""
     from mace.testing.mobilenet_v2 import mobilenet_v2
     from mace.testing.quant_models import qdq_model, uniform_samples
 
-    size = 32
     model = mobilenet_v2(seed=0, resolution=size, classes=10)
-    onnx.save(model, str(tmp_path / "float.onnx"))
-    out = model.graph.output[0].name
-    samples = [s.transpose(0, 3, 1, 2).copy() for s in uniform_samples((1, size, size, 3), 8, seed=1)]
-    qdq_model(tmp_path / "float.onnx", tmp_path / "qdq.onnx", "input", samples)
-    data = (tmp_path / "qdq.onnx").read_bytes()
+    onnx.save(model, str(work / "float.onnx"))
+    views = [s.transpose(0, 3, 1, 2).copy() for s in uniform_samples((1, size, size, 3), samples, seed=1)]
+    qdq_model(work / "float.onnx", work / "qdq.onnx", "input", views)
+    return (work / "qdq.onnx").read_bytes(), model.graph.output[0].name
+
+
+def test_onnxruntime_qdq_mobilenet_converts_with_its_own_ranges(tmp_path):
+    size = 32
+    data, out = qdq_mobilenet(tmp_path, size, 8)
     report = convert_and_validate(tmp_path, {"qdq": model_entry("onnx", "qdq.onnx", data, size, [out])})
     (metric,) = report["qdq"]["validation"]   # against onnxruntime running the QDQ model
     assert metric["passed"] and metric["cosine"] >= 0.98, metric
@@ -333,16 +338,8 @@ def test_a_qdq_model_converted_float_says_how_to_run_it_on_int8_kernels(tmp_path
     """Converted without `quantize`, a QDQ model runs float with a FakeQuantize per pair
     (faithful but slower than its float original): convert says so and names the key; the key
     it names then converts and validates against onnxruntime running the QDQ model."""
-    from mace.testing.mobilenet_v2 import mobilenet_v2
-    from mace.testing.quant_models import qdq_model, uniform_samples
-
     size = 16
-    model = mobilenet_v2(seed=0, resolution=size, classes=10)
-    onnx.save(model, str(tmp_path / "float.onnx"))
-    out = model.graph.output[0].name
-    samples = [s.transpose(0, 3, 1, 2).copy() for s in uniform_samples((1, size, size, 3), 4, seed=1)]
-    qdq_model(tmp_path / "float.onnx", tmp_path / "qdq.onnx", "input", samples)
-    data = (tmp_path / "qdq.onnx").read_bytes()
+    data, out = qdq_mobilenet(tmp_path, size, 4)
     entry = model_entry("onnx", "qdq.onnx", data, size, [out])
     entry.pop("quantize")
     (tmp_path / "f.yml").write_text(yaml.safe_dump({"library_name": "qf", "target_abis": ["host"],
