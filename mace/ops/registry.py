@@ -103,6 +103,9 @@ class KernelContext:
     output_quant: list = field(default_factory=list)
     variables: object = None   # the engine's mace.ops.variable.Variables (state between runs)
     stage: str = LOAD          # CONVERT or LOAD: who asks (see above)
+    # the engine's mace.ops.fast.compute.ComputeContext: its threads and the compute pool, which
+    # fast kernels bind their steps with; None (outside an engine): serial (compute.SERIAL)
+    compute: object = None
 
     def arg(self, name, default=_MISSING):
         if default is _MISSING:
@@ -111,7 +114,7 @@ class KernelContext:
 
 
 def graph_context(graph, op, stage: str = CONVERT, options: dict | None = None, variables=None,
-                  quantized: bool = False) -> KernelContext:
+                  quantized: bool = False, compute=None) -> KernelContext:
     """The KernelContext of `op` in `graph`, from the IR alone: shapes and dtypes from the
     constants and `graph.specs`, quantization parameters when `quantized`. KeyError names a
     input without a known shape (an output without one has shape and dtype None)."""
@@ -131,6 +134,7 @@ def graph_context(graph, op, stage: str = CONVERT, options: dict | None = None, 
         output_quant=[graph.quant_params(t) for t in op.output] if quantized else [],
         variables=variables,
         stage=stage,
+        compute=compute,
     )
 
 
@@ -150,7 +154,7 @@ class Kernel:
     scratch_nbytes: int = 0
     # Its work is mostly BLAS calls (np.matmul): inside a compute pool session, which holds
     # OpenBLAS at one thread, its step gets OpenBLAS's threads back while it runs
-    # (mace/ops/fast/_pool.py, Pool.with_blas_threads).
+    # (mace/ops/fast/compute.py, ComputeContext.with_blas_threads).
     uses_blas: bool = False
 
     def __init__(self, ctx: KernelContext):

@@ -11,9 +11,12 @@ them (options {"reference_kernels": True} keeps to the references).
 Each node is bound once at load to a zero-argument callable over its buffers, so
 a run is a loop of calls. Kernels that need scratch (im2col, padding) share one
 region sized for the largest request, `engine.scratch`, apart from the arena.
-Observers (callables) see every node before and after it runs. Where fast kernels bound
-steps onto the compute pool (mace/ops/fast/_pool.py), each run is a pool session:
-OpenBLAS held at one thread, numba's OpenMP threads splitting the work.
+Observers (callables) see every node before and after it runs.
+Threads: the engine owns a ComputeContext (`engine.compute`, mace/ops/fast/compute.py), made
+from its options {"num_threads", "cpu_wait_policy"} or passed in, and hands it to every
+kernel through its KernelContext (`ctx.compute`). Where fast kernels bound steps onto the
+compute pool, each run is that context's session: OpenBLAS held at one thread, numba's
+OpenMP threads splitting the work at the context's width.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from mace.ir.args import get_arg
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model, release_weight_pages
 from mace.ir.ragged import ragged_outputs
-from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, bind_step, in_place_concats
+from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, ComputeContext, bind_step, in_place_concats
 from mace.ops.registry import LOAD, Kernel, choose_kernel, declined_line, graph_context
 from mace.ops.variable import Variables
 from mace.proto import pb
@@ -53,10 +56,13 @@ GPU_DEVICES = GPU_RUNTIMES
 
 
 class Engine:
-    def __init__(self, graph: Graph, device: str = "cpu", options: dict | None = None):
+    def __init__(self, graph: Graph, device: str = "cpu", options: dict | None = None,
+                 compute: ComputeContext | None = None):
         self.graph = graph
         self.device = device
         self.options = options or {}
+        # threads and wait policy of this engine's runs, read once here (MACE_NO_POOL too)
+        self.compute = compute or ComputeContext.from_options(self.options)
         self.observers = []
         # the graph's names are protobuf fields: a run reads these tuples instead (~1 us each)
         self._input_names = tuple(graph.input_names)
@@ -145,7 +151,7 @@ class Engine:
         if self.gpu and self.gpu.runs(op):
             return self.gpu.build_node(index, op)
         ins = [self._tensor(t) for t in op.input]
-        ctx = graph_context(self.graph, op, LOAD, self.options, self.variables, self.quantized)
+        ctx = graph_context(self.graph, op, LOAD, self.options, self.variables, self.quantized, self.compute)
         # the first kernel in tag order whose check(ctx) takes the node; the others' reasons kept
         cls, tag, declined = choose_kernel(op.type, ctx, self.cpu_tags if op.device_type == pb.CPU else self.tags)
         return Node(index, op, cls(ctx), tag, ins, [self.buffers[t] for t in op.output], declined)
@@ -172,7 +178,7 @@ class Engine:
     def _bind_node(self, node):
         if not isinstance(node.kernel, Kernel):  # e.g. a GPU node's staged kernel
             return functools.partial(node.kernel.run, node.inputs, node.outputs)
-        step, session = bind_step(node, self.scratch)
+        step, session = bind_step(node, self.scratch, self.compute)
         if session is not None and self._session is None:
             self._session = session   # each run is then a compute pool session
         return step
@@ -184,7 +190,7 @@ class Engine:
 
     def session(self):
         """Context for calling the bound steps directly, as `run` does: the compute pool's
-        session where the steps use it (mace/ops/fast/_pool.py), else nothing."""
+        session where the steps use it (`self.compute`'s), else nothing."""
         return self._session or contextlib.nullcontext()
 
     @property
@@ -243,7 +249,7 @@ class Engine:
     def _engine_at(self, graph: Graph) -> "Engine":
         """This model's engine for `graph` (its shapes inferred again), sharing the state kept
         between runs: a streaming model's variables do not start over when the shape changes."""
-        other = Engine(graph, self.device, self.options)
+        other = Engine(graph, self.device, self.options, self.compute)
         # its kernels look the values up in their store at run time (mace/ops/variable.py)
         other.variables.values, other.variables.initial = self.variables.values, self.variables.initial
         return other
@@ -364,7 +370,7 @@ class Engine:
 SHAPE_CACHE = 8
 # what resize keeps across shapes (mace/runtime/resize.py): the rest is per shape signature
 _ENGINE_WIDE = frozenset({"observers", "options", "device", "variables", "_shape_states", "_base_graph",
-                          "_resize_stats"})
+                          "_resize_stats", "compute"})
 
 
 def _reshaped(graph: Graph, shapes: dict) -> Graph:

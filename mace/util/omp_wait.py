@@ -4,8 +4,9 @@ The pool is numba's OpenMP layer, GNU libgomp. Between two loops of a run (the P
 dispatch of the next op, a serial op) and at each loop's closing barrier its idle
 threads either spin or sleep on a futex; libgomp decides that once, from its
 environment, when the library loads (OMP_WAIT_POLICY, GOMP_SPINCOUNT). So the policy is
-fixed for the process when the pool starts (mace/ops/fast/_pool.py calls `apply` first)
-and cannot change afterwards.
+fixed for the process when the pool starts (mace/ops/fast/_pool.py calls `apply` first,
+with the wait policy of the first engine's ComputeContext, mace/ops/fast/compute.py) and
+cannot change afterwards: what it started with is the one process-wide fact kept here.
 
 Measured on the shared 2-core development machine (SqueezeNet, 2 threads, one competing
 busy process beside other developers' work, load average 11-13; docs/performance.md,
@@ -66,10 +67,7 @@ def set_policy(name: str | None) -> str | None:
     if name not in POLICIES:
         raise ValueError(f"cpu_wait_policy '{name}': expected one of {', '.join(POLICIES)}")
     _chosen = name
-    if _started is not None and _started != name:
-        return (f"cpu_wait_policy {name}: the compute pool already started with "
-                f"'{_started}' in this process; it keeps that one")
-    return None
+    return conflict(name)
 
 
 def environment(name: str) -> dict:
@@ -77,15 +75,26 @@ def environment(name: str) -> dict:
     return dict(POLICIES[name])
 
 
-def apply() -> str:
-    """Set libgomp's environment for the chosen policy; called once, just before the pool
-    loads libgomp. Without a choice, OMP_WAIT_POLICY / GOMP_SPINCOUNT set by the user are
-    kept ("environment"); else the default. Returns the policy the pool starts with."""
+def conflict(name: str | None) -> str | None:
+    """A note when the pool already runs under another policy than `name` (None: none asked)."""
+    if name is None or _started is None or _started == name:
+        return None
+    return (f"cpu_wait_policy {name}: the compute pool already started with "
+            f"'{_started}' in this process; it keeps that one")
+
+
+def apply(name: str | None = None) -> str:
+    """Set libgomp's environment for policy `name` (an engine's; None: what set_policy asked);
+    called once, just before the pool loads libgomp. Without either, OMP_WAIT_POLICY /
+    GOMP_SPINCOUNT set by the user are kept ("environment"); else the default. Returns the
+    policy the pool starts with."""
     global _started
     if _started is not None:
         return _started
+    if name is not None and name not in POLICIES:
+        raise ValueError(f"cpu_wait_policy '{name}': expected one of {', '.join(POLICIES)}")
     user = any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
-    name = _chosen or ("environment" if user else DEFAULT)
+    name = name or _chosen or ("environment" if user else DEFAULT)
     if name != "environment":
         for key, value in POLICIES[name].items():
             if value is None:

@@ -1,32 +1,41 @@
-"""The compute pool: the fast kernels' GEMMs and compiled loops split across numba's OpenMP threads.
+"""The compute pool: the fast kernels' GEMMs and compiled loops split across numba's OpenMP
+threads, and what of it is one per process.
 
-Why: OpenBLAS runs a GEMM under ~1e6 MACs on one thread (its small-matrix path:
+Why a pool: OpenBLAS runs a GEMM under ~1e6 MACs on one thread (its small-matrix path:
 each of a ShuffleNet conv's four 784x34x34 groups), and the compiled loops
 (depthwise, eltwise, ...) are serial, so on 2 cores half the machine idled
 through most of a MobileNet. Two thread pools cannot share the cores: OpenBLAS's
 workers spin after each call and numba's fight them (see _loops). So while an
-engine runs (`session`, entered by Engine.run) OpenBLAS is held at one thread and
-numba's OpenMP pool, sized to what OpenBLAS had (the `--omp_num_threads` /
-threadpoolctl knob), does all the splitting: GEMMs as tables of cblas_sgemm calls
-on row (or column) slices (_loops.gemm_parts), loops as row ranges.
+engine runs (a session, entered by Engine.run) OpenBLAS is held at one thread and
+numba's OpenMP pool, sized to the engine's thread count, does all the splitting:
+GEMMs as tables of cblas_sgemm calls on row (or column) slices (_loops.gemm_parts),
+loops as row ranges.
 
-Kernels ask `active()` at bind; where it is None (no numba or no OpenMP layer in
-it, no 64-bit OpenBLAS cblas, MACE_NO_POOL=1, one thread) they bind their serial
-paths, with OpenBLAS threading the GEMMs as before. A reference kernel that is
-mostly BLAS work (Kernel.uses_blas) gets OpenBLAS's threads back for its own step
-only (`with_blas_threads`), so one such op no longer keeps the whole graph off
-the pool (that had doubled the 2-thread time of models with one reference MatMul).
-Sessions count in one process-wide depth: engines run from several Python threads at once stay correct, but may run
-with OpenBLAS's threads back beside the pool's (slower) while another's run ends.
-GNU OpenMP cannot run in a forked child (numba terminates the child), so after a
-fork the bound steps run the serial twin of each loop in the calling thread.
-How the pool's idle threads wait (spin or sleep) is set before libgomp loads:
-mace/util/omp_wait.py (`--cpu_wait_policy`).
+An engine reaches the pool through its ComputeContext (mace/ops/fast/compute.py: its
+threads and wait policy, handed to its kernels as `ctx.compute`). What lives here is
+what cannot be per engine, and why:
+- numba has one OpenMP layer per process: one thread team, started once
+  (`process_pool`); its size is set per session (numba.set_num_threads).
+- libgomp reads its wait policy (OMP_WAIT_POLICY, GOMP_SPINCOUNT) from the environment
+  once, as it loads: the first context to start the pool writes them
+  (mace/util/omp_wait.py); every later engine runs under that policy.
+- OpenBLAS has one thread count per process: a session holds it at one and gives it back
+  after, so sessions count in one depth (engines run from several Python threads at once
+  stay correct, but may run with OpenBLAS's threads back beside the pool's, slower, while
+  another's run ends). A reference kernel that is mostly BLAS work (Kernel.uses_blas) gets
+  OpenBLAS's threads back for its own step only (`with_blas_threads`), so one such op no
+  longer keeps the whole graph off the pool (that had doubled the 2-thread time of models
+  with one reference MatMul).
+- the `auto` wait policy's sampler of other processes' load measures the machine: one.
+- GNU OpenMP cannot run in a forked child (numba terminates the child), so after a fork
+  the bound steps run the serial twin of each loop in the calling thread.
+Where there is no pool (no numba or no OpenMP layer in it, no 64-bit OpenBLAS cblas,
+MACE_NO_POOL=1 when a context was made, one thread) kernels bind their serial paths, with
+OpenBLAS threading the GEMMs as before.
 """
 from __future__ import annotations
 
 import ctypes
-import functools
 import os
 from functools import partial
 
@@ -45,7 +54,7 @@ ROW_ALIGN = 8
 # Elements a compiled loop must touch before splitting it pays: an OpenMP launch costs
 # ~1.5 us; an add of two 16k-float tensors (48k elements touched) still ran faster serial.
 MIN_PARALLEL_WORK = 1 << 16
-_forked = False
+_forked = False   # set in a forked child: GNU OpenMP cannot run there
 
 
 def _after_fork_in_child():
@@ -57,7 +66,14 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
+def forked() -> bool:
+    """Whether this process is a forked child of one that may have started the pool."""
+    return _forked
+
+
 class Pool:
+    """The process's compute pool (one: see the module doc). Engines size it per session."""
+
     def __init__(self, par, fns: np.ndarray, get_threads, set_threads):
         import numba
 
@@ -66,29 +82,37 @@ class Pool:
         self._numba = numba
         self._limit = numba.config.NUMBA_NUM_THREADS
         self._numba_threads = None
-        self.made = 0   # pooled steps made so far: an engine whose binding made none skips `session`
+        self.made = 0   # pooled steps made so far: an engine whose binding made none skips sessions
         self.depth = 0  # sessions open: a pooled step called outside one opens its own
         self.outside = 1   # OpenBLAS's threads outside the open sessions (what `leave` restores)
         # the `auto` wait policy: each run on the cores other processes leave free
         self._contention = Contention() if _wait.adaptive() else None
 
+    @property
+    def contention(self):
+        return self._contention
+
     # ---- threads ---------------------------------------------------------
-    def width(self) -> int:
-        """Threads a run gets: OpenBLAS's count outside runs (what threadpoolctl set); inside
-        one, the pool's own (OpenBLAS then says 1: a kernel bound mid-run, as the observer
-        API's replace_const does, would otherwise take its serial paths)."""
+    def width(self, threads: int | None = None) -> int:
+        """Threads a run gets: `threads` (an engine's own count), else OpenBLAS's count outside
+        runs (what threadpoolctl set); inside one, the pool's own (OpenBLAS then says 1: a
+        kernel bound mid-run, as the observer API's replace_const does, would otherwise take
+        its serial paths)."""
+        if threads:
+            return max(1, min(threads, self._limit))
         if self.depth and self._numba_threads:
             return self._numba_threads
         return max(1, min(int(self._get()), self._limit))
 
-    def enter(self) -> int:
-        """Hold OpenBLAS at one thread and size the pool; returns what `leave` restores."""
+    def enter(self, threads: int | None = None) -> int:
+        """Hold OpenBLAS at one thread and size the pool (to `threads`, else OpenBLAS's count);
+        returns what `leave` restores. A nested session keeps the outer one's size."""
         self.depth += 1
         if self.depth > 1:
             return 1
         blas = int(self._get())
         self.outside = blas
-        n = max(1, min(blas, self._limit))
+        n = max(1, min(threads or blas, self._limit))
         if self._contention is not None and n > 1:
             # fewer threads than parts is still correct: a thread runs several parts in turn
             n = self._contention.threads(n)
@@ -104,28 +128,27 @@ class Pool:
         if blas != 1:
             self._set(blas)
 
-    def _call(self, fn, *args):
-        """fn(*args) inside a session (OpenBLAS spinning beside the pool: 100x slower)."""
+    def _call(self, opener, fn, *args):
+        """fn(*args) inside a session (OpenBLAS spinning beside the pool: 100x slower); outside
+        any, inside `opener` (the binding context's session)."""
         if self.depth:
             fn(*args)
         else:
-            blas = self.enter()
-            try:
+            with opener:
                 fn(*args)
-            finally:
-                self.leave(blas)
 
-    def session(self):
-        return _Session(self)
+    def session(self, threads: int | None = None):
+        return Session(self, threads)
 
-    def with_blas_threads(self, step):
+    def with_blas_threads(self, step, threads: int | None = None):
         """`step` (a reference kernel's, mostly BLAS work) run with the OpenBLAS threads a
-        session took away, and OpenBLAS held at one again after it: only this op gets them.
-        Setting the count costs ~0.4 us. The OpenBLAS workers spin a while after the op
-        (yielding the core) before they sleep: on a 6-conv graph ending in a small MatMul
-        that cost nothing measurable against holding the MatMul at one thread."""
+        session took away (`threads`, else what OpenBLAS had outside the session), and
+        OpenBLAS held at one again after it: only this op gets them. Setting the count costs
+        ~0.4 us. The OpenBLAS workers spin a while after the op (yielding the core) before
+        they sleep: on a 6-conv graph ending in a small MatMul that cost nothing measurable
+        against holding the MatMul at one thread."""
         def run():
-            outside = self.outside
+            outside = threads or self.outside
             if not self.depth or outside == 1 or _forked:
                 return step()
             self._set(outside)
@@ -136,9 +159,11 @@ class Pool:
         return run
 
     # ---- steps -----------------------------------------------------------
-    def gemms(self, chains: list, parts: int | None = None):
+    def gemms(self, chains: list, parts: int | None = None, opener=None):
         """One callable for independent `chains` of products (a, b, c, beta, trans_b):
-        c = a @ b (or a @ b.T) + beta * c, each chain in order, the chains side by side."""
+        c = a @ b (or a @ b.T) + beta * c, each chain in order, the chains side by side,
+        split into `parts`. `opener`: the session a call outside any opens (default: one
+        at OpenBLAS's count)."""
         parts = parts or self.width()
         if len(chains) % parts == 0:
             # e.g. 4 conv groups on 2 threads: whole chains, neighbours together (groups
@@ -152,16 +177,17 @@ class Pool:
         table = _table(work)
         keep = chains   # the arrays whose addresses the table holds
         par, fns = self.par, self.fns
+        opener = opener or Session(self)
         self.made += 1
 
         def run(_keep=keep):
             if _forked:
                 par.gemm_serial(fns, table)
             else:
-                self._call(par.gemm_parts, fns, table)
+                self._call(opener, par.gemm_parts, fns, table)
         return run
 
-    def rows(self, name: str, args: tuple, rows: int, parts: int | None = None, lib=None):
+    def rows(self, name: str, args: tuple, rows: int, parts: int | None = None, lib=None, opener=None):
         """One callable running loop `name` over `rows` rows: `name`_par split into parts,
         or (after a fork) _loops.`name` over them all. `lib`: the module of compiled loops
         holding both (default _loops; the int8 kernels' is mace/ops/fast/int8/_qloops.py)."""
@@ -169,39 +195,58 @@ class Pool:
         lib = lib or self.par
         par = getattr(lib, name + "_par")
         serial = getattr(lib, name)
+        opener = opener or Session(self)
         self.made += 1
 
         def run():
             if _forked:
                 serial(*args, 0, rows)
             else:
-                self._call(par, *args, parts)
+                self._call(opener, par, *args, parts)
         return run
 
 
+class Session:
+    """A run's hold on the pool, sized to `threads` (None: OpenBLAS's count). Reusable and
+    re-entrant: `with engine.session(): engine.run(...)` nests two."""
+
+    def __init__(self, pool: Pool, threads: int | None = None):
+        self.pool, self.threads, self.saved = pool, threads, []
+
+    def __enter__(self):
+        self.saved.append(self.pool.enter(self.threads))
+
+    def __exit__(self, *exc):
+        self.pool.leave(self.saved.pop())
+
+
+def blas_gemm_width() -> int:
+    """Without the pool: 1 where OpenBLAS runs on one thread (GEMMs on one thread anyway),
+    else 0 (better left to OpenBLAS's own threads)."""
+    lib = openblas()
+    threads = _blas_threads(lib) if lib is not None else None
+    return 1 if threads is not None and threads[0]() == 1 else 0
+
+
+# ---- until every kernel binds through its ComputeContext (mace/ops/fast/compute.py): the
+# old module-level answers, MACE_NO_POOL read per call as before --------------------------
+def pool() -> Pool | None:
+    if os.environ.get("MACE_NO_POOL", "") not in ("", "0"):
+        return None
+    return process_pool()
+
+
 def active() -> Pool | None:
-    """The pool when it exists and runs get more than one thread (kernels ask at load)."""
     p = pool()
     return p if p is not None and p.width() > 1 else None
 
 
 def gemm_width() -> int:
-    """Threads _loops' packed GEMM gets: the active pool's width; 1 where GEMMs would run
-    on one thread anyway (no pool thread but ours, OpenBLAS held at one); 0 where they
-    are better left to OpenBLAS's own threads (no pool, OpenBLAS on several)."""
     p = pool()
-    if p is None:
-        lib = openblas()
-        threads = _blas_threads(lib) if lib is not None else None
-        return 1 if threads is not None and threads[0]() == 1 else 0
-    return p.width()
+    return blas_gemm_width() if p is None else p.width()
 
 
 def loop(name: str, args: tuple, rows: int, work: int, parts: int | None = None, lib=None):
-    """A step running compiled loop `name` (mace/ops/fast/_loops.py, or module `lib`) over
-    rows 0:rows: split across the pool when it is active and `work` (elements touched)
-    pays for the launch, else the serial loop in the calling thread. `parts`: split into
-    that many (the width a kernel planned its split for at load; 1: never split)."""
     p = active()
     if p is not None and work >= MIN_PARALLEL_WORK and rows > 1 and parts != 1:
         return p.rows(name, args, rows, parts, lib)
@@ -209,12 +254,6 @@ def loop(name: str, args: tuple, rows: int, work: int, parts: int | None = None,
 
 
 def matmul(a, b, out, trans_b: bool = False):
-    """A step doing out = a @ b (b given as [.., n, k] and used transposed when trans_b):
-    2-D, or a stack of 3-D products where either operand may be one 2-D matrix shared by
-    the stack. On the pool when it is active and the operands are BLAS operands, else
-    numpy's matmul. A product under MIN_PARALLEL_WORK multiply-adds stays numpy's too: split,
-    it made a wake-word model (a 64 -> 1 FullyConnected with a sigmoid) a pool session whose
-    thread wake-ups cost more than its run (oww_hey_mycroft at 2 threads: ~1-6 ms, not ~0.3)."""
     p = active()
     macs = out.size * a.shape[-1]
     if (p is not None and a.dtype == b.dtype == out.dtype == np.float32 and out.ndim in (2, 3)
@@ -224,22 +263,14 @@ def matmul(a, b, out, trans_b: bool = False):
              for i in range(out.shape[0])]
         try:
             return p.gemms(chains)
-        except ValueError:   # strides BLAS cannot take: numpy copies as it needs
+        except ValueError:
             pass
     return partial(np.matmul, a, np.swapaxes(b, -1, -2) if trans_b else b, out=out)
 
 
-class _Session:
-    """Reusable and re-entrant: `with engine.session(): engine.run(...)` nests two."""
-
-    def __init__(self, pool: Pool):
-        self.pool, self.saved = pool, []
-
-    def __enter__(self):
-        self.saved.append(self.pool.enter())
-
-    def __exit__(self, *exc):
-        self.pool.leave(self.saved.pop())
+def adaptive() -> bool:
+    """Whether the pool started under the `auto` wait policy."""
+    return _wait.adaptive()
 
 
 def _table(work: list) -> np.ndarray:
@@ -306,17 +337,24 @@ def _blas_threads(lib):
     return None
 
 
-def pool() -> Pool | None:
-    """The process's compute pool, or None where it cannot be had (MACE_NO_POOL=1 is read
-    at each call: kernels bound while it is set keep their serial paths)."""
-
-    if os.environ.get("MACE_NO_POOL", "") not in ("", "0") or _forked or sgemm() is None:
+def process_pool(wait_policy: str | None = None) -> Pool | None:
+    """The process's compute pool, started (the first time) under `wait_policy`, or None
+    where it cannot be had."""
+    if _forked or sgemm() is None:
         return None
-    return _make_pool()
+    return _make_pool(wait_policy)
 
 
-@functools.lru_cache(maxsize=None)
-def _make_pool() -> Pool | None:
+_made: list = []   # [the pool or None] once the first context asked: one per process
+
+
+def _make_pool(wait_policy: str | None) -> Pool | None:
+    if not _made:
+        _made.append(_start_pool(wait_policy))
+    return _made[0]
+
+
+def _start_pool(wait_policy: str | None) -> Pool | None:
     gemm, lib = sgemm(), openblas()
     if gemm is None or lib is None or loops() is None or gemm.int_bits != 64:
         return None
@@ -327,7 +365,7 @@ def _make_pool() -> Pool | None:
     threads = _blas_threads(lib)
     if threads is None:
         return None
-    _wait.apply()   # libgomp reads its wait policy once, as it loads: set it first
+    _wait.apply(wait_policy)   # libgomp reads its wait policy once, as it loads: set it first
     try:
         import numba
         from numba.np.ufunc import omppool  # noqa: F401 - the OpenMP layer is built

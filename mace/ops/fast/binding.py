@@ -2,19 +2,22 @@
 
     FAST_TAG                        the registry tag of these kernels ("cpu:fast")
     INT8_FAST_TAG                   the fast int8 kernels' ("int8:fast", mace/ops/fast/int8)
+    ComputeContext                  an engine's threads and wait policy (mace/ops/fast/compute.py):
+                                    the engine makes one and its kernels get it as `ctx.compute`
     reference_blas(nodes)           the nodes whose reference kernel does BLAS work (each gets
                                     OpenBLAS's threads for its own step; the rest stay on the pool)
-    bind_step(node, scratch)        bind one node; says whether the step landed on the compute pool
+    bind_step(node, scratch, compute)  bind one node with the engine's ComputeContext; says whether
+                                    the step landed on the compute pool
     in_place_concats(graph, nodes)  Concat inputs their producers can write straight into the
                                     Concat's output (a channel slice): {tensor: (output, channel)}
 
-The compute pool itself (mace/ops/fast/_pool.py) stays private to this package.
+The compute pool behind the context (mace/ops/fast/_pool.py) stays private to this package.
 """
 from __future__ import annotations
 
 import collections
 
-from mace.ops.fast._pool import pool
+from mace.ops.fast.compute import ComputeContext  # noqa: F401 (the engine takes it from here)
 
 from mace.ir.runtimes import FAST_TAG, INT8_FAST_TAG  # noqa: F401 (importers take the tags from here too)
 POOLED_TAGS = (FAST_TAG, INT8_FAST_TAG)   # kernels that may bind steps onto the compute pool
@@ -30,21 +33,22 @@ def reference_blas(nodes) -> list:
     return [n for n in nodes if uses_reference_blas(n)]
 
 
-def bind_step(node, scratch):
-    """(the node's zero-argument step, the pool session its runs need or None). A reference
+def bind_step(node, scratch, compute):
+    """(the node's zero-argument step, the pool session its runs need or None), bound with
+    ComputeContext `compute` (the engine's, which its kernels got at setup). A reference
     BLAS kernel's step runs with OpenBLAS's own threads even inside a session (the pool
     holds OpenBLAS at one thread): only that op gets them, the fast kernels around it stay
     on the pool."""
     need = node.kernel.scratch_nbytes
-    compute = pool()
-    made = compute.made if compute else 0
+    pool = compute.pool
+    made = pool.made if pool else 0
     step = node.kernel.bind(node.inputs, node.outputs, scratch[:need] if need else None)
-    if compute is None:
+    if pool is None:
         return step, None
     if uses_reference_blas(node):
         return compute.with_blas_threads(step), None
     # a step on the compute pool: each run is a pool session (OpenBLAS held at one thread meanwhile)
-    session = compute.session() if node.tag in POOLED_TAGS and compute.made > made else None
+    session = compute.session() if node.tag in POOLED_TAGS and pool.made > made else None
     return step, session
 
 
