@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 from mace.config.deployment import DeploymentConfig, ModelConfig, with_input_shapes
-from mace.config.files import make_inputs, models_of, write_outputs
+from mace.config.files import input_sequence, make_inputs, models_of, write_outputs
 from mace.errors import ConfigError
 from mace.runtime.affinity import pin_threads, set_wait_policy, thread_limit
 from mace.runtime.gpu.deploy import range_check_notes
@@ -76,10 +76,17 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, opts
         reference = None if use_files else reference_for(config, model, sg, build_dir)
         if reference and reference.note:
             result.notes.append(reference.note)   # the framework is the reference: say which one, as asked
-        steps = None if use_files else _state_sequence(engine, config, sg, inputs, opts.seed, build_dir)
-        if steps:
+        given = input_sequence(sg, opts.input_dir)   # --input_dir's sub-folders: a stream's steps
+        steps = None if use_files else _state_sequence(engine, config, sg, inputs, opts.seed, build_dir, given)
+        if steps and given:
+            result.notes.append(f"stateful model: validated over the {len(steps)} runs of the sequence in "
+                                f"{opts.input_dir} from its initial state")
+        elif steps:
             result.notes.append(f"stateful model: validated over {len(steps)} runs from its initial state "
                                 f"(the first on the run's inputs, then seeds {opts.seed + 1}..{opts.seed + len(steps) - 1})")
+        elif given and len(given) > 1:
+            result.notes.append(f"{opts.input_dir} holds a sequence of {len(given)} runs; the model keeps no "
+                                f"state between runs, so only the first was run and validated")
         result.metrics = validate_outputs(config, model, sg, inputs, outputs, opts.num_threads, build_dir,
                                           use_files=source == "validation_inputs_data", reference=reference,
                                           steps=steps)
@@ -89,14 +96,16 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, opts
 STATE_STEPS = 8   # runs a stateful (streaming) model is validated over: its state must carry
 
 
-def _state_sequence(engine, config, sg, inputs: dict, seed: int, build_dir) -> list | None:
-    """[(inputs, outputs)] of a model with variables run STATE_STEPS times from its initial state;
-    None for a model without state. The engine is reset before and after."""
+def _state_sequence(engine, config, sg, inputs: dict, seed: int, build_dir, given: list | None = None) -> list | None:
+    """[(inputs, outputs)] of a model with variables run from its initial state over `given` (the
+    steps of a sequence in --input_dir), else STATE_STEPS times (the run's inputs, then seeded
+    random ones); None for a model without state. The engine is reset before and after."""
     variables = getattr(engine, "variables", None)
     if variables is None or not variables.initial:
         return None
     engine.reset_state()
-    sequence = [inputs] + [make_inputs(config, sg, None, seed + k, build_dir)[0] for k in range(1, STATE_STEPS)]
+    sequence = given or [inputs] + [make_inputs(config, sg, None, seed + k, build_dir)[0]
+                                    for k in range(1, STATE_STEPS)]
     steps = [(x, engine.run(x)) for x in sequence]
     engine.reset_state()
     return steps

@@ -260,6 +260,9 @@ def make_inputs(config: DeploymentConfig, sg: SubgraphConfig, input_dir: Path | 
     for an input with image_preprocess), else the subgraph's validation_inputs_data (files or URLs,
     .npy or images), else seeded uniform random values in input_ranges."""
     specs = sg.inputs
+    steps = sequence_steps(input_dir) if input_dir else None
+    if steps:   # a sequence of runs: the first step is this run's inputs (input_sequence: all)
+        return _inputs_in(sg, steps[0]), f"files in {steps[0]} (the first of {len(steps)} steps)"
     if input_dir:
         files = file_names([s.name for s in specs], "input")
         raw = raw_names(INPUT_PREFIX, [s.name for s in specs], "input")
@@ -280,3 +283,29 @@ def make_inputs(config: DeploymentConfig, sg: SubgraphConfig, input_dir: Path | 
         else:
             inputs[s.name] = rng.uniform(lo, hi, s.shape).astype(s.dtype)
     return inputs, f"random in input_ranges (seed {seed})"
+
+
+def sequence_steps(input_dir) -> list | None:
+    """The sub-folders of `--input_dir`, in name order, when it holds a sequence of runs (a
+    streaming model's stream: DIR/000/<name>.npy, DIR/001/<name>.npy, ...) and no files of its
+    own; None when the inputs are files in DIR itself."""
+    directory = Path(input_dir)
+    if not directory.is_dir():
+        return None
+    entries = [p for p in directory.iterdir() if not p.name.startswith(".")]
+    folders = sorted(p for p in entries if p.is_dir())
+    return folders if folders and len(folders) == len(entries) else None
+
+
+def input_sequence(sg: SubgraphConfig, input_dir) -> list | None:
+    """[inputs of each step] of a `--input_dir` that holds a sequence (sequence_steps), else None."""
+    steps = sequence_steps(input_dir) if input_dir else None
+    return [_inputs_in(sg, step) for step in steps] if steps else None
+
+
+def _inputs_in(sg: SubgraphConfig, directory: Path) -> dict:
+    files = file_names([s.name for s in sg.inputs], "input")
+    raw = raw_names(INPUT_PREFIX, [s.name for s in sg.inputs], "input")
+    return {s.name: _input_file(Path(directory), s, files[s.name], raw[s.name],
+                                images.for_input(sg.image_preprocess, s.name))
+            for s in sg.inputs}

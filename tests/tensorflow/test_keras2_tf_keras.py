@@ -71,3 +71,39 @@ def test_a_file_neither_loader_reads_names_both(tmp_path):
     path.write_bytes(b"not an HDF5 file")
     with pytest.raises(ModelError, match=r"broken.h5: Keras cannot load this file .*tf_keras .* cannot either"):
         load_graph_def(path)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["last_step", "return_sequences"])
+def keras2_lstm_h5(request, tmp_path_factory):
+    """A name classifier as ethnicolr ships them (Keras 2 .h5: Embedding -> LSTM -> Dense, float
+    ids in): Keras 3 refuses its LSTM's `time_major`; frozen, the LSTM's tf.while_loop keeps its
+    steps in TF2 TensorLists (FromTensor, Reserve, GetItem, SetItem, Stack)."""
+    L = tf_keras.layers
+    tf_keras.utils.set_random_seed(7)
+    model = tf_keras.Sequential([tf_keras.Input((12,), name="ids"), L.Embedding(40, 8),
+                                 L.LSTM(6, return_sequences=request.param), L.Dense(4, activation="softmax")])
+    path = tmp_path_factory.mktemp("keras2_lstm") / "lstm.h5"
+    model.save(str(path))
+    return model, path
+
+
+def test_keras2_lstm_converts_through_tf_keras_with_its_tensor_lists(keras2_lstm_h5, tmp_path):
+    from mace.config.specs import ModelSpec, TensorSpec
+    from mace.frontends import convert
+    from mace.frontends.tensorflow.loader import load_model_file
+    from mace.runtime.engine import Engine
+    from mace.transform.pipeline import transform
+
+    model, path = keras2_lstm_h5
+    with pytest.raises(Exception, match="time_major"):
+        keras.models.load_model(str(path), compile=False)
+    loaded = load_model_file(path)
+    assert "read by tf_keras" in loaded.note and "time_major" in loaded.note
+    assert {"TensorListFromTensor", "TensorListStack"} <= {n.op for n in loaded.graph_def.node}
+    graph = convert("tensorflow", ModelSpec(path, [TensorSpec("ids", (2, 12), "NONE")],
+                                            [TensorSpec("Identity", None, "NONE")]))
+    transform(graph, {"runtime": "cpu"})
+    x = np.random.default_rng(2).integers(0, 40, (2, 12)).astype(np.float32)
+    x[0, :5] = 0   # pad_sequences' leading zeros
+    got = Engine(graph).run({"ids": x})["Identity"]
+    np.testing.assert_allclose(got, model(x, training=False).numpy(), rtol=1e-5, atol=1e-6)

@@ -89,6 +89,41 @@ def test_run_validate_covers_a_sequence_through_the_cli(stream, tmp_path):
     assert "Similarity test passed" in out
 
 
+def test_run_validate_takes_a_sequence_from_input_dir(stream, tmp_path):
+    """--input_dir holding sub-folders only (000/, 001/, ...): a stream's runs, in name order, from
+    the initial state, LiteRT over the same runs; a folder with its own files is no sequence."""
+    from mace.config.files import sequence_steps
+
+    ins, outs = io_names(stream)
+    sg = {"input_tensors": ins[0], "input_shapes": "1,8", "input_data_formats": "NONE", "input_ranges": "-1,1",
+          "output_tensors": outs[0], "output_shapes": "1,5", "output_data_formats": "NONE"}
+    entry = {"platform": "tflite", "model_file_path": str(stream), "model_sha256_checksum": sha256(stream),
+             "runtime": "cpu", "subgraphs": [sg]}
+    yml = write_deployment(tmp_path / "deploy.yml", {"ring": entry}, library="state")
+    r = cli("convert", "--config", yml, cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    seq = tmp_path / "stream"
+    for k in range(11):
+        (seq / f"{k:03d}").mkdir(parents=True)
+        np.save(seq / f"{k:03d}" / f"{ins[0].replace(':', '_')}.npy", rand(1, 8, seed=40 + k))
+    assert sequence_steps(seq) == [seq / f"{k:03d}" for k in range(11)]
+    np.save(seq / "stray.npy", rand(1, 8, seed=1))
+    assert sequence_steps(seq) is None
+    (seq / "stray.npy").unlink()
+    out_dir = tmp_path / "out"
+    r = cli("run", "--config", yml, "--validate", "--round", "0", "--input_dir", seq, "--output_dir", out_dir,
+            cwd=tmp_path, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = " ".join(r.stdout.split())
+    assert "stateful model: validated over the 11 runs of the sequence in" in out
+    assert "Similarity test passed" in out
+    # the run's own outputs are the first step's, from the initial state
+    engine, x, y = engine_for(stream)
+    first = engine.run({x: rand(1, 8, seed=40)})[y]
+    (written,) = out_dir.glob("*.npy")
+    np.testing.assert_allclose(np.load(written), first, rtol=1e-5, atol=1e-6)
+
+
 def test_an_assignment_nobody_reads_survives_the_passes():
     """AssignVariable has no outputs and may assign a constant: fold_constants and remove_dead_ops
     must keep it (OpSpec.side_effects); the next run reads what it stored."""

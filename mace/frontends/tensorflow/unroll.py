@@ -18,7 +18,10 @@ rewrite, before converting:
   Scatter -> one Gather(value, j) per element, Write -> the element, Read -> Identity of the
   element, Gather -> Pack of the elements, Size -> a constant. Sizes and indices must be static in
   the same sense (evaluated together in two runs); a TensorArray that grows (dynamic_size, written
-  past its size) is refused.
+  past its size) is refused. TF2's TensorLists alike, the list's value flowing through its handle:
+  FromTensor -> one Gather per row (the row count from the tensor's static shape), Reserve -> a
+  list of unwritten elements, SetItem -> the element, GetItem -> Identity, Stack -> Pack, Length ->
+  a constant (a tf_keras LSTM's steps: its loop unrolled above).
 
 The result runs in TensorFlow with the same outputs as the original (the tests compare both).
 """
@@ -32,8 +35,12 @@ from mace.frontends.tensorflow.loader import split_tensor, tensor_name
 MAX_TRIPS = 1024
 LOOP_OPS = {"Enter", "RefEnter", "Exit", "RefExit", "Merge", "RefMerge", "Switch", "RefSwitch",
             "LoopCond", "NextIteration", "RefNextIteration"}
+# TF2's TensorLists (what a Keras 2 / tf_keras LSTM's tf.while_loop keeps its steps in, frozen
+# with its loop lowered to the frame above): the list value flows through the handle itself
+TL_OPS = {"TensorListReserve", "TensorListFromTensor", "TensorListGetItem", "TensorListSetItem",
+          "TensorListStack", "TensorListLength"}
 TA_OPS = {"TensorArrayV3", "TensorArrayScatterV3", "TensorArrayReadV3", "TensorArrayWriteV3",
-          "TensorArrayGatherV3", "TensorArraySizeV3"}
+          "TensorArrayGatherV3", "TensorArraySizeV3"} | TL_OPS
 _SHAPE_OPS = {"Shape", "ShapeN", "Size", "Rank"}
 
 
@@ -143,11 +150,18 @@ class _Rewriter:
         rng = np.random.default_rng(seed)
         with tf.Graph().as_default() as g:
             tf.compat.v1.import_graph_def(sub, name="")
-            feed = {g.get_tensor_by_name(t): (np.zeros(shape) if seed == 0 else rng.uniform(0, 255, shape)
-                                              ).astype(dtype)
-                    for t, (shape, dtype) in self.feeds.items() if _src(t) in present}
+            fetch = [g.get_tensor_by_name(tensor_name(t)) for t in tensors]
+            feeds = [(t, shape, dtype) for t, (shape, dtype) in self.feeds.items() if _src(t) in present]
+            feed = lambda values: {g.get_tensor_by_name(t): values(shape).astype(dtype) for t, shape, dtype in feeds}
             with tf.compat.v1.Session(graph=g) as sess:
-                return sess.run([g.get_tensor_by_name(tensor_name(t)) for t in tensors], feed)
+                if seed == 0:
+                    return sess.run(fetch, feed(np.zeros))
+                try:
+                    return sess.run(fetch, feed(lambda shape: rng.uniform(0, 255, shape)))
+                except tf.errors.InvalidArgumentError:
+                    # values that only a Shape reads may still be computed on (an Embedding's lookup
+                    # before the Shape of its output): ids past its table; random 0s and 1s are ids
+                    return sess.run(fetch, feed(lambda shape: rng.integers(0, 2, shape)))
 
     # ---- loops --------------------------------------------------------------------------
     def unroll(self, f: str, body: list) -> None:
@@ -274,15 +288,29 @@ class _Rewriter:
         ta_ops = [n for n in order if nodes[n].op in TA_OPS]
         if not ta_ops:
             return
-        static = []
+        static, shapes = [], []
         for n in ta_ops:
             op = nodes[n].op
             if op == "TensorArrayV3":
                 static.append(nodes[n].input[0])
-            elif op in ("TensorArrayScatterV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3"):
+            elif op in ("TensorArrayScatterV3", "TensorArrayReadV3", "TensorArrayWriteV3", "TensorArrayGatherV3",
+                        "TensorListReserve", "TensorListGetItem", "TensorListSetItem"):
                 static.append(nodes[n].input[1])
+            elif op == "TensorListFromTensor":   # its length: the tensor's rows, from its static shape
+                shape = self.tf.compat.v1.NodeDef(name=f"{n}/_rows", op="Shape", input=[nodes[n].input[0]])
+                shape.attr["T"].type = nodes[n].attr["element_dtype"].type
+                shape.attr["out_type"].type = self.tf.int32.as_datatype_enum
+                nodes[shape.name] = shape
+                self.order.append(shape.name)
+                shapes.append(shape.name)
+                static.append(shape.name)
         static = list(dict.fromkeys(tensor_name(t) for t in static))
-        values = dict(zip(static, self.static_values(static, "a TensorArray's size or index"))) if static else {}
+        try:
+            values = dict(zip(static, self.static_values(static, "a TensorArray's size or index"))) if static else {}
+        finally:
+            for name in shapes:
+                del nodes[name]
+            self.order = [name for name in self.order if name in nodes]
         idx = lambda t: [int(v) for v in np.asarray(values[tensor_name(t)]).reshape(-1)]
         state = {}      # flow tensor -> list of element tensors (None: not written)
         handles = {}    # handle tensor -> TensorArrayV3 node
@@ -317,6 +345,11 @@ class _Rewriter:
                 size = idx(ins[0])[0]
                 state[f"{n}:1"] = [None] * size
                 handles[f"{n}:0"] = n
+                continue
+            if node.op in TL_OPS:
+                made = self._tensor_list(n, node, ins, state, idx, const)
+                if made is not None:
+                    new_before[n] = made
                 continue
             flow_in = tensor_name(ins[-1])
             if flow_in not in state or tensor_name(ins[0]) not in handles:
@@ -383,6 +416,64 @@ class _Rewriter:
                 new_order.append(n)
         new_order.extend(n for n in nodes if n not in set(new_order))
         self.order = list(dict.fromkeys(new_order))
+
+    def _tensor_list(self, n, node, ins, state, idx, const):
+        """One TensorList op made plain tensors (state: list tensor -> its element tensors); the
+        nodes made before it (a FromTensor's Gathers), or None."""
+        nodes, make = self.nodes, self.tf.compat.v1.NodeDef
+        dtype = node.attr["element_dtype"]
+        if node.op == "TensorListReserve":
+            size = idx(ins[1])[0]
+            if size < 0:
+                raise ModelError(f"{self.path}: {node.op} '{n}' has no fixed number of elements: "
+                                 f"growing TensorLists are not supported")
+            state[f"{n}:0"] = [None] * size
+            del nodes[n]
+            return None
+        if node.op == "TensorListFromTensor":
+            made, elems = [], []
+            for j in range(idx(f"{n}/_rows:0")[0]):
+                g = make(name=f"{n}/_element_{j}", op="GatherV2", input=[
+                    ins[0], const(f"{n}/_element_{j}/index", np.int32(j)),
+                    const(f"{n}/_element_{j}/axis", np.int32(0))])
+                g.attr["Tparams"].CopyFrom(dtype)
+                g.attr["Tindices"].type = self.tf.int32.as_datatype_enum
+                g.attr["Taxis"].type = self.tf.int32.as_datatype_enum
+                nodes[g.name] = g
+                made += [f"{n}/_element_{j}/index", f"{n}/_element_{j}/axis", g.name]
+                elems.append(f"{g.name}:0")
+            state[f"{n}:0"] = elems
+            del nodes[n]
+            return made
+        if tensor_name(ins[0]) not in state:
+            raise ModelError(f"{self.path}: {node.op} '{n}': its TensorList cannot be followed")
+        elems = state[tensor_name(ins[0])]
+        if node.op == "TensorListSetItem":
+            i = idx(ins[1])[0]
+            if not 0 <= i < len(elems):
+                raise ModelError(f"{self.path}: {node.op} '{n}' writes element {i} of a TensorList of "
+                                 f"{len(elems)}: growing TensorLists are not supported")
+            state[f"{n}:0"] = elems[:i] + [tensor_name(ins[2])] + elems[i + 1:]
+            del nodes[n]
+            return None
+        if node.op == "TensorListLength":
+            self._replace(n, len(elems))
+            return None
+        picks = idx(ins[1])[:1] if node.op == "TensorListGetItem" else list(range(len(elems)))
+        missing = [i for i in picks if not 0 <= i < len(elems) or elems[i] is None]
+        if missing or not picks:
+            raise ModelError(f"{self.path}: {node.op} '{n}' reads element(s) {missing or picks} of a "
+                             f"TensorList of {len(elems)} that were not written")
+        get = node.op == "TensorListGetItem"
+        new = make(name=n, op="Identity" if get else "Pack")
+        new.input.extend([elems[picks[0]]] if get else [elems[i] for i in picks])
+        new.input.extend(t for t in node.input if t.startswith("^"))
+        new.attr["T"].CopyFrom(dtype)
+        if not get:
+            new.attr["N"].i = len(picks)
+            new.attr["axis"].i = 0
+        nodes[n] = new
+        return None
 
     def _replace(self, name, size):
         node = self.tf.compat.v1.NodeDef(name=name, op="Const")
