@@ -20,22 +20,23 @@ from mace.config.schema import MAX_DIM
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph
+from mace.frontends.context import MappingContext
 from mace.frontends.caffe.model_file import (SchemaGap, blob_array, blob_dims, inference_layers,
                                              is_legacy, net_inputs, read_caffemodel, read_prototxt)
 from mace.frontends.caffe.registry import load_mappers
 from mace.ir.graph import Graph
 from mace.ops._common import normalize_axis
-from mace.transform.shape_inference import infer_op, infer_shapes
+from mace.transform.shape_inference import infer_shapes
 
 FRAMEWORK_FORMAT = "NCHW"
 INPUT_LAYERS = {"Input"}
 
 
-class CaffeContext:
+class CaffeContext(MappingContext):
     """What a mapping function sees: the graph being built, blob names and weights."""
 
     def __init__(self, graph: Graph, path: Path, weight_path, weights, reserved: set):
-        self.graph = graph
+        super().__init__(graph)
         self.path = path
         self.weight_path = weight_path
         self.weights = weights      # layer name -> [BlobProto], or None without a weight file
@@ -43,18 +44,15 @@ class CaffeContext:
         self.blobs = {}             # Caffe blob -> the tensor holding its current value
         self.outs = []              # tensors the layer being converted writes, one per top
 
-    # ---- tensors -------------------------------------------------------------
-    def inp(self, layer, i: int = 0) -> str:
-        return self.blobs[layer.bottom[i]]
+    # ---- names -------------------------------------------------------------------
+    def op_name(self, layer) -> str:
+        return layer.name
 
-    def inputs(self, layer) -> list:
-        return [self.blobs[b] for b in layer.bottom]
+    def op_type(self, layer) -> str:
+        return layer.type
 
-    def out(self, i: int = 0) -> str:
-        return self.outs[i]
-
-    def shape(self, name: str) -> tuple:
-        return self.graph.shape(name)
+    def ir_name(self, layer) -> str:
+        return self.unique(layer.name)   # never a blob's name (temporaries are not either)
 
     def unique(self, base: str) -> str:
         name = self.graph.unique_name(base)
@@ -62,19 +60,18 @@ class CaffeContext:
             name = self.graph.unique_name(base)
         return name
 
-    def temp(self, layer, suffix: str) -> str:
-        return self.unique(f"{layer.name}_{suffix}")
+    # ---- tensors -------------------------------------------------------------------
+    def inp(self, layer, i: int = 0) -> str:
+        return self.blobs[layer.bottom[i]]
 
-    def add_const(self, layer, suffix: str, value) -> str:
-        return self.graph.add_const(self.temp(layer, suffix), np.asarray(value))
+    def inputs(self, layer) -> list:
+        return [self.blobs[b] for b in layer.bottom]
 
-    def add(self, op_type: str, layer, inputs, outputs=None, name=None, **args):
-        """Add an IR op for `layer`; outputs default to the layer's top tensors."""
-        outputs = list(self.outs) if outputs is None else outputs
-        op = self.graph.add_op(op_type, inputs, outputs, name=name or self.unique(layer.name),
-                               framework_op=[layer.name], **args)
-        infer_op(self.graph, op)  # later ops of the same layer may ask for its shape
-        return op
+    def out(self, layer, i: int = 0) -> str:
+        return self.outs[i]
+
+    def default_outputs(self, layer) -> list:
+        return list(self.outs)
 
     # ---- parameters and weights -------------------------------------------------
     def fail(self, layer, message: str) -> ModelError:

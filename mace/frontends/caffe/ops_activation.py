@@ -25,7 +25,7 @@ def prelu(ctx, layer):
     slope = ctx.weight(layer, 0, (channels,), 1)
     if len(shape) >= 2:  # broadcast along axis 1 (channels) of NC...
         slope = slope.reshape((channels,) + (1,) * (len(shape) - 2))
-    ctx.add("Activation", layer, [x, ctx.add_const(layer, "slope", slope)], activation="PRELU")
+    ctx.add("Activation", layer, [x, ctx.new_const(layer, "slope", slope)], activation="PRELU")
 
 
 def _simple(layer_type, kind):
@@ -79,9 +79,9 @@ class _Chain:
             ctx.add("Identity", layer, [x])
             return
         for i, (kind, const) in enumerate(self.steps):
-            inputs = [x] if const is None else [x, ctx.add_const(layer, kind.lower(), np.float32(const))]
+            inputs = [x] if const is None else [x, ctx.new_const(layer, kind.lower(), np.float32(const))]
             last = i == len(self.steps) - 1
-            out = ctx.out() if last else ctx.temp(layer, kind.lower())
+            out = ctx.out(layer) if last else ctx.temp(layer, kind.lower())
             ctx.add("Eltwise", layer, inputs, [out], name=None if last else out, type=kind)
             x = out
 
@@ -142,6 +142,6 @@ def threshold(ctx, layer):
     """y = 1 where x > threshold, else 0 (float)."""
     x = ctx.inp(layer)
     mask = ctx.temp(layer, "mask")
-    limit = ctx.add_const(layer, "threshold", np.float32(layer.threshold_param.threshold))
+    limit = ctx.new_const(layer, "threshold", np.float32(layer.threshold_param.threshold))
     ctx.add("Eltwise", layer, [x, limit], [mask], name=mask, type="GREATER")
     ctx.add("Cast", layer, [mask], to="float32")

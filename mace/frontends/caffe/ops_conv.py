@@ -60,10 +60,10 @@ def _geometry_args(strides, pads, dilations):
 
 def _weights(ctx, layer, w_shape, bias_term, num_output):
     count = 1 + int(bias_term)
-    w = ctx.add_const(layer, "weight", ctx.weight(layer, 0, w_shape, count))
+    w = ctx.new_const(layer, "weight", ctx.weight(layer, 0, w_shape, count))
     if not bias_term:
         return [w]
-    return [w, ctx.add_const(layer, "bias", ctx.weight(layer, 1, (num_output,), count))]
+    return [w, ctx.new_const(layer, "bias", ctx.weight(layer, 1, (num_output,), count))]
 
 
 @caffe_layer("Convolution")
@@ -103,9 +103,9 @@ def inner_product(ctx, layer):
         w = np.ascontiguousarray(ctx.weight(layer, 0, (k, n), count).T)
     else:
         w = ctx.weight(layer, 0, (n, k), count)
-    inputs = [ctx.add_const(layer, "weight", w)]
+    inputs = [ctx.new_const(layer, "weight", w)]
     if p.bias_term:
-        inputs.append(ctx.add_const(layer, "bias", ctx.weight(layer, 1, (n,), count)))
+        inputs.append(ctx.new_const(layer, "bias", ctx.weight(layer, 1, (n,), count)))
     if len(shape) != axis + 1:  # Caffe flattens every axis from `axis` on
         flat = ctx.temp(layer, "flat")
         ctx.add("Reshape", layer, [x], [flat], name=flat, dims=[*shape[:axis], k])

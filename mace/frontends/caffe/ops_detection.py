@@ -63,7 +63,7 @@ def normalize(ctx, layer):
         raise ctx.fail(layer, f"bottom has shape {list(shape)}; Normalize needs (N, C, ...)")
     channels = 1 if p.channel_shared else shape[1]
     scale = ctx.weight(layer, 0, (channels,), 1)
-    ctx.add("Normalize", layer, [x, ctx.add_const(layer, "scale", scale)], axis=1,
+    ctx.add("Normalize", layer, [x, ctx.new_const(layer, "scale", scale)], axis=1,
             across_spatial=int(p.across_spatial), eps=float(p.eps))
 
 

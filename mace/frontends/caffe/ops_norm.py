@@ -28,8 +28,8 @@ def batch_norm(ctx, layer):
 
 
 def _per_channel(ctx, layer, x, scale, offset):
-    s = ctx.add_const(layer, "scale", np.asarray(scale, np.float32))
-    o = ctx.add_const(layer, "offset", np.asarray(offset, np.float32))
+    s = ctx.new_const(layer, "scale", np.asarray(scale, np.float32))
+    o = ctx.new_const(layer, "offset", np.asarray(offset, np.float32))
     ctx.add("BatchNorm", layer, [x, s, o], data_format="NCHW")
 
 
@@ -71,7 +71,7 @@ def _apply(ctx, layer, x, operand_chain):
     """Run Eltwise (kind, operand) steps on x; the last writes the layer's top."""
     for i, (kind, operand) in enumerate(operand_chain):
         last = i == len(operand_chain) - 1
-        out = ctx.out() if last else ctx.temp(layer, kind.lower())
+        out = ctx.out(layer) if last else ctx.temp(layer, kind.lower())
         ctx.add("Eltwise", layer, [x, operand], [out], name=None if last else out, type=kind)
         x = out
 
@@ -94,10 +94,10 @@ def scale(ctx, layer):
         return
     target = _broadcast(covered, axis, len(shape))
     if factor is None:
-        factor = ctx.add_const(layer, "scale", factor_value.reshape(target))
+        factor = ctx.new_const(layer, "scale", factor_value.reshape(target))
     chain = [("PROD", factor)]
     if bias is not None:
-        chain.append(("SUM", ctx.add_const(layer, "bias", bias.reshape(target))))
+        chain.append(("SUM", ctx.new_const(layer, "bias", bias.reshape(target))))
     _apply(ctx, layer, x, chain)
 
 
@@ -111,5 +111,5 @@ def bias(ctx, layer):
     else:
         axis, covered = _operand_axes(ctx, layer, shape, p.axis, p.num_axes)
         value = ctx.weight(layer, 0, covered, 1)
-        operand = ctx.add_const(layer, "bias", value.reshape(_broadcast(covered, axis, len(shape))))
+        operand = ctx.new_const(layer, "bias", value.reshape(_broadcast(covered, axis, len(shape))))
     _apply(ctx, layer, x, [("SUM", operand)])

@@ -117,9 +117,9 @@ def _lrn_within_channel(ctx, layer, x, size, alpha, beta):
     sq = step("Eltwise", [x], "square", type="SQUARE")
     avg = step("Pooling", [sq], "avg", pooling_type="AVG", kernels=[size, size], strides=[1, 1],
                pads=[pad] * 4, count_include_pad=1, data_format="NCHW")
-    scaled = step("Eltwise", [avg, ctx.add_const(layer, "alpha", _f32(alpha))], "scaled", type="PROD")
-    shifted = step("Eltwise", [scaled, ctx.add_const(layer, "one", _f32(1.0))], "shifted", type="SUM")
-    factor = step("Eltwise", [shifted, ctx.add_const(layer, "beta", _f32(-beta))], "factor", type="POW")
+    scaled = step("Eltwise", [avg, ctx.new_const(layer, "alpha", _f32(alpha))], "scaled", type="PROD")
+    shifted = step("Eltwise", [scaled, ctx.new_const(layer, "one", _f32(1.0))], "shifted", type="SUM")
+    factor = step("Eltwise", [shifted, ctx.new_const(layer, "beta", _f32(-beta))], "factor", type="POW")
     ctx.add("Eltwise", layer, [x, factor], type="PROD")
 
 

@@ -36,7 +36,7 @@ def _scaled(ctx, layer, t, c, i):
     if c == 1:
         return t
     out = ctx.temp(layer, f"coeff{i}")
-    ctx.add("Eltwise", layer, [t, ctx.add_const(layer, f"c{i}", np.float32(c))], [out], name=out,
+    ctx.add("Eltwise", layer, [t, ctx.new_const(layer, f"c{i}", np.float32(c))], [out], name=out,
             type="PROD")
     return out
 
@@ -84,7 +84,7 @@ def slice_(ctx, layer):
 def split(ctx, layer):
     x = ctx.inp(layer)
     for i in range(len(layer.top)):  # every top is a copy of the bottom
-        ctx.add("Identity", layer, [x], [ctx.out(i)], name=ctx.temp(layer, f"copy{i}"))
+        ctx.add("Identity", layer, [x], [ctx.out(layer, i)], name=ctx.temp(layer, f"copy{i}"))
 
 
 @caffe_layer("Dropout")
@@ -200,7 +200,7 @@ def arg_max(ctx, layer):
         if p.out_max_val:  # values only
             ctx.add("Reduce", layer, [x], reduce_type="MAX", axis=[axis], keepdims=1)
         else:
-            _float_argmax(ctx, layer, x, axis, ctx.out())
+            _float_argmax(ctx, layer, x, axis, ctx.out(layer))
         return
     # No axis: each sample flattened; output (N, 1 or 2, 1, ...) of rank max(rank, 3).
     n = shape[0]

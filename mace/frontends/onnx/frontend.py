@@ -13,27 +13,26 @@ import numpy as np
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_framework_input, add_outputs, check_variable_dims, map_node, new_graph
+from mace.frontends.context import MappingContext
 from mace.frontends.onnx.ops_integer import DYNAMIC_MICROSOFT
 from mace.frontends.onnx.ops_qattention import QATTENTION
 from mace.frontends.onnx.ops_qlinear import COM_MICROSOFT, GRID_PASSTHROUGH, on_grid
 from mace.frontends.onnx.registry import load_mappers
 from mace.ir.graph import Graph
 from mace.ir.order import stable_order
-from mace.transform.shape_inference import infer_op, infer_shapes
+from mace.transform.shape_inference import infer_shapes
 
 FRAMEWORK_FORMAT = "NCHW"
 
 
-class OnnxContext:
+class OnnxContext(MappingContext):
     """What a mapping function sees: the graph being built and helpers over ONNX nodes."""
 
     def __init__(self, graph: Graph, opset: int, mappers: dict | None = None, keep=(),
                  path: Path | None = None):
-        self.graph = graph
+        super().__init__(graph, keep)
         self.opset = opset
-        self.rename = {}
         self.mappers = mappers or {}
-        self.keep = set(keep)   # model outputs: they stay produced by an op
         self.path = path
 
     def add_initializers(self, onnx_graph) -> None:
@@ -49,8 +48,11 @@ class OnnxContext:
             map_node(self.graph, mapper, self, node, self.keep, self.path,
                      lambda: f"node '{self.op_name(node)}' ({node.op_type})")
 
-    def name(self, t: str) -> str:
-        return self.rename.get(t, t)
+    def op_name(self, node) -> str:
+        return node.name or f"{node.op_type}_{node.output[0]}"
+
+    def op_type(self, node) -> str:
+        return node.op_type
 
     def inp(self, node, i: int):
         """Input i of `node` (renamed), or None when absent/empty."""
@@ -61,8 +63,14 @@ class OnnxContext:
     def inputs(self, node) -> list:
         return [self.name(t) for t in node.input if t]
 
-    def const(self, name):
-        return None if name is None else self.graph.consts.get(name)
+    def out(self, node, i: int = 0) -> str:
+        return node.output[i]
+
+    def default_outputs(self, node) -> list:
+        return list(node.output)
+
+    def temp_stem(self, node) -> str:
+        return node.output[0]
 
     def scalar(self, node, i: int, what: str, default=None):
         """Input i of `node` as a Python number where ONNX means a scalar.
@@ -76,19 +84,14 @@ class OnnxContext:
             return default
         value = self.const(name)
         if value is None:
-            raise ModelError(f"{node.op_type} '{self.op_name(node)}': {what} (input '{name}') must be "
-                             f"static (computable from constants and input shapes)")
+            raise self.fail(node, f"{what} (input '{name}') {self.NOT_STATIC}")
         value = np.asarray(value)
         if value.size == 0:  # an empty tensor is an omitted input to some exporters
             return default
         if value.size != 1:
-            raise ModelError(f"{node.op_type} '{self.op_name(node)}': {what} (input '{name}') must be "
-                             f"a scalar or a 1-element tensor, got shape {list(value.shape)}")
+            raise self.fail(node, f"{what} (input '{name}') must be a scalar or a 1-element tensor, "
+                                  f"got shape {list(value.shape)}")
         return value.reshape(-1)[0].item()
-
-    def shape(self, name) -> tuple:
-        """Static shape of a tensor converted so far (constants fold as nodes arrive)."""
-        return self.graph.shape(name)
 
     def attr(self, node, name: str, default=None):
         import onnx
@@ -97,23 +100,6 @@ class OnnxContext:
             if a.name == name:
                 return onnx.helper.get_attribute_value(a)
         return default
-
-    def op_name(self, node) -> str:
-        return node.name or f"{node.op_type}_{node.output[0]}"
-
-    def add(self, op_type: str, node, inputs, outputs=None, name=None, **args):
-        """Add an IR op for ONNX `node`; outputs default to the node's outputs."""
-        outputs = list(node.output) if outputs is None else outputs
-        op = self.graph.add_op(op_type, inputs, outputs, name=name or self.op_name(node),
-                               framework_op=[self.op_name(node)], **args)
-        infer_op(self.graph, op)  # later ops of the same node may ask for its shape
-        return op
-
-    def temp(self, node, suffix: str) -> str:
-        return self.graph.unique_name(f"{node.output[0]}_{suffix}")
-
-    def add_const(self, name: str, value) -> str:
-        return self.graph.add_const(name, np.asarray(value))
 
 
 def _load(path: Path):

@@ -18,6 +18,7 @@ from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import (add_input_info, add_named_outputs, add_note, check_variable_dims, map_node,
                                  new_graph, rename_tensor)
+from mace.frontends.context import MappingContext
 from mace.frontends.tensorflow.loader import import_tf, load_model_file, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
 from mace.frontends.tensorflow.unroll import needs_unrolling, unroll_loops
@@ -28,19 +29,22 @@ from mace.transform.shape_inference import infer_op, infer_shapes
 FRAMEWORK_FORMAT = "NHWC"
 
 
-class TfContext:
+class TfContext(MappingContext):
     """What a mapping function sees: the graph being built and helpers over NodeDefs."""
 
     def __init__(self, graph: Graph, tf, keep: set):
-        self.graph = graph
+        super().__init__(graph, keep)
         self.tf = tf
-        self.keep = keep          # tensors that must stay produced by an op (model outputs)
-        self.rename = {}          # TF tensor name -> IR tensor name (inputs, aliases)
         self.fake_quant = []      # (tensor, min, max, num_bits, narrow_range)
 
+    def op_name(self, node) -> str:
+        return node.name
+
+    def op_type(self, node) -> str:
+        return node.op
+
     def name(self, t: str) -> str:
-        t = tensor_name(t)
-        return self.rename.get(t, t)
+        return super().name(tensor_name(t))   # 'x' and 'x:0' are one tensor
 
     def data_inputs(self, node) -> list:
         return [t for t in node.input if not t.startswith("^")]
@@ -56,55 +60,10 @@ class TfContext:
     def out(self, node, i: int = 0) -> str:
         return f"{node.name}:{i}"
 
-    def const(self, name):
-        return None if name is None else self.graph.consts.get(name)
-
-    def shape(self, name) -> tuple:
-        """Static shape of a tensor converted so far (constants fold as nodes arrive)."""
-        return self.graph.shape(name)
-
-    def dtype(self, name) -> np.dtype:
-        return self.graph.dtype(name)
-
     def attr(self, node, name: str, default=None):
         if name not in node.attr:
             return default
         return attr_value(self.tf, node.attr[name])
-
-    def fail(self, node, message: str) -> ModelError:
-        return ModelError(f"{node.op} '{node.name}': {message}")
-
-    def static(self, node, i: int, what: str) -> np.ndarray:
-        """Input i of `node` as a constant array; it must be known while converting."""
-        v = self.const(self.inp(node, i))
-        if v is None:
-            raise self.fail(node, f"{what} must be static (computable from constants and input shapes)")
-        return np.asarray(v)
-
-    def static_ints(self, node, i: int, what: str) -> list:
-        return [int(d) for d in self.static(node, i, what).reshape(-1)]
-
-    def add(self, op_type: str, node, inputs, outputs=None, name=None, **args):
-        """Add an IR op for TF `node`; outputs default to the node's first output."""
-        outputs = [self.out(node)] if outputs is None else outputs
-        op = self.graph.add_op(op_type, inputs, outputs, name=name or node.name,
-                               framework_op=[node.name], **args)
-        infer_op(self.graph, op)  # later ops of the same node may ask for its shape
-        return op
-
-    def temp(self, node, suffix: str) -> str:
-        return self.graph.unique_name(f"{node.name}_{suffix}")
-
-    def add_const(self, name: str, value) -> str:
-        return self.graph.add_const(name, np.asarray(value))
-
-    def alias(self, node, i: int, source: str) -> None:
-        """Output i of `node` is `source` (an Identity that needs no op), unless it is a model output."""
-        out = self.out(node, i)
-        if out in self.keep:
-            self.add("Identity", node, [source], [out], name=self.temp(node, f"out{i}"))
-        else:
-            self.rename[out] = source
 
     def const_output(self, node, i: int, value) -> None:
         """Output i of `node` is the constant `value`."""

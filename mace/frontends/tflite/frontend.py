@@ -20,6 +20,7 @@ import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
 from mace.frontends.base import add_input_info, add_named_outputs, map_node, new_graph, rename_tensor
+from mace.frontends.context import MappingContext
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.tflite.edges import (check_edge_type, input_to_reals, is_quantized_edge,
                                          reals_to_output)
@@ -39,18 +40,21 @@ FUSED = {0: {}, 1: {"activation": "RELU"}, 2: {"activation": "CLIP", "activation
          3: {"activation": "RELUX", "max_limit": 6.0}, 4: {"activation": "TANH"}}
 
 
-class TflContext:
+class TflContext(MappingContext):
     """What a mapping function sees: the graph being built and helpers over TFLite ops."""
 
+    NOT_STATIC = "must be constant"
+
     def __init__(self, graph: Graph, model: TflModel, keep: set):
-        self.graph = graph
+        super().__init__(graph, keep)
         self.model = model
-        self.keep = keep      # tensors that must stay produced by an op (model outputs)
-        self.rename = {}      # TFLite tensor name -> IR tensor name (inputs, aliases)
         self.state = read_state(model)   # resource variables (ops_state.py)
 
-    def name(self, t: str) -> str:
-        return self.rename.get(t, t)
+    def op_name(self, op: TflOp) -> str:
+        return self.model.op_name(op)
+
+    def op_type(self, op: TflOp) -> str:
+        return op.type
 
     def tensor(self, op: TflOp, i: int):
         """The TflTensor of input i (None when left out)."""
@@ -68,34 +72,10 @@ class TflContext:
     def out(self, op: TflOp, i: int = 0) -> str:
         return self.model.tensors[op.outputs[i]].name
 
-    def op_name(self, op: TflOp) -> str:
-        return self.model.op_name(op)
-
-    def const(self, name):
-        return None if name is None else self.graph.consts.get(name)
-
-    def shape(self, name) -> tuple:
-        return self.graph.shape(name)
-
-    def dtype(self, name) -> np.dtype:
-        return self.graph.dtype(name)
-
-    def fail(self, op: TflOp, message: str) -> ModelError:
-        return ModelError(f"{op.type} '{self.op_name(op)}': {message}")
-
     def options(self, op: TflOp):
         if op.options is None:
             raise self.fail(op, "the op has no options table")
         return op.options
-
-    def static(self, op: TflOp, i: int, what: str) -> np.ndarray:
-        v = self.const(self.inp(op, i))
-        if v is None:
-            raise self.fail(op, f"{what} must be constant")
-        return np.asarray(v)
-
-    def static_ints(self, op: TflOp, i: int, what: str) -> list:
-        return [int(d) for d in self.static(op, i, what).reshape(-1)]
 
     def fused(self, op: TflOp) -> dict:
         """The fused activation of `op`'s options as IR args."""
@@ -103,28 +83,6 @@ class TflContext:
         if kind not in FUSED:
             raise self.fail(op, f"fused activation {kind} (SIGN_BIT) is not supported")
         return dict(FUSED[kind])
-
-    def add(self, op_type: str, op: TflOp, inputs, outputs=None, name=None, **args):
-        """Add an IR op for TFLite `op`; outputs default to the op's first output."""
-        outputs = [self.out(op)] if outputs is None else outputs
-        ir = self.graph.add_op(op_type, inputs, outputs, name=name or self.op_name(op),
-                               framework_op=[self.op_name(op)], **args)
-        infer_op(self.graph, ir)  # later IR ops of the same TFLite op may ask for its shape
-        return ir
-
-    def temp(self, op: TflOp, suffix: str) -> str:
-        return self.graph.unique_name(f"{self.op_name(op)}_{suffix}")
-
-    def add_const(self, name: str, value) -> str:
-        return self.graph.add_const(name, np.asarray(value))
-
-    def alias(self, op: TflOp, i: int, source: str) -> None:
-        """Output i of `op` is `source` (no op needed), unless it is a model output."""
-        out = self.out(op, i)
-        if out in self.keep:
-            self.add("Identity", op, [source], [out], name=self.temp(op, f"out{i}"))
-        else:
-            self.rename[out] = source
 
 
 # ---- which ops to convert ---------------------------------------------------------
