@@ -6,6 +6,7 @@ from threadpoolctl import threadpool_limits
 
 from mace.ops.fast import _jit, _pool
 from mace.ops.fast._conv_gemm import Panels
+from mace.ops.fast.compute import ComputeContext
 
 from tests.ops.test_fast_kernels import close, conv_case, run_both
 
@@ -88,12 +89,14 @@ def test_strided_rows_and_no_bias():
 def test_split_across_the_pool_by_rows_or_by_panels(m, n):
     """Tall products split by rows, short wide ones by panels: the same numbers."""
     a, w, b = product(np.random.default_rng(m), m, 24, n)
-    with threadpool_limits(2):
-        gemm = Panels(w, b, (F32(0), F32(np.inf)), 2)
-        c = np.empty((m, n), F32)
-        step = gemm.step(a, c)
-        with _pool.pool().session():
-            step()
+    two = ComputeContext(threads=2)   # the engine's context, as its kernels get it
+    gemm = Panels(w, b, (F32(0), F32(np.inf)), 2, compute=two)
+    c = np.empty((m, n), F32)
+    made = two.pool.made
+    step = gemm.step(a, c)
+    assert two.pool.made == made + 1   # a split step, not the serial loop
+    with two.session():
+        step()
     close(c, reference(a, w, b, 0, np.inf), rtol=1e-5)
 
 

@@ -24,7 +24,8 @@ from numpy.lib.stride_tricks import as_strided
 from mace.ops.fast._base import NO_STORE
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import active, by_rows, gemm_width, loop, matmul
+from mace.ops.fast._pool import by_rows
+from mace.ops.fast.compute import SERIAL, ComputeContext
 from mace.util.aligned import aligned_copy, aligned_zeros
 
 # im2col chunk: output rows whose columns fit in this many bytes. Measured on the
@@ -82,15 +83,15 @@ def is_pointwise(g: ConvGeometry) -> bool:
     return (g.kh, g.kw) == (1, 1) and not any(g.pads)
 
 
-def packed_width(geo: ConvGeometry, bounds, grouped: bool = False) -> int:
+def packed_width(geo: ConvGeometry, bounds, compute: ComputeContext, grouped: bool = False) -> int:
     """Threads for _loops' packed GEMM (Panels), or 0 to keep OpenBLAS's: the compiled
     loops, group 1 (any for a 1x1 conv: `grouped`, one Panels per group), no column
     dilation (a window row's taps contiguous), an activation the store step does (`bounds`:
     lo, hi of _base.store_epilogue; None where it cannot), and GEMMs not left to OpenBLAS's
-    threads."""
+    threads (`compute`: the engine's)."""
     if loops() is None or (geo.group != 1 and not grouped) or geo.dilations[1] != 1 or bounds is None:
         return 0
-    return gemm_width()
+    return compute.gemm_width()
 
 
 class Panels:
@@ -98,9 +99,9 @@ class Panels:
     into panels [ceil(N / NR), K, NR] (zero-padded), bias padded to match, act the store step's
     activation `epi` (_base.store_epilogue; NO_STORE: none). A product splits
     across `parts` threads by rows of a, or by panels where a is short and W wide (each
-    thread then streams only its own part of W: ResNet-50's 49-row layers)."""
+    thread then streams only its own part of W: ResNet-50's 49-row layers), on `compute`'s pool."""
 
-    def __init__(self, wmat: np.ndarray, bias, bounds, parts: int, epi=NO_STORE):
+    def __init__(self, wmat: np.ndarray, bias, bounds, parts: int, epi=NO_STORE, compute: ComputeContext = SERIAL):
         lib = loops()
         k, n = wmat.shape
         count = -(-n // lib.NR)
@@ -114,6 +115,7 @@ class Panels:
         self.lo, self.hi = (np.float32(v) for v in bounds)
         self.epi = epi
         self.parts = parts
+        self.compute = compute
 
     def args(self, a2d, out2d) -> tuple:
         return (a2d, self.panels, self.bias, self.lo, self.hi, self.epi, out2d)
@@ -122,8 +124,8 @@ class Panels:
         m, n = out2d.shape
         work = m * a2d.shape[1] * n
         if self.by_rows(m, n, m):
-            return loop("pgemm", self.args(a2d, out2d), m, work, self.parts)
-        return loop("pgemm_panels", self.args(a2d, out2d), len(self.panels), work, self.parts)
+            return self.compute.loop("pgemm", self.args(a2d, out2d), m, work, self.parts)
+        return self.compute.loop("pgemm_panels", self.args(a2d, out2d), len(self.panels), work, self.parts)
 
     def conv_step(self, xp, geo: "ConvGeometry", out2d):
         """The k x k conv of one image from its padded input xp [Hp, Wp, C] (channels
@@ -134,8 +136,8 @@ class Panels:
                 self.panels, self.bias, self.lo, self.hi, self.epi, out2d)
         work = m * self.panels.shape[1] * n
         if self.by_rows(m, n, geo.oh):
-            return loop("conv_pgemm", args, geo.oh, work, self.parts)
-        return loop("conv_pgemm_panels", args, len(self.panels), work, self.parts)
+            return self.compute.loop("conv_pgemm", args, geo.oh, work, self.parts)
+        return self.compute.loop("conv_pgemm_panels", args, len(self.panels), work, self.parts)
 
     def by_rows(self, m: int, n: int, lines: int) -> bool:
         """Split by rows (in `lines` units: output rows of a conv), else by panels."""
@@ -147,9 +149,9 @@ def channels_from(epi, first: int) -> tuple:
     return epi[:4] + ((epi[4] + 4 * first) if epi[4] else 0,)
 
 
-def small_m(geo: ConvGeometry, rows: int) -> bool:
+def small_m(geo: ConvGeometry, rows: int, compute: ComputeContext) -> bool:
     """Transpose this GEMM for OpenBLAS's threading (the pool splits columns itself)."""
-    return geo.group == 1 and rows <= SMALL_M and sgemm() is not None and active() is None
+    return geo.group == 1 and rows <= SMALL_M and sgemm() is not None and not compute.active()
 
 
 class Transposed:
@@ -167,18 +169,19 @@ class Transposed:
 class Pointwise:
     """1x1 conv, no padding: out[:, grp] = x[:, grp] @ W[grp]; a stride > 1 subsamples first."""
 
-    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None, epi=NO_STORE):
-        self.geo = geo
+    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None, epi=NO_STORE,
+                 compute: ComputeContext = SERIAL):
+        self.geo, self.compute = geo, compute
         strided = tuple(geo.strides) != (1, 1)
         self.specs = [((geo.n, geo.oh, geo.ow, geo.c), np.float32)] if strided else []
         m = geo.n * geo.oh * geo.ow
-        width = packed_width(geo, bounds, grouped=True)
+        width = packed_width(geo, bounds, compute, grouped=True)
         # the packed GEMM adds the bias, clips and activates (Conv2DFast skips its epilogue)
         self.fused_epilogue = width > 0
         if self.fused_epilogue:   # a stride > 1 reads the subsampled pixels in place
             og = geo.og
             self.gemms = [Panels(wmat[i], None if bias is None else bias[i * og:(i + 1) * og], bounds, width,
-                                 channels_from(epi, i * og)) for i in range(geo.group)]
+                                 channels_from(epi, i * og), compute) for i in range(geo.group)]
             self.gemm = self.gemms[0]
             self.wmat = self.gemm.panels
             if geo.group > 1:   # all groups in one step: each thread its rows of every group
@@ -189,7 +192,7 @@ class Pointwise:
             self.specs = []
             return
         self.wmat = wmat
-        self.transposed = Transposed(wmat[0], m) if small_m(geo, m) else None
+        self.transposed = Transposed(wmat[0], m) if small_m(geo, m, compute) else None
         if self.transposed:
             self.specs.append(self.transposed.spec)
 
@@ -209,7 +212,7 @@ class Pointwise:
                 if g.group == 1:
                     return steps + [self.gemm.step(x2d, out2d)]
                 args = (x2d, self.wmat, self.bias, self.gemm.lo, self.gemm.hi, self.gemm.epi, out2d)
-                return steps + [loop("pgemm_groups", args, len(x2d), x2d.size * g.og, self.gemm.parts)]
+                return steps + [self.compute.loop("pgemm_groups", args, len(x2d), x2d.size * g.og, self.gemm.parts)]
             return steps + [gemm.conv_step(x[image, ..., i * g.cg:(i + 1) * g.cg], g,
                                            pixel_rows(out[image])[:, i * g.og:(i + 1) * g.og])
                             for image in range(g.n) for i, gemm in enumerate(self.gemms)]
@@ -222,9 +225,8 @@ class Pointwise:
             return steps + self.transposed.steps(x2d, out2d, scratch[-1])
         groups = [(x2d[:, i * g.cg:(i + 1) * g.cg], self.wmat[i], out2d[:, i * g.og:(i + 1) * g.og])
                   for i in range(g.group)]
-        pool = active()
-        if pool is not None:   # the groups side by side (each alone is OpenBLAS's one-thread size)
-            steps.append(pool.gemms([[(a, w, o, 0.0, False)] for a, w, o in groups]))
+        if self.compute.active():   # the groups side by side (each alone is OpenBLAS's one-thread size)
+            steps.append(self.compute.gemms([[(a, w, o, 0.0, False)] for a, w, o in groups]))
         else:
             steps += [partial(np.matmul, a, w, out=o) for a, w, o in groups]
         return steps
@@ -236,16 +238,17 @@ class Im2col:
     otherwise each chunk of windows copied into `cols`, then OpenBLAS's GEMM per chunk
     and group."""
 
-    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None, epi=NO_STORE):
-        self.geo = geo
+    def __init__(self, geo: ConvGeometry, wmat: np.ndarray, bias=None, bounds=None, epi=NO_STORE,
+                 compute: ComputeContext = SERIAL):
+        self.geo, self.compute = geo, compute
         k = geo.kh * geo.kw * geo.cg
         self.padded = any(geo.pads)
         self.transposed = None
-        width = packed_width(geo, bounds)
+        width = packed_width(geo, bounds, compute)
         self.fused_epilogue = width > 0
         self.specs = []
         if self.fused_epilogue:
-            self.gemm = Panels(wmat[0], bias, bounds, width, epi)
+            self.gemm = Panels(wmat[0], bias, bounds, width, epi, compute)
             self.wmat = self.gemm.panels
         else:
             self.wmat = wmat
@@ -253,7 +256,7 @@ class Im2col:
             rows = max(1, min(geo.oh, CHUNK_BYTES // max(geo.ow * k * 4, 1)))
             self.rows = max(rows, min(geo.oh, -(-MIN_CHUNK_FILTERS * geo.og // geo.ow)))
             # a small map is one chunk per image, its GEMM transposed
-            if small_m(geo, geo.oh * geo.ow):
+            if small_m(geo, geo.oh * geo.ow, compute):
                 self.transposed = Transposed(wmat[0], geo.oh * geo.ow)
                 self.rows = geo.oh
             self.specs.append(((self.rows * geo.ow, k), np.float32))
@@ -284,7 +287,7 @@ class Im2col:
         g = self.geo
         if loops() is not None and g.group == 1 and g.dilations[1] == 1 and xp.flags.c_contiguous:
             args = (xp[image], chunk, r0, g.ow, g.strides[0], g.strides[1], g.dilations[0], g.kw * g.c)
-            return loop("im2col", args, r1 - r0, chunk.size)
+            return self.compute.loop("im2col", args, r1 - r0, chunk.size)
         win = self.windows(xp, image, grp)[r0:r1]
         return partial(np.copyto, chunk.reshape(win.shape), win)
 
@@ -316,7 +319,7 @@ class Im2col:
                     if self.transposed:
                         steps += self.transposed.steps(chunk, out2d, scratch[-1])
                     else:
-                        steps.append(matmul(chunk, self.wmat[grp], out2d[:, grp * g.og:(grp + 1) * g.og]))
+                        steps.append(self.compute.matmul(chunk, self.wmat[grp], out2d[:, grp * g.og:(grp + 1) * g.og]))
         return steps
 
 

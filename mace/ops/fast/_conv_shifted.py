@@ -29,7 +29,7 @@ import numpy as np
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._conv_gemm import ConvGeometry, pad_steps
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import active, loop
+from mace.ops.fast.compute import SERIAL, ComputeContext
 
 MIN_PIXELS = 400      # oh * ow
 MIN_CHANNELS = 64     # C, the K of each tap's GEMM
@@ -52,8 +52,8 @@ class Shifted:
     name = "shifted"   # what the profiler shows (Conv2DFast.algorithm_name)
     fused_epilogue = True
 
-    def __init__(self, geo: ConvGeometry, w: np.ndarray, bias, act, bounds):
-        self.geo, self.bias, self.act, self.bounds = geo, bias, act, bounds
+    def __init__(self, geo: ConvGeometry, w: np.ndarray, bias, act, bounds, compute: ComputeContext = SERIAL):
+        self.geo, self.bias, self.act, self.bounds, self.compute = geo, bias, act, bounds, compute
         # taps[i, j] is tap (i, j)'s [C, O] matrix
         self.taps = np.ascontiguousarray(np.asarray(w, np.float32).transpose(2, 3, 1, 0))
         hp, wp = geo.padded_hw
@@ -75,10 +75,9 @@ class Shifted:
                 steps.append(partial(np.copyto, flat[hp * wp:], np.float32(0)))
             if self.bias is not None:
                 steps.append(partial(np.copyto, acc, self.bias))
-            pool = active()
-            if pool is not None:   # a chain per row block, blocks split evenly over the threads
-                steps.append(pool.gemms([self._taps(flat, acc, r0, r1) for r0, r1 in
-                                         self._blocks(rows, pool.width())]))
+            if self.compute.active():   # a chain per row block, blocks split evenly over the threads
+                steps.append(self.compute.gemms([self._taps(flat, acc, r0, r1) for r0, r1 in
+                                                 self._blocks(rows, self.compute.width())]))
             else:
                 steps += [gemm.bound(a, w, c, beta=beta)
                           for a, w, c, beta, _ in self._taps(flat, acc, 0, rows)]
@@ -107,7 +106,7 @@ class Shifted:
         ow = out3.shape[1]
         compiled = loops()
         if self.bounds is not None and compiled is not None:
-            return [loop("crop_clip", (acc3, *self.bounds, out3), out3.shape[0], 2 * out3.size)]
+            return [self.compute.loop("crop_clip", (acc3, *self.bounds, out3), out3.shape[0], 2 * out3.size)]
         if self.bounds is not None:
             return [partial(np.clip, acc3[:, :ow], *self.bounds, out=out3)]
         return [partial(np.copyto, out3, acc3[:, :ow]), partial(self.act, out3)]

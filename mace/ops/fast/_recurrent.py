@@ -15,7 +15,7 @@ import numpy as np
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._conv_gemm import Panels, contiguous
 from mace.ops.fast._jit import op_loops
-from mace.ops.fast._pool import gemm_width, matmul
+from mace.ops.fast.compute import ComputeContext
 
 NO_CLIP = (np.float32(-np.inf), np.float32(np.inf))
 # A projection under this many multiply-adds stays on the calling thread: a wake-word LSTM's
@@ -39,14 +39,15 @@ def float_recurrent(ctx, constants: int) -> str | None:
 class Projection:
     """xw [rows, dirs * gates] = x2d @ W^T + bias, W [dirs, gates, input] (one GEMM)."""
 
-    def __init__(self, w: np.ndarray, bias: np.ndarray, rows: int):
+    def __init__(self, w: np.ndarray, bias: np.ndarray, rows: int, compute: ComputeContext):
         dirs, gates, k = w.shape
         wt = np.ascontiguousarray(np.asarray(w, np.float32).transpose(2, 0, 1).reshape(k, dirs * gates))
         self.bias = np.asarray(bias, np.float32).reshape(-1)
-        width = gemm_width() if rows else 0
+        self.compute = compute
+        width = compute.gemm_width() if rows else 0
         if rows * k * dirs * gates < SPLIT_MACS:
             width = min(width, 1)
-        self.panels = Panels(wt, self.bias, NO_CLIP, width) if width else None
+        self.panels = Panels(wt, self.bias, NO_CLIP, width, compute=compute) if width else None
         self.wt = None if width else wt
         self.spec = ((rows, dirs * gates), np.float32)
 
@@ -55,7 +56,7 @@ class Projection:
         x2d = contiguous(x, steps).reshape(-1, x.shape[-1])   # arena tensors are: no copy
         if self.panels is not None:
             return steps + [self.panels.step(x2d, xw)]
-        return steps + [matmul(x2d, self.wt, xw), partial(np.add, xw, self.bias, out=xw)]
+        return steps + [self.compute.matmul(x2d, self.wt, xw), partial(np.add, xw, self.bias, out=xw)]
 
 
 def seq_major(t: np.ndarray, layout: int) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mace.ops.fast._conv_gemm import ConvGeometry, pad_steps
-from mace.ops.fast._pool import matmul
+from mace.ops.fast.compute import SERIAL, ComputeContext
 
 # Lavin & Gray's matrices (interpolation points 0, +-1, +-2, inf for m = 4).
 B_T = {2: [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]],
@@ -73,8 +73,8 @@ def transform_filter(w: np.ndarray, m: int) -> np.ndarray:
 
 
 class Winograd:
-    def __init__(self, geo: ConvGeometry, w: np.ndarray, m: int):
-        self.geo, self.m, self.a = geo, m, m + 2
+    def __init__(self, geo: ConvGeometry, w: np.ndarray, m: int, compute: ComputeContext = SERIAL):
+        self.geo, self.m, self.a, self.compute = geo, m, m + 2, compute
         self.tiles_h, self.tiles_w = -(-geo.oh // m), -(-geo.ow // m)
         a2 = self.a * self.a
         self.rows = max(1, min(self.tiles_h, CHUNK_BYTES // (a2 * self.tiles_w * geo.c * 4)))
@@ -110,9 +110,9 @@ class Winograd:
                 src = _tile_view(xp[image, r0 * m:], a, m, rows, self.tiles_w)
                 dst = _tile_view(full[image, r0 * m:], m, m, rows, self.tiles_w)
                 steps += [partial(np.copyto, dt.reshape(src.shape), src),
-                          matmul(self.bk, dt.reshape(a * a, -1), vt.reshape(a * a, -1)),
-                          matmul(vt.reshape(a * a, t, g.c), self.u, mt.reshape(a * a, t, g.o)),
-                          matmul(self.ak, mt.reshape(a * a, -1), yt.reshape(m * m, -1)),
+                          self.compute.matmul(self.bk, dt.reshape(a * a, -1), vt.reshape(a * a, -1)),
+                          self.compute.matmul(vt.reshape(a * a, t, g.c), self.u, mt.reshape(a * a, t, g.o)),
+                          self.compute.matmul(self.ak, mt.reshape(a * a, -1), yt.reshape(m * m, -1)),
                           partial(np.copyto, dst, yt.reshape(dst.shape))]
         if full is not out:
             steps.append(partial(np.copyto, out, full[:, :g.oh, :g.ow]))

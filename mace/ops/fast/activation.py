@@ -26,7 +26,7 @@ from mace.ops.fast._act_codes import CODES, aliasing, loop_name, params
 from mace.ops.fast._base import CLIP_UFUNC, FastKernel, clip_bounds
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import act_loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import ComputeContext, compute_of
 from mace.ops.registry import kernel
 
 COMPILED = frozenset(CODES) | {"PRELU"}
@@ -98,13 +98,14 @@ class ActivationFast(FastKernel):
             c = self.slope.shape[0]
             x2, out2 = x.reshape(-1, c), out.reshape(-1, c)
             if same:
-                return loop("prelu_inplace", (x2, self.slope), x2.shape[0], 2 * x.size, lib=lib)
-            return loop("prelu", (x2, self.slope, out2), x2.shape[0], 2 * x.size, lib=lib)
-        return unary_step(CODES[self.kind], self.a, self.b, x, out, same)
+                return compute_of(self.ctx).loop("prelu_inplace", (x2, self.slope), x2.shape[0], 2 * x.size, lib=lib)
+            return compute_of(self.ctx).loop("prelu", (x2, self.slope, out2), x2.shape[0], 2 * x.size, lib=lib)
+        return unary_step(compute_of(self.ctx), CODES[self.kind], self.a, self.b, x, out, same)
 
 
-def unary_step(code: int, a, b, x, out, same: bool):
-    """The step running loop `code` over contiguous x into out (x itself when `same`)."""
+def unary_step(compute: ComputeContext, code: int, a, b, x, out, same: bool):
+    """The step running loop `code` over contiguous x into out (x itself when `same`), split on
+    `compute`'s pool."""
     x1, out1 = x.reshape(-1), out.reshape(-1)
     args = (x1, code, a, b) if same else (x1, code, a, b, out1)
-    return loop(loop_name(code, same), args, x1.size, 2 * x1.size, lib=act_loops())
+    return compute.loop(loop_name(code, same), args, x1.size, 2 * x1.size, lib=act_loops())

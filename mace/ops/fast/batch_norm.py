@@ -20,7 +20,7 @@ from mace.ops.fast._act_codes import CODES as ACT_CODES
 from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import act_loops, loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 
@@ -61,6 +61,6 @@ class BatchNormFast(FastKernel):
         c = self.scale.shape[0]
         # arena tensors are contiguous: the reshapes are views the loop writes through
         x, out = inputs[0].reshape(-1, c), outputs[0].reshape(-1, c)
-        step = loop("scale_shift_clip", (x, self.scale, self.offset, *self.bounds, out), x.shape[0],
+        step = compute_of(self.ctx).loop("scale_shift_clip", (x, self.scale, self.offset, *self.bounds, out), x.shape[0],
                     2 * x.size)
         return step if self.after is None else sequence([step, partial(self.after, outputs[0])])

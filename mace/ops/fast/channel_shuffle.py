@@ -7,7 +7,7 @@ import numpy as np
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._checks import NO_LOOPS
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 
@@ -30,4 +30,4 @@ class ChannelShuffleFast(FastKernel):
         # arena tensors are contiguous: the [pixels, C] reshapes are views the loop writes through
         c = inputs[0].shape[-1]
         x, out = inputs[0].reshape(-1, c), outputs[0].reshape(-1, c)
-        return loop("channel_shuffle", (x, self.group, out), x.shape[0], 2 * x.size)
+        return compute_of(self.ctx).loop("channel_shuffle", (x, self.group, out), x.shape[0], 2 * x.size)

@@ -3,7 +3,7 @@ and the steps its fast kernels bind onto the compute pool.
 
     compute = ComputeContext.from_options({"num_threads": 2, "cpu_wait_policy": "passive"})
     engine = Engine(graph, compute=compute)      # or Engine(graph, options=...): it makes one
-    kernel: ctx.compute.loop(...), ctx.compute.matmul(...), ctx.compute.width()
+    kernel: compute_of(self.ctx).loop(...), .matmul(...), .width()   (ctx.compute, or SERIAL)
 
 The engine makes one from its options and hands it to every kernel through its KernelContext
 (`ctx.compute`); its runs enter `compute.session()`. Everything a context knows is read once,
@@ -153,6 +153,6 @@ class ComputeContext:
 SERIAL = ComputeContext(pooled=False)
 
 
-def of(ctx) -> ComputeContext:
+def compute_of(ctx) -> ComputeContext:
     """The ComputeContext a kernel built from KernelContext `ctx` binds with."""
     return getattr(ctx, "compute", None) or SERIAL

@@ -12,7 +12,7 @@ from mace.ops._common import normalize_axis, sequence
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 
@@ -32,6 +32,7 @@ class ConcatFast(FastKernel):
         self.axis = normalize_axis(ctx.arg("axis"), len(ctx.output_shapes[0]))
 
     def bind(self, inputs, outputs, scratch=None):
+        loop = compute_of(self.ctx).loop   # the engine's threads
         out = outputs[0]
         # inputs the engine made views of their place in `out` (in-place concat): written there
         # by their producers already

@@ -28,7 +28,7 @@ from mace.ops.fast._base import (NO_STORE, FastKernel, activation_fn, carve, cli
 from mace.ops.fast._checks import not_float32
 from mace.ops.fast._conv_gemm import ConvGeometry, Im2col, Pointwise, is_pointwise, pack_filter, packed_width
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import SERIAL, ComputeContext, compute_of
 from mace.ops.registry import kernel
 
 
@@ -64,22 +64,23 @@ def conv_check(ctx) -> str | None:
         "bias is not constant" if len(ctx.consts) >= 3 and ctx.consts[2] is None else None)
 
 
-def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=None, act=None, store=None):
+def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=None, act=None, store=None,
+           compute: ComputeContext = SERIAL):
     """`bounds`: the activation as a clip (clip_bounds), else None; `store`: as the packed GEMM's
-    store step does it (_base.store_epilogue: lo, hi, epi), else None."""
+    store step does it (_base.store_epilogue: lo, hi, epi), else None; `compute`: the engine's."""
     if _conv_direct.fits(geo, bounds):
         return _conv_direct.Direct(geo, w, bias, bounds)
     if _conv_dense.fits(geo):
         return _conv_dense.Dense(geo, w)
     packed, epi = (store[:2], store[2]) if store is not None else (None, NO_STORE)
     if is_pointwise(geo):
-        return Pointwise(geo, pack_filter(w, geo.group), bias, packed, epi)
+        return Pointwise(geo, pack_filter(w, geo.group), bias, packed, epi, compute)
     block = _winograd.pick_block(geo, winograd)
     if block:
-        return _winograd.Winograd(geo, w, block)
-    if _conv_shifted.fits(geo) and not (PREFER_PACKED_IM2COL and packed_width(geo, packed)):
-        return _conv_shifted.Shifted(geo, w, bias, act, bounds)
-    return Im2col(geo, pack_filter(w, geo.group), bias, packed, epi)
+        return _winograd.Winograd(geo, w, block, compute)
+    if _conv_shifted.fits(geo) and not (PREFER_PACKED_IM2COL and packed_width(geo, packed, compute)):
+        return _conv_shifted.Shifted(geo, w, bias, act, bounds, compute)
+    return Im2col(geo, pack_filter(w, geo.group), bias, packed, epi, compute)
 
 
 @kernel("Conv2D", "cpu:fast")
@@ -94,7 +95,7 @@ class Conv2DFast(FastKernel):
         self.act = activation_fn(act, slope=self.slope)
         self.bounds = clip_bounds(act)
         self.algo = choose(self.geo, ctx.consts[1], int(ctx.arg("winograd", 0)),
-                           self.bias, self.bounds, self.act, store_epilogue(act, self.slope))
+                           self.bias, self.bounds, self.act, store_epilogue(act, self.slope), compute_of(ctx))
         # the packed filter, as an attribute of its own: observers list it among kernel buffers
         self.packed = next(getattr(self.algo, a) for a in ("wmat", "u", "t", "taps") if hasattr(self.algo, a))
         self.scratch_nbytes = scratch_size(self.algo.specs)
@@ -121,16 +122,17 @@ class Conv2DFast(FastKernel):
         steps = self.algo.steps(x, out, carve(scratch, self.algo.specs))
         if getattr(self.algo, "fused_epilogue", False):
             return sequence(steps)
-        return sequence(steps + epilogue(out, self.bias, self.act, self.bounds))
+        return sequence(steps + epilogue(compute_of(self.ctx), out, self.bias, self.act, self.bounds))
 
 
-def epilogue(out, bias, act, bounds=None) -> list:
+def epilogue(compute: ComputeContext, out, bias, act, bounds=None) -> list:
     """In-place bias add and activation `act` over `out` (channels last); `bounds` (lo, hi)
-    says `act` is that clip (or none), which the compiled loop fuses with the bias."""
+    says `act` is that clip (or none), which the compiled loop fuses with the bias (split on
+    `compute`'s pool)."""
     out2d = out.reshape(-1, out.shape[-1])
     fused = loops() if bounds is not None and (bias is not None or act is not None) else None
     if fused is not None:   # np.clip alone costs ~2 us of call overhead on a small tensor
         bias = loop_bias(bias, out2d.shape[-1])
-        return [loop("bias_clip", (out2d, bias, *bounds), out2d.shape[0], out2d.size)]
+        return [compute.loop("bias_clip", (out2d, bias, *bounds), out2d.shape[0], out2d.size)]
     return ([partial(np.add, out2d, bias, out=out2d)] if bias is not None else []) + \
         ([partial(act, out2d)] if act is not None else [])

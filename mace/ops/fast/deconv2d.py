@@ -29,7 +29,7 @@ from mace.ops.fast._base import FastKernel, activation_fn, carve, clip_bounds, l
 from mace.ops.fast._conv_gemm import Panels
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import op_loops
-from mace.ops.fast._pool import gemm_width, loop, matmul
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 NO_CLIP = (np.float32(-np.inf), np.float32(np.inf))
@@ -82,8 +82,9 @@ class Deconv2DFast(FastKernel):
         # per group [C/G, kh*kw*Cout/G]: one row of taps (filter row, column, channel) per input channel
         wg = w.reshape(g, self.cg, self.og, kh, kw).transpose(0, 1, 3, 4, 2)
         wmats = np.ascontiguousarray(wg.reshape(g, self.cg, kh * kw * self.og))
-        width = gemm_width()
-        self.gemms = [Panels(wmats[i], None, NO_CLIP, width) for i in range(g)] if width else None
+        compute = compute_of(ctx)
+        width = compute.gemm_width()
+        self.gemms = [Panels(wmats[i], None, NO_CLIP, width, compute=compute) for i in range(g)] if width else None
         self.wmats = None if width else wmats
         self.block, self.ring = ring_rows(h, wd * kh * kw * c_out * 4, (kh - 1) * dil[0] // strides[0] + 1)
         self.cols_spec = ((g, self.ring * wd, kh * kw * self.og), np.float32)
@@ -104,6 +105,7 @@ class Deconv2DFast(FastKernel):
 
     def direct_steps(self, x, out) -> list:
         kh, kw = self.geo[2], self.geo[3]
+        loop = compute_of(self.ctx).loop
         return [loop("direct", (x[n], self.taps, self.og, *self.geo, self.bias, self.lo, self.hi,
                                 self.slope, out[n]),
                      out.shape[1], out[n].size * kh * kw, lib=op_loops("_deconv_loops"))
@@ -114,6 +116,7 @@ class Deconv2DFast(FastKernel):
         (cols,) = carve(scratch, [self.cols_spec])
         h, wd, kh, kw = self.geo[:4]
         x2d, lib, steps = x.reshape(-1, x.shape[-1]), op_loops("_deconv_loops"), []
+        loop = compute_of(self.ctx).loop
         for n in range(out.shape[0]):
             for kind, a, b in self.plan(out.shape[1]):
                 if kind == "gemm":
@@ -150,7 +153,7 @@ class Deconv2DFast(FastKernel):
             if self.gemms:
                 steps.append(self.gemms[i].step(a, cols[i, at]))
             else:
-                steps.append(matmul(a, self.wmats[i], cols[i, at]))   # a column slice: BLAS's lda
+                steps.append(compute_of(self.ctx).matmul(a, self.wmats[i], cols[i, at]))   # a column slice: BLAS's lda
         return steps
 
 

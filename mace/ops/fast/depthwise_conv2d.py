@@ -25,7 +25,7 @@ from mace.ops.fast._base import (NO_STORE, FastKernel, activation_fn, carve, cli
                                  scratch_size, store_epilogue)
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.conv2d import const_bias, conv_check, epilogue, geometry
 from mace.ops.registry import kernel
 
@@ -76,8 +76,8 @@ class DepthwiseConv2dFast(FastKernel):
         x, out = inputs[0], outputs[0]
         if self.compiled:
             args = (x, self.taps, self.loop_bias, self.lo, self.hi, self.epi, *self.loop_args, out)
-            run = loop("depthwise", args, g.n * g.oh, x.size + out.size)
-            return sequence([run] + epilogue(out, None, self.after))
+            run = compute_of(self.ctx).loop("depthwise", args, g.n * g.oh, x.size + out.size)
+            return sequence([run] + epilogue(compute_of(self.ctx), out, None, self.after))
         bufs = carve(scratch, self.specs)
         steps, xp = [], x
         if any(g.pads):
@@ -85,7 +85,7 @@ class DepthwiseConv2dFast(FastKernel):
             steps += pad_steps(xp, x, g.pads)
         tmp = None if self.use_einsum else bufs[0]
         steps += self._taps(xp, out, tmp, 0, g.oh)
-        return sequence(steps + epilogue(out, self.bias, self.act))
+        return sequence(steps + epilogue(compute_of(self.ctx), out, self.bias, self.act))
 
     def _taps(self, xp, out, tmp, r0: int, r1: int) -> list:
         """Steps computing output rows r0:r1 (before bias and activation)."""

@@ -37,7 +37,7 @@ from mace.ops.fast._act_codes import CODES as ACT_CODES
 from mace.ops.fast._act_codes import UNARY_CODES, aliasing
 from mace.ops.fast._base import F32, FastKernel, activation_fn, clip_bounds
 from mace.ops.fast._jit import act_loops, loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.activation import channel_slope, unary_step
 from mace.ops.registry import kernel
 
@@ -183,7 +183,7 @@ class EltwiseFast(FastKernel):
     def _bind_pair(self, inputs, outputs):
         # arena tensors are contiguous: the flat reshapes are views the loop writes through
         a, b, out = (t.reshape(-1) for t in (inputs[0], inputs[1], outputs[0]))
-        return loop("binary_clip", (a, b, self.code, *self.bounds, out), out.size, 3 * out.size)
+        return compute_of(self.ctx).loop("binary_clip", (a, b, self.code, *self.bounds, out), out.size, 3 * out.size)
 
     def _bind_unary(self, inputs, outputs):
         x, out = inputs[0], outputs[0]
@@ -191,7 +191,7 @@ class EltwiseFast(FastKernel):
         if where == "overlap":
             return _reference.EltwiseCpu(self.ctx).bind(inputs, outputs)
         zero = np.float32(0)
-        return unary_step(self.unary, zero, zero, x, out, where == "same")
+        return unary_step(compute_of(self.ctx), self.unary, zero, zero, x, out, where == "same")
 
     def _bind_ufunc(self, inputs, outputs):
         ins = [c if c is not None else x for c, x in zip(self.consts, inputs)]
@@ -216,9 +216,9 @@ class EltwiseFast(FastKernel):
         c = values.shape[0]
         x2, out2 = x.reshape(-1, c), out.reshape(-1, c)
         if where == "same":
-            return loop("const_binary_inplace", (x2, values, self.code, *self.bounds), x2.shape[0],
+            return compute_of(self.ctx).loop("const_binary_inplace", (x2, values, self.code, *self.bounds), x2.shape[0],
                         2 * x.size, lib=act_loops())
-        return loop("const_binary", (x2, values, self.code, *self.bounds, out2), x2.shape[0],
+        return compute_of(self.ctx).loop("const_binary", (x2, values, self.code, *self.bounds, out2), x2.shape[0],
                     2 * x.size, lib=act_loops())
 
     def _reference(self, inputs, outputs):

@@ -9,7 +9,7 @@ from mace.ops.fake_quantize import grid
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 
@@ -27,4 +27,4 @@ class FakeQuantizeFast(FastKernel):
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0].reshape(-1), outputs[0].reshape(-1)
-        return loop("fake_quantize", (x, *self.args, out), out.size, 2 * out.size)
+        return compute_of(self.ctx).loop("fake_quantize", (x, *self.args, out), out.size, 2 * out.size)

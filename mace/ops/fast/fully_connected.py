@@ -21,7 +21,7 @@ from mace.ops.fast._base import (FastKernel, activation_fn, clip_bounds, compile
 from mace.ops.fast._checks import not_float32
 from mace.ops.fast._conv_gemm import ConvGeometry, Panels, packed_width
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import active, loop, matmul
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.conv2d import epilogue
 from mace.ops.registry import kernel
 
@@ -57,7 +57,7 @@ class FullyConnectedFast(FastKernel):
         self.tail = None if self.bounds is not None or rows >= PACKED_MIN_ROWS \
             else compiled_in_place(act, np.float32)
         self.small = ((self.bounds is not None or self.tail is not None) and loops() is not None
-                      and (self.wt.size <= SMALL_WEIGHT or (rows == 1 and active() is not None)))
+                      and (self.wt.size <= SMALL_WEIGHT or (rows == 1 and compute_of(ctx).active())))
         if self.small:
             if self.bounds is None:
                 self.bounds = clip_bounds({})   # the loop's clip: none
@@ -69,8 +69,8 @@ class FullyConnectedFast(FastKernel):
         store = store_epilogue(act)
         width = 0 if self.small or rows < PACKED_MIN_ROWS or store is None else packed_width(
             ConvGeometry(1, rows, 1, self.wt.shape[0], 1, 1, (1, 1), (1, 1), (0, 0, 0, 0), rows, 1,
-                         self.wt.shape[1], 1), store[:2])
-        self.packed = Panels(np.ascontiguousarray(self.wt), self.bias, store[:2], width, store[2]) \
+                         self.wt.shape[1], 1), store[:2], compute_of(ctx))
+        self.packed = Panels(np.ascontiguousarray(self.wt), self.bias, store[:2], width, store[2], compute_of(ctx)) \
             if width else None
 
     @property
@@ -81,12 +81,13 @@ class FullyConnectedFast(FastKernel):
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0], outputs[0]
         x2d, out2d = x.reshape(-1, x.shape[-1]), out.reshape(-1, out.shape[-1])
+        compute = compute_of(self.ctx)
         if self.small:
-            rows = loop("dense_rows", (x2d, self.w, self.loop_bias, *self.bounds, out2d),
+            rows = compute.loop("dense_rows", (x2d, self.w, self.loop_bias, *self.bounds, out2d),
                         self.w.shape[0], self.w.size)
             return rows if self.tail is None else sequence([rows, partial(self.tail, out2d)])
         if self.packed is not None and x2d.flags.c_contiguous:
             return self.packed.step(x2d, out2d)
         # x @ W^T: on the pool W's rows are split (one input row: GEMVs)
-        gemm = matmul(x2d, self.wt.T, out2d, trans_b=True)
-        return sequence([gemm] + epilogue(out2d, self.bias, self.act, self.bounds))
+        gemm = compute.matmul(x2d, self.wt.T, out2d, trans_b=True)
+        return sequence([gemm] + epilogue(compute, out2d, self.bias, self.act, self.bounds))

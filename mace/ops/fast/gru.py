@@ -14,6 +14,7 @@ from mace.ops._common import sequence
 from mace.ops.fast._base import FastKernel, carve, scratch_size
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast._recurrent import Projection, direction_views, float_recurrent
+from mace.ops.fast.compute import compute_of
 from mace.ops.lstm import directions
 from mace.ops.registry import kernel
 
@@ -33,7 +34,8 @@ class GruFast(FastKernel):
         x = ctx.input_shapes[0]
         self.seq, self.batch = (x[1], x[0]) if self.layout else (x[0], x[1])
         dirs = len(self.reverse)
-        self.proj = Projection(w, np.concatenate([b[d, :3 * n] for d in range(dirs)]), self.seq * self.batch)
+        self.proj = Projection(w, np.concatenate([b[d, :3 * n] for d in range(dirs)]), self.seq * self.batch,
+                               compute_of(ctx))
         self.rt = [np.ascontiguousarray(r[d].T) for d in range(dirs)]
         self.rb = [np.ascontiguousarray(b[d, 3 * n:]) for d in range(dirs)]
         self.scratch_nbytes = scratch_size([self.proj.spec])

@@ -19,7 +19,7 @@ from mace.ops._common import activation_args, normalize_axis, sequence
 from mace.ops.fast._base import FastKernel, activation_fn, clip_bounds
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import act_loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 
@@ -79,5 +79,5 @@ class LayerNormFast(FastKernel):
         x2, out2 = x.reshape(-1, c), out.reshape(-1, c)
         skip = inputs[self.skip].reshape(-1, c) if self.skip is not None else x2
         args = (x2, skip, self.skip is not None, self.scale, self.bias, self.eps, *self.bounds, out2)
-        norm = loop("layer_norm", args, x2.shape[0], 3 * x.size, lib=act_loops())
+        norm = compute_of(self.ctx).loop("layer_norm", args, x2.shape[0], 3 * x.size, lib=act_loops())
         return norm if self.act is None else sequence([norm, partial(self.act, out2)])

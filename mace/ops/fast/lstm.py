@@ -16,6 +16,7 @@ from mace.ops._common import sequence
 from mace.ops.fast._base import FastKernel, carve, scratch_size
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast._recurrent import Projection, direction_views, float_recurrent
+from mace.ops.fast.compute import compute_of
 from mace.ops.lstm import directions
 from mace.ops.registry import kernel
 
@@ -36,7 +37,7 @@ class LstmFast(FastKernel):
         self.seq, self.batch = (x[1], x[0]) if self.layout else (x[0], x[1])
         # both biases folded into the projection, added as the reference adds them (Wb + Rb first)
         bias = np.concatenate([b[d, :4 * n] + b[d, 4 * n:] for d in range(len(self.reverse))])
-        self.proj = Projection(w, bias, self.seq * self.batch)
+        self.proj = Projection(w, bias, self.seq * self.batch, compute_of(ctx))
         self.rt = [np.ascontiguousarray(r[d].T) for d in range(len(self.reverse))]
         self.p = [np.ascontiguousarray(p[d]) for d in range(len(self.reverse))]
         self.scratch_nbytes = scratch_size([self.proj.spec])

@@ -19,7 +19,7 @@ import numpy as np
 
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._checks import not_float32
-from mace.ops.fast._pool import matmul
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 
@@ -60,7 +60,7 @@ class MatMulFast(FastKernel):
         folded = _fold(a), _fold(b), _fold(outputs[0])   # batch axes as one (views)
         if any(x is None for x in folded):   # a strided buffer: numpy's broadcasting
             return partial(np.matmul, a, np.swapaxes(b, -1, -2) if trans_b else b, out=outputs[0])
-        return matmul(*folded, trans_b)
+        return compute_of(self.ctx).matmul(*folded, trans_b)
 
 
 def _fold(x):

@@ -12,7 +12,7 @@ from mace.ops._common import normalize_axis
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import op_loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 
@@ -53,4 +53,4 @@ class NormalizeFast(FastKernel):
         c = self.scale.shape[0]
         # arena tensors are contiguous: the reshapes are views the loop writes through
         x, out = inputs[0].reshape(-1, c), outputs[0].reshape(-1, c)
-        return loop("l2_rows", (x, self.scale, self.eps, out), x.shape[0], 2 * x.size, lib=_lib())
+        return compute_of(self.ctx).loop("l2_rows", (x, self.scale, self.eps, out), x.shape[0], 2 * x.size, lib=_lib())

@@ -21,7 +21,7 @@ from mace.ops.fast._base import FastKernel, carve, scratch_size
 from mace.ops.fast._checks import not_float32
 from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.pooling import pool_geometry
 from mace.ops.registry import kernel
 
@@ -79,7 +79,7 @@ class PoolingFast(FastKernel):
             return partial(reduce, x, axis=(1, 2), keepdims=True, out=out)
         if self.compiled:   # the loop reads whole input rows flat: a C-contiguous input
             x = x if x.flags.c_contiguous else np.ascontiguousarray(x)   # (arena tensors are)
-            return loop("pool", (x, *self.loop_args, out), out.shape[0] * out.shape[1],
+            return compute_of(self.ctx).loop("pool", (x, *self.loop_args, out), out.shape[0] * out.shape[1],
                         x.size + out.size)
         bufs = carve(scratch, self.specs)
         rows, steps, src = bufs[0], [], x

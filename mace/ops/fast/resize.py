@@ -18,7 +18,7 @@ from mace.ops._resize import axis_params
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import op_loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 from mace.ops.resize_bilinear import linear_table
 from mace.ops.resize_nearest import nearest_index
@@ -45,7 +45,7 @@ class _ResizeFast(FastKernel):
     def bind(self, inputs, outputs, scratch=None):
         out = outputs[0]
         n, oh, ow, c = out.shape
-        return loop(self.name, (inputs[0], *self.tables, out), n * oh, out.size, lib=_lib())
+        return compute_of(self.ctx).loop(self.name, (inputs[0], *self.tables, out), n * oh, out.size, lib=_lib())
 
 
 @kernel("ResizeNearestNeighbor", "cpu:fast")

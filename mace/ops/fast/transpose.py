@@ -30,7 +30,7 @@ import numpy as np
 from mace.ops._common import sequence
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 SMALL_AXIS = 8
@@ -116,6 +116,7 @@ class TransposeFast(FastKernel):
         self.split_last = worth_splitting(ctx)
 
     def bind(self, inputs, outputs, scratch=None):
+        loop = compute_of(self.ctx).loop   # the engine's threads
         x, out = inputs[0], outputs[0]
         if self.reshape and x.flags.c_contiguous:   # e.g. NCHW -> NHWC of one channel
             return partial(np.copyto, out, x.reshape(out.shape))

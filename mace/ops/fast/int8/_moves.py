@@ -6,16 +6,17 @@ from __future__ import annotations
 
 from mace.ops._common import sequence
 from mace.ops.fast._checks import NO_LOOPS
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import ComputeContext, compute_of
 from mace.ops.fast.int8._qjit import qloops
 
 
-def rescale_step(table, out):
-    """A step applying `table` to `out` in place, or None where there is nothing to apply."""
+def rescale_step(compute: ComputeContext, table, out):
+    """A step applying `table` to `out` in place (split on `compute`'s pool), or None where there
+    is nothing to apply."""
     if table is None:
         return None
     flat = out.reshape(-1)   # arena tensors are contiguous: a view
-    return loop("lookup", (flat, table, flat), flat.size, 2 * flat.size, lib=qloops())
+    return compute.loop("lookup", (flat, table, flat), flat.size, 2 * flat.size, lib=qloops())
 
 
 class FastMove:
@@ -36,7 +37,9 @@ class FastMove:
         if not all(out.flags.c_contiguous for out in outputs):
             return super().bind(inputs, outputs, scratch)
         steps = [self.move.bind(inputs, outputs, scratch)]
-        steps += [s for s in map(rescale_step, self.tables, outputs) if s is not None]
+        compute = compute_of(self.ctx)
+        steps += [s for table, out in zip(self.tables, outputs)
+                  for s in [rescale_step(compute, table, out)] if s is not None]
         return sequence(steps)
 
     def run(self, inputs, outputs):

@@ -24,7 +24,8 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops.fast._pool import by_rows, gemm_width, loop
+from mace.ops.fast._pool import by_rows
+from mace.ops.fast.compute import SERIAL, ComputeContext
 from mace.util.aligned import aligned_copy
 
 MAX_K = (2**31 - 1) // (255 * 128)   # taps per output whose int32 dot product cannot overflow
@@ -45,9 +46,11 @@ class QPanels:
     """One quantized filter (or one group's) packed for _qloops: w3 [O, segments, segment
     length] integers (a conv's kernel rows, each kw * C bytes of the window), its zero
     points (`w_zero`: a scalar or one per row of w3), and the output stage
-    (mace/ops/int8/_gemm.OutputStage) of the whole op, `channels` its slice that w3 is."""
+    (mace/ops/int8/_gemm.OutputStage) of the whole op, `channels` its slice that w3 is; split
+    into `parts` on `compute`'s pool."""
 
-    def __init__(self, lib, w3: np.ndarray, w_zero, stage, x_zero: int, channels: slice, parts: int):
+    def __init__(self, lib, w3: np.ndarray, w_zero, stage, x_zero: int, channels: slice, parts: int,
+                 compute: ComputeContext = SERIAL):
         o, nseg, seg_len = w3.shape
         nr = lib.NR
         seg4 = -(-seg_len // lib.KB)
@@ -66,6 +69,7 @@ class QPanels:
         self.mode = lib.VNNI | (lib.SHORT if self._short(lib, self.ep[:, :o], nseg * seg4 * lib.KB) else 0)
         self.zero, self.qmin, self.qmax = int(stage.zero), int(stage.qmin), int(stage.qmax)
         self.lib, self.kh, self.seg_len, self.parts = lib, nseg, seg_len, max(1, parts)
+        self.compute = compute
         # every panel reads all of A's row: seg4 steps per segment from its first byte
         self.ksteps = np.full(count, seg4, np.int64)
         self.koffs = np.zeros(count, np.int64)
@@ -113,7 +117,7 @@ class QPanels:
     def conv_steps(self, xp, ow: int, strides, dh: int, out2d, sums) -> list:
         """Steps writing out2d [oh * ow, O] (uint8, rows evenly spaced) for one image from its
         padded input xp [Hp, Wp, C]; `sums` int64 [oh * ow] scratch for the window sums."""
-        lib = self.lib
+        lib, loop = self.lib, self.compute.loop
         m, n = out2d.shape
         lines = m // ow
         sh, sw = strides
@@ -134,17 +138,18 @@ class QPanels:
         return steps
 
 
-def table_step(lib, stage, out):
+def table_step(compute: ComputeContext, lib, stage, out):
     """The step mapping `out`'s codes in place through the output stage's activation table (a
     fused HARDSWISH, SIGMOID, ...: mace/ops/int8/_gemm.OutputStage requantized to the
     pre-activation grid), as the reference applies it after requantizing; None without one.
-    One compiled lookup per byte (_qloops.lookup, reading each byte before writing it back)."""
+    One compiled lookup per byte (_qloops.lookup, reading each byte before writing it back), split
+    on `compute`'s pool."""
     table = getattr(stage, "table", None)
     if table is None:
         return None
     if out.flags.c_contiguous:
         flat = out.reshape(-1)
-        return loop("lookup", (flat, table, flat), flat.size, 2 * flat.size, lib=lib)
+        return compute.loop("lookup", (flat, table, flat), flat.size, 2 * flat.size, lib=lib)
     return partial(_lookup_view, table, out)   # a view into a Concat's output
 
 
@@ -152,6 +157,6 @@ def _lookup_view(table, out):
     out[...] = table[out]
 
 
-def pool_width() -> int:
-    """Threads the integer GEMM splits across (1 where there is no compute pool)."""
-    return max(1, gemm_width())
+def pool_width(compute: ComputeContext) -> int:
+    """Threads the integer GEMM splits across on `compute` (1 where there is no compute pool)."""
+    return max(1, compute.gemm_width())

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops.fast._checks import not_uint8
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.int8.activation import ActivationInt8
 from mace.ops.registry import kernel
@@ -42,7 +42,7 @@ class ActivationInt8Fast(ActivationInt8):
         if not (x.flags.c_contiguous and out.flags.c_contiguous):
             return lambda: ActivationInt8.run(self, inputs, outputs)
         x, out = x.reshape(-1), out.reshape(-1)
-        return loop("lookup", (x, self.codes, out), out.size, 2 * out.size, lib=qloops())
+        return compute_of(self.ctx).loop("lookup", (x, self.codes, out), out.size, 2 * out.size, lib=qloops())
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs)()

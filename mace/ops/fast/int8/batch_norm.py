@@ -4,7 +4,7 @@ of channels; the same bytes by construction."""
 from __future__ import annotations
 
 from mace.ops.fast._checks import NO_LOOPS
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.batch_norm import BatchNormInt8
 from mace.ops.registry import kernel
@@ -17,6 +17,7 @@ class BatchNormInt8Fast(BatchNormInt8):
         return NO_LOOPS if qloops() is None else BatchNormInt8.check(ctx)
 
     def bind(self, inputs, outputs, scratch=None):
+        loop = compute_of(self.ctx).loop   # the engine's threads
         x, out = inputs[0], outputs[0]
         if not (x.flags.c_contiguous and out.flags.c_contiguous):
             return lambda: BatchNormInt8.run(self, inputs, outputs)

@@ -9,7 +9,7 @@ import numpy as np
 
 from mace.ops._common import sequence
 from mace.ops.fast._checks import not_uint8
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.int8.concat import ConcatInt8
 from mace.ops.registry import kernel
@@ -31,6 +31,7 @@ class ConcatInt8Fast(ConcatInt8):
         return None if all(p is not None for p in ctx.input_quant) else "an input has no quantization parameters"
 
     def bind(self, inputs, outputs, scratch=None):
+        loop = compute_of(self.ctx).loop   # the engine's threads
         out = outputs[0]
         rows = int(np.prod(out.shape[:self.axis], dtype=np.int64))
         if out.size == 0 or not all(a.flags.c_contiguous for a in list(inputs) + [out]):

@@ -24,6 +24,7 @@ from mace.ops._common import sequence
 from mace.ops.fast._base import carve, scratch_size
 from mace.ops.fast._checks import NO_LOOPS, not_uint8
 from mace.ops.fast._conv_gemm import pad_steps
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.conv2d import geometry
 from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width, table_step
 from mace.ops.fast.int8._qjit import qloops
@@ -77,7 +78,7 @@ class Conv2DInt8Fast(Conv2DInt8):
         self.zero = int(ctx.input_quant[0].zero_point)
         stage = OutputStage(ctx, ctx.input_quant[1], g.o, self.bias_input)
         w_zero = np.asarray(ctx.input_quant[1].zero_point).reshape(-1)
-        parts = pool_width()
+        parts = pool_width(compute_of(ctx))
         # zero weight zero points (per-channel int8, the default): no window sums to offset
         self.runs = column_runs(g, lib) if wq.dtype == np.int8 and not w_zero.any() else []
         self.specs = [((g.oh * g.ow,), np.int64)]
@@ -90,7 +91,7 @@ class Conv2DInt8Fast(Conv2DInt8):
             rows = slice(i * g.og, (i + 1) * g.og)
             w3 = wq[rows].transpose(0, 2, 3, 1).reshape(g.og, g.kh, g.kw * g.cg)
             zeros = w_zero[rows] if w_zero.size > 1 else w_zero[0]
-            self.gemms.append(QPanels(lib, w3, zeros, stage, self.zero, rows, parts))
+            self.gemms.append(QPanels(lib, w3, zeros, stage, self.zero, rows, parts, compute_of(self.ctx)))
         self.packed = np.stack([q.panels for q in self.gemms])   # what observers list as the weights
         hp, wp = g.padded_hw
         self.copy = any(g.pads) or g.group > 1 or (g.kw * g.cg) % lib.KB != 0
@@ -109,7 +110,7 @@ class Conv2DInt8Fast(Conv2DInt8):
             for c in range(c0, c1):
                 at = (c // g.og) * g.cg - k0
                 w3[c, 0, at:at + g.cg] = wq[c, :, 0, 0]
-        gemm = QPanels(lib, w3, 0, stage, self.zero, slice(0, g.o), parts)
+        gemm = QPanels(lib, w3, 0, stage, self.zero, slice(0, g.o), parts, compute_of(self.ctx))
         gemm.read_runs([k0 for _, _, k0, _ in self.runs], [k1 - k0 for _, _, k0, k1 in self.runs])
         self.gemms, self.packed, self.copy = [gemm], gemm.panels, False
         self.scratch_nbytes = scratch_size(self.specs)
@@ -125,7 +126,7 @@ class Conv2DInt8Fast(Conv2DInt8):
         return sequence(steps + self._table(out))
 
     def _table(self, out) -> list:
-        step = table_step(qloops(), self.stage, out)
+        step = table_step(compute_of(self.ctx), qloops(), self.stage, out)
         return [] if step is None else [step]
 
     def bind(self, inputs, outputs, scratch=None):

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops.fast._checks import NO_LOOPS
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops._common import sequence
 from mace.ops.fast.int8._qgemm import channel_values, table_step
 from mace.ops.fast.int8._qjit import qloops
@@ -111,8 +111,8 @@ class DepthwiseConv2dInt8Fast(DepthwiseConv2dInt8):
             args = (inputs[0], self.zx, *self.columns, self.stage.zero, self.stage.qmin, self.stage.qmax,
                     *geometry, self.mult, out)
         taps = self.columns[0].shape[0] * self.columns[0].shape[1]
-        step = loop(self.name, args, n * oh, out.size * taps, lib=qloops())
-        table = table_step(qloops(), self.stage, out)
+        step = compute_of(self.ctx).loop(self.name, args, n * oh, out.size * taps, lib=qloops())
+        table = table_step(compute_of(self.ctx), qloops(), self.stage, out)
         return step if table is None else sequence([step, table])
 
     def run(self, inputs, outputs):

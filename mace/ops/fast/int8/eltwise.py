@@ -24,7 +24,7 @@ import numpy as np
 from mace.ops._common import sequence
 from mace.ops.fast._base import carve, scratch_size
 from mace.ops.fast._checks import not_uint8
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.int8.eltwise import ADDITIVE, COEF_LIMIT, EltwiseInt8
 from mace.ops.registry import kernel
@@ -89,6 +89,7 @@ class EltwiseInt8Fast(EltwiseInt8):
             self.fixed = fixed
 
     def bind(self, inputs, outputs, scratch=None):
+        loop = compute_of(self.ctx).loop   # the engine's threads
         if not all(t.flags.c_contiguous for t in (inputs[0], inputs[1], outputs[0])):
             return lambda: EltwiseInt8.run(self, inputs, outputs)
         steps, operands, buffers = [], [], iter(carve(scratch, self.specs))

@@ -10,6 +10,7 @@ import numpy as np
 from mace.ops._common import sequence
 from mace.ops.fast._base import carve, scratch_size
 from mace.ops.fast._checks import not_uint8
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width, table_step
 from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.fast.int8.conv2d import U8
@@ -44,7 +45,7 @@ class FullyConnectedInt8Fast(FullyConnectedInt8):
         self.stage = stage = OutputStage(ctx, ctx.input_quant[1], o, self.bias_input)
         w_zero = np.asarray(ctx.input_quant[1].zero_point).reshape(-1)
         self.gemm = QPanels(lib, wq.reshape(o, 1, k), w_zero if w_zero.size > 1 else w_zero[0],
-                            stage, self.zero, slice(0, o), pool_width())
+                            stage, self.zero, slice(0, o), pool_width(compute_of(ctx)), compute_of(ctx))
         self.packed = self.gemm.panels
         self.copy = k % lib.KB != 0
         self.specs = [((self.rows,), np.int64)] + ([((self.rows * k + SLACK,), U8)] if self.copy else [])
@@ -62,7 +63,7 @@ class FullyConnectedInt8Fast(FullyConnectedInt8):
         # each row a line of one pixel: the pool can split the rows
         steps += self.gemm.conv_steps(x.reshape(self.rows, 1, self.k), 1, (1, 1), 1,
                                       outputs[0].reshape(self.rows, self.o), sums)
-        table = table_step(qloops(), self.stage, outputs[0])
+        table = table_step(compute_of(self.ctx), qloops(), self.stage, outputs[0])
         return sequence(steps + ([] if table is None else [table]))
 
     def run(self, inputs, outputs):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops.fast._checks import not_uint8
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.fast.int8.concat import IDENTITY
 from mace.ops.int8.pooling import PoolingInt8
@@ -50,10 +50,10 @@ class PoolingInt8Fast(PoolingInt8):
                 return lambda: PoolingInt8.run(self, inputs, outputs)
             args = (inputs[0], *self.k, *self.strides, *self.dil, self.pads[0], self.pads[1],
                     self.table, self.identity, out)
-            return loop("qmaxpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
+            return compute_of(self.ctx).loop("qmaxpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
         args = (inputs[0], self.zero_in, *self.k, *self.strides, *self.dil, self.pads[0], self.pads[1],
                 *self.columns, self.zero_out, out)
-        return loop("qavgpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
+        return compute_of(self.ctx).loop("qavgpool", args, n * oh, out.size * self.k[0] * self.k[1], lib=qloops())
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs, None)()

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from mace.ops.fast._checks import NO_LOOPS, not_float32, not_uint8
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.quantize import DequantizeCpu, QuantizeCpu
 from mace.ops.registry import kernel
@@ -29,7 +29,7 @@ class QuantizeInt8Fast(QuantizeCpu):
         if not contiguous(x, out):
             return lambda: QuantizeCpu.run(self, inputs, outputs)
         args = (x.reshape(-1), float(self.inv_scale), float(self.zero), out.reshape(-1))
-        return loop("quantize", args, out.size, 2 * out.size, lib=qloops())
+        return compute_of(self.ctx).loop("quantize", args, out.size, 2 * out.size, lib=qloops())
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs)()
@@ -50,7 +50,7 @@ class DequantizeInt8Fast(DequantizeCpu):
         if not contiguous(q, out):
             return lambda: DequantizeCpu.run(self, inputs, outputs)
         args = (q.reshape(-1), float(self.scale), int(self.zero), out.reshape(-1))
-        return loop("dequantize", args, out.size, 2 * out.size, lib=qloops())
+        return compute_of(self.ctx).loop("dequantize", args, out.size, 2 * out.size, lib=qloops())
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs)()

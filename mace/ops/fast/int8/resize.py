@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ops.fast._checks import not_uint8
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qjit import no_loops_or, qloops
 from mace.ops.int8.resize import ResizeBilinearInt8
 from mace.ops.registry import kernel
@@ -41,7 +41,7 @@ class ResizeBilinearInt8Fast(ResizeBilinearInt8):
             return lambda: ResizeBilinearInt8.run(self, inputs, outputs)
         n, oh = out.shape[0], out.shape[1]
         args = (x, self.zero_in, *self.tables, *self.requant, self.zero_out, out)
-        return loop("qresize_bilinear", args, n * oh, 6 * out.size, lib=qloops())
+        return compute_of(self.ctx).loop("qresize_bilinear", args, n * oh, 6 * out.size, lib=qloops())
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs)()

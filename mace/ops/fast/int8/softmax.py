@@ -4,7 +4,7 @@ per row instead of six numpy ones, rows split across the compute pool. The same 
 from __future__ import annotations
 
 from mace.ops.fast._checks import NO_LOOPS, not_uint8
-from mace.ops.fast._pool import loop
+from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qjit import qloops
 from mace.ops.int8.softmax import PROB_BITS, SoftmaxInt8
 from mace.ops.registry import kernel
@@ -28,7 +28,7 @@ class SoftmaxInt8Fast(SoftmaxInt8):
         n = x.shape[-1]
         x2, out2 = x.reshape(-1, n), out.reshape(-1, n)
         args = (x2, self.table, PROB_BITS, int(self.mult), int(self.shift), self.zero_out, out2)
-        return loop("qsoftmax", args, x2.shape[0], 3 * x.size, lib=qloops())
+        return compute_of(self.ctx).loop("qsoftmax", args, x2.shape[0], 3 * x.size, lib=qloops())
 
     def run(self, inputs, outputs):
         self.bind(inputs, outputs)()
