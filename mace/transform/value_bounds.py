@@ -24,6 +24,7 @@ import numpy as np
 from mace.ir.args import get_arg
 from mace.ops._common import normalize_axis
 from mace.ops.strided_slice import slices
+from mace.transform.passes.fold_constants import shape_depends_on_data
 from mace.transform.passes.mark_ragged import ragged_tensors
 
 
@@ -181,6 +182,8 @@ class _Walk:
         x = op.input[0]
         shape = list(self.graph.shape(x))
         axis, length, _ = self.ragged.get(x, (None, None, None))
+        if axis is None and shape_depends_on_data(self.graph, x):   # planned at a bound, length unknown
+            return None
         values = [length_of(length, d) if i == axis else exact(d) for i, d in enumerate(shape)]
         start, end = _arg(op, "start", 0), _arg(op, "end", None)
         kept = values[start:end]
