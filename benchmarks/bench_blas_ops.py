@@ -36,7 +36,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from mace.ir.model_io import load_model  # noqa: E402
 from mace.ops import registry  # noqa: E402
-from mace.ops.fast import _conv_gemm, _pool  # noqa: E402
+from mace.ops.fast import _pool  # noqa: E402
+from mace.ops.fast.compute import ComputeContext  # noqa: E402
 from mace.ops.fast.binding import FAST_TAG, reference_blas  # noqa: E402
 from mace.runtime.engine import Engine  # noqa: E402
 from mace import onnx_backend  # noqa: E402
@@ -68,13 +69,13 @@ def declined():
 def pool_kept_off():
     """Bind as the engine did while a reference BLAS kernel set `keeps_blas`: no step on the
     pool, the GEMMs left to OpenBLAS's threads (gemm_width 0)."""
-    env, width = os.environ.get("MACE_NO_POOL"), _conv_gemm.gemm_width
-    os.environ["MACE_NO_POOL"] = "1"
-    _conv_gemm.gemm_width = lambda: 0
+    env, width = os.environ.get("MACE_NO_POOL"), ComputeContext.gemm_width
+    os.environ["MACE_NO_POOL"] = "1"   # read by each engine's ComputeContext as it is made
+    ComputeContext.gemm_width = lambda self: 0
     try:
         yield
     finally:
-        _conv_gemm.gemm_width = width
+        ComputeContext.gemm_width = width
         if env is None:
             del os.environ["MACE_NO_POOL"]
         else:
@@ -240,7 +241,7 @@ def main(argv=None) -> int:
     p.add_argument("--fixed-threads", action="store_true", help="the pool on 2 threads whatever the load")
     p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")
     args = p.parse_args(argv)
-    pool = _pool.pool()
+    pool = _pool.process_pool()
     if pool is not None and args.fixed_threads:
         pool._contention = None
     if not args.skip_synthetic:

@@ -11,7 +11,9 @@ gives no frequencies) "big" and "little" are all cores. Every thread of the
 process is pinned (the BLAS workers exist once numpy is loaded), where the OS
 allows it (Linux sched_setaffinity); elsewhere the policy is accepted and ignored.
 `set_wait_policy` chooses how the compute pool's idle threads wait (`--cpu_wait_policy`:
-passive, short, spin; mace/util/omp_wait.py, where the measurements are).
+passive, short, spin; mace/util/omp_wait.py, where the measurements are) for engines that do
+not name one: an engine's own option `cpu_wait_policy` (its ComputeContext,
+mace/ops/fast/compute.py) takes precedence. Either is process-wide once the pool starts.
 """
 from __future__ import annotations
 
@@ -42,8 +44,9 @@ def limit_threads(num_threads: int) -> None:
 
 
 def set_wait_policy(policy: str | None) -> list:
-    """Choose how the compute pool's threads wait (None: the default) before the first
-    engine runs; returns notes (the pool already started under another policy)."""
+    """Choose how the compute pool's threads wait (None: the default) for engines without a
+    `cpu_wait_policy` option, before the first engine runs; returns notes (the pool already
+    started under another policy)."""
     note = omp_wait.set_policy(policy)
     return [note] if note else []
 

@@ -53,7 +53,7 @@ POLICIES = {
     "spin": {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "infinite"},
 }
 DEFAULT = "auto"
-_chosen: str | None = None      # what set_policy asked for
+_chosen: str | None = None      # what set_policy asked for (engines without a policy of their own)
 _started: str | None = None     # what the OpenMP layer started with ("environment": the user's own)
 
 

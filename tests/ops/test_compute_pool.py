@@ -7,10 +7,11 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from mace.ops.fast import _pool
+from mace.ops.fast.compute import ComputeContext
 
 from tests.ops.test_fast_kernels import close, conv_case, run_both
 
-pytestmark = pytest.mark.skipif(_pool.pool() is None, reason=(
+pytestmark = pytest.mark.skipif(_pool.process_pool() is None, reason=(
     "no compute pool here: it needs numba with its OpenMP layer and numpy's OpenBLAS "
     "with 64-bit cblas (numpy >= 2 wheels)"))
 
@@ -19,9 +20,9 @@ pytestmark = pytest.mark.skipif(_pool.pool() is None, reason=(
 def two_threads(monkeypatch):
     # two threads whatever else the machine runs: the `auto` wait policy would size runs to
     # the cores other processes leave free (another test worker: one); it has its own tests
-    monkeypatch.setattr(_pool.pool(), "_contention", None)
+    monkeypatch.setattr(_pool.process_pool(), "_contention", None)
     with threadpool_limits(2):
-        yield _pool.pool()
+        yield _pool.process_pool()
 
 
 def products(rng, m, k, n, trans_b=False, beta=0.0):
@@ -80,7 +81,7 @@ def test_steps_made_inside_a_run_still_split(two_threads):
     kernel bound mid-run (replace_const from an observer) gets split steps, not serial ones."""
     prod, want = products(np.random.default_rng(1), 256, 16, 8)
     with two_threads.session():
-        assert two_threads.width() == 2 and _pool.active() is two_threads
+        assert two_threads.width() == 2 and ComputeContext().active()
         step = two_threads.gemms([[prod]])
         step()
     np.testing.assert_allclose(prod[2], want, rtol=1e-4, atol=1e-4)
@@ -94,12 +95,12 @@ def test_a_product_too_small_to_split_stays_numpys(two_threads):
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((1, 64)).astype(np.float32), rng.standard_normal((64, 1)).astype(np.float32)
     out, made = np.empty((1, 1), np.float32), two_threads.made
-    _pool.matmul(a, b, out)()
+    ComputeContext().matmul(a, b, out)()
     assert two_threads.made == made
     np.testing.assert_allclose(out, a @ b, rtol=1e-5)
     a, b = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 16)).astype(np.float32)
     out = np.empty((64, 16), np.float32)
-    _pool.matmul(a, b, out)()
+    ComputeContext().matmul(a, b, out)()
     assert two_threads.made == made + 1
     np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
 

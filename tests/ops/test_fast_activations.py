@@ -60,7 +60,7 @@ def jit(request, monkeypatch):
     if _jit.act_loops() is None:
         pytest.skip("numba is not installed")
     if request.param == "numba":
-        if _pool.pool() is None:
+        if _pool.process_pool() is None:
             pytest.skip("no compute pool here")
         limit = threadpool_limits(2)
         request.addfinalizer(limit.restore_original_limits)

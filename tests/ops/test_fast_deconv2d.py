@@ -78,7 +78,7 @@ def _both(x, consts, args):
 def test_fast_deconv_gives_the_references_bytes(case, threads, monkeypatch):
     """Our GEMM sums each column in the reference's order and col2im adds the taps in its
     order, the bias last: the same bytes, one thread or split across the pool."""
-    pool = _pool.pool()
+    pool = _pool.process_pool()
     if pool is not None:
         monkeypatch.setattr(pool, "_contention", None)
     with threadpool_limits(threads):

@@ -29,7 +29,7 @@ def jit(request, monkeypatch):
     if request.param.startswith("numba") and _jit.loops() is None:
         pytest.skip("numba is not installed")
     if request.param == "numba":
-        if _pool.pool() is None:
+        if _pool.process_pool() is None:
             pytest.skip("no compute pool here (numba's OpenMP layer or a 64-bit OpenBLAS cblas missing)")
         limit = threadpool_limits(2)   # the pool's width, even on a one-core machine
         request.addfinalizer(limit.restore_original_limits)
@@ -532,11 +532,11 @@ def test_the_profiler_names_the_conv_algorithm(shape, kernel, args, algorithm):
 def test_fully_connected_on_the_packed_gemm(act, rows, jit):
     """Several rows (a transformer's tokens) run our packed GEMM, the weight packed at load
     (issue 33 item 4): OpenBLAS re-packed it on every call."""
-    from mace.ops.fast._pool import gemm_width
+    from mace.ops.fast.compute import ComputeContext
     rng = np.random.default_rng(rows)
     x = rng.standard_normal((rows, 96)).astype(np.float32)
     consts = [rng.standard_normal((200, 96)).astype(np.float32), rng.standard_normal(200).astype(np.float32)]
     got, want, kern = run_both("FullyConnected", x, consts, dict(activation=act) if act else {})
     close(got, want)
-    expect = "packed" if jit != "numpy" and gemm_width() > 0 else "blas"
+    expect = "packed" if jit != "numpy" and ComputeContext.from_options().gemm_width() > 0 else "blas"
     assert kern.algorithm_name == expect

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.skipif(_jit.act_loops() is None, reason="numba is not i
 @pytest.fixture(params=["pool", "serial"])
 def threads(request, monkeypatch):
     if request.param == "pool":
-        if _pool.pool() is None:
+        if _pool.process_pool() is None:
             pytest.skip("no compute pool here")
         monkeypatch.setattr(_pool, "MIN_PARALLEL_WORK", 0)
         limit = threadpool_limits(2)

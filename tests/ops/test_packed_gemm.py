@@ -84,7 +84,7 @@ def test_strided_rows_and_no_bias():
     assert (big_c[:, :10] == -7).all() and (big_c[:, 50:] == -7).all()
 
 
-@pytest.mark.skipif(_pool.pool() is None, reason="no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)")
+@pytest.mark.skipif(_pool.process_pool() is None, reason="no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)")
 @pytest.mark.parametrize("m,n", [(300, 40), (20, 300)])
 def test_split_across_the_pool_by_rows_or_by_panels(m, n):
     """Tall products split by rows, short wide ones by panels: the same numbers."""
@@ -167,7 +167,7 @@ STORE_KINDS = ["SIGMOID", "SWISH", "HARDSWISH", "LEAKYRELU", "HARDSIGMOID", "TAN
 @pytest.fixture(params=[1, 2], ids=["1-thread", "pool"])
 def threads(request, monkeypatch):
     if request.param == 2:
-        if _pool.pool() is None:
+        if _pool.process_pool() is None:
             pytest.skip("no compute pool here")
         monkeypatch.setattr(_pool, "MIN_PARALLEL_WORK", 0)   # split even these small cases
     limit = threadpool_limits(request.param)

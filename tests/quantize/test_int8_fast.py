@@ -17,7 +17,7 @@ import pytest
 from threadpoolctl import threadpool_limits
 
 from mace.ir.quant_params import params_from_info
-from mace.ops.fast._pool import pool
+from mace.ops.fast._pool import process_pool
 from mace.ops.fast.int8 import _qjit
 from mace.quantize.calibrate import collect_ranges
 from mace.runtime.engine import Engine
@@ -181,7 +181,7 @@ def test_every_tile_mode_equals_the_reference(monkeypatch, vnni, short):
             assert mode & lib.SHORT
 
 
-@pytest.mark.skipif(pool() is None, reason=NO_POOL)
+@pytest.mark.skipif(process_pool() is None, reason=NO_POOL)
 @pytest.mark.parametrize("shape,w_shape", [((1, 40, 12, 8), (24, 8, 3, 3)),     # split by output rows
                                            ((1, 3, 3, 64), (300, 64, 3, 3))])   # by filter panels
 def test_split_across_the_compute_pool(shape, w_shape):
@@ -195,7 +195,7 @@ def test_split_across_the_compute_pool(shape, w_shape):
         assert fast.pooled
 
 
-@pytest.mark.skipif(pool() is None, reason=NO_POOL)
+@pytest.mark.skipif(process_pool() is None, reason=NO_POOL)
 def test_the_other_loops_split_across_the_compute_pool():
     """Depthwise, pooling, eltwise and concat large enough for their pooled drivers."""
     rng = np.random.default_rng(21)
@@ -684,7 +684,7 @@ def test_resize_bilinear_fast_equals_reference(shape, args, own_range, sign):
         assert_same_bytes(graph, x, "ResizeBilinear")
 
 
-@pytest.mark.skipif(pool() is None, reason=NO_POOL)
+@pytest.mark.skipif(process_pool() is None, reason=NO_POOL)
 @pytest.mark.parametrize("op_type,args,shape,own_range", [
     ("ChannelShuffle", {"group": 4}, (1, 40, 40, 24), (-0.5, 3.0)),   # the rescale's lookup_par
     ("Activation", {"activation": "RELUX", "max_limit": 0.4}, (1, 40, 40, 24), None),

@@ -50,7 +50,7 @@ START_POOL = """
     notes = set_wait_policy({policy!r})
     from mace.ops.fast import _pool
     from mace.util import omp_wait as _wait
-    print(json.dumps({{"pool": _pool.pool() is not None, "started": _wait.started(), "notes": notes}}))
+    print(json.dumps({{"pool": _pool.process_pool() is not None, "started": _wait.started(), "notes": notes}}))
 """
 
 
@@ -124,7 +124,7 @@ PIN = """
         affinity._max_freq = lambda c: 1000 if c == cpus[0] else 2000
     cores = affinity.pin_threads({policy}, {threads})
     from mace.ops.fast import _pool
-    pool = _pool.pool()
+    pool = _pool.process_pool()
     if pool is not None:   # threads the pool starts after pinning inherit the main thread's cores
         pool.gemms([[(np.ones((64, 8), np.float32), np.ones((8, 32), np.float32),
                       np.zeros((64, 32), np.float32), 0.0, False)]], parts=2)()

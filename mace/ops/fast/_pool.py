@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import ctypes
 import os
-from functools import partial
 
 import numpy as np
 
@@ -226,46 +225,6 @@ def blas_gemm_width() -> int:
     lib = openblas()
     threads = _blas_threads(lib) if lib is not None else None
     return 1 if threads is not None and threads[0]() == 1 else 0
-
-
-# ---- until every kernel binds through its ComputeContext (mace/ops/fast/compute.py): the
-# old module-level answers, MACE_NO_POOL read per call as before --------------------------
-def pool() -> Pool | None:
-    if os.environ.get("MACE_NO_POOL", "") not in ("", "0"):
-        return None
-    return process_pool()
-
-
-def active() -> Pool | None:
-    p = pool()
-    return p if p is not None and p.width() > 1 else None
-
-
-def gemm_width() -> int:
-    p = pool()
-    return blas_gemm_width() if p is None else p.width()
-
-
-def loop(name: str, args: tuple, rows: int, work: int, parts: int | None = None, lib=None):
-    p = active()
-    if p is not None and work >= MIN_PARALLEL_WORK and rows > 1 and parts != 1:
-        return p.rows(name, args, rows, parts, lib)
-    return partial(getattr(lib or loops(), name), *args, 0, rows)
-
-
-def matmul(a, b, out, trans_b: bool = False):
-    p = active()
-    macs = out.size * a.shape[-1]
-    if (p is not None and a.dtype == b.dtype == out.dtype == np.float32 and out.ndim in (2, 3)
-            and macs >= MIN_PARALLEL_WORK):
-        chains = [[(a, b, out, 0.0, trans_b)]] if out.ndim == 2 else \
-            [[(a[i] if a.ndim == 3 else a, b[i] if b.ndim == 3 else b, out[i], 0.0, trans_b)]
-             for i in range(out.shape[0])]
-        try:
-            return p.gemms(chains)
-        except ValueError:
-            pass
-    return partial(np.matmul, a, np.swapaxes(b, -1, -2) if trans_b else b, out=out)
 
 
 def adaptive() -> bool:
