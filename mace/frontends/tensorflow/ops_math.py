@@ -3,7 +3,7 @@ reductions (Mean, Sum, Max, Min, Prod -> Reduce), ArgMax/ArgMin, Cast."""
 import numpy as np
 
 from mace.frontends.tensorflow.registry import tf_op
-from mace.ops._common import normalize_axis
+from mace.frontends.tf_common.math import add_n, axis_list, reduce_axes
 
 ELTWISE = {
     "Add": "SUM", "AddV2": "SUM", "Sub": "SUB", "Mul": "PROD", "RealDiv": "DIV", "Maximum": "MAX",
@@ -29,13 +29,7 @@ for _t, _k in ELTWISE.items():
     _make(_t, _k)
 
 
-@tf_op("AddN")
-def add_n(ctx, node):
-    inputs = ctx.inputs(node)
-    if len(inputs) == 1:
-        ctx.alias(node, 0, inputs[0])
-    else:
-        ctx.add("Eltwise", node, inputs, type="SUM")
+tf_op("AddN")(add_n)
 
 
 @tf_op("DivNoNan")
@@ -72,21 +66,10 @@ def select(ctx, node):
 REDUCE = {"Mean": "MEAN", "Sum": "SUM", "Max": "MAX", "Min": "MIN", "Prod": "PROD"}
 
 
-def axis_list(ctx, node, i, rank):
-    try:
-        return sorted({normalize_axis(a, rank) for a in ctx.static_ints(node, i, "the axes")})
-    except ValueError as e:
-        raise ctx.fail(node, str(e)) from None
-
-
 def _make_reduce(tf_type, kind):
     @tf_op(tf_type)
     def mapper(ctx, node):
-        x = ctx.inp(node, 0)
-        axes = axis_list(ctx, node, 1, len(ctx.shape(x)))
-        # An empty axis list reduces nothing in TensorFlow.
-        ctx.add("Reduce", node, [x], reduce_type=kind, axis=axes,
-                keepdims=int(bool(ctx.attr(node, "keep_dims", False))), noop_with_empty_axes=1)
+        reduce_axes(ctx, node, kind, bool(ctx.attr(node, "keep_dims", False)))
     mapper.__name__ = f"map_{tf_type}"
     return mapper
 

@@ -8,20 +8,14 @@ file), so Shape/Size/Rank are constants at once and the Shape -> StridedSlice
 """
 import numpy as np
 
-from mace.frontends.slicing import axis_bounds, dense_index, reshape_to, slice_or_alias
+from mace.frontends.slicing import reshape_to, slice_or_alias
 from mace.frontends.tensorflow.registry import tf_op
+from mace.frontends.tf_common.shape import (MASKS, axis_of, expand_axis, split_evenly, split_v, squeeze_axes,
+                                            stack, strided_bounds, strided_index, unstack)
 from mace.transform.passes.fold_constants import shape_depends_on_data
 from mace.transform.passes.mark_ragged import ragged_tensors
 from mace.transform.value_bounds import Bound, count_bound, value_bounds
-from mace.ops._common import normalize_axis
 from mace.ops.reshape import resolve_shape
-
-
-def axis_of(ctx, node, axis, rank):
-    try:
-        return normalize_axis(int(axis), rank)
-    except ValueError as e:
-        raise ctx.fail(node, str(e)) from None
 
 
 @tf_op("Reshape")
@@ -36,24 +30,12 @@ def reshape(ctx, node):
 
 @tf_op("Squeeze")
 def squeeze(ctx, node):
-    x = ctx.inp(node, 0)
-    shape = ctx.shape(x)
-    axes = {axis_of(ctx, node, a, len(shape)) for a in ctx.attr(node, "squeeze_dims", [])}
-    axes = axes or {i for i, d in enumerate(shape) if d == 1}
-    if any(shape[a] != 1 for a in axes):
-        raise ctx.fail(node, f"cannot squeeze axes {sorted(axes)} of shape {list(shape)}")
-    reshape_to(ctx, node, x, [d for i, d in enumerate(shape) if i not in axes])
+    squeeze_axes(ctx, node, ctx.attr(node, "squeeze_dims", []))
 
 
 @tf_op("ExpandDims")
 def expand_dims(ctx, node):
-    x = ctx.inp(node, 0)
-    shape = list(ctx.shape(x))
-    dim = ctx.static_ints(node, 1, "dim")
-    if len(dim) != 1:
-        raise ctx.fail(node, f"dim {dim} must be one axis")
-    shape.insert(axis_of(ctx, node, dim[0], len(shape) + 1), 1)
-    reshape_to(ctx, node, x, shape)
+    expand_axis(ctx, node, "dim")
 
 
 @tf_op("Transpose")
@@ -81,56 +63,20 @@ def concat(ctx, node):
 
 @tf_op("Pack")
 def pack(ctx, node):
-    values = ctx.inputs(node)
-    shape = list(ctx.shape(values[0]))
-    axis = axis_of(ctx, node, ctx.attr(node, "axis", 0), len(shape) + 1)
-    grown = shape[:axis] + [1] + shape[axis:]
-    if len(values) == 1:
-        reshape_to(ctx, node, values[0], grown)
-        return
-    parts = []
-    for i, v in enumerate(values):
-        parts.append(ctx.temp(node, f"part{i}"))
-        reshape_to(ctx, node, v, grown, parts[-1])
-    ctx.add("Concat", node, parts, axis=axis)
-
-
-def _split(ctx, node, x, axis, sizes):
-    shape = ctx.shape(x)
-    if sum(sizes) != shape[axis] or min(sizes) < 0:
-        raise ctx.fail(node, f"sizes {sizes} do not cut axis {axis} (size {shape[axis]})")
-    ctx.add("Split", node, [x], [ctx.out(node, i) for i in range(len(sizes))], axis=axis, split=sizes)
+    stack(ctx, node, ctx.attr(node, "axis", 0))
 
 
 @tf_op("Split")
 def split(ctx, node):
-    x = ctx.inp(node, 1)
-    axis = axis_of(ctx, node, ctx.static_ints(node, 0, "axis")[0], len(ctx.shape(x)))
-    n, dim = int(ctx.attr(node, "num_split")), ctx.shape(x)[axis]
-    if dim % n:
-        raise ctx.fail(node, f"axis {axis} of size {dim} does not split evenly into {n}")
-    _split(ctx, node, x, axis, [dim // n] * n)
+    split_evenly(ctx, node, int(ctx.attr(node, "num_split")))
 
 
-@tf_op("SplitV")
-def split_v(ctx, node):
-    x = ctx.inp(node, 0)
-    axis = axis_of(ctx, node, ctx.static_ints(node, 2, "axis")[0], len(ctx.shape(x)))
-    sizes = ctx.static_ints(node, 1, "size_splits")
-    if sizes.count(-1) == 1:
-        sizes[sizes.index(-1)] = ctx.shape(x)[axis] - (sum(sizes) + 1)
-    _split(ctx, node, x, axis, sizes)
+tf_op("SplitV")(split_v)
 
 
 @tf_op("Unpack")
 def unpack(ctx, node):
-    x = ctx.inp(node, 0)
-    shape = list(ctx.shape(x))
-    axis = axis_of(ctx, node, ctx.attr(node, "axis", 0), len(shape))
-    parts = [ctx.temp(node, f"part{i}") for i in range(shape[axis])]
-    ctx.add("Split", node, [x], parts, name=ctx.temp(node, "split"), axis=axis, split=[1] * len(parts))
-    for i, p in enumerate(parts):
-        reshape_to(ctx, node, p, shape[:axis] + shape[axis + 1:], ctx.out(node, i))
+    unstack(ctx, node, ctx.attr(node, "axis", 0))
 
 
 @tf_op("Slice")
@@ -195,40 +141,12 @@ def _slice_ints(ctx, node, x, i, what):
     return ints
 
 
-def strided_index(ctx, node, rank):
-    """TensorFlow's begin/end/strides and masks as a numpy index (same semantics)."""
-    begin, end = ctx.static_ints(node, 1, "begin"), ctx.static_ints(node, 2, "end")
-    strides = ctx.static_ints(node, 3, "strides")
-    mask = {m: int(ctx.attr(node, m, 0)) for m in
-            ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")}
-    if 0 in strides:
-        raise ctx.fail(node, f"strides {strides} contain 0")
-    if bin(mask["ellipsis_mask"]).count("1") > 1:
-        raise ctx.fail(node, "more than one ellipsis")
-    index = []
-    for i, (b, e, s) in enumerate(zip(begin, end, strides)):
-        bit = 1 << i
-        if mask["ellipsis_mask"] & bit:
-            index.append(Ellipsis)
-        elif mask["new_axis_mask"] & bit:
-            index.append(None)
-        elif mask["shrink_axis_mask"] & bit:
-            index.append(b)
-        else:
-            index.append(slice(None if mask["begin_mask"] & bit else b,
-                               None if mask["end_mask"] & bit else e, s))
-    return index
-
-
 @tf_op("StridedSlice")
 def strided_slice(ctx, node):
-    x = ctx.inp(node, 0)
-    shape = ctx.shape(x)
-    index = strided_index(ctx, node, len(shape))
-    bounds = [axis_bounds(ctx, node, e, d) for e, d in zip(dense_index(ctx, node, index, shape), shape)]
-    # numpy indexing has TensorFlow's semantics; a zero-stride view gives the result's shape.
-    final = np.broadcast_to(np.empty((), np.int8), shape)[tuple(index)].shape
-    slice_or_alias(ctx, node, x, bounds, final)
+    begin, end = ctx.static_ints(node, 1, "begin"), ctx.static_ints(node, 2, "end")
+    index = strided_index(ctx, node, begin, end, ctx.static_ints(node, 3, "strides"),
+                          {m: int(ctx.attr(node, m, 0)) for m in MASKS})
+    slice_or_alias(ctx, node, *strided_bounds(ctx, node, index))
 
 
 @tf_op("Tile")

@@ -1,9 +1,9 @@
 """Spatial ops: Pad, PadV2, MirrorPad, ResizeBilinear, ResizeBicubic, ResizeNearestNeighbor,
 SpaceToBatchND, BatchToSpaceND, DepthToSpace, SpaceToDepth.
 
-Resize coordinates (TensorFlow's align_corners / half_pixel_centers) map onto
-the resize ops' coordinate_transformation_mode; nearest-neighbour rounding
-follows TensorFlow (floor, or round-half-up with align_corners).
+Pads with constant paddings, resizes and DepthToSpace / SpaceToDepth are tf_common's mappings
+(shared with TFLite), their attributes read here; paddings found at run time, ResizeBicubic and
+the block ops are TensorFlow's own.
 SpaceToBatchND -> conv -> BatchToSpaceND (how TensorFlow spells a dilated
 conv) is folded into one dilated conv by the flatten_atrous_conv pass.
 """
@@ -11,21 +11,18 @@ import numpy as np
 
 from mace.frontends.tensorflow.ops_conv import require_nhwc
 from mace.frontends.tensorflow.registry import tf_op
+from mace.frontends.tf_common.spatial import (pad_by, pad_constant, resize_args, resize_bilinear_to,
+                                              resize_nearest_to, space_depth)
 from mace.transform.passes.mark_ragged import ragged_tensors
 from mace.transform.value_bounds import value_bounds
 
 
 def _pad(ctx, node, pad_type, value=0.0):
     x = ctx.inp(node, 0)
-    rank = len(ctx.shape(x))
     if ctx.const(ctx.inp(node, 1)) is None:
-        _pad_to_size(ctx, node, x, rank, pad_type, value)
+        _pad_to_size(ctx, node, x, len(ctx.shape(x)), pad_type, value)
         return
-    amounts = ctx.static(node, 1, "paddings").astype(np.int64)
-    if amounts.shape != (rank, 2):
-        raise ctx.fail(node, f"paddings of shape {list(amounts.shape)}, expected [{rank}, 2]")
-    ctx.add("Pad", node, [x], paddings=[int(v) for v in amounts[:, 0]] + [int(v) for v in amounts[:, 1]],
-            pad_type=pad_type, constant_value=float(value))
+    pad_by(ctx, node, pad_type, value)
 
 
 def _pad_to_size(ctx, node, x, rank, pad_type, value):
@@ -71,10 +68,7 @@ def pad(ctx, node):
 
 @tf_op("PadV2")
 def pad_v2(ctx, node):
-    value = ctx.static(node, 2, "constant_values")
-    if value.size != 1:
-        raise ctx.fail(node, "constant_values must be a scalar")
-    _pad(ctx, node, "CONSTANT", value.reshape(-1)[0])
+    _pad(ctx, node, "CONSTANT", pad_constant(ctx, node))
 
 
 @tf_op("MirrorPad")
@@ -85,32 +79,18 @@ def mirror_pad(ctx, node):
     _pad(ctx, node, mode)
 
 
-def _resize_args(ctx, node):
-    x = ctx.inp(node, 0)
-    shape = ctx.shape(x)
-    if len(shape) != 4:
-        raise ctx.fail(node, f"only 4-D NHWC images are supported, got shape {list(shape)}")
-    size = ctx.static_ints(node, 1, "size")
-    if len(size) != 2 or min(size) <= 0:
-        raise ctx.fail(node, f"size {size} must be two positive sizes")
-    align = bool(ctx.attr(node, "align_corners", False))
-    half = bool(ctx.attr(node, "half_pixel_centers", False))
-    if align and half:
-        raise ctx.fail(node, "align_corners and half_pixel_centers cannot both be set")
-    scale = [float(np.float32(o) / np.float32(i)) for o, i in zip(size, shape[1:3])]
-    return x, {"size": size, "scale": scale, "data_format": "NHWC"}, align, half
+def _align_half(ctx, node):
+    return bool(ctx.attr(node, "align_corners", False)), bool(ctx.attr(node, "half_pixel_centers", False))
 
 
 @tf_op("ResizeBilinear")
 def resize_bilinear(ctx, node):
-    x, args, align, half = _resize_args(ctx, node)
-    mode = "align_corners" if align else "half_pixel" if half else "asymmetric"
-    ctx.add("ResizeBilinear", node, [x], coordinate_transformation_mode=mode, **args)
+    resize_bilinear_to(ctx, node, *_align_half(ctx, node))
 
 
 @tf_op("ResizeBicubic")
 def resize_bicubic(ctx, node):
-    x, args, align, half = _resize_args(ctx, node)
+    x, args, align, half = resize_args(ctx, node, *_align_half(ctx, node))
     mode = "align_corners" if align else "half_pixel" if half else "asymmetric"
     # TensorFlow's half-pixel kernel is Keys' a = -0.5 with taps outside the image dropped and
     # the rest renormalised; its legacy kernel is a = -0.75 with the edge repeated; both read
@@ -121,13 +101,7 @@ def resize_bicubic(ctx, node):
 
 @tf_op("ResizeNearestNeighbor")
 def resize_nearest(ctx, node):
-    x, args, align, half = _resize_args(ctx, node)
-    if align:  # TensorFlow rounds the scaled coordinate (halves up)
-        mode, rounding = "align_corners", "round_prefer_ceil"
-    else:      # and otherwise floors it, after a half-pixel shift with half_pixel_centers
-        mode, rounding = ("tf_half_pixel_for_nn" if half else "asymmetric"), "floor"
-    ctx.add("ResizeNearestNeighbor", node, [x], coordinate_transformation_mode=mode,
-            nearest_mode=rounding, **args)
+    resize_nearest_to(ctx, node, *_align_half(ctx, node))
 
 
 def _block(ctx, node, what):
@@ -157,9 +131,7 @@ def batch_to_space(ctx, node):
 
 def _space_depth(ctx, node, op_type):
     require_nhwc(ctx, node)
-    # TensorFlow's NHWC channel order (block row, block column, channel) is DCR.
-    ctx.add(op_type, node, [ctx.inp(node, 0)], block_size=int(ctx.attr(node, "block_size")),
-            mode="DCR", data_format="NHWC")
+    space_depth(ctx, node, op_type, ctx.attr(node, "block_size"))
 
 
 @tf_op("DepthToSpace")

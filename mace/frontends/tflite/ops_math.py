@@ -5,8 +5,8 @@ ADD, SUB, MUL and DIV carry a fused activation, which becomes the Eltwise's own.
 """
 import numpy as np
 
+from mace.frontends.tf_common.math import add_n, axis_list, reduce_axes
 from mace.frontends.tflite.registry import tfl_op
-from mace.ops._common import normalize_axis
 
 BINARY = {"ADD": "SUM", "SUB": "SUB", "MUL": "PROD", "DIV": "DIV", "MAXIMUM": "MAX", "MINIMUM": "MIN",
           "SQUARED_DIFFERENCE": "SQR_DIFF", "POW": "POW", "FLOOR_DIV": "FLOOR_DIV", "FLOOR_MOD": "MOD",
@@ -32,33 +32,16 @@ for _t, _k in {**BINARY, **UNARY}.items():
     _make(_t, _k)
 
 
-@tfl_op("ADD_N")
-def add_n(ctx, op):
-    inputs = ctx.inputs(op)
-    if len(inputs) == 1:
-        ctx.alias(op, 0, inputs[0])
-    else:
-        ctx.add("Eltwise", op, inputs, type="SUM")
+tfl_op("ADD_N")(add_n)   # TensorFlow's AddN
 
 
 REDUCE = {"MEAN": "MEAN", "SUM": "SUM", "REDUCE_MAX": "MAX", "REDUCE_MIN": "MIN", "REDUCE_PROD": "PROD"}
 
 
-def axis_list(ctx, op, i, rank):
-    try:
-        return sorted({normalize_axis(a, rank) for a in ctx.static_ints(op, i, "the axes")})
-    except ValueError as e:
-        raise ctx.fail(op, str(e)) from None
-
-
 def _make_reduce(tfl_type, kind):
     @tfl_op(tfl_type)
     def mapper(ctx, op):
-        x = ctx.inp(op, 0)
-        axes = axis_list(ctx, op, 1, len(ctx.shape(x)))
-        keep = bool(op.options.KeepDims()) if op.options is not None else False
-        ctx.add("Reduce", op, [x], reduce_type=kind, axis=axes, keepdims=int(keep),
-                noop_with_empty_axes=1)
+        reduce_axes(ctx, op, kind, bool(op.options.KeepDims()) if op.options is not None else False)
     mapper.__name__ = f"map_{tfl_type.lower()}"
     return mapper
 
