@@ -9,7 +9,7 @@ from threadpoolctl import threadpool_limits
 from mace.ops.fast import compute as compute_mod
 from mace.ops.fast.compute import SERIAL, ComputeContext
 from mace.runtime.engine import Engine
-from tests.ops.test_fast_kernels import one_op_graph
+from tests.ops.test_fast_kernels import conv_case, one_op_graph
 
 
 def relu_graph():
@@ -58,13 +58,21 @@ def depthwise_graph():
     return one_op_graph("DepthwiseConv2d", x, [w, np.zeros(48, np.float32)], args), x
 
 
+def grouped_conv_graph():
+    """A grouped 1x1 conv: its groups' GEMMs side by side on the pool (a gemm table)."""
+    x, consts, args = conv_case(np.random.default_rng(5), h=40, w=40, c=32, o=48, k=(1, 1),
+                                pads=(0, 0, 0, 0), group=4, act="RELU")
+    return one_op_graph("Conv2D", x, consts, args), x
+
+
 @needs_pool
-def test_two_engines_in_one_process_each_run_at_their_own_width(monkeypatch):
+@pytest.mark.parametrize("make", [depthwise_graph, grouped_conv_graph], ids=["loop", "gemms"])
+def test_two_engines_in_one_process_each_run_at_their_own_width(make, monkeypatch):
     """Engine(num_threads=1) and Engine(num_threads=2) run alternately: each binds and runs at its
-    own width (whatever OpenBLAS's process-wide count says), both give the reference's outputs
-    and the same bytes, and the session count is back at zero after each run."""
+    own width (whatever OpenBLAS's process-wide count says), both give the reference's outputs,
+    and the session count is back at zero after each run."""
     import numba
-    graph, x = depthwise_graph()
+    graph, x = make()
     pool = ComputeContext().pool
     monkeypatch.setattr(pool, "_contention", None)   # the `auto` policy would size runs to the load
     want = Engine(graph, options={"reference_kernels": True}).run({"x": x})["y"]
@@ -77,10 +85,9 @@ def test_two_engines_in_one_process_each_run_at_their_own_width(monkeypatch):
     with threadpool_limits(1):   # the process-wide count no longer decides an engine's width
         runs = [(e, e.run({"x": x})["y"]) for e in (one, two, one, two)]
     assert seen == {"before": 2, "after": 2} and pool.depth == 0
-    first = runs[0][1]
     for engine, got in runs:
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * float(np.abs(want).max()))
-        assert got.tobytes() == first.tobytes(), f"{engine.compute} differs"
+    assert runs[0][1].tobytes() == runs[2][1].tobytes() and runs[1][1].tobytes() == runs[3][1].tobytes()
 
 
 WAIT_POLICY_RUN = """
