@@ -16,7 +16,8 @@ order on one thread, so beta=1 chains into one C stay ordered), calling cblas by
 address (`_sgemm_at`, an LLVM-level indirect call: nothing process-specific is
 baked in, so it caches like the rest); each `*_par` driver splits a serial loop
 above into `parts` row ranges (or filter panels: `pgemm_panels_par`). Our own
-packed GEMM (`pgemm`, its tile written as LLVM IR) is in the middle.
+packed GEMM (`pgemm`, its tile written as LLVM IR on the loop nest of `_tile_ir.py`,
+which the int8 GEMM's tile shares) is in the middle.
 They live in this file because numba's cache keys
 a function on its own file only: a driver elsewhere would keep running a stale
 copy of an edited loop. They are one near-identical driver per loop on purpose: one
@@ -32,6 +33,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from mace.ops.fast._isa import has
+from mace.ops.fast._tile_ir import TileIR
 
 
 OPTS = dict(cache=True, fastmath=True, nogil=True)
@@ -701,47 +703,24 @@ def _tile(typingctx, mr, nv, rows, nseg, seg_len, seg_stride, b, c, ldc, bias, l
     return sig, codegen
 
 
-class _TileIR:
-    """The tile's IR: for each segment, the k loop UNROLL steps at a time, then the
-    segment's last seg_len % UNROLL steps one at a time; the accumulators are phis
-    threaded through those blocks; bias and clip on the way out. Each step also
-    prefetches B's row PREFETCH ahead."""
+class _TileIR(TileIR):
+    """The float tile's IR on the shared loop nest (_tile_ir.py): for each segment, the k loop
+    UNROLL steps at a time, then the segment's last seg_len % UNROLL steps one at a time; each
+    step an fma per row and vector, prefetching B's row PREFETCH ahead; bias and clip on the way
+    out."""
 
     def __init__(self, builder, nrows: int, vecs: int):
         from numba.core import cgutils
 
-        self.b, self.nrows, self.vecs = builder, nrows, vecs
-        self.i64, f32 = ir.IntType(64), ir.FloatType()
-        self.vec = ir.VectorType(f32, 16)
+        f32 = ir.FloatType()
+        vec = ir.VectorType(f32, 16)
         self.fptr = f32.as_pointer()
 
         def fn(name, arity):
-            return cgutils.get_or_insert_function(builder.module, ir.FunctionType(self.vec, [self.vec] * arity),
+            return cgutils.get_or_insert_function(builder.module, ir.FunctionType(vec, [vec] * arity),
                                                   f"llvm.{name}.v16f32")
         self.fma, self.vmax, self.vmin = fn("fma", 3), fn("maxnum", 2), fn("minnum", 2)
-        self.i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        self.prefetch = cgutils.get_or_insert_function(   # (address, write 0, locality 3, data 1)
-            builder.module, ir.FunctionType(ir.VoidType(), [self.i8p, i32, i32, i32]), "llvm.prefetch.p0i8")
-
-    def const(self, v):
-        return ir.Constant(self.i64, v)
-
-    def splat(self, x):
-        i32, undef = ir.IntType(32), ir.Constant(self.vec, ir.Undefined)
-        return self.b.shuffle_vector(self.b.insert_element(undef, x, ir.Constant(i32, 0)), undef,
-                                     ir.Constant(ir.VectorType(i32, 16), None))
-
-    def vptr(self, base, off):
-        return self.b.bitcast(self.b.gep(base, [off]), self.vec.as_pointer())
-
-    def phis(self):
-        return [[self.b.phi(self.vec) for _ in range(self.vecs)] for _ in range(self.nrows)]
-
-    def incoming(self, phis, values, block):
-        for row_phis, row_values in zip(phis, values):
-            for phi, value in zip(row_phis, row_values):
-                phi.add_incoming(value, block)
+        super().__init__(builder, nrows, vecs, vec)
 
     def step(self, acc, a_rows, a_off, b_seg, k):
         """acc[i] += a[i][a_off + k] * b_seg[k] (B's row k as `vecs` vectors)."""
@@ -749,69 +728,31 @@ class _TileIR:
         b_row = b.gep(b_seg, [b.mul(k, self.const(NR))])
         b_vecs = [b.load(self.vptr(b_row, self.const(16 * v)), align=4) for v in range(self.vecs)]
         for v in range(self.vecs):   # B's row k + PREFETCH into L1 (past the end: a no-op)
-            b.call(self.prefetch, [b.bitcast(b.gep(b_row, [self.const(PREFETCH * NR + 16 * v)]), self.i8p),
-                                   *(ir.Constant(ir.IntType(32), x) for x in (0, 3, 1))])
+            self.prefetch(b.gep(b_row, [self.const(PREFETCH * NR + 16 * v)]))
         at = b.add(a_off, k)
         return [[b.call(self.fma, [self.splat(b.load(b.gep(a_rows[i], [at]), align=4)), bv, acc[i][v]])
                  for v, bv in enumerate(b_vecs)] for i in range(self.nrows)]
-
-    def counted_loop(self, body, after, start, stop, count: int, acc_in, step):
-        """From the current block: for k in range(start, stop, count) (stop - start a multiple
-        of count, possibly 0): acc = step(acc, k + u) for u < count, in block `body`; leaves
-        the builder at the start of `after`, returning the accumulators' phis there."""
-        b, const = self.b, self.const
-        pred = b.block
-        b.cbranch(b.icmp_signed("<", start, stop), body, after)
-        b.position_at_end(body)
-        k = b.phi(self.i64)
-        acc = self.phis()
-        new = acc
-        for u in range(count):
-            new = step(new, b.add(k, const(u)))
-        k_next = b.add(k, const(count))
-        b.cbranch(b.icmp_signed("<", k_next, stop), body, after)
-        k.add_incoming(start, pred)
-        k.add_incoming(k_next, body)
-        self.incoming(acc, acc_in, pred)
-        self.incoming(acc, new, body)
-        b.position_at_end(after)
-        out = self.phis()
-        self.incoming(out, acc_in, pred)
-        self.incoming(out, new, body)
-        return out
 
     def emit(self, rows_, nseg_, seg_len_, seg_stride_, b_, c_, ldc_, bias_, lo_, hi_):
         b, const = self.b, self.const
         rows_at = b.inttoptr(rows_, self.i64.as_pointer())
         a_rows = [b.inttoptr(b.load(b.gep(rows_at, [const(i)])), self.fptr) for i in range(self.nrows)]
         bmat, c, bias = (b.inttoptr(v, self.fptr) for v in (b_, c_, bias_))
-        entry = b.block
-        blocks = [b.append_basic_block(n) for n in ("segment", "k_loop", "k_rest_head", "k_rest",
-                                                    "segment_end", "k_done")]
-        seg_head, body, rest_head, rest, seg_end, done = blocks
-        b.branch(seg_head)
-        # for s in range(nseg): offsets of segment s in a's rows and in b
-        b.position_at_end(seg_head)
-        s = b.phi(self.i64)
-        acc_s = self.phis()
-        a_off = b.mul(s, seg_stride_)
-        b_seg = b.gep(bmat, [b.mul(b.mul(s, seg_len_), const(NR))])
-        main = b.sub(seg_len_, b.srem(seg_len_, const(UNROLL)))
 
-        def step(acc, k):
-            return self.step(acc, a_rows, a_off, b_seg, k)
-        # k in range(0, main) UNROLL steps at a time, then range(main, seg_len) one at a time
-        acc_h = self.counted_loop(body, rest_head, const(0), main, UNROLL, acc_s, step)
-        acc_e = self.counted_loop(rest, seg_end, main, seg_len_, 1, acc_h, step)
-        s_next = b.add(s, const(1))
-        b.cbranch(b.icmp_signed("<", s_next, nseg_), seg_head, done)
-        s.add_incoming(const(0), entry)
-        s.add_incoming(s_next, seg_end)
-        zero = ir.Constant(self.vec, None)
-        self.incoming(acc_s, [[zero] * self.vecs] * self.nrows, entry)
-        self.incoming(acc_s, acc_e, seg_end)
+        def segment(s, acc_s, blocks):
+            """Segment s: its offsets in a's rows and in b, then k in range(0, main) UNROLL
+            steps at a time and range(main, seg_len) one at a time."""
+            body, rest_head, rest, seg_end = blocks
+            a_off = b.mul(s, seg_stride_)
+            b_seg = b.gep(bmat, [b.mul(b.mul(s, seg_len_), const(NR))])
+            main = b.sub(seg_len_, b.srem(seg_len_, const(UNROLL)))
+
+            def step(acc, k):
+                return self.step(acc, a_rows, a_off, b_seg, k)
+            acc_h = self.counted_loop(body, rest_head, const(0), main, UNROLL, acc_s, step)
+            return self.counted_loop(rest, seg_end, main, seg_len_, 1, acc_h, step)
+        acc_e = self.segments(nseg_, ("k_loop", "k_rest_head", "k_rest"), segment)
         # c = clip(acc + bias, lo, hi)
-        b.position_at_end(done)
         lo, hi = self.splat(lo_), self.splat(hi_)
         bias_vecs = [b.load(self.vptr(bias, const(16 * v)), align=4) for v in range(self.vecs)]
         for i in range(self.nrows):

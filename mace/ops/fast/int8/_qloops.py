@@ -6,9 +6,10 @@ CPU's dot-product instruction, the requantization (multiplier + shift, half up) 
 the clamp fused into the tile's store. The numbers are the reference kernels' exactly
 (mace/ops/int8/_gemm.py); how the terms split is in mace/ops/fast/int8/_qgemm.py.
 
-The tile is LLVM IR written through numba's intrinsic API, as the float packed GEMM's
-(mace/ops/fast/_loops.py). Per step of 4 k's, each row's 4 input bytes are broadcast
-to all 16 lanes and multiplied with 16 columns x 4 k's of W' (64 bytes):
+The tile is LLVM IR written through numba's intrinsic API on the float packed GEMM's loop
+nest (mace/ops/fast/_tile_ir.py: segments, counted k loops, accumulator phis, prefetch). Per
+step of 4 k's, each row's 4 input bytes are broadcast to all 16 lanes and multiplied with 16
+columns x 4 k's of W' (64 bytes):
 
   mode bit 0 set    AVX-512 VNNI `vpdpbusd` (uint8 x int8, 4 products summed into each int32
                     lane, no saturation): one instruction per row and vector.
@@ -32,6 +33,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from mace.ops.fast._isa import has
+from mace.ops.fast._tile_ir import TileIR, splat as _splat
 
 
 OPTS = dict(cache=True, nogil=True)
@@ -144,13 +146,13 @@ def _qtile(typingctx, mr, nv, dot, rows, rsum, nseg, seg4, seg_stride, b, c, ldc
 
 def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride_, b_, c_, ldc_,
               ep_, ep_stride_, zero_, qmin_, qmax_):
+    """The int8 tile on the float tile's loop nest (_tile_ir.py): per segment one k loop of
+    dot-product steps (4 k's each), then the requantizing store."""
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
     v32 = ir.VectorType(i32, 16)
     i8p = i8.as_pointer()
-    zero32 = ir.Constant(v32, None)
-
-    def const(v):
-        return ir.Constant(i64, v)
+    tile = TileIR(builder, nrows, vecs, v32)
+    const = tile.const
 
     def splat(x, vec):
         return _splat(builder, x, vec)
@@ -158,60 +160,34 @@ def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride
     def load(ptr, offset, ty, align=1):
         return builder.load(builder.bitcast(builder.gep(ptr, [offset]), ty.as_pointer()), align=align)
 
-    def dot_step(acc, a4, bv):
-        """acc + per lane the sum of 4 uint8 (a4's bytes) x int8 (bv's 4 bytes of the lane)."""
-        return _dpbusd(builder, acc, a4, bv, mode & VNNI_MODE)
-
     rows_at = builder.inttoptr(rows_, i64.as_pointer())
     rsum_at = builder.inttoptr(rsum_, i64.as_pointer())
     a_rows = [builder.inttoptr(builder.load(builder.gep(rows_at, [const(i)])), i8p) for i in range(nrows)]
     b, c = builder.inttoptr(b_, i8p), builder.inttoptr(c_, i8p)
     ep = builder.inttoptr(ep_, i64.as_pointer())
-    entry = builder.block
-    seg_head = builder.append_basic_block("segment")
-    body = builder.append_basic_block("k_loop")
-    seg_end = builder.append_basic_block("segment_end")
-    done = builder.append_basic_block("k_done")
-    builder.branch(seg_head)
-    # for s in range(nseg): segment s's offsets in A's rows and in b
-    builder.position_at_end(seg_head)
-    s = builder.phi(i64)
-    acc_s = [[builder.phi(v32) for _ in range(vecs)] for _ in range(nrows)]
-    a_off = builder.mul(s, seg_stride_)
-    b_seg = builder.gep(b, [builder.mul(builder.mul(s, seg4_), const(NR * KB))])
-    builder.branch(body)
-    # for k in range(seg4): acc[i] += dot(A[i][a_off + 4k : +4], b_seg[k])
-    builder.position_at_end(body)
-    k = builder.phi(i64)
-    acc = [[builder.phi(v32) for _ in range(vecs)] for _ in range(nrows)]
-    b_row = builder.gep(b_seg, [builder.mul(k, const(NR * KB))])
-    b_vecs = [load(b_row, const(64 * v), v32) for v in range(vecs)]
-    for v in range(vecs):   # W's step k + PREFETCH into L1 (an LLVM intrinsic on every target)
-        _x86(builder, "llvm.prefetch.p0i8", ir.VoidType(), builder.gep(b_row, [const(PREFETCH * NR * KB + 64 * v)]),
-             *(ir.Constant(i32, x) for x in (0, 3, 1)))
-    at = builder.add(a_off, builder.mul(k, const(KB)))
-    new = []
-    for i in range(nrows):
-        a4 = splat(load(a_rows[i], at, i32), v32)
-        new.append([dot_step(acc[i][v], a4, b_vecs[v]) for v in range(vecs)])
-    k_next = builder.add(k, const(1))
-    builder.cbranch(builder.icmp_signed("<", k_next, seg4_), body, seg_end)
-    builder.position_at_end(seg_end)
-    s_next = builder.add(s, const(1))
-    builder.cbranch(builder.icmp_signed("<", s_next, nseg_), seg_head, done)
-    s.add_incoming(const(0), entry)
-    s.add_incoming(s_next, seg_end)
-    k.add_incoming(const(0), seg_head)
-    k.add_incoming(k_next, body)
-    for i in range(nrows):
-        for v in range(vecs):
-            acc_s[i][v].add_incoming(zero32, entry)
-            acc_s[i][v].add_incoming(new[i][v], seg_end)
-            acc[i][v].add_incoming(acc_s[i][v], seg_head)
-            acc[i][v].add_incoming(new[i][v], body)
-    builder.position_at_end(done)
+
+    def segment(s, acc_s, blocks):
+        """Segment s: its offsets in A's rows and in b, then for k in range(seg4):
+        acc[i] += dot(A[i][a_off + 4k : +4], b_seg[k])."""
+        body, seg_end = blocks
+        a_off = builder.mul(s, seg_stride_)
+        b_seg = builder.gep(b, [builder.mul(builder.mul(s, seg4_), const(NR * KB))])
+
+        def step(acc, k):
+            b_row = builder.gep(b_seg, [builder.mul(k, const(NR * KB))])
+            b_vecs = [load(b_row, const(64 * v), v32) for v in range(vecs)]
+            for v in range(vecs):   # W's step k + PREFETCH into L1
+                tile.prefetch(builder.gep(b_row, [const(PREFETCH * NR * KB + 64 * v)]))
+            at = builder.add(a_off, builder.mul(k, const(KB)))
+            new = []
+            for i in range(nrows):   # per lane the sum of 4 uint8 (a4's bytes) x int8 (bv's 4 bytes)
+                a4 = splat(load(a_rows[i], at, i32), v32)
+                new.append([_dpbusd(builder, acc[i][v], a4, b_vecs[v], mode & VNNI_MODE) for v in range(vecs)])
+            return new
+        return tile.counted_loop(body, seg_end, const(0), seg4_, 1, acc_s, step)
+    acc = tile.segments(nseg_, ("k_loop",), segment)
     store = _qstore_short if mode & SHORT else _qstore
-    store(builder, nrows, vecs, new, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load)
+    store(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load)
 
 
 def _qstore_short(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat,
@@ -609,15 +585,6 @@ def _requant32(v, mult, rnd, shift, zero, qmin, qmax):
 def _vload(builder, addr, vec):
     """A vector load from an int64 address (no alignment assumed)."""
     return builder.load(builder.inttoptr(addr, vec.as_pointer()), align=1)
-
-
-def _splat(builder, x, vec):
-    """Integer scalar x in every lane of `vec` (truncated to its element type if wider)."""
-    if x.type.width > vec.element.width:
-        x = builder.trunc(x, vec.element)
-    undef = ir.Constant(vec, ir.Undefined)
-    return builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(ir.IntType(32), 0)), undef,
-                                  ir.Constant(ir.VectorType(ir.IntType(32), vec.count), None))
 
 
 def _splat16(builder, x):
