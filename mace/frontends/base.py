@@ -41,6 +41,13 @@ def take_notes(graph: Graph) -> list:
     return notes
 
 
+def unsupported_listing(bad: dict, what: str) -> str:
+    """The unsupported op types `bad` (type -> names of its nodes) as one sorted line, naming the
+    first three nodes of each (`what`: node, op, layer)."""
+    return "; ".join(f"{t} ({what} {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"
+                     for t, n in sorted(bad.items()))
+
+
 def map_node(graph: Graph, mapper, ctx, node, keep: set, where, what) -> None:
     """Run one node's mapper, then fold or shape the ops it added (`keep`: model outputs, which
     stay produced by an op). Any failure but ours becomes one ModelError naming the model file
@@ -122,14 +129,15 @@ def add_input_info(graph: Graph, t: TensorSpec) -> None:
 
 def add_framework_input(graph: Graph, t: TensorSpec, framework_format: str, unique=None) -> str:
     """Declare model input `t` and return the tensor the framework's ops read: the input itself,
-    or a Transpose of it when the caller's layout is not the framework's (named by `unique`,
-    default graph.unique_name)."""
+    or a Transpose of it when the caller's layout is not the framework's (`<input>_nchw` or
+    `_nhwc` after the framework's layout, made unique by `unique`, default graph.unique_name)."""
     add_input_info(graph, t)
     perm = user_to_framework(t.shape, t.data_format, framework_format)
     if not perm:
         return t.name
-    inner = (unique or graph.unique_name)(f"{t.name}_nchw")
-    op = graph.add_op("Transpose", [t.name], [inner], name=f"{t.name}_to_nchw", dims=list(perm))
+    layout = framework_format.lower()
+    inner = (unique or graph.unique_name)(f"{t.name}_{layout}")
+    op = graph.add_op("Transpose", [t.name], [inner], name=f"{t.name}_to_{layout}", dims=list(perm))
     infer_op(graph, op)
     return inner
 

@@ -19,7 +19,7 @@ import numpy as np
 from mace.config.schema import MAX_DIM
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph
+from mace.frontends.base import add_framework_input, add_outputs, map_node, new_graph, unsupported_listing
 from mace.frontends.context import MappingContext
 from mace.frontends.caffe.model_file import (SchemaGap, blob_array, blob_dims, inference_layers,
                                              is_legacy, net_inputs, read_caffemodel, read_prototxt)
@@ -121,8 +121,7 @@ def _check_layers(path: Path, layers, mappers: dict) -> None:
         if layer.type not in mappers and layer.type not in INPUT_LAYERS:
             bad.setdefault(layer.type or "(no type)", []).append(layer.name)
     if bad:
-        listing = "; ".join(f"{t} (layer {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"
-                            for t, n in sorted(bad.items()))
+        listing = unsupported_listing(bad, "layer")
         raise UnsupportedOpError(f"{path}: unsupported Caffe layer type(s): {listing}. "
                                  f"Supported: {', '.join(sorted(set(mappers) | INPUT_LAYERS))}")
 

@@ -12,7 +12,8 @@ import numpy as np
 
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_framework_input, add_outputs, check_variable_dims, map_node, new_graph
+from mace.frontends.base import (add_framework_input, add_outputs, check_variable_dims, map_node, new_graph,
+                                 unsupported_listing)
 from mace.frontends.context import MappingContext
 from mace.frontends.onnx.ops_integer import DYNAMIC_MICROSOFT
 from mace.frontends.onnx.ops_qattention import QATTENTION
@@ -274,8 +275,7 @@ def _check_ops(model, path: Path, mappers: dict) -> None:
         if node.op_type not in mappers or not _known_domain(node):
             bad.setdefault(node.op_type, []).append(node.name or node.output[0])
     if bad:
-        listing = "; ".join(f"{t} (node {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"
-                            for t, n in sorted(bad.items()))
+        listing = unsupported_listing(bad, "node")
         raise UnsupportedOpError(f"{path}: unsupported ONNX op(s): {listing}. "
                                  f"Supported: {', '.join(sorted(mappers))}")
 

@@ -16,15 +16,15 @@ import numpy as np
 
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import (add_input_info, add_named_outputs, add_note, check_variable_dims, map_node,
-                                 new_graph, rename_tensor)
+from mace.frontends.base import (add_framework_input, add_named_outputs, add_note, check_variable_dims, map_node,
+                                 new_graph, rename_tensor, unsupported_listing)
 from mace.frontends.context import MappingContext
 from mace.frontends.tensorflow.loader import import_tf, load_model_file, split_tensor, tensor_name
 from mace.frontends.tensorflow.registry import load_mappers
 from mace.frontends.tensorflow.unroll import needs_unrolling, unroll_loops
 from mace.ir.graph import Graph
 from mace.ir.qat_ranges import record_ranges
-from mace.transform.shape_inference import infer_op, infer_shapes
+from mace.transform.shape_inference import infer_shapes
 
 FRAMEWORK_FORMAT = "NHWC"
 
@@ -152,8 +152,7 @@ def _check_ops(order: list, path: Path, mappers: dict) -> None:
         if node.op not in mappers:
             bad.setdefault(node.op, []).append(node.name)
     if bad:
-        listing = "; ".join(f"{t} (node {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"
-                            for t, n in sorted(bad.items()))
+        listing = unsupported_listing(bad, "node")
         raise UnsupportedOpError(f"{path}: unsupported TensorFlow op(s): {listing}. "
                                  f"Supported: {', '.join(sorted(mappers))}")
 
@@ -213,14 +212,7 @@ def _check_outputs(spec: ModelSpec, nodes: dict, path: Path) -> None:
 
 def _add_inputs(ctx: TfContext, spec: ModelSpec) -> None:
     for t in spec.inputs:
-        add_input_info(ctx.graph, t)
-        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
-        source = t.name
-        if perm:
-            source = ctx.graph.unique_name(f"{t.name}_nhwc")
-            op = ctx.graph.add_op("Transpose", [t.name], [source], name=f"{t.name}_to_nhwc",
-                                  dims=list(perm))
-            infer_op(ctx.graph, op)
+        source = add_framework_input(ctx.graph, t, FRAMEWORK_FORMAT)
         if source != tensor_name(t.name):
             ctx.rename[tensor_name(t.name)] = source
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from mace.errors import ModelError, UnsupportedOpError
-from mace.frontends.base import add_input_info, add_named_outputs, map_node, new_graph, rename_tensor
+from mace.frontends.base import (add_framework_input, add_named_outputs, map_node, new_graph, rename_tensor,
+                                 unsupported_listing)
 from mace.frontends.context import MappingContext
 from mace.config.specs import ModelSpec, user_to_framework
 from mace.frontends.tflite.edges import (check_edge_type, input_to_reals, is_quantized_edge,
@@ -30,7 +31,7 @@ from mace.frontends.tflite.ops_state import read_state
 from mace.frontends.tflite.registry import CUSTOM_OPS, load_mappers
 from mace.ir.graph import Graph
 from mace.ir.qat_ranges import carry_range, record_ranges
-from mace.transform.shape_inference import infer_op, infer_shapes
+from mace.transform.shape_inference import infer_shapes
 
 FRAMEWORK_FORMAT = "NHWC"
 
@@ -111,8 +112,7 @@ def _check_ops(order: list, model: TflModel, mappers: dict) -> None:
             label = f"custom op {op.custom_code or '(unnamed)'}" if op.type == "CUSTOM" else op.type
             bad.setdefault(label, []).append(model.op_name(op))
     if bad:
-        listing = "; ".join(f"{t} (op {', '.join(n[:3])}{' ...' if len(n) > 3 else ''})"
-                            for t, n in sorted(bad.items()))
+        listing = unsupported_listing(bad, "op")
         raise UnsupportedOpError(f"{model.path}: unsupported TFLite op(s): {listing}. "
                                  f"Supported: {', '.join(sorted(set(mappers) - CUSTOM_OPS))} (custom ops: "
                                  f"{', '.join(sorted(CUSTOM_OPS)) or 'none'})")
@@ -179,13 +179,8 @@ def _add_consts(ctx: TflContext) -> None:
 
 def _add_inputs(ctx: TflContext, spec: ModelSpec) -> None:
     for t in spec.inputs:
-        add_input_info(ctx.graph, t)
-        perm = user_to_framework(t.shape, t.data_format, FRAMEWORK_FORMAT)
-        if perm:
-            inner = ctx.graph.unique_name(f"{t.name}_nhwc")
-            op = ctx.graph.add_op("Transpose", [t.name], [inner], name=f"{t.name}_to_nhwc",
-                                  dims=list(perm))
-            infer_op(ctx.graph, op)
+        inner = add_framework_input(ctx.graph, t, FRAMEWORK_FORMAT)
+        if inner != t.name:
             ctx.rename[t.name] = inner
         tensor = ctx.model.tensor(t.name)
         if is_quantized_edge(tensor):
