@@ -322,6 +322,28 @@ def token_inputs(spec: dict, sample: int, archives: dict) -> dict:
     return out
 
 
+# Names for ethnicolr's name classifiers, (last, first): the first validates, the others calibrate.
+NAMES = [("Garcia", "Maria"), ("Smith", "John"), ("Nguyen", "Linh"), ("Washington", "Denise"),
+         ("Kowalski", "Anna"), ("Okafor", "Chinedu"), ("Tanaka", "Hiroshi"), ("Rossi", "Marco"),
+         ("Patel", "Priya")]
+
+
+def name_ngrams(spec: dict, sample: int, archive: Path) -> np.ndarray:
+    """A name as ethnicolr's EthnicolrModelClass.transform_and_pred feeds its Keras models: the
+    last name (or `Last First` where the manifest says `full_name`) stripped and title-cased, its
+    character bigrams looked up in the package's vocabulary file (an unknown one is 0, as its
+    find_ngrams does), padded and cut at the front to the input's length (pad_sequences' defaults),
+    as float32 ids: [1, length]."""
+    last, first = NAMES[sample % len(NAMES)]
+    text = f"{last} {first}".title() if spec.get("full_name") else last.title()
+    vocab = read_member(archive, spec["vocab"]).decode().splitlines()[1:]   # a header line, then one per row
+    index = {w: i for i, w in reversed(list(enumerate(vocab)))}   # list.index: the first one
+    ids = [index.get(text[i:i + 2], 0) for i in range(len(text) - 1)]
+    length = spec["shape"][1]
+    ids = ([0] * max(0, length - len(ids)) + ids)[-length:]
+    return np.array([ids], np.float32)
+
+
 def _slaney_mel_filters(rate: int, n_fft: int, n_mels: int) -> np.ndarray:
     """librosa.filters.mel's defaults (Slaney's mel scale, area-normalized triangles), the
     filterbank librosa.feature.melspectrogram applies: [n_mels, n_fft // 2 + 1]."""
@@ -380,6 +402,61 @@ def oww_features(spec: dict, seed: int, archive: Path) -> np.ndarray:
     return emb.reshape(1, windows, -1).astype(np.float32)
 
 
+def micro_features(spec: dict, seed: int, steps: int) -> np.ndarray:
+    """microWakeWord's features of the tone sequence at 16 kHz: TFLite Micro's audio front end
+    (TensorFlow's audio_microfrontend op, the settings microWakeWord trains with: 30 ms windows
+    10 ms apart, 40 channels, 125-7500 Hz, PCAN gain control, noise reduction) on int16 samples,
+    times 0.0390625 as its training code scales them: [frames, 40], enough for `steps` runs of
+    the input's frames."""
+    import tensorflow as tf
+    from tensorflow.lite.experimental.microfrontend.python.ops import audio_microfrontend_op as frontend
+
+    frames = spec["shape"][1] * steps
+    audio = audio_input({**spec, "rate": 16000, "scale": 32767}, seed, n=(frames + 2) * 160)
+    x = frontend.audio_microfrontend(tf.constant(audio.astype(np.int16)), sample_rate=16000, window_size=30,
+                                     window_step=10, num_channels=spec["shape"][2], upper_band_limit=7500,
+                                     lower_band_limit=125, enable_pcan=True, min_signal_remaining=0.05,
+                                     out_scale=1, out_type=tf.uint16).numpy()
+    return (x[:frames] * 0.0390625).astype(np.float32)
+
+
+def input_quantization(path: Path, name: str) -> tuple:
+    """(scale, zero point) of a TFLite model's quantized input, as LiteRT reports it."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    (detail,) = [d for d in Interpreter(model_path=str(path)).get_input_details() if d["name"] == name]
+    return detail["quantization"]
+
+
+def stream_inputs(model: dict, seed: int, path: Path) -> list:
+    """A streaming model's inputs (the manifest's `sequence: N`): N runs cut in order from one
+    stream of features, each quantized to the input's integers as the package's own code does
+    (`round(x / scale + zero_point)`) where the input is an integer type: [{input: array}]."""
+    (spec,) = model["inputs"]
+    steps, frames = model["sequence"], spec["shape"][1]
+    features = micro_features(spec, seed, steps)
+    if spec.get("dtype", "float32") != "float32":
+        scale, zero = input_quantization(path, spec["name"])
+        info = np.iinfo(spec["dtype"])
+        features = np.clip(np.round(features / scale + zero), info.min, info.max)
+    return [{spec["name"]: features[k * frames:(k + 1) * frames].reshape(spec["shape"]).astype(spec.get("dtype", "float32"))}
+            for k in range(steps)]
+
+
+def write_stream(model: dict, work: Path, path: Path) -> tuple:
+    """(validation dir, calibration dir) of a streaming model: the validation stream's runs as
+    sub-folders 000, 001, ... of one folder (`run --validate --input_dir` runs them in order from
+    the initial state, LiteRT the same), the calibration samples the runs of another stream."""
+    val, cal = work / "inputs", work / "calibration"
+    for folder, seed in ((val, 0), (cal, 1)):
+        for k, step in enumerate(stream_inputs(model, seed, path)):
+            d = folder / f"{k:03d}"
+            d.mkdir(parents=True)
+            for name, x in step.items():
+                np.save(d / f"{safe_name(name)}.npy", x)
+    return val, cal
+
+
 def make_inputs(model: dict, sample: int, img, archive: Path, archives: dict | None = None) -> dict:
     out = {}
     for spec in model["inputs"]:
@@ -399,6 +476,8 @@ def make_inputs(model: dict, sample: int, img, archive: Path, archives: dict | N
             x = oww_features(spec, sample, archive)
         elif kind == "musicnn_mel":
             x = musicnn_mel(spec, sample)
+        elif kind == "name_ngrams":
+            x = name_ngrams(spec, sample, archive)
         else:
             x = image_input(spec, img, sample)
         out[spec["name"]] = x
@@ -612,6 +691,9 @@ def deployment(model: dict, path: Path, work: Path, runtime: str, cal: Path) -> 
     weights = path.with_name(Path(model["weights"]).name) if model.get("weights") else None
     if image_fed(model):   # the photographs decoded by the CLI (write_inputs' PNG files)
         sg["image_preprocess"] = image_preprocess(model)
+    if any(i.get("dtype") in ("int8", "uint8") for i in model["inputs"]):
+        # a quantized TFLite model's own integer inputs: their range is their type's (docs/tflite.md)
+        sg["input_ranges"] = [_type_range(i.get("dtype", "float32")) for i in model["inputs"]]
     if weights:  # Caffe: the .prototxt above, the trained .caffemodel here
         entry["weight_file_path"] = str(weights)
         entry["weight_sha256_checksum"] = _sha256(weights)
@@ -632,6 +714,13 @@ def deployment(model: dict, path: Path, work: Path, runtime: str, cal: Path) -> 
                                    "model_graph_format": "file", "model_data_format": "file",
                                    "models": {"m": entry}}, sort_keys=False))
     return yml
+
+
+def _type_range(dtype: str) -> str:
+    if dtype in ("int8", "uint8"):
+        info = np.iinfo(dtype)
+        return f"{info.min},{info.max}"
+    return "-1,1"
 
 
 def check(model: dict, path: Path, work: Path, runtime: str, val: Path, cal: Path) -> dict:
@@ -742,7 +831,8 @@ def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None 
             extract(archive, model["weights"], work)
         if model.get("freeze"):
             path = freeze_tf1(model, path, work)
-        val, cal = write_inputs(model, work, archive, archives)
+        val, cal = (write_stream(model, work, path) if model.get("sequence")
+                    else write_inputs(model, work, archive, archives))
         if model.get("qdq") or model.get("qoperator"):
             path = quantize_qdq(model, path, cal, work)
         if model.get("dynamic"):
@@ -754,7 +844,8 @@ def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None 
             if runtime == "mixed" and not _ptq_missed(row):
                 continue   # only where plain PTQ misses (or was not run): the column reads "not needed"
             row[runtime] = check(model, path, work, runtime, val, cal)
-        inputs = {i["name"]: np.load(val / f"{safe_name(i['name'])}.npy") for i in model["inputs"]}
+        first = val / "000" if model.get("sequence") else val   # a stream: its first run
+        inputs = {i["name"]: np.load(first / f"{safe_name(i['name'])}.npy") for i in model["inputs"]}
         row["framework_ms"] = framework_latency_ms(model, path, inputs)
         row["opencv"] = opencv_cosine(model, path, inputs)
     return row
