@@ -10,6 +10,8 @@
   so every worker gets its own PoCL cache folder.
 Both are set in the controller before the workers start (they inherit them) and before anything
 imports pyopencl; variables the user set are kept.
+- Op attributes are strict here: a shape function or kernel reading an attribute its op spec
+  does not declare (OpSpec.attrs) fails the test instead of silently reading a default.
 """
 import os
 import subprocess
@@ -43,3 +45,6 @@ def pytest_configure(config):
     current = os.environ.get("POCL_CACHE_DIR")
     if current is None or current.startswith(_PREFIX):   # ours (inherited from the controller)
         os.environ["POCL_CACHE_DIR"] = _PREFIX + (worker or "main")
+
+    from mace.ops import registry
+    registry.STRICT_ATTRS = True

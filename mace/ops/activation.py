@@ -12,11 +12,13 @@ import numpy as np
 
 from mace.ops._common import apply_activation, broadcast_shape, swish
 from mace.ops.eltwise import _np_erf
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import FUSED_ACTIVATION, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("Activation", layout=Layout.ELEMENTWISE)
 class Activation(OpSpec):
+    attrs = {**FUSED_ACTIVATION, "beta": 0.0}
+
     @staticmethod
     def infer(ctx):
         return [(broadcast_shape(*ctx.shapes), ctx.dtypes[0])]
@@ -64,9 +66,9 @@ def _int_clip_bounds(kind, lo, hi, dtype):
 class ActivationCpu(Kernel):
     def setup(self, ctx):
         self.kind = ctx.arg("activation")
-        self.alpha = ctx.arg("activation_coefficient", 0.0)
-        self.max_limit = ctx.arg("max_limit", 0.0)
-        self.beta = ctx.arg("beta", 0.0)
+        self.alpha = ctx.arg("activation_coefficient")
+        self.max_limit = ctx.arg("max_limit")
+        self.beta = ctx.arg("beta")
         self.int_bounds = _int_clip_bounds(self.kind, self.alpha, self.max_limit,
                                            ctx.output_dtypes[0])
 

@@ -8,11 +8,13 @@ normalised (x, y[, z], 1). Layout ANY.
 """
 import numpy as np
 
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("AffineGrid", layout=Layout.ANY)
 class AffineGrid(OpSpec):
+    attrs = {"align_corners": 0, "size": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         theta, size = tuple(ctx.shapes[0]), [int(s) for s in ctx.arg("size")]
@@ -32,7 +34,7 @@ def _line(n, align):
 class AffineGridCpu(Kernel):
     def setup(self, ctx):
         size = [int(s) for s in ctx.arg("size")]
-        align = bool(ctx.arg("align_corners", 0))
+        align = bool(ctx.arg("align_corners"))
         lines = [_line(n, align) for n in size[2:]]                   # outer (D/H) ... inner (W)
         mesh = np.meshgrid(*lines, indexing="ij")
         # homogeneous (x, y[, z], 1): the innermost axis first, as grid coordinates are ordered

@@ -12,11 +12,13 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("ArgMax", layout=Layout.AXIS)
 class ArgMax(OpSpec):
+    attrs = {"argmin": 0, "axis": 0, "keepdims": 1, "select_last_index": 0}
+
     @staticmethod
     def infer(ctx):
         shape = list(ctx.shapes[0])
-        axis = normalize_axis(ctx.arg("axis", 0), len(shape))
-        if ctx.arg("keepdims", 1):
+        axis = normalize_axis(ctx.arg("axis"), len(shape))
+        if ctx.arg("keepdims"):
             shape[axis] = 1
         else:
             del shape[axis]
@@ -35,9 +37,9 @@ class ArgMax(OpSpec):
 @kernel("ArgMax", "cpu")
 class ArgMaxCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", 0), len(ctx.input_shapes[0]))
-        self.fn = np.argmin if ctx.arg("argmin", 0) else np.argmax
-        self.last = bool(ctx.arg("select_last_index", 0))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
+        self.fn = np.argmin if ctx.arg("argmin") else np.argmax
+        self.last = bool(ctx.arg("select_last_index"))
         self.dim = ctx.input_shapes[0][self.axis]
 
     def run(self, inputs, outputs):

@@ -44,6 +44,11 @@ def _shapes(ctx):
 
 @register_op("Attention", layout=Layout.ANY)
 class Attention(OpSpec):
+    attrs = {
+        "has_mask": 0, "has_nonpad": 0, "has_past": 0, "is_causal": 0, "kv_num_heads": 0, "left_window": -1,
+        "q_num_heads": 0, "qk_mode": 0, "right_window": -1, "scale": 0.0, "softcap": 0.0
+    }
+
     @staticmethod
     def infer(ctx):
         try:
@@ -143,10 +148,10 @@ def attention(q, k, v, mask, past_k, past_v, nonpad, a):
 class AttentionCpu(Kernel):
     def setup(self, ctx):
         self.has = [bool(ctx.arg(n, 0)) for n in ("has_mask", "has_past", "has_nonpad")]
-        self.args = {"q_heads": int(ctx.arg("q_num_heads", 0)), "kv_heads": int(ctx.arg("kv_num_heads", 0)),
-                     "scale": float(ctx.arg("scale", 0.0)), "is_causal": bool(ctx.arg("is_causal", 0)),
-                     "left": int(ctx.arg("left_window", -1)), "right": int(ctx.arg("right_window", -1)),
-                     "softcap": float(ctx.arg("softcap", 0.0)), "qk_mode": int(ctx.arg("qk_mode", 0))}
+        self.args = {"q_heads": int(ctx.arg("q_num_heads")), "kv_heads": int(ctx.arg("kv_num_heads")),
+                     "scale": float(ctx.arg("scale")), "is_causal": bool(ctx.arg("is_causal")),
+                     "left": int(ctx.arg("left_window")), "right": int(ctx.arg("right_window")),
+                     "softcap": float(ctx.arg("softcap")), "qk_mode": int(ctx.arg("qk_mode"))}
 
     def run(self, inputs, outputs):
         rest = iter(inputs[3:])

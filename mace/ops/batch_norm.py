@@ -7,11 +7,13 @@ last for NHWC). Usually folded into the preceding conv by fold_batchnorm.
 import numpy as np
 
 from mace.ops._common import activation_args, apply_activation
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import FUSED_ACTIVATION, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("BatchNorm", layout=Layout.FIXED)
 class BatchNorm(OpSpec):
+    attrs = {**FUSED_ACTIVATION, "data_format": "NHWC"}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.shapes[0]), ctx.dtypes[0])]
@@ -26,7 +28,7 @@ def channel_shape(rank, data_format, c):
 @kernel("BatchNorm", "cpu")
 class BatchNormCpu(Kernel):
     def setup(self, ctx):
-        rank, fmt = len(ctx.input_shapes[0]), ctx.arg("data_format", "NHWC")
+        rank, fmt = len(ctx.input_shapes[0]), ctx.arg("data_format")
         c = ctx.input_shapes[2][0]
         self.scale = np.asarray(ctx.consts[1], np.float32).reshape(channel_shape(rank, fmt, c))
         self.offset = np.asarray(ctx.consts[2], np.float32).reshape(channel_shape(rank, fmt, c))

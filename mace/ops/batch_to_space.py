@@ -8,7 +8,7 @@ sample n (TensorFlow's definition).
 import numpy as np
 
 from mace.ops._common import from_nhwc_shape, to_nhwc_shape
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 from mace.ops.space_to_batch import block_args
 
 
@@ -26,9 +26,11 @@ def plan(shape, block, crops):
 
 @register_op("BatchToSpaceND", layout=Layout.FIXED)
 class BatchToSpaceND(OpSpec):
+    attrs = {"block_shape": REQUIRED, "crops": [0, 0, 0, 0], "data_format": "NHWC"}
+
     @staticmethod
     def infer(ctx):
-        fmt = ctx.arg("data_format", "NHWC")
+        fmt = ctx.arg("data_format")
         block, crops = block_args(ctx.arg, "crops")
         _, out = plan(to_nhwc_shape(ctx.shapes[0], fmt), block, crops)
         return [(from_nhwc_shape(out, fmt), ctx.dtypes[0])]
@@ -37,7 +39,7 @@ class BatchToSpaceND(OpSpec):
 @kernel("BatchToSpaceND", "cpu")
 class BatchToSpaceNDCpu(Kernel):
     def setup(self, ctx):
-        assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU BatchToSpaceND runs NHWC"
+        assert ctx.arg("data_format") == "NHWC", "CPU BatchToSpaceND runs NHWC"
         self.block, crops = block_args(ctx.arg, "crops")
         nb, h, w, c = ctx.input_shapes[0]
         full, out = plan((nb, h, w, c), self.block, crops)

@@ -5,11 +5,13 @@ C (and ONNX). Element-wise, so it follows its input's layout.
 """
 import numpy as np
 
-from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, SimpleKernel, kernel, register_op
 
 
 @register_op("Cast", layout=Layout.ELEMENTWISE)
 class Cast(OpSpec):
+    attrs = {"to": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         try:

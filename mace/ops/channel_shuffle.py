@@ -12,7 +12,7 @@ from functools import partial
 import numpy as np
 
 from mace.ops._common import sequence
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 def source_channels(channels: int, group: int) -> np.ndarray:
@@ -25,6 +25,8 @@ def source_channels(channels: int, group: int) -> np.ndarray:
 
 @register_op("ChannelShuffle", layout=Layout.FIXED)
 class ChannelShuffle(OpSpec):
+    attrs = {"group": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         source_channels(ctx.shapes[0][-1], int(ctx.arg("group")))  # checks divisibility

@@ -3,11 +3,13 @@ import numpy as np
 
 from mace.ir.args import get_arg, set_arg
 from mace.ops._common import normalize_axis, permute_axis
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("Concat", layout=Layout.AXIS)
 class Concat(OpSpec):
+    attrs = {"axis": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         rank = len(ctx.shapes[0])

@@ -11,7 +11,7 @@ import numpy as np
 
 from mace.ops._common import (activation_args, apply_activation, conv_out_size, from_nhwc_shape,
                               resolve_pads, to_nhwc_shape)
-from mace.ops.registry import Kernel, Layout, kernel, register_op, OpSpec
+from mace.ops.registry import FUSED_ACTIVATION, Kernel, Layout, OpSpec, kernel, register_op
 
 
 def conv_geometry(ctx, x_shape, w_shape):
@@ -44,11 +44,16 @@ def check_groups(ctx, x_shape, w_shape) -> None:
 
 @register_op("Conv2D", layout=Layout.FIXED)
 class Conv2D(OpSpec):
+    attrs = {
+        **FUSED_ACTIVATION, "data_format": "NHWC", "dilations": [1, 1], "group": 1, "padding": "",
+        "pads": None, "strides": [1, 1], "wino_block_size": 0, "winograd": 0
+    }
+
     @staticmethod
     def infer(ctx):
         check_groups(ctx, ctx.shapes[0], ctx.shapes[1])
         (n, _, _, _), _, _, _, _, (oh, ow) = conv_geometry(ctx, ctx.shapes[0], ctx.shapes[1])
-        out = from_nhwc_shape((n, oh, ow, ctx.shapes[1][0]), ctx.arg("data_format", "NHWC"))
+        out = from_nhwc_shape((n, oh, ow, ctx.shapes[1][0]), ctx.arg("data_format"))
         return [(out, ctx.dtypes[0])]
 
 
@@ -69,14 +74,14 @@ class Conv2DCpu(Kernel):
     uses_blas = True
 
     def setup(self, ctx):
-        assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU Conv2D runs NHWC (to_nhwc pass)"
+        assert ctx.arg("data_format") == "NHWC", "CPU Conv2D runs NHWC (to_nhwc pass)"
         w = ctx.consts[1]
         if w is None:
             raise ValueError(f"Conv2D '{ctx.op.name}': filter must be constant")
         geo = conv_geometry(ctx, ctx.input_shapes[0], w.shape)
         self.in_shape, (kh, kw), self.strides, self.dil, self.pads, self.out_hw = geo
         n, _, _, c = self.in_shape
-        self.group = g = int(ctx.arg("group", 1))
+        self.group = g = int(ctx.arg("group"))
         o, cg = w.shape[0], w.shape[1]
         # Filter as GEMM operand: [group, kh*kw*Cg, O/group], taps-major to match im2col.
         wg = w.astype(np.float32).reshape(g, o // g, cg, kh, kw).transpose(0, 3, 4, 2, 1)

@@ -10,9 +10,11 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("CumSum", layout=Layout.ANY)
 class CumSum(OpSpec):
+    attrs = {"axis": 0, "exclusive": 0, "reverse": 0}
+
     @staticmethod
     def infer(ctx):
-        normalize_axis(ctx.arg("axis", 0), len(ctx.shapes[0]))
+        normalize_axis(ctx.arg("axis"), len(ctx.shapes[0]))
         return [(tuple(ctx.shapes[0]), ctx.dtypes[0])]
 
 
@@ -30,9 +32,9 @@ def cumulative(x, axis, exclusive=False, reverse=False, product=False):
 @kernel("CumSum", "cpu")
 class CumSumCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", 0), len(ctx.input_shapes[0]))
-        self.exclusive = bool(ctx.arg("exclusive", 0))
-        self.reverse = bool(ctx.arg("reverse", 0))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
+        self.exclusive = bool(ctx.arg("exclusive"))
+        self.reverse = bool(ctx.arg("reverse"))
 
     def run(self, inputs, outputs):
         np.copyto(outputs[0], cumulative(inputs[0], self.axis, self.exclusive, self.reverse))

@@ -18,7 +18,7 @@ taps into the output as strided slices.
 import numpy as np
 
 from mace.ops._common import activation_args, apply_activation, from_nhwc_shape, to_nhwc_shape
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import FUSED_ACTIVATION, Kernel, Layout, OpSpec, kernel, register_op
 
 
 def _split_total(total, padding):
@@ -62,10 +62,15 @@ def deconv_geometry(ctx, x_shape, w_shape):
 
 @register_op("Deconv2D", layout=Layout.FIXED)
 class Deconv2D(OpSpec):
+    attrs = {
+        **FUSED_ACTIVATION, "data_format": "NHWC", "dilations": [1, 1], "group": 1, "output_padding": [0, 0],
+        "output_shape": [], "padding": "", "pads": [0, 0, 0, 0], "strides": [1, 1]
+    }
+
     @staticmethod
     def infer(ctx):
         (n, _, _, _), _, _, _, _, (oh, ow), c_out = deconv_geometry(ctx, ctx.shapes[0], ctx.shapes[1])
-        return [(from_nhwc_shape((n, oh, ow, c_out), ctx.arg("data_format", "NHWC")), ctx.dtypes[0])]
+        return [(from_nhwc_shape((n, oh, ow, c_out), ctx.arg("data_format")), ctx.dtypes[0])]
 
 
 @kernel("Deconv2D", "cpu")
@@ -73,14 +78,14 @@ class Deconv2DCpu(Kernel):
     uses_blas = True
 
     def setup(self, ctx):
-        assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU Deconv2D runs NHWC (to_nhwc pass)"
+        assert ctx.arg("data_format") == "NHWC", "CPU Deconv2D runs NHWC (to_nhwc pass)"
         w = ctx.consts[1]
         if w is None:
             raise ValueError(f"Deconv2D '{ctx.op.name}': filter must be constant")
         geo = deconv_geometry(ctx, ctx.input_shapes[0], w.shape)
         (n, h, wd, c), (kh, kw), self.strides, self.dil, pads, out_hw, self.c_out = geo
         self.in_shape, self.k = (n, h, wd, c), (kh, kw)
-        self.group = int(ctx.arg("group", 1))
+        self.group = int(ctx.arg("group"))
         self._pack_filter(w.astype(np.float32), n * h * wd)
         bias = ctx.consts[2] if len(ctx.consts) > 2 else None
         self.bias = None if bias is None else bias.astype(np.float32)

@@ -8,22 +8,27 @@ import numpy as np
 
 from mace.ops._common import activation_args, apply_activation, from_nhwc_shape
 from mace.ops.conv2d import conv_geometry, padded_buffer, window
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import FUSED_ACTIVATION, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("DepthwiseConv2d", layout=Layout.FIXED)
 class DepthwiseConv2d(OpSpec):
+    attrs = {
+        **FUSED_ACTIVATION, "data_format": "NHWC", "dilations": [1, 1], "group": 1, "padding": "",
+        "pads": None, "strides": [1, 1]
+    }
+
     @staticmethod
     def infer(ctx):
         (n, _, _, _), _, _, _, _, (oh, ow) = conv_geometry(ctx, ctx.shapes[0], ctx.shapes[1])
-        out = from_nhwc_shape((n, oh, ow, ctx.shapes[1][0]), ctx.arg("data_format", "NHWC"))
+        out = from_nhwc_shape((n, oh, ow, ctx.shapes[1][0]), ctx.arg("data_format"))
         return [(out, ctx.dtypes[0])]
 
 
 @kernel("DepthwiseConv2d", "cpu")
 class DepthwiseConv2dCpu(Kernel):
     def setup(self, ctx):
-        assert ctx.arg("data_format", "NHWC") == "NHWC"
+        assert ctx.arg("data_format") == "NHWC"
         w = ctx.consts[1]
         geo = conv_geometry(ctx, ctx.input_shapes[0], w.shape)
         self.in_shape, (kh, kw), self.strides, self.dil, self.pads, self.out_hw = geo

@@ -17,7 +17,7 @@ last detection are -1. With no detection at all an image gets Caffe's row
 """
 import numpy as np
 
-from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, SimpleKernel, kernel, register_op
 
 CODE_TYPES = ("CORNER", "CENTER_SIZE", "CORNER_SIZE")
 
@@ -47,6 +47,13 @@ def max_rows(a: dict, num: int, priors: int) -> int:
 
 @register_op("DetectionOutput", layout=Layout.ANY)
 class DetectionOutput(OpSpec):
+    attrs = {
+        "background_label_id": 0, "code_type": "CORNER",
+        "confidence_threshold": -float(np.finfo(np.float32).max), "eta": 1.0, "keep_top_k": -1,
+        "nms_threshold": 0.3, "num_classes": REQUIRED, "share_location": 1, "top_k": -1,
+        "variance_encoded_in_target": 0
+    }
+
     @staticmethod
     def infer(ctx):
         num, priors = ctx.shapes[0][0], int(np.prod(ctx.shapes[2])) // 8

@@ -18,14 +18,21 @@ max_classes_per_detection; rows past the detections are zero.
 """
 import numpy as np
 
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("DetectionPostProcess", layout=Layout.ANY)
 class DetectionPostProcess(OpSpec):
+    attrs = {
+        "detections_per_class": 100, "h_scale": REQUIRED, "max_classes_per_detection": 1,
+        "max_detections": REQUIRED, "nms_iou_threshold": REQUIRED, "nms_score_threshold": REQUIRED,
+        "num_classes": REQUIRED, "use_regular_nms": 0, "w_scale": REQUIRED, "x_scale": REQUIRED,
+        "y_scale": REQUIRED
+    }
+
     @staticmethod
     def infer(ctx):
-        rows = int(ctx.arg("max_detections")) * int(ctx.arg("max_classes_per_detection", 1))
+        rows = int(ctx.arg("max_detections")) * int(ctx.arg("max_classes_per_detection"))
         return [((1, rows, 4), np.float32), ((1, rows), np.float32), ((1, rows), np.float32), ((1,), np.float32)]
 
 
@@ -72,9 +79,9 @@ def single_class(boxes, scores, limit: int, score_threshold: float, iou_threshol
 class DetectionPostProcessCpu(Kernel):
     def setup(self, ctx):
         self.max_detections = int(ctx.arg("max_detections"))
-        self.per_detection = int(ctx.arg("max_classes_per_detection", 1))
-        self.per_class = min(int(ctx.arg("detections_per_class", 100)), self.max_detections)
-        self.regular = bool(ctx.arg("use_regular_nms", 0))
+        self.per_detection = int(ctx.arg("max_classes_per_detection"))
+        self.per_class = min(int(ctx.arg("detections_per_class")), self.max_detections)
+        self.regular = bool(ctx.arg("use_regular_nms"))
         self.classes = int(ctx.arg("num_classes"))
         self.thresholds = (float(ctx.arg("nms_score_threshold")), float(ctx.arg("nms_iou_threshold")))
         self.scales = tuple(float(ctx.arg(k)) for k in ("y_scale", "x_scale", "h_scale", "w_scale"))

@@ -9,7 +9,7 @@ in the input's precision (float32 -> complex64), as onnxruntime does. Layout ANY
 import numpy as np
 
 from mace.ops._common import normalize_axis
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 def dft_shape(shape, axis, length, inverse, onesided):
@@ -21,6 +21,8 @@ def dft_shape(shape, axis, length, inverse, onesided):
 
 @register_op("DFT", layout=Layout.ANY)
 class DFT(OpSpec):
+    attrs = {"axis": REQUIRED, "inverse": 0, "length": REQUIRED, "onesided": 0}
+
     @staticmethod
     def infer(ctx):
         shape = tuple(ctx.shapes[0])
@@ -28,7 +30,7 @@ class DFT(OpSpec):
         if axis == len(shape) - 1 or shape[-1] not in (1, 2):
             raise ValueError(f"DFT '{ctx.op.name}': input {list(shape)} must end in a value axis of 1 "
                              f"(real) or 2 (complex), and axis {axis} must be a signal axis")
-        return [(dft_shape(shape, axis, int(ctx.arg("length")), ctx.arg("inverse", 0), ctx.arg("onesided", 0)),
+        return [(dft_shape(shape, axis, int(ctx.arg("length")), ctx.arg("inverse"), ctx.arg("onesided")),
                  ctx.dtypes[0])]
 
 
@@ -61,7 +63,7 @@ class DFTCpu(Kernel):
     def setup(self, ctx):
         self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
         self.length = int(ctx.arg("length"))
-        self.inverse, self.onesided = bool(ctx.arg("inverse", 0)), bool(ctx.arg("onesided", 0))
+        self.inverse, self.onesided = bool(ctx.arg("inverse")), bool(ctx.arg("onesided"))
 
     def run(self, inputs, outputs):
         np.copyto(outputs[0], dft(inputs[0], self.axis, self.length, self.inverse, self.onesided),

@@ -15,6 +15,8 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("DynamicQuantize", layout=Layout.ANY)
 class DynamicQuantize(OpSpec):
+    attrs = {}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.shapes[0]), np.uint8), ((), np.float32), ((), np.uint8)]

@@ -11,7 +11,7 @@ import re
 import numpy as np
 
 from mace.ops._common import broadcast_shape
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 _TERM = re.compile(r"^(?:[A-Za-z]*(?:\.\.\.)?[A-Za-z]*)$")
 
@@ -62,6 +62,8 @@ def einsum_shape(equation: str, shapes) -> tuple:
 
 @register_op("Einsum", layout=Layout.ANY)
 class Einsum(OpSpec):
+    attrs = {"equation": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         try:

@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from mace.ops._common import activation_args, apply_activation, broadcast_shape
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import FUSED_ACTIVATION, Kernel, Layout, OpSpec, kernel, register_op
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
 
@@ -49,6 +49,8 @@ BOOL_RESULT = {"EQUAL", "NOT_EQUAL", "GREATER", "GREATER_EQUAL", "LESS", "LESS_E
 
 @register_op("Eltwise", layout=Layout.ELEMENTWISE)
 class Eltwise(OpSpec):
+    attrs = {**FUSED_ACTIVATION, "fmod": 0, "type": ""}
+
     @staticmethod
     def infer(ctx):
         kind = ctx.arg("type")
@@ -95,7 +97,7 @@ def evaluate(kind, inputs, fmod=0):
 class EltwiseCpu(Kernel):
     def setup(self, ctx):
         self.kind = ctx.arg("type")
-        self.fmod = ctx.arg("fmod", 0)
+        self.fmod = ctx.arg("fmod")
         self.act = activation_args(ctx)
         # Constant operands are cast once, here, not on every run.
         dtype = ctx.output_dtypes[0] if self.kind not in BOOL_RESULT else None

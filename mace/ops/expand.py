@@ -9,11 +9,13 @@ import numpy as np
 
 from mace.ir.args import get_arg, set_arg
 from mace.ops._common import broadcast_shape
-from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, SimpleKernel, kernel, register_op
 
 
 @register_op("Expand", layout=Layout.AXIS)
 class Expand(OpSpec):
+    attrs = {"shape": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         try:

@@ -18,7 +18,7 @@ into the clamp it implies before the fusion passes run.
 import numpy as np
 
 from mace.ir.args import get_arg
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 F32 = np.float32
 
@@ -37,6 +37,8 @@ def real_range(scale, zero_point, quant_min, quant_max) -> tuple:
 
 @register_op("FakeQuantize", layout=Layout.ELEMENTWISE)
 class FakeQuantize(OpSpec):
+    attrs = {"quant_max": REQUIRED, "quant_min": REQUIRED, "scale": REQUIRED, "zero_point": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.shapes[0]), np.dtype(F32))]

@@ -8,11 +8,13 @@ so the weight is held once (VGG-19's first FC weight alone is 411 MB).
 import numpy as np
 
 from mace.ops._common import activation_args, apply_activation
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import FUSED_ACTIVATION, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("FullyConnected", layout=Layout.ANY)
 class FullyConnected(OpSpec):
+    attrs = {**FUSED_ACTIVATION}
+
     @staticmethod
     def infer(ctx):
         x, w = ctx.shapes[0], ctx.shapes[1]

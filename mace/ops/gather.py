@@ -21,10 +21,12 @@ def wrap_indices(indices, dim, name="?"):
 
 @register_op("Gather", layout=Layout.ANY)
 class Gather(OpSpec):
+    attrs = {"axis": 0}
+
     @staticmethod
     def infer(ctx):
         data, idx = ctx.shapes[0], ctx.shapes[1]
-        axis = normalize_axis(ctx.arg("axis", 0), len(data))
+        axis = normalize_axis(ctx.arg("axis"), len(data))
         if ctx.values[1] is not None:  # check constant indices while converting
             wrap_indices(ctx.values[1], data[axis], ctx.op.name)
         return [(tuple(data[:axis]) + tuple(idx) + tuple(data[axis + 1:]), ctx.dtypes[0])]
@@ -33,7 +35,7 @@ class Gather(OpSpec):
 @kernel("Gather", "cpu")
 class GatherCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", 0), len(ctx.input_shapes[0]))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
         self.dim = ctx.input_shapes[0][self.axis]
         self.name = ctx.op.name
         idx = ctx.consts[1]

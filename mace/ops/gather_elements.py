@@ -12,20 +12,22 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("GatherElements", layout=Layout.ANY)
 class GatherElements(OpSpec):
+    attrs = {"axis": 0}
+
     @staticmethod
     def infer(ctx):
         data, idx = ctx.shapes[0], ctx.shapes[1]
         if len(data) != len(idx):
             raise ValueError(f"GatherElements '{ctx.op.name}': indices rank {len(idx)} differs from "
                              f"the data's {len(data)}")
-        normalize_axis(ctx.arg("axis", 0), len(data))
+        normalize_axis(ctx.arg("axis"), len(data))
         return [(tuple(idx), ctx.dtypes[0])]
 
 
 @kernel("GatherElements", "cpu")
 class GatherElementsCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", 0), len(ctx.input_shapes[0]))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
         self.dim = ctx.input_shapes[0][self.axis]
         self.name = ctx.op.name
 

@@ -19,10 +19,12 @@ def _check(data, idx, b, name):
 
 @register_op("GatherND", layout=Layout.ANY)
 class GatherND(OpSpec):
+    attrs = {"batch_dims": 0}
+
     @staticmethod
     def infer(ctx):
         data, idx = tuple(ctx.shapes[0]), tuple(ctx.shapes[1])
-        b = int(ctx.arg("batch_dims", 0))
+        b = int(ctx.arg("batch_dims"))
         m = _check(data, idx, b, ctx.op.name)
         return [(idx[:-1] + data[b + m:], ctx.dtypes[0])]
 
@@ -44,7 +46,7 @@ def gather_nd(data, indices, b):
 @kernel("GatherND", "cpu")
 class GatherNDCpu(Kernel):
     def setup(self, ctx):
-        self.b = int(ctx.arg("batch_dims", 0))
+        self.b = int(ctx.arg("batch_dims"))
 
     def run(self, inputs, outputs):
         np.copyto(outputs[0], gather_nd(inputs[0], np.asarray(inputs[1]), self.b))

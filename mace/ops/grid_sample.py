@@ -18,12 +18,14 @@ MODES = {"bilinear": "linear", "linear": "linear", "nearest": "nearest", "bicubi
 
 @register_op("GridSample", layout=Layout.ANY)
 class GridSample(OpSpec):
+    attrs = {"align_corners": 0, "mode": "linear", "padding_mode": "zeros"}
+
     @staticmethod
     def infer(ctx):
         x, grid = tuple(ctx.shapes[0]), tuple(ctx.shapes[1])
         if len(x) < 3 or len(grid) != len(x) or grid[-1] != len(x) - 2 or grid[0] != x[0]:
             raise ValueError(f"GridSample '{ctx.op.name}': grid {list(grid)} does not fit input {list(x)}")
-        if ctx.arg("mode", "linear") == "cubic" and len(x) != 4:
+        if ctx.arg("mode") == "cubic" and len(x) != 4:
             raise ValueError(f"GridSample '{ctx.op.name}': cubic sampling is defined for 4-D inputs only")
         return [((x[0], x[1]) + grid[1:-1], ctx.dtypes[0])]
 
@@ -130,9 +132,9 @@ def _gather(x, batch, index):
 @kernel("GridSample", "cpu")
 class GridSampleCpu(Kernel):
     def setup(self, ctx):
-        self.mode = MODES[ctx.arg("mode", "linear")]
-        self.padding = ctx.arg("padding_mode", "zeros")
-        self.align = bool(ctx.arg("align_corners", 0))
+        self.mode = MODES[ctx.arg("mode")]
+        self.padding = ctx.arg("padding_mode")
+        self.align = bool(ctx.arg("align_corners"))
 
     def run(self, inputs, outputs):
         y = grid_sample(inputs[0].astype(np.float32, copy=False), inputs[1], self.mode, self.padding, self.align)

@@ -6,11 +6,13 @@ expands opset 18's per-group scale/bias to per-channel. Layout ANY (channels on 
 """
 import numpy as np
 
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("GroupNorm", layout=Layout.ANY)
 class GroupNorm(OpSpec):
+    attrs = {"epsilon": 1e-05, "num_groups": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         shape = tuple(ctx.shapes[0])
@@ -29,7 +31,7 @@ class GroupNormCpu(Kernel):
     def setup(self, ctx):
         self.shape = tuple(ctx.input_shapes[0])
         self.groups = int(ctx.arg("num_groups"))
-        self.eps = float(ctx.arg("epsilon", 1e-5))
+        self.eps = float(ctx.arg("epsilon"))
         self.per_channel = (1, self.shape[1]) + (1,) * (len(self.shape) - 2)
 
     def run(self, inputs, outputs):

@@ -11,11 +11,15 @@ compute; 0: it scales H before Rh). Default activations (sigmoid, tanh) only.
 import numpy as np
 
 from mace.ops.lstm import directions, from_seq_major, recurrent_shapes, sigmoid, to_seq_major
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("GRU", layout=Layout.ANY)
 class Gru(OpSpec):
+    attrs = {
+        "clip": 0.0, "direction": "forward", "hidden_size": REQUIRED, "layout": 0, "linear_before_reset": 0
+    }
+
     @staticmethod
     def infer(ctx):
         y, h = recurrent_shapes(ctx, 3)
@@ -49,9 +53,9 @@ class GruCpu(Kernel):
 
     def setup(self, ctx):
         self.reverse = directions(ctx.arg)
-        self.layout = int(ctx.arg("layout", 0))
-        self.clip = float(ctx.arg("clip", 0.0))
-        self.linear_before_reset = bool(ctx.arg("linear_before_reset", 0))
+        self.layout = int(ctx.arg("layout"))
+        self.clip = float(ctx.arg("clip"))
+        self.linear_before_reset = bool(ctx.arg("linear_before_reset"))
 
     def run(self, inputs, outputs):
         x, w, r, b, h0 = (np.asarray(a, np.float32) for a in inputs)

@@ -11,16 +11,18 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("Hardmax", layout=Layout.ANY)
 class Hardmax(OpSpec):
+    attrs = {"axis": -1}
+
     @staticmethod
     def infer(ctx):
-        normalize_axis(ctx.arg("axis", -1), len(ctx.shapes[0]))
+        normalize_axis(ctx.arg("axis"), len(ctx.shapes[0]))
         return [(tuple(ctx.shapes[0]), ctx.dtypes[0])]
 
 
 @kernel("Hardmax", "cpu")
 class HardmaxCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", -1), len(ctx.input_shapes[0]))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
 
     def run(self, inputs, outputs):
         x, out = inputs[0], outputs[0]

@@ -5,6 +5,8 @@ from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
 
 @register_op("Identity", layout=Layout.ELEMENTWISE)
 class Identity(OpSpec):
+    attrs = {}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.shapes[0]), ctx.dtypes[0])]

@@ -12,7 +12,7 @@ Layout ANY: `axis` counts in the framework's layout.
 import numpy as np
 
 from mace.ops._common import activation_args, apply_activation, broadcast_shape, normalize_axis
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import FUSED_ACTIVATION, Kernel, Layout, OpSpec, kernel, register_op
 
 
 def _axes(op_arg, rank):
@@ -30,6 +30,8 @@ def has_bias(ctx) -> bool:
 
 @register_op("LayerNorm", layout=Layout.ANY)
 class LayerNorm(OpSpec):
+    attrs = {**FUSED_ACTIVATION, "axis": -1, "epsilon": 1e-05, "skip": 0}
+
     @staticmethod
     def infer(ctx):
         shape = tuple(ctx.shapes[0])
@@ -46,7 +48,7 @@ class LayerNorm(OpSpec):
 class LayerNormCpu(Kernel):
     def setup(self, ctx):
         self.axes = _axes(ctx.arg, len(ctx.input_shapes[0]))
-        self.eps = float(ctx.arg("epsilon", 1e-5))
+        self.eps = float(ctx.arg("epsilon"))
         self.skip, self.bias = skip_input(ctx), has_bias(ctx)
         self.act = activation_args(ctx)
 

@@ -5,11 +5,13 @@ and Caffe define it. Args: size, alpha, beta, bias, data_format.
 """
 import numpy as np
 
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("LocalResponseNorm", layout=Layout.FIXED)
 class LocalResponseNorm(OpSpec):
+    attrs = {"alpha": 0.0001, "beta": 0.75, "bias": 1.0, "data_format": "NHWC", "size": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.shapes[0]), ctx.dtypes[0])]
@@ -18,10 +20,10 @@ class LocalResponseNorm(OpSpec):
 @kernel("LocalResponseNorm", "cpu")
 class LocalResponseNormCpu(Kernel):
     def setup(self, ctx):
-        assert ctx.arg("data_format", "NHWC") == "NHWC"
+        assert ctx.arg("data_format") == "NHWC"
         self.size = int(ctx.arg("size"))
-        self.alpha, self.beta = ctx.arg("alpha", 1e-4), ctx.arg("beta", 0.75)
-        self.bias = ctx.arg("bias", 1.0)
+        self.alpha, self.beta = ctx.arg("alpha"), ctx.arg("beta")
+        self.bias = ctx.arg("bias")
 
     def run(self, inputs, outputs):
         x, out = inputs[0], outputs[0]

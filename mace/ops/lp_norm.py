@@ -10,10 +10,12 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("LpNorm", layout=Layout.ANY)
 class LpNorm(OpSpec):
+    attrs = {"axis": -1, "p": 2}
+
     @staticmethod
     def infer(ctx):
-        normalize_axis(ctx.arg("axis", -1), len(ctx.shapes[0]))
-        if int(ctx.arg("p", 2)) not in (1, 2):
+        normalize_axis(ctx.arg("axis"), len(ctx.shapes[0]))
+        if int(ctx.arg("p")) not in (1, 2):
             raise ValueError(f"LpNorm '{ctx.op.name}': p must be 1 or 2, got {ctx.arg('p')}")
         return [(tuple(ctx.shapes[0]), ctx.dtypes[0])]
 
@@ -21,8 +23,8 @@ class LpNorm(OpSpec):
 @kernel("LpNorm", "cpu")
 class LpNormCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", -1), len(ctx.input_shapes[0]))
-        self.p = int(ctx.arg("p", 2))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
+        self.p = int(ctx.arg("p"))
 
     def run(self, inputs, outputs):
         x = inputs[0]

@@ -16,7 +16,7 @@ like onnxruntime; the time loop is sequential, so each step is one small matmul 
 """
 import numpy as np
 
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 DIRECTIONS = {"forward": 1, "reverse": 1, "bidirectional": 2}
 
@@ -61,6 +61,8 @@ def from_seq_major(y, states, layout: int):
 
 @register_op("LSTM", layout=Layout.ANY)
 class Lstm(OpSpec):
+    attrs = {"clip": 0.0, "direction": "forward", "hidden_size": REQUIRED, "layout": 0}
+
     @staticmethod
     def infer(ctx):
         y, h = recurrent_shapes(ctx, 4)
@@ -95,8 +97,8 @@ class LstmCpu(Kernel):
 
     def setup(self, ctx):
         self.reverse = directions(ctx.arg)
-        self.layout = int(ctx.arg("layout", 0))
-        self.clip = float(ctx.arg("clip", 0.0))
+        self.layout = int(ctx.arg("layout"))
+        self.clip = float(ctx.arg("clip"))
 
     def run(self, inputs, outputs):
         x, w, r, b, h0, c0, p = (np.asarray(a, np.float32) for a in inputs)

@@ -10,7 +10,7 @@ matrix usually becomes FullyConnected in the frontend instead.
 import numpy as np
 
 from mace.ops._common import broadcast_shape
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import FUSED_ACTIVATION, Kernel, Layout, OpSpec, kernel, register_op
 
 
 def _swap_last(shape):
@@ -42,10 +42,12 @@ def matmul_shape(a, b, transpose_a=False, transpose_b=False, name="?"):
 
 @register_op("MatMul", layout=Layout.ANY)
 class MatMul(OpSpec):
+    attrs = {**FUSED_ACTIVATION, "transpose_a": 0, "transpose_b": 0}
+
     @staticmethod
     def infer(ctx):
-        out = matmul_shape(ctx.shapes[0], ctx.shapes[1], ctx.arg("transpose_a", 0),
-                           ctx.arg("transpose_b", 0), ctx.op.name)
+        out = matmul_shape(ctx.shapes[0], ctx.shapes[1], ctx.arg("transpose_a"),
+                           ctx.arg("transpose_b"), ctx.op.name)
         return [(out, np.result_type(*ctx.dtypes))]
 
 
@@ -58,7 +60,7 @@ class MatMulCpu(Kernel):
     uses_blas = True
 
     def setup(self, ctx):
-        self.ta, self.tb = bool(ctx.arg("transpose_a", 0)), bool(ctx.arg("transpose_b", 0))
+        self.ta, self.tb = bool(ctx.arg("transpose_a")), bool(ctx.arg("transpose_b"))
         dtype = ctx.output_dtypes[0]
         # Constant operands are transposed and made contiguous once, here.
         self.consts = [None if c is None else

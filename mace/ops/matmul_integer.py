@@ -15,6 +15,8 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("MatMulInteger", layout=Layout.ANY)
 class MatMulInteger(OpSpec):
+    attrs = {"has_a_zero": 0, "has_b_zero": 0}
+
     @staticmethod
     def infer(ctx):
         a, b = tuple(ctx.shapes[0]), tuple(ctx.shapes[1])
@@ -46,7 +48,7 @@ class MatMulIntegerCpu(Kernel):
     # (paraphrase-MiniLM-L3's 18: 55 ms a run with, 6 without, on a loaded 2-core machine)
 
     def setup(self, ctx):
-        self.has = (bool(ctx.arg("has_a_zero", 0)), bool(ctx.arg("has_b_zero", 0)))
+        self.has = (bool(ctx.arg("has_a_zero")), bool(ctx.arg("has_b_zero")))
         # a constant B (quantize_dynamic's weights) is centred and widened once, not every run
         consts = list(ctx.consts) + [None] * 4
         b_zero = consts[2 + self.has[0]] if self.has[1] else None

@@ -15,6 +15,8 @@ def _mvn_axes(ctx, rank):
 
 @register_op("MeanVarianceNorm", layout=Layout.ANY)
 class MeanVarianceNorm(OpSpec):
+    attrs = {"axes": [0, 2, 3]}
+
     @staticmethod
     def infer(ctx):
         _mvn_axes(ctx, len(ctx.shapes[0]))

@@ -15,15 +15,20 @@ import numpy as np
 
 from mace.ir.args import get_arg
 from mace.ops._ragged import write_ragged
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("NonMaxSuppression", layout=Layout.ANY)
 class NonMaxSuppression(OpSpec):
+    attrs = {
+        "center_point_box": 0, "has_score_threshold": 0, "iou_threshold": 0.0,
+        "max_output_boxes_per_class": 0, "padded": 0, "score_threshold": REQUIRED
+    }
+
     @staticmethod
     def infer(ctx):
         (b, n, _), (_, c, _) = ctx.shapes[0], ctx.shapes[1]
-        bound = b * c * min(int(ctx.arg("max_output_boxes_per_class", 0)), n)
+        bound = b * c * min(int(ctx.arg("max_output_boxes_per_class")), n)
         return [((bound, 3), np.int64), ((1,), np.int64)]
 
     @staticmethod
@@ -70,10 +75,10 @@ def keep_boxes(boxes, scores, limit, iou_threshold, score_threshold) -> list:
 @kernel("NonMaxSuppression", "cpu")
 class NonMaxSuppressionCpu(Kernel):
     def setup(self, ctx):
-        self.limit = int(ctx.arg("max_output_boxes_per_class", 0))
-        self.iou_threshold = float(ctx.arg("iou_threshold", 0.0))
-        self.score_threshold = float(ctx.arg("score_threshold")) if ctx.arg("has_score_threshold", 0) else None
-        self.center = int(ctx.arg("center_point_box", 0))
+        self.limit = int(ctx.arg("max_output_boxes_per_class"))
+        self.iou_threshold = float(ctx.arg("iou_threshold"))
+        self.score_threshold = float(ctx.arg("score_threshold")) if ctx.arg("has_score_threshold") else None
+        self.center = int(ctx.arg("center_point_box"))
 
     def run(self, inputs, outputs):
         boxes, scores = inputs

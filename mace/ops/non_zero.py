@@ -9,11 +9,13 @@ op may have made its padding non-zero.
 import numpy as np
 
 from mace.ops._ragged import write_ragged
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("NonZero", layout=Layout.ANY)
 class NonZero(OpSpec):
+    attrs = {"ragged_axis": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         shape = ctx.shapes[0]

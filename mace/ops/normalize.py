@@ -14,6 +14,8 @@ from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
 
 @register_op("Normalize", layout=Layout.AXIS)
 class Normalize(OpSpec):
+    attrs = {"across_spatial": 1, "axis": 1, "eps": 1e-10}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.shapes[0]), ctx.dtypes[0])]
@@ -37,9 +39,9 @@ def normalize(x, scale, axis: int, across_spatial: bool, eps: float) -> np.ndarr
 @kernel("Normalize", "cpu")
 class NormalizeCpu(SimpleKernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", 1), len(ctx.input_shapes[0]))
-        self.across = bool(ctx.arg("across_spatial", 1))
-        self.eps = float(ctx.arg("eps", 1e-10))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
+        self.across = bool(ctx.arg("across_spatial"))
+        self.eps = float(ctx.arg("eps"))
 
     def compute(self, x, scale):
         return normalize(x, scale, self.axis, self.across, self.eps)

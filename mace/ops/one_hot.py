@@ -7,15 +7,17 @@ an all-off row, as ONNX says. Layout ANY.
 import numpy as np
 
 from mace.ops._common import normalize_axis
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("OneHot", layout=Layout.ANY)
 class OneHot(OpSpec):
+    attrs = {"axis": -1, "depth": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         shape = list(ctx.shapes[0])
-        axis = normalize_axis(ctx.arg("axis", -1), len(shape) + 1)
+        axis = normalize_axis(ctx.arg("axis"), len(shape) + 1)
         shape.insert(axis, int(ctx.arg("depth")))
         return [(tuple(shape), ctx.dtypes[1])]
 
@@ -24,7 +26,7 @@ class OneHot(OpSpec):
 class OneHotCpu(Kernel):
     def setup(self, ctx):
         self.depth = int(ctx.arg("depth"))
-        self.axis = normalize_axis(ctx.arg("axis", -1), len(ctx.input_shapes[0]) + 1)
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]) + 1)
 
     def run(self, inputs, outputs):
         idx, values = np.asarray(inputs[0]).astype(np.int64), np.asarray(inputs[1]).reshape(-1)

@@ -10,7 +10,7 @@ between NHWC convs stays NHWC.
 import numpy as np
 
 from mace.ir.args import get_arg, set_arg
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 NUMPY_MODES = {"CONSTANT": "constant", "REFLECT": "reflect", "EDGE": "edge", "WRAP": "wrap",
                "SYMMETRIC": "symmetric"}
@@ -26,6 +26,8 @@ def split_paddings(paddings, rank):
 
 @register_op("Pad", layout=Layout.AXIS)
 class Pad(OpSpec):
+    attrs = {"constant_value": 0.0, "pad_type": "CONSTANT", "paddings": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         pairs = split_paddings(ctx.arg("paddings"), len(ctx.shapes[0]))
@@ -46,8 +48,8 @@ class Pad(OpSpec):
 class PadCpu(Kernel):
     def setup(self, ctx):
         pairs = split_paddings(ctx.arg("paddings"), len(ctx.input_shapes[0]))
-        self.mode = NUMPY_MODES[ctx.arg("pad_type", "CONSTANT")]
-        self.value = ctx.arg("constant_value", 0.0)
+        self.mode = NUMPY_MODES[ctx.arg("pad_type")]
+        self.value = ctx.arg("constant_value")
         # Negative amounts crop the input first; the rest is ordinary padding.
         self.crop = tuple(slice(max(-b, 0), d - max(-e, 0))
                           for d, (b, e) in zip(ctx.input_shapes[0], pairs))

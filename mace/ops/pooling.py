@@ -9,7 +9,7 @@ import numpy as np
 
 from mace.ops._common import conv_out_size, from_nhwc_shape, resolve_pads, to_nhwc_shape
 from mace.ops.conv2d import window
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 def pool_geometry(ctx, x_shape):
@@ -27,10 +27,15 @@ def pool_geometry(ctx, x_shape):
 
 @register_op("Pooling", layout=Layout.FIXED)
 class Pooling(OpSpec):
+    attrs = {
+        "ceil_mode": 0, "count_include_pad": 0, "data_format": "NHWC", "dilations": [1, 1],
+        "kernels": REQUIRED, "padding": "", "pads": None, "pooling_type": REQUIRED, "strides": [1, 1]
+    }
+
     @staticmethod
     def infer(ctx):
         (n, _, _, c), _, _, _, _, (oh, ow) = pool_geometry(ctx, ctx.shapes[0])
-        return [(from_nhwc_shape((n, oh, ow, c), ctx.arg("data_format", "NHWC")), ctx.dtypes[0])]
+        return [(from_nhwc_shape((n, oh, ow, c), ctx.arg("data_format")), ctx.dtypes[0])]
 
 
 @kernel("Pooling", "cpu")
@@ -52,7 +57,7 @@ class PoolingCpu(Kernel):
                           self.lowest if self.is_max else 0, dtype if self.is_max else np.float32)
         if not self.is_max:
             self.acc = np.empty(ctx.output_shapes[0], np.float32)
-            self.divisor = self._divisor(bool(ctx.arg("count_include_pad", 0)), extra_h, extra_w)
+            self.divisor = self._divisor(bool(ctx.arg("count_include_pad")), extra_h, extra_w)
 
     def _divisor(self, include_pad, extra_h, extra_w):
         """Per-output-position count of cells averaged (pads count only if include_pad)."""

@@ -8,15 +8,17 @@ folded at the converted shape is a prefix of the same constant at a longer one
 """
 import numpy as np
 
-from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, SimpleKernel, kernel, register_op
 
 
 @register_op("PrefixSlice", layout=Layout.ANY)
 class PrefixSlice(OpSpec):
+    attrs = {"axes": REQUIRED, "offset": 0, "ref_axis": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         table, ref = ctx.shapes
-        n = ref[int(ctx.arg("ref_axis"))] + int(ctx.arg("offset", 0))
+        n = ref[int(ctx.arg("ref_axis"))] + int(ctx.arg("offset"))
         shape = list(table)
         for axis in ctx.arg("axes"):
             if not 0 <= n <= table[axis]:

@@ -11,7 +11,7 @@ img_h, img_w, step_h, step_w (0: from the shapes), offset.
 """
 import numpy as np
 
-from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, SimpleKernel, kernel, register_op
 
 
 def expand_aspect_ratios(ratios, flip: bool) -> list:
@@ -43,6 +43,11 @@ def _args(op_ctx) -> dict:
 
 @register_op("PriorBox", layout=Layout.ANY)
 class PriorBox(OpSpec):
+    attrs = {
+        "aspect_ratio": [], "clip": 0, "flip": 1, "img_h": 0, "img_w": 0, "max_size": [],
+        "min_size": REQUIRED, "offset": 0.5, "step_h": 0.0, "step_w": 0.0, "variance": [0.1]
+    }
+
     @staticmethod
     def infer(ctx):
         a = _args(ctx)

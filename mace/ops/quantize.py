@@ -14,6 +14,8 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("Quantize", layout=Layout.ELEMENTWISE)
 class Quantize(OpSpec):
+    attrs = {}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.shapes[0]), np.dtype(np.uint8))]
@@ -21,6 +23,8 @@ class Quantize(OpSpec):
 
 @register_op("Dequantize", layout=Layout.ELEMENTWISE)
 class Dequantize(OpSpec):
+    attrs = {}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.shapes[0]), np.dtype(np.float32))]

@@ -10,11 +10,13 @@ The rows past the length are written as zeros, not copied: an element-wise op on
 """
 import numpy as np
 
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("RaggedToDense", layout=Layout.ANY)
 class RaggedToDense(OpSpec):
+    attrs = {"axis": REQUIRED, "size": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         shape = list(ctx.shapes[0])

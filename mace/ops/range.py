@@ -22,10 +22,12 @@ def range_length(start, limit, delta) -> int:
 
 @register_op("Range", layout=Layout.ANY)
 class Range(OpSpec):
+    attrs = {"bound": None}
+
     @staticmethod
     def infer(ctx):
         if any(v is None for v in ctx.values):
-            bound = ctx.arg("bound", None)
+            bound = ctx.arg("bound")
             if bound is None:
                 raise ValueError(f"Range '{ctx.op.name}': start, limit and delta must be constant, or an "
                                  f"upper bound of its length known (arg bound)")

@@ -58,11 +58,13 @@ def reduce_axes(op_arg, rank):
 
 @register_op("Reduce", layout=Layout.AXIS)
 class Reduce(OpSpec):
+    attrs = {"axis": [], "keepdims": 1, "noop_with_empty_axes": 0, "reduce_type": ""}
+
     @staticmethod
     def infer(ctx):
         shape = ctx.shapes[0]
         axes = reduce_axes(ctx.arg, len(shape))
-        keep = bool(ctx.arg("keepdims", 1))
+        keep = bool(ctx.arg("keepdims"))
         out = [1 if i in axes else d for i, d in enumerate(shape)] if keep else \
             [d for i, d in enumerate(shape) if i not in axes]
         return [(tuple(out), ctx.dtypes[0])]

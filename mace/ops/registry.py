@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import functools
 import importlib
+import os
 import pkgutil
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -23,6 +24,37 @@ from mace.errors import UnsupportedOpError
 from mace.ir.args import get_arg
 
 _MISSING = object()
+REQUIRED = _MISSING   # an attribute without a default: the converter always writes it
+
+# With MACE_STRICT_ATTRS=1 (read once, at import; tests/conftest.py sets STRICT_ATTRS itself) a
+# shape function or kernel reading an attribute its op spec does not declare is an error: a
+# misspelt name cannot silently read a default.
+STRICT_ATTRS = os.environ.get("MACE_STRICT_ATTRS", "") not in ("", "0")
+
+# What a fused activation writes on the op it is fused into (fuse_activation, the frontends'
+# fused activations, the int8 table activations' input range).
+FUSED_ACTIVATION = {"activation": "", "activation_coefficient": 0.0, "max_limit": 0.0,
+                    "pre_activation_range": None}
+
+
+class UndeclaredAttributeError(AttributeError):
+    pass
+
+
+def read_attr(op, name: str, default=_MISSING):
+    """Attribute `name` of `op` as its spec declares it (OpSpec.attrs): the op's own value, else
+    `default`, else the declared default (KeyError for a REQUIRED one the op lacks)."""
+    cls = _SPECS.get(op.type)
+    declared = cls.attrs if cls is not None else {}
+    if name not in declared:
+        if STRICT_ATTRS and cls is not None:
+            raise UndeclaredAttributeError(
+                f"op '{op.name}' ({op.type}) reads attribute '{name}', which {cls.__module__}."
+                f"{cls.__name__}.attrs does not declare (declared: {', '.join(sorted(declared)) or 'none'})")
+    elif default is _MISSING:
+        default = declared[name]
+        default = list(default) if isinstance(default, list) else default   # a caller may change it
+    return get_arg(op, name) if default is _MISSING else get_arg(op, name, default)
 
 
 class Layout(enum.Enum):
@@ -44,9 +76,7 @@ class InferContext:
     values: list  # np.ndarray for constant inputs, else None
 
     def arg(self, name, default=_MISSING):
-        if default is _MISSING:
-            return get_arg(self.op, name)
-        return get_arg(self.op, name, default)
+        return read_attr(self.op, name, default)
 
 
 class OpSpec:
@@ -57,6 +87,10 @@ class OpSpec:
     kernels: dict = {}
     # it changes state kept between runs (AssignVariable): never folded, kept without readers
     side_effects: bool = False
+    # The attributes its shape function and kernels read, {name: default} (REQUIRED: none, the
+    # converter always writes it), declared once: `ctx.arg(name)` without a default takes the
+    # declared one; reading a name not declared is an error under STRICT_ATTRS.
+    attrs: dict = {}
 
     @staticmethod
     def infer(ctx: InferContext) -> list:
@@ -108,9 +142,7 @@ class KernelContext:
     compute: object = None
 
     def arg(self, name, default=_MISSING):
-        if default is _MISSING:
-            return get_arg(self.op, name)
-        return get_arg(self.op, name, default)
+        return read_attr(self.op, name, default)
 
 
 def graph_context(graph, op, stage: str = CONVERT, options: dict | None = None, variables=None,

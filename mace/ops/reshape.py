@@ -1,7 +1,7 @@
 """Reshape: arg `dims` is the target shape; 0 copies the input dim (unless allowzero), -1 is inferred."""
 import numpy as np
 
-from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, SimpleKernel, kernel, register_op
 
 
 def resolve_shape(in_shape, dims, allowzero=False):
@@ -19,10 +19,12 @@ def resolve_shape(in_shape, dims, allowzero=False):
 
 @register_op("Reshape", layout=Layout.ANY)
 class Reshape(OpSpec):
+    attrs = {"allowzero": 0, "dims": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         dims = ctx.arg("dims")
-        return [(resolve_shape(ctx.shapes[0], dims, ctx.arg("allowzero", 0)), ctx.dtypes[0])]
+        return [(resolve_shape(ctx.shapes[0], dims, ctx.arg("allowzero")), ctx.dtypes[0])]
 
 
 @kernel("Reshape", "cpu")

@@ -10,11 +10,16 @@ convolution weights.
 import numpy as np
 
 from mace.ops._resize import ResizeKernel, axis_params, resize_infer, source_coords
-from mace.ops.registry import Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, kernel, register_op
 
 
 @register_op("ResizeBicubic", layout=Layout.FIXED)
 class ResizeBicubic(OpSpec):
+    attrs = {
+        "coordinate_transformation_mode": "half_pixel", "cubic_coeff_a": -0.75, "data_format": "NHWC",
+        "exclude_outside": 0, "scale": REQUIRED, "size": REQUIRED, "weight_steps": 0
+    }
+
     @staticmethod
     def infer(ctx):
         return resize_infer(ctx)
@@ -47,9 +52,9 @@ class ResizeBicubicCpu(ResizeKernel):
     def setup(self, ctx):
         self.setup_layout(ctx)
         axes, coord_mode = axis_params(ctx, ctx.input_shapes[0])
-        a = float(ctx.arg("cubic_coeff_a", -0.75))
-        exclude = bool(ctx.arg("exclude_outside", 0))
-        steps = int(ctx.arg("weight_steps", 0))
+        a = float(ctx.arg("cubic_coeff_a"))
+        exclude = bool(ctx.arg("exclude_outside"))
+        steps = int(ctx.arg("weight_steps"))
         self.rows = cubic_table(*axes[0], coord_mode, a, exclude, steps)
         self.cols = cubic_table(*axes[1], coord_mode, a, exclude, steps)
 

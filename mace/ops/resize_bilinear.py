@@ -7,11 +7,16 @@ pixel blends its two nearest rows, then its two nearest columns.
 import numpy as np
 
 from mace.ops._resize import ResizeKernel, axis_params, resize_infer, source_coords
-from mace.ops.registry import Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, kernel, register_op
 
 
 @register_op("ResizeBilinear", layout=Layout.FIXED)
 class ResizeBilinear(OpSpec):
+    attrs = {
+        "coordinate_transformation_mode": "half_pixel", "data_format": "NHWC", "scale": REQUIRED,
+        "size": REQUIRED
+    }
+
     @staticmethod
     def infer(ctx):
         return resize_infer(ctx)

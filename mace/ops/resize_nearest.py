@@ -9,7 +9,7 @@ Upsample, which predate nearest_mode).
 import numpy as np
 
 from mace.ops._resize import ResizeKernel, axis_params, resize_infer, source_coords
-from mace.ops.registry import Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, kernel, register_op
 
 NEAREST_MODES = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil", "legacy")
 # A coordinate this close to a .5 tie is the tie: float32 error (e.g. 7.5 computed as
@@ -19,6 +19,11 @@ TIE_TOLERANCE = 1e-6
 
 @register_op("ResizeNearestNeighbor", layout=Layout.FIXED)
 class ResizeNearestNeighbor(OpSpec):
+    attrs = {
+        "coordinate_transformation_mode": "half_pixel", "data_format": "NHWC",
+        "nearest_mode": "round_prefer_floor", "scale": REQUIRED, "size": REQUIRED
+    }
+
     @staticmethod
     def infer(ctx):
         return resize_infer(ctx)
@@ -47,7 +52,7 @@ class ResizeNearestNeighborCpu(ResizeKernel):
     def setup(self, ctx):
         self.setup_layout(ctx)
         axes, coord_mode = axis_params(ctx, ctx.input_shapes[0])
-        nearest_mode = ctx.arg("nearest_mode", "round_prefer_floor")
+        nearest_mode = ctx.arg("nearest_mode")
         self.rows, self.cols = (nearest_index(i, o, s, coord_mode, nearest_mode) for i, o, s in axes)
         n, h, w, c = (ctx.input_shapes[0][i] for i in ((0, 2, 3, 1) if self.nchw else (0, 1, 2, 3)))
         self.tmp = np.empty((n, len(self.rows), w, c), ctx.input_dtypes[0])

@@ -12,10 +12,12 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("RMSNorm", layout=Layout.ANY)
 class RMSNorm(OpSpec):
+    attrs = {"axis": -1, "epsilon": 1e-05}
+
     @staticmethod
     def infer(ctx):
         shape = tuple(ctx.shapes[0])
-        normalize_axis(ctx.arg("axis", -1), len(shape))
+        normalize_axis(ctx.arg("axis"), len(shape))
         if broadcast_shape(*ctx.shapes) != shape:
             raise ValueError(f"RMSNorm '{ctx.op.name}': scale {list(ctx.shapes[1])} does not "
                              f"broadcast to the input {list(shape)}")
@@ -26,8 +28,8 @@ class RMSNorm(OpSpec):
 class RMSNormCpu(Kernel):
     def setup(self, ctx):
         rank = len(ctx.input_shapes[0])
-        self.axes = tuple(range(normalize_axis(ctx.arg("axis", -1), rank), rank))
-        self.eps = float(ctx.arg("epsilon", 1e-5))
+        self.axes = tuple(range(normalize_axis(ctx.arg("axis"), rank), rank))
+        self.eps = float(ctx.arg("epsilon"))
 
     def run(self, inputs, outputs):
         x = inputs[0].astype(np.float32, copy=False)

@@ -16,13 +16,18 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("RoiAlign", layout=Layout.ANY)
 class RoiAlign(OpSpec):
+    attrs = {
+        "half_pixel": 1, "mode": "avg", "output_height": 1, "output_width": 1, "sampling_ratio": 0,
+        "spatial_scale": 1.0
+    }
+
     @staticmethod
     def infer(ctx):
         x, rois, idx = (tuple(s) for s in ctx.shapes[:3])
         if len(x) != 4 or len(rois) != 2 or rois[1] != 4 or idx != (rois[0],):
             raise ValueError(f"RoiAlign '{ctx.op.name}': x {list(x)}, rois {list(rois)}, batch_indices "
                              f"{list(idx)} do not fit (N, C, H, W), (R, 4), (R,)")
-        return [((rois[0], x[1], int(ctx.arg("output_height", 1)), int(ctx.arg("output_width", 1))),
+        return [((rois[0], x[1], int(ctx.arg("output_height")), int(ctx.arg("output_width"))),
                  ctx.dtypes[0])]
 
 
@@ -74,9 +79,9 @@ def roi_align(x, rois, batch, a):
 @kernel("RoiAlign", "cpu")
 class RoiAlignCpu(Kernel):
     def setup(self, ctx):
-        self.args = {"mode": ctx.arg("mode", "avg"), "oh": int(ctx.arg("output_height", 1)),
-                     "ow": int(ctx.arg("output_width", 1)), "ratio": int(ctx.arg("sampling_ratio", 0)),
-                     "scale": float(ctx.arg("spatial_scale", 1.0)), "half_pixel": bool(ctx.arg("half_pixel", 1))}
+        self.args = {"mode": ctx.arg("mode"), "oh": int(ctx.arg("output_height")),
+                     "ow": int(ctx.arg("output_width")), "ratio": int(ctx.arg("sampling_ratio")),
+                     "scale": float(ctx.arg("spatial_scale")), "half_pixel": bool(ctx.arg("half_pixel"))}
 
     def run(self, inputs, outputs):
         np.copyto(outputs[0], roi_align(inputs[0], np.asarray(inputs[1]), np.asarray(inputs[2]), self.args),

@@ -14,10 +14,12 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("RotaryEmbedding", layout=Layout.ANY)
 class RotaryEmbedding(OpSpec):
+    attrs = {"interleaved": 0, "num_heads": 0, "rotary_dim": 0}
+
     @staticmethod
     def infer(ctx):
         shape = tuple(ctx.shapes[0])
-        if len(shape) == 3 and (not ctx.arg("num_heads", 0) or shape[2] % ctx.arg("num_heads", 0)):
+        if len(shape) == 3 and (not ctx.arg("num_heads") or shape[2] % ctx.arg("num_heads")):
             raise ValueError(f"RotaryEmbedding '{ctx.op.name}': a 3-D input {list(shape)} needs num_heads "
                              f"that divides its last axis")
         if len(shape) not in (3, 4):
@@ -45,9 +47,9 @@ def rotate(x, cos, sin, positions, interleaved, rotary_dim, num_heads):
 @kernel("RotaryEmbedding", "cpu")
 class RotaryEmbeddingCpu(Kernel):
     def setup(self, ctx):
-        self.interleaved = bool(ctx.arg("interleaved", 0))
-        self.rotary_dim = int(ctx.arg("rotary_dim", 0))
-        self.num_heads = int(ctx.arg("num_heads", 0))
+        self.interleaved = bool(ctx.arg("interleaved"))
+        self.rotary_dim = int(ctx.arg("rotary_dim"))
+        self.num_heads = int(ctx.arg("num_heads"))
 
     def run(self, inputs, outputs):
         positions = np.asarray(inputs[3], np.int64) if len(inputs) > 3 else None

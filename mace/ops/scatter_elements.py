@@ -13,13 +13,15 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("ScatterElements", layout=Layout.ANY)
 class ScatterElements(OpSpec):
+    attrs = {"axis": 0, "reduction": "none"}
+
     @staticmethod
     def infer(ctx):
         data, idx, upd = (tuple(s) for s in ctx.shapes)
         if idx != upd or len(idx) != len(data):
             raise ValueError(f"ScatterElements '{ctx.op.name}': indices {list(idx)} and updates "
                              f"{list(upd)} must share one shape of the data's rank {len(data)}")
-        normalize_axis(ctx.arg("axis", 0), len(data))
+        normalize_axis(ctx.arg("axis"), len(data))
         reduction(ctx)
         return [(data, ctx.dtypes[0])]
 
@@ -27,7 +29,7 @@ class ScatterElements(OpSpec):
 @kernel("ScatterElements", "cpu")
 class ScatterElementsCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", 0), len(ctx.input_shapes[0]))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
         self.red = reduction(ctx)
 
     def run(self, inputs, outputs):

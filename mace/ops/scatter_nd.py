@@ -12,6 +12,8 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("ScatterND", layout=Layout.ANY)
 class ScatterND(OpSpec):
+    attrs = {"reduction": "none"}
+
     @staticmethod
     def infer(ctx):
         data, idx, upd = (tuple(s) for s in ctx.shapes)

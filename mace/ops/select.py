@@ -7,6 +7,8 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("Select", layout=Layout.ELEMENTWISE)
 class Select(OpSpec):
+    attrs = {}
+
     @staticmethod
     def infer(ctx):
         return [(broadcast_shape(*ctx.shapes), np.result_type(ctx.dtypes[1], ctx.dtypes[2]))]

@@ -7,7 +7,7 @@ in place of that axis's planned bound (Paddle2ONNX's multiclass_nms3 sizes its T
 """
 import numpy as np
 
-from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, SimpleKernel, kernel, register_op
 
 
 def _slice(ctx_arg, shape):
@@ -17,6 +17,8 @@ def _slice(ctx_arg, shape):
 
 @register_op("Shape", layout=Layout.ANY)
 class Shape(OpSpec):
+    attrs = {"end": None, "ragged_axis": REQUIRED, "start": 0}
+
     @staticmethod
     def infer(ctx):
         return [((len(_slice(ctx.arg, ctx.shapes[0])),), np.int64)]

@@ -20,15 +20,20 @@ import numpy as np
 
 from mace.ir.args import get_arg
 from mace.ops._ragged import write_ragged
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("SoftNonMaxSuppression", layout=Layout.ANY)
 class SoftNonMaxSuppression(OpSpec):
+    attrs = {
+        "iou_threshold": REQUIRED, "max_output_size": REQUIRED, "padded": 0, "score_threshold": REQUIRED,
+        "soft_nms_sigma": 0.0, "tflite": 0
+    }
+
     @staticmethod
     def infer(ctx):
         limit = int(ctx.arg("max_output_size"))
-        bound = limit if ctx.arg("padded", 0) else min(limit, ctx.shapes[0][0])
+        bound = limit if ctx.arg("padded") else min(limit, ctx.shapes[0][0])
         return [((bound,), np.int32), ((bound,), ctx.dtypes[1]), ((1,), np.int64)]
 
     @staticmethod
@@ -59,9 +64,9 @@ class SoftNonMaxSuppressionCpu(Kernel):
         self.limit = int(ctx.arg("max_output_size"))
         self.iou_threshold = np.float32(ctx.arg("iou_threshold"))
         self.score_threshold = np.float32(ctx.arg("score_threshold"))
-        sigma = float(ctx.arg("soft_nms_sigma", 0.0))
+        sigma = float(ctx.arg("soft_nms_sigma"))
         self.scale = np.float32(-0.5 / sigma) if sigma > 0 else None
-        self.tflite = bool(ctx.arg("tflite", 0))
+        self.tflite = bool(ctx.arg("tflite"))
 
     def run(self, inputs, outputs):
         boxes, scores = inputs[0].astype(np.float32), inputs[1].astype(np.float32)

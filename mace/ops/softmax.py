@@ -12,6 +12,8 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("Softmax", layout=Layout.AXIS)
 class Softmax(OpSpec):
+    attrs = {"axis": -1, "use_log": 0}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.shapes[0]), ctx.dtypes[0])]
@@ -25,8 +27,8 @@ class Softmax(OpSpec):
 @kernel("Softmax", "cpu")
 class SoftmaxCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", -1), len(ctx.input_shapes[0]))
-        self.log = bool(ctx.arg("use_log", 0))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
+        self.log = bool(ctx.arg("use_log"))
 
     def run(self, inputs, outputs):
         x, out = inputs[0], outputs[0]

@@ -9,7 +9,7 @@ a convolution, where flatten_atrous_conv turns the three ops into one dilated co
 import numpy as np
 
 from mace.ops._common import from_nhwc_shape, to_nhwc_shape
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 def block_args(op_arg, name):
@@ -33,9 +33,11 @@ def plan(shape, block, pads):
 
 @register_op("SpaceToBatchND", layout=Layout.FIXED)
 class SpaceToBatchND(OpSpec):
+    attrs = {"block_shape": REQUIRED, "data_format": "NHWC", "paddings": [0, 0, 0, 0]}
+
     @staticmethod
     def infer(ctx):
-        fmt = ctx.arg("data_format", "NHWC")
+        fmt = ctx.arg("data_format")
         block, pads = block_args(ctx.arg, "paddings")
         _, out = plan(to_nhwc_shape(ctx.shapes[0], fmt), block, pads)
         return [(from_nhwc_shape(out, fmt), ctx.dtypes[0])]
@@ -44,7 +46,7 @@ class SpaceToBatchND(OpSpec):
 @kernel("SpaceToBatchND", "cpu")
 class SpaceToBatchNDCpu(Kernel):
     def setup(self, ctx):
-        assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU SpaceToBatchND runs NHWC"
+        assert ctx.arg("data_format") == "NHWC", "CPU SpaceToBatchND runs NHWC"
         self.block, self.pads = block_args(ctx.arg, "paddings")
         padded, _ = plan(tuple(ctx.input_shapes[0]), self.block, self.pads)
         self.xp = np.zeros(padded, ctx.input_dtypes[0])  # the border stays zero

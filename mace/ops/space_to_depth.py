@@ -5,7 +5,7 @@ inverse of DepthToSpace in that mode; as defined on NCHW whatever the stored
 layout), data_format. H and W must be divisible by block_size.
 """
 from mace.ops._space_depth import SpaceDepthKernel, check_mode
-from mace.ops.registry import Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, kernel, register_op
 
 
 def plan(shape, b, mode, data_format):
@@ -27,10 +27,12 @@ def plan(shape, b, mode, data_format):
 
 @register_op("SpaceToDepth", layout=Layout.FIXED)
 class SpaceToDepth(OpSpec):
+    attrs = {"block_size": REQUIRED, "data_format": "NHWC", "mode": "DCR"}
+
     @staticmethod
     def infer(ctx):
-        _, _, out = plan(tuple(ctx.shapes[0]), int(ctx.arg("block_size")), ctx.arg("mode", "DCR"),
-                         ctx.arg("data_format", "NHWC"))
+        _, _, out = plan(tuple(ctx.shapes[0]), int(ctx.arg("block_size")), ctx.arg("mode"),
+                         ctx.arg("data_format"))
         return [(out, ctx.dtypes[0])]
 
 

@@ -7,15 +7,17 @@ import numpy as np
 
 from mace.ir.args import get_arg, set_arg
 from mace.ops._common import normalize_axis, permute_axis
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("Split", layout=Layout.AXIS)
 class Split(OpSpec):
+    attrs = {"axis": 0, "split": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         shape = ctx.shapes[0]
-        axis = normalize_axis(ctx.arg("axis", 0), len(shape))
+        axis = normalize_axis(ctx.arg("axis"), len(shape))
         sizes = list(ctx.arg("split"))
         if sum(sizes) != shape[axis] or len(sizes) != len(ctx.op.output):
             raise ValueError(f"Split '{ctx.op.name}': sizes {sizes} do not cut axis {axis} "
@@ -32,7 +34,7 @@ class Split(OpSpec):
 @kernel("Split", "cpu")
 class SplitCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", 0), len(ctx.input_shapes[0]))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
         self.cuts = np.cumsum(ctx.arg("split"))[:-1]
 
     def run(self, inputs, outputs):

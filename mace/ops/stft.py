@@ -8,11 +8,13 @@ frame_step + 1. numpy's FFT computes in the signal's precision (float32 -> compl
 import numpy as np
 
 from mace.ops.dft import as_complex, as_pairs
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 @register_op("STFT", layout=Layout.ANY)
 class STFT(OpSpec):
+    attrs = {"frame_length": REQUIRED, "frame_step": REQUIRED, "onesided": 1}
+
     @staticmethod
     def infer(ctx):
         shape = tuple(ctx.shapes[0])
@@ -22,7 +24,7 @@ class STFT(OpSpec):
                              f"frame_step {step}: expected (batch, length >= frame_length, 1 or 2)")
         if len(ctx.shapes) > 1 and tuple(ctx.shapes[1]) != (frame,):
             raise ValueError(f"STFT '{ctx.op.name}': window shape {list(ctx.shapes[1])}, expected [{frame}]")
-        bins = frame // 2 + 1 if ctx.arg("onesided", 1) else frame
+        bins = frame // 2 + 1 if ctx.arg("onesided") else frame
         return [((shape[0], (shape[1] - frame) // step + 1, bins, 2), ctx.dtypes[0])]
 
 

@@ -11,7 +11,7 @@ import numpy as np
 
 from mace.ir.args import get_arg, set_arg
 from mace.ops._common import normalize_axis
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 def _clamp(v, lo, hi):
@@ -52,6 +52,8 @@ def slices(op_arg, shape, name="?"):
 
 @register_op("StridedSlice", layout=Layout.AXIS)
 class StridedSlice(OpSpec):
+    attrs = {"axes": None, "ends": REQUIRED, "starts": REQUIRED, "steps": None}
+
     @staticmethod
     def infer(ctx):
         return [(slices(ctx.arg, ctx.shapes[0], ctx.op.name)[1], ctx.dtypes[0])]

@@ -5,11 +5,13 @@ Layout AXIS: remap_axes permutes `repeats` with the input's stored order.
 import numpy as np
 
 from mace.ir.args import get_arg, set_arg
-from mace.ops.registry import Layout, OpSpec, SimpleKernel, kernel, register_op
+from mace.ops.registry import REQUIRED, Layout, OpSpec, SimpleKernel, kernel, register_op
 
 
 @register_op("Tile", layout=Layout.AXIS)
 class Tile(OpSpec):
+    attrs = {"repeats": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         shape, reps = ctx.shapes[0], list(ctx.arg("repeats"))

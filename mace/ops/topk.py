@@ -16,10 +16,12 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("TopK", layout=Layout.ANY)
 class TopK(OpSpec):
+    attrs = {"axis": -1, "k": 0, "largest": 1}
+
     @staticmethod
     def infer(ctx):
         shape = list(ctx.shapes[0])
-        axis = normalize_axis(ctx.arg("axis", -1), len(shape))
+        axis = normalize_axis(ctx.arg("axis"), len(shape))
         if len(ctx.shapes) > 1:   # k known at run time: the whole axis is the bound
             return [(tuple(shape), ctx.dtypes[0]), (tuple(shape), np.int64), ((1,), np.int64)]
         k = int(ctx.arg("k"))
@@ -51,9 +53,9 @@ def top_k_indices(x, k, axis, largest):
 @kernel("TopK", "cpu")
 class TopKCpu(Kernel):
     def setup(self, ctx):
-        self.axis = normalize_axis(ctx.arg("axis", -1), len(ctx.input_shapes[0]))
-        self.k = int(ctx.arg("k", 0))
-        self.largest = bool(ctx.arg("largest", 1))
+        self.axis = normalize_axis(ctx.arg("axis"), len(ctx.input_shapes[0]))
+        self.k = int(ctx.arg("k"))
+        self.largest = bool(ctx.arg("largest"))
 
     def run(self, inputs, outputs):
         x = inputs[0]

@@ -10,6 +10,8 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("Trilu", layout=Layout.ANY)
 class Trilu(OpSpec):
+    attrs = {"k": 0, "upper": 1}
+
     @staticmethod
     def infer(ctx):
         if len(ctx.shapes[0]) < 2:
@@ -21,9 +23,9 @@ class Trilu(OpSpec):
 class TriluCpu(Kernel):
     def setup(self, ctx):
         rows, cols = ctx.input_shapes[0][-2:]
-        k = int(ctx.arg("k", 0))
+        k = int(ctx.arg("k"))
         i, j = np.ogrid[:rows, :cols]
-        self.keep = (j - i >= k) if ctx.arg("upper", 1) else (j - i <= k)
+        self.keep = (j - i >= k) if ctx.arg("upper") else (j - i <= k)
 
     def run(self, inputs, outputs):
         np.copyto(outputs[0], np.where(self.keep, inputs[0], np.zeros((), inputs[0].dtype)))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
+from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
 
 
 class Variables:
@@ -34,6 +34,8 @@ class Variables:
 
 @register_op("ReadVariable", layout=Layout.ANY)
 class ReadVariable(OpSpec):
+    attrs = {"dtype": REQUIRED, "shape": REQUIRED, "variable": REQUIRED}
+
     @staticmethod
     def infer(ctx):
         return [(tuple(ctx.arg("shape")), np.dtype(ctx.arg("dtype")))]
@@ -41,6 +43,7 @@ class ReadVariable(OpSpec):
 
 @register_op("AssignVariable", layout=Layout.ANY)
 class AssignVariable(OpSpec):
+    attrs = {"variable": REQUIRED}
     side_effects = True
 
     @staticmethod

@@ -61,7 +61,7 @@ class Conv2DGpu(GpuKernel):
         (n, h, wd, c), (kh, kw), s, d, pads, (oh, ow) = conv_geometry(ctx, ctx.input_shapes[0], w.shape)
         o = w.shape[0]
         self.bias, has_bias = bias_image(self, ctx, 2, o)
-        self.wino = int(ctx.arg("wino_block_size", 0) or 0)
+        self.wino = int(ctx.arg("wino_block_size") or 0)
         if self.wino in (2, 4) and winograd_eligible(ctx.op, w.shape):
             self._winograd(ctx, w, (n, h, wd, c), pads, (oh, ow), has_bias)
             return

@@ -64,7 +64,7 @@ class MatMulGpu(GpuKernel):
     def prepare(self, ctx):
         a, b = ctx.input_shapes[0], ctx.input_shapes[1]
         out = ctx.output_shapes[0]
-        ta, tb = int(bool(ctx.arg("transpose_a", 0))), int(bool(ctx.arg("transpose_b", 0)))
+        ta, tb = int(bool(ctx.arg("transpose_a"))), int(bool(ctx.arg("transpose_b")))
         m, k = (a[-1], a[-2]) if ta else (a[-2], a[-1])
         n = b[-2] if tb else b[-1]
         self.gws = (cdiv(n, 4), m, _batch(out))

@@ -39,8 +39,8 @@ class PadGpu(GpuKernel):
         src, out = as_nhwc(ctx.input_shapes[0]), as_nhwc(ctx.output_shapes[0])
         self.k = self.kernel("tensor", "pad")
         self.k.set_args(self.image_in(0), self.outs[0].image, *i32(*src, *out, *begin),
-                        np.int32(PAD_MODES[ctx.arg("pad_type", "CONSTANT")]),
-                        np.float32(ctx.arg("constant_value", 0.0)))
+                        np.int32(PAD_MODES[ctx.arg("pad_type")]),
+                        np.float32(ctx.arg("constant_value")))
         self.gws = pixel_gws(ctx.output_shapes[0])
 
     def enqueue(self):

@@ -25,7 +25,7 @@ class PoolingGpu(GpuKernel):
     def prepare(self, ctx):
         (n, h, w, c), k, s, d, pads, (oh, ow) = pool_geometry(ctx, ctx.input_shapes[0])
         is_max = ctx.arg("pooling_type") == "MAX"
-        include = int(bool(ctx.arg("count_include_pad", 0)))
+        include = int(bool(ctx.arg("count_include_pad")))
         self.k = self.kernel("pooling", "pooling")
         self.k.set_args(self.image_in(0), self.outs[0].image,
                         *i32(h, w, c, oh, ow, n * oh, k[0], k[1], s[0], s[1], d[0], d[1], pads[0],

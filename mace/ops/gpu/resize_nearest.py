@@ -14,7 +14,7 @@ class ResizeNearestGpu(ResizeGpu):
     def prepare(self, ctx):
         n, h, w, c = ctx.input_shapes[0]
         (axes, mode) = axis_params(ctx, ctx.input_shapes[0])
-        nearest = ctx.arg("nearest_mode", "round_prefer_floor")
+        nearest = ctx.arg("nearest_mode")
         rows, cols = (nearest_index(i, o, s, mode, nearest) for i, o, s in axes)
         tables = [self.table(rows, np.int32), self.table(cols, np.int32)]
         self._bind_resize("resize_nearest", tables, n, h, w, len(rows), len(cols), c)

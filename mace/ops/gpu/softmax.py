@@ -25,7 +25,7 @@ class SoftmaxGpu(GpuKernel):
         n, h, w, c = as_nhwc(ctx.input_shapes[0])
         self.k = self.kernel("tensor", "softmax")
         self.k.set_args(self.image_in(0), self.outs[0].image,
-                        *i32(w, n * h, c, int(bool(ctx.arg("use_log", 0)))))
+                        *i32(w, n * h, c, int(bool(ctx.arg("use_log")))))
         self.gws = (w, n * h)
 
     def enqueue(self):

@@ -15,6 +15,6 @@ class TransposeGpu(GatherGpu):
         return None if len(ctx.input_shapes[0]) >= 1 else "a scalar transpose"
 
     def prepare(self, ctx):
-        perm = list(ctx.arg("dims", []) or range(len(ctx.input_shapes[0]))[::-1])  # out i = in dims[i]
+        perm = list(ctx.arg("dims") or range(len(ctx.input_shapes[0]))[::-1])  # out i = in dims[i]
         in_strides = strides(ctx.input_shapes[0])
         self.bind(ctx, ctx.output_shapes[0], [in_strides[p] for p in perm])

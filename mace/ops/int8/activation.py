@@ -38,7 +38,7 @@ class ActivationInt8(Int8Kernel):
     def check(ctx) -> str | None:
         if ctx.stage == LOAD:
             return quantized_io(ctx)
-        kind = ctx.arg("activation", "")
+        kind = ctx.arg("activation")
         if kind not in CLAMPS + TABLE_ACTIVATIONS or len(ctx.op.input) != 1:
             return f"activation {kind} has no quantized form (only {', '.join(CLAMPS + TABLE_ACTIVATIONS)})"
         return None
@@ -48,10 +48,10 @@ class ActivationInt8(Int8Kernel):
         kind = ctx.arg("activation")
         if kind in TABLE_ACTIVATIONS:
             self.table = activation_table(kind, ctx.input_quant[0], p_out,
-                                          ctx.arg("activation_coefficient", 0.0), ctx.arg("max_limit", 0.0))
+                                          ctx.arg("activation_coefficient"), ctx.arg("max_limit"))
             return
         qmin, qmax = clamp_codes(ctx.arg("activation"), p_out,
-                                 ctx.arg("activation_coefficient", 0.0), ctx.arg("max_limit", 0.0))
+                                 ctx.arg("activation_coefficient"), ctx.arg("max_limit"))
         self.table = rescale_table(ctx.input_quant[0], p_out, qmin, qmax)
 
     def run(self, inputs, outputs):

@@ -36,10 +36,10 @@ class BatchNormInt8(Int8Kernel):
     def check(ctx) -> str | None:
         if ctx.stage == LOAD:
             return quantized_io(ctx)
-        act = ctx.arg("activation", "")
+        act = ctx.arg("activation")
         if act not in FUSED:
             return f"fused activation {act} has no quantized form (RELU/RELUX only)"
-        if ctx.arg("data_format", "NHWC") == "NCHW":
+        if ctx.arg("data_format") == "NCHW":
             return "BatchNorm on NCHW data has no quantized form (channels last only)"
         if len(ctx.op.input) != 3 or any(c is None for c in ctx.consts[1:]):
             return "scale and offset must be constants"
@@ -47,7 +47,7 @@ class BatchNormInt8(Int8Kernel):
 
     def setup(self, ctx):
         p_out = ctx.output_quant[0]
-        qmin, qmax = qp.activation_clamp(ctx.arg("activation", ""), p_out, ctx.arg("max_limit", 0.0))
+        qmin, qmax = qp.activation_clamp(ctx.arg("activation"), p_out, ctx.arg("max_limit"))
         self.tables = channel_tables(ctx.input_quant[0], p_out, ctx.consts[1], ctx.consts[2], qmin, qmax)
         c = self.tables.shape[0]
         self.base = np.arange(c, dtype=np.intp) * UINT8_LEVELS   # row offsets into the flat tables

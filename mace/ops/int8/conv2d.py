@@ -14,7 +14,7 @@ from mace.ops.registry import kernel
 @kernel("Conv2D", "int8")
 class Conv2DInt8(WeightedInt8Kernel):
     def setup(self, ctx):
-        assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU Conv2D runs NHWC (to_nhwc pass)"
+        assert ctx.arg("data_format") == "NHWC", "CPU Conv2D runs NHWC (to_nhwc pass)"
         wq = ctx.consts[1]
         geo = conv_geometry(ctx, ctx.input_shapes[0], wq.shape)
         self.in_shape, (kh, kw), self.strides, self.dil, self.pads, self.out_hw = geo

@@ -22,12 +22,12 @@ class Deconv2DInt8(WeightedInt8Kernel):
         return {1: 1 if int(get_arg(op, "group", 1)) == 1 else None}
 
     def setup(self, ctx):
-        assert ctx.arg("data_format", "NHWC") == "NHWC", "CPU Deconv2D runs NHWC (to_nhwc pass)"
+        assert ctx.arg("data_format") == "NHWC", "CPU Deconv2D runs NHWC (to_nhwc pass)"
         wq = ctx.consts[1]
         geo = deconv_geometry(ctx, ctx.input_shapes[0], wq.shape)
         (n, h, w, c), (kh, kw), self.strides, self.dil, pads, out_hw, self.c_out = geo
         self.in_shape, self.k = (n, h, w, c), (kh, kw)
-        self.group = g = int(ctx.arg("group", 1))
+        self.group = g = int(ctx.arg("group"))
         cin_g, cout_g = c // g, wq.shape[1]
         # [group, C_in/g, kh*kw*C_out/g]: one row of taps per input channel.
         wc = centred(wq, ctx.input_quant[1]).reshape(g, cin_g, cout_g, kh, kw).transpose(0, 1, 3, 4, 2)

@@ -14,7 +14,7 @@ from mace.ops.registry import kernel
 @kernel("DepthwiseConv2d", "int8")
 class DepthwiseConv2dInt8(WeightedInt8Kernel):
     def setup(self, ctx):
-        assert ctx.arg("data_format", "NHWC") == "NHWC"
+        assert ctx.arg("data_format") == "NHWC"
         wq = ctx.consts[1]
         geo = conv_geometry(ctx, ctx.input_shapes[0], wq.shape)
         self.in_shape, _, self.strides, self.dil, self.pads, self.out_hw = geo

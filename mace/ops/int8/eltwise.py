@@ -49,12 +49,12 @@ class EltwiseInt8(Int8Kernel):
     def check(ctx) -> str | None:
         if ctx.stage == LOAD:
             return quantized_io(ctx)
-        kind = ctx.arg("type", "")
+        kind = ctx.arg("type")
         if kind not in SUPPORTED:
             return f"Eltwise {kind} has no quantized form (only {', '.join(SUPPORTED)})"
         if kind in BINARY_ONLY and len(ctx.op.input) != 2:
             return f"Eltwise {kind} needs exactly 2 inputs, got {len(ctx.op.input)}"
-        act = ctx.arg("activation", "")
+        act = ctx.arg("activation")
         if act not in FUSED:
             return f"fused activation {act} has no quantized form (RELU/RELUX only)"
         return float_consts(ctx)
@@ -62,8 +62,8 @@ class EltwiseInt8(Int8Kernel):
     def setup(self, ctx):
         self.kind = ctx.arg("type")
         p_out = ctx.output_quant[0]
-        self.qmin, self.qmax = qp.activation_clamp(ctx.arg("activation", ""), p_out,
-                                                   ctx.arg("max_limit", 0.0))
+        self.qmin, self.qmax = qp.activation_clamp(ctx.arg("activation"), p_out,
+                                                   ctx.arg("max_limit"))
         self.zero_out = int(p_out.zero_point)
         if self.kind in ADDITIVE:
             self._setup_additive(ctx)

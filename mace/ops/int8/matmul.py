@@ -26,7 +26,7 @@ class MatMulInt8(Int8Kernel):
         return "operands are " + " and ".join(str(np.dtype(d)) for d in ctx.input_dtypes[:2]) + ", not both uint8"
 
     def setup(self, ctx):
-        flags = (bool(ctx.arg("transpose_a", 0)), bool(ctx.arg("transpose_b", 0)))
+        flags = (bool(ctx.arg("transpose_a")), bool(ctx.arg("transpose_b")))
         self.operands = []   # per input: a constant centred matrix, or a run-time centring plan
         for i, transpose in enumerate(flags):
             p, const = ctx.input_quant[i], ctx.consts[i]

@@ -21,7 +21,7 @@ class PadInt8(PassThrough, PadCpu):
     def setup(self, ctx):
         super().setup(ctx)
         out_p = ctx.output_quant[0]
-        self.value = int(qp.quantize(np.float64(ctx.arg("constant_value", 0.0)), out_p))
+        self.value = int(qp.quantize(np.float64(ctx.arg("constant_value")), out_p))
 
     def run(self, inputs, outputs):
         if self.mode != "constant":

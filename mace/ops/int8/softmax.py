@@ -35,10 +35,10 @@ class SoftmaxInt8(Int8Kernel):
     def check(ctx) -> str | None:
         if ctx.stage == LOAD:
             return quantized_io(ctx)
-        if ctx.arg("use_log", 0):
+        if ctx.arg("use_log"):
             return "LogSoftmax has no quantized form (its output is unbounded)"
         rank = max(len(ctx.input_shapes[0]), 1)
-        if normalize_axis(ctx.arg("axis", -1), rank) != rank - 1:
+        if normalize_axis(ctx.arg("axis"), rank) != rank - 1:
             return "quantized Softmax runs over the last axis only"
         return None
 
