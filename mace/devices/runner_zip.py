@@ -54,8 +54,9 @@ LEFT_OUT = {"mace/runtime/open.py", "mace/runtime/backends.py"}
 # __path__ (runner.unpack_loops), else the fast kernels run their numpy paths (the int8:fast
 # kernels decline and the int8 reference kernels run). Every loop module is named
 # mace/ops/fast/.../_*loops.py (mace/ops/fast/kernel_cache.py lists them for warmup): a new
-# op's loops travel without being listed here.
-LOOP_PATTERNS = ("mace/ops/fast/_*loops.py", "mace/ops/fast/*/_*loops.py")
+# op's loops travel without being listed here. _tile_ir.py travels with them: the LLVM IR the
+# float and int8 GEMM tiles are built from (it imports llvmlite, which only a numba board has).
+LOOP_PATTERNS = ("mace/ops/fast/_*loops.py", "mace/ops/fast/*/_*loops.py", "mace/ops/fast/_tile_ir.py")
 
 
 def left_out(name: str) -> bool:
