@@ -36,11 +36,12 @@ LOAD_CMD = [sys.executable, "-c", "while True: pass"]
 def child(policy: str | None, runs: int, threads: int) -> dict:
     import numpy as np
 
-    from mace.runtime.affinity import limit_threads, set_wait_policy
+    from mace.ops.fast import _pool
+    from mace.runtime.affinity import limit_threads
 
     limit_threads(threads)
-    if policy:
-        set_wait_policy(policy)
+    if policy:   # the pool is the process's: started here, under this policy
+        _pool.process_pool(policy)
     from mace.onnx_backend import prepare
     from mace.util import omp_wait as _wait
     from mace.testing.mobilenet_v2 import INPUT_NAME, mobilenet_v2

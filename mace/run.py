@@ -12,7 +12,7 @@ from pathlib import Path
 from mace.config.deployment import DeploymentConfig, ModelConfig, with_input_shapes
 from mace.config.files import input_sequence, make_inputs, models_of, write_outputs
 from mace.errors import ConfigError
-from mace.runtime.affinity import pin_threads, set_wait_policy, thread_limit
+from mace.runtime.affinity import pin_threads, thread_limit, wait_notes, wait_options
 from mace.runtime.gpu.deploy import range_check_notes
 from mace.runtime.open import open_engine
 from mace.runtime.profiler import OpProfiler
@@ -31,7 +31,7 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, opts
     opts = opts or RunOptions(build_dir=build_dir, **fields)
     build_dir = opts.build_dir
     sg = model.graph
-    notes = set_wait_policy(opts.cpu_wait_policy)   # before the engine starts the compute pool
+    notes = []
     shapes = {n: d for n, d in (opts.input_shapes or {}).items() if n in sg.input_tensors}
     if shapes:   # random inputs at these shapes (or --input_dir's files), the reference at them too
         sg = with_input_shapes(sg, shapes)
@@ -44,11 +44,12 @@ def run_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, opts
         inits = []
         for restart in range(restarts):  # MACE's --restart_round: a fresh engine each time
             opened = open_engine(config, model, build_dir, tuning=opts.tuning, gpu_perf_hint=opts.gpu_perf_hint,
-                                 gpu_priority_hint=opts.gpu_priority_hint, auto_tuning=opts.auto_tuning)
+                                 gpu_priority_hint=opts.gpu_priority_hint, auto_tuning=opts.auto_tuning,
+                                 options=wait_options(opts.cpu_wait_policy))
             engine = opened.engine
             inits.append(opened.init_ms)
             if restart == 0:
-                notes += opened.notes + describe_placement(engine.graph)
+                notes += wait_notes(engine) + opened.notes + describe_placement(engine.graph)
                 if opts.profile:   # --vlog_level 2: the nodes a preferred kernel declined, and why
                     notes += [f"kernel fallback: {line}" for line in getattr(engine, "kernel_fallbacks", list)()]
                 fallback = opened.fallback

@@ -15,7 +15,7 @@ from mace.config.files import models_of
 from mace.devices.target_run import BenchmarkRun
 from mace.errors import ConfigError
 from mace.report.benchmark_model import benchmark_model
-from mace.runtime.affinity import pin_threads, set_wait_policy
+from mace.runtime.affinity import pin_threads, wait_options
 from mace.transform.placement.timing import placement_lines
 from mace.util.jsonutil import dumps
 
@@ -106,13 +106,14 @@ def dsp_cost_lines(r) -> list:
 
 
 def _host_runs(config, args) -> list:
-    notes = set_wait_policy(args.cpu_wait_policy)   # before the first engine starts the compute pool
+    notes = []
     if args.cpu_affinity_policy and not pin_threads(args.cpu_affinity_policy, args.num_threads):
         notes.append(f"cpu_affinity_policy {args.cpu_affinity_policy}: this OS does not let us pin threads")
     runs = []
     for model in models_of(config, args.models):
         r = benchmark_model(config, model, args.build_dir, args.round, args.input_dir, args.seed,
-                            args.num_threads, warmup=args.warmup, max_seconds=args.max_seconds)
+                            args.num_threads, warmup=args.warmup, max_seconds=args.max_seconds,
+                            options=wait_options(args.cpu_wait_policy))
         runs.append(BenchmarkRun(model.name, r, notes=list(notes)))
     return runs
 

@@ -18,7 +18,7 @@ from mace.errors import ConfigError
 from mace.report.dump import dump_tensors
 from mace.report.online import online_report, render_text
 from mace.report.session import open_model
-from mace.runtime.affinity import thread_limit
+from mace.runtime.affinity import thread_limit, wait_options
 from mace.util.jsonutil import plain
 from mace.validate.layers import validate_layers
 from mace.validate.range_check import check_ranges
@@ -93,11 +93,13 @@ def _one_model(args, config, model, console, data: dict) -> list:
     failures = []
     threads = args.num_threads
     if args.benchmark:
-        r = benchmark_model(config, model, args.build_dir, args.round, args.input_dir, args.seed, threads)
+        r = benchmark_model(config, model, args.build_dir, args.round, args.input_dir, args.seed, threads,
+                            options=wait_options(getattr(args, "cpu_wait_policy", None)))
         console.print("\n".join(escape(line) for line in benchmark_lines(r)))
         data["benchmark"] = r.to_dict()
     with thread_limit(threads):
-        session = open_model(config, model, args.build_dir, args.input_dir, args.seed)
+        session = open_model(config, model, args.build_dir, args.input_dir, args.seed,
+                             options=wait_options(getattr(args, "cpu_wait_policy", None)))
         if args.report:
             rep = online_report(session.engine, session.inputs, args.round, model.name, session.subgraph.runtime)
             console.print(escape(render_text(rep)))

@@ -44,11 +44,16 @@ def open_board_engine(args) -> BoardEngine:
         return _dsp(args)
     if args.runtime in GPU_RUNTIMES:
         return _gpu(args)
-    return BoardEngine(create_engine(args.model, args.data), "cpu")
+    return BoardEngine(create_engine(args.model, args.data, options=_cpu_options(args)), "cpu")
+
+
+def _cpu_options(args) -> dict:
+    """The engine options of the runner's CPU flags: how the compute pool's threads wait."""
+    return {"cpu_wait_policy": args.cpu_wait_policy} if args.cpu_wait_policy else {}
 
 
 def _dsp(args) -> BoardEngine:
-    engine = create_dsp_engine(args.model, args.data, args.dsp_backend,
+    engine = create_dsp_engine(args.model, args.data, args.dsp_backend, options=_cpu_options(args),
                                where=args.dsp_backend_where or "--dsp_backend")
     return BoardEngine(engine, "dsp", [engine.describe()])
 
@@ -56,9 +61,11 @@ def _dsp(args) -> BoardEngine:
 def _gpu(args) -> BoardEngine:
     reason = unavailable_reason()
     if reason:
-        return BoardEngine(create_engine(args.model, args.data), "cpu", fallback=reason)
+        return BoardEngine(create_engine(args.model, args.data, options=_cpu_options(args)), "cpu",
+                           fallback=reason)
     options = GpuOptions.from_args(args)   # as the host wrote them: mace/runtime/gpu/options.py
-    engine = create_engine(args.model, args.data, device=args.runtime, options=options.engine_options())
+    engine = create_engine(args.model, args.data, device=args.runtime,
+                           options={**options.engine_options(), **_cpu_options(args)})
     gpu = engine.gpu
     stats = {"device": gpu.gctx.device.name.strip(), "data_type": gpu.data_type,
              "built": gpu.programs.stats["built"], "loaded": gpu.programs.stats["loaded"],

@@ -330,9 +330,6 @@ def run(args) -> dict:
     from mace.devices.board_engine import open_board_engine
     from mace.runtime.profiler import OpProfiler
 
-    from mace.util import omp_wait
-
-    omp_wait.set_policy(args.cpu_wait_policy or None)   # before the engine starts the compute pool
     loops = unpack_loops()   # before the first kernel asks mace.ops.fast._jit for them
     inputs = read_inputs(args.input)
     affinity = pin(args.cpu_affinity_policy, args.omp_num_threads)

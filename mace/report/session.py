@@ -35,8 +35,9 @@ class ModelSession:
 
 
 def open_model(config: DeploymentConfig, model: ModelConfig, build_dir=None, input_dir=None,
-               seed: int = 0) -> ModelSession:
-    """Load the model on its subgraph's runtime, as `run` does, with `run`'s inputs."""
-    opened = open_engine(config, model, build_dir)
+               seed: int = 0, options: dict | None = None) -> ModelSession:
+    """Load the model on its subgraph's runtime, as `run` does, with `run`'s inputs; `options`:
+    engine options (e.g. `cpu_wait_policy`)."""
+    opened = open_engine(config, model, build_dir, options=options)
     inputs, source = make_inputs(config, model.graph, input_dir, seed, build_dir)
     return ModelSession(config, model, opened.engine, inputs, source, opened.pb_path, build_dir, opened.notes)

@@ -10,10 +10,11 @@ speed is each core's cpufreq maximum; where every core is alike (or the OS
 gives no frequencies) "big" and "little" are all cores. Every thread of the
 process is pinned (the BLAS workers exist once numpy is loaded), where the OS
 allows it (Linux sched_setaffinity); elsewhere the policy is accepted and ignored.
-`set_wait_policy` chooses how the compute pool's idle threads wait (`--cpu_wait_policy`:
-passive, short, spin; mace/util/omp_wait.py, where the measurements are) for engines that do
-not name one: an engine's own option `cpu_wait_policy` (its ComputeContext,
-mace/ops/fast/compute.py) takes precedence. Either is process-wide once the pool starts.
+How the compute pool's idle threads wait (`--cpu_wait_policy`: auto, passive, short, spin;
+mace/util/omp_wait.py, where the measurements are) is an engine option, `cpu_wait_policy`
+(its ComputeContext, mace/ops/fast/compute.py): `wait_options` builds it from the flag and
+`wait_notes` says when the pool had already started under another one (libgomp reads its
+policy once per process).
 """
 from __future__ import annotations
 
@@ -43,12 +44,21 @@ def limit_threads(num_threads: int) -> None:
         _limiter = threadpool_limits(limits=int(num_threads))
 
 
-def set_wait_policy(policy: str | None) -> list:
-    """Choose how the compute pool's threads wait (None: the default) for engines without a
-    `cpu_wait_policy` option, before the first engine runs; returns notes (the pool already
-    started under another policy)."""
-    note = omp_wait.set_policy(policy)
-    return [note] if note else []
+def wait_options(policy: str | None) -> dict | None:
+    """The engine options of `--cpu_wait_policy` (None: the engine's default, or the user's own
+    OMP_WAIT_POLICY / GOMP_SPINCOUNT)."""
+    if policy is None:
+        return None
+    if policy not in omp_wait.POLICIES:
+        raise ValueError(f"cpu_wait_policy '{policy}': expected one of {', '.join(omp_wait.POLICIES)}")
+    return {"cpu_wait_policy": policy}
+
+
+def wait_notes(engine) -> list:
+    """Why `engine` does not get the wait policy it asked for (the pool started before under
+    another); [] for engines without a compute context (DSP backends)."""
+    compute = getattr(engine, "compute", None)
+    return compute.notes() if compute is not None else []
 
 
 def _max_freq(cpu: int) -> int:

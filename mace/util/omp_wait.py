@@ -53,21 +53,7 @@ POLICIES = {
     "spin": {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": "infinite"},
 }
 DEFAULT = "auto"
-_chosen: str | None = None      # what set_policy asked for (engines without a policy of their own)
 _started: str | None = None     # what the OpenMP layer started with ("environment": the user's own)
-
-
-def set_policy(name: str | None) -> str | None:
-    """Ask for policy `name` before the pool starts (None: nothing asked, so the user's own
-    OMP_WAIT_POLICY / GOMP_SPINCOUNT, else DEFAULT). Returns a note when the pool already runs
-    under another one (libgomp reads its settings once)."""
-    global _chosen
-    if name is None:
-        return None
-    if name not in POLICIES:
-        raise ValueError(f"cpu_wait_policy '{name}': expected one of {', '.join(POLICIES)}")
-    _chosen = name
-    return conflict(name)
 
 
 def environment(name: str) -> dict:
@@ -84,17 +70,17 @@ def conflict(name: str | None) -> str | None:
 
 
 def apply(name: str | None = None) -> str:
-    """Set libgomp's environment for policy `name` (an engine's; None: what set_policy asked);
-    called once, just before the pool loads libgomp. Without either, OMP_WAIT_POLICY /
-    GOMP_SPINCOUNT set by the user are kept ("environment"); else the default. Returns the
-    policy the pool starts with."""
+    """Set libgomp's environment for policy `name` (the engine's `cpu_wait_policy` option that
+    starts the pool); called once, just before the pool loads libgomp. Without one,
+    OMP_WAIT_POLICY / GOMP_SPINCOUNT set by the user are kept ("environment"); else the
+    default. Returns the policy the pool starts with."""
     global _started
     if _started is not None:
         return _started
     if name is not None and name not in POLICIES:
         raise ValueError(f"cpu_wait_policy '{name}': expected one of {', '.join(POLICIES)}")
     user = any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"))
-    name = name or _chosen or ("environment" if user else DEFAULT)
+    name = name or ("environment" if user else DEFAULT)
     if name != "environment":
         for key, value in POLICIES[name].items():
             if value is None:

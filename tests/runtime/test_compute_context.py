@@ -110,7 +110,7 @@ print(json.dumps({"pool": first.compute.pool is not None, "started": omp_wait.st
 @needs_pool
 def test_the_engines_wait_policy_reaches_libgomp_without_setting_it_elsewhere():
     """An engine's `cpu_wait_policy` option (what `--cpu_wait_policy` sets) starts the pool under
-    that policy: no set_wait_policy call, no environment variable set by the caller. A later
+    that policy: no process-wide choice, no environment variable set by the caller. A later
     engine asking for another one is told the process keeps the first (libgomp reads it once)."""
     import json
     import os

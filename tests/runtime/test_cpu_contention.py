@@ -113,10 +113,8 @@ def test_a_busy_competitor_is_seen():
 SIZED_RUN = """
     import json, subprocess, sys, time
     import numpy as np
-    from mace.runtime.affinity import set_wait_policy
-    set_wait_policy("auto")
     from mace.ops.fast import _pool
-    p = _pool.process_pool()
+    p = _pool.process_pool("auto")   # the pool started under the engine option cpu_wait_policy: auto
     if p is None or p.width() < 2:
         print(json.dumps({"pool": False})); raise SystemExit
     def run_threads():
@@ -151,10 +149,8 @@ def test_auto_gives_the_same_outputs_on_one_thread():
     code = """
     import json
     import numpy as np
-    from mace.runtime.affinity import set_wait_policy
-    set_wait_policy("auto")
     from mace.ops.fast import _pool
-    p = _pool.process_pool()
+    p = _pool.process_pool("auto")   # the pool started under the engine option cpu_wait_policy: auto
     if p is None or p.width() < 2:
         print(json.dumps({"pool": False})); raise SystemExit
     rng = np.random.default_rng(0)

@@ -12,7 +12,6 @@ import textwrap
 
 import pytest
 
-from mace.util import omp_wait as _wait
 from mace.runtime import affinity
 from tests.cli_helpers import ROOT, cli, workdir
 
@@ -46,11 +45,12 @@ def pool_or_skip(r: subprocess.CompletedProcess) -> dict:
 
 START_POOL = """
     import json
-    from mace.runtime.affinity import set_wait_policy
-    notes = set_wait_policy({policy!r})
-    from mace.ops.fast import _pool
+    from mace.ops.fast.compute import ComputeContext
+    from mace.runtime.affinity import wait_options
     from mace.util import omp_wait as _wait
-    print(json.dumps({{"pool": _pool.process_pool() is not None, "started": _wait.started(), "notes": notes}}))
+    compute = ComputeContext.from_options(wait_options({policy!r}))   # as run/benchmark open an engine
+    pool = compute.pool
+    print(json.dumps({{"pool": pool is not None, "started": _wait.started(), "notes": compute.notes()}}))
 """
 
 
@@ -72,16 +72,16 @@ def test_default_is_auto_and_a_users_environment_is_kept():
     seen = gomp_settings(r.stderr)
     assert facts["started"] == "auto" and seen["GOMP_SPINCOUNT"] == "100000"   # libgomp's own: 300000
     # no flag, but the user's own libgomp settings: kept as they are
-    code = START_POOL.replace("notes = set_wait_policy({policy!r})", "notes = []")
-    r = python(code.format(), {"OMP_DISPLAY_ENV": "VERBOSE", "GOMP_SPINCOUNT": "12345"})
+    r = python(START_POOL.format(policy=None), {"OMP_DISPLAY_ENV": "VERBOSE", "GOMP_SPINCOUNT": "12345"})
     facts = pool_or_skip(r)
     assert facts["started"] == "environment" and gomp_settings(r.stderr)["GOMP_SPINCOUNT"] == "12345"
 
 
 def test_a_second_policy_after_the_pool_started_is_a_note():
     code = START_POOL + """
-    from mace.runtime.affinity import set_wait_policy as again
-    print(json.dumps({{"pool": True, "late": again("spin"), "started": _wait.started()}}))
+    late = ComputeContext.from_options(wait_options("spin"))   # a second engine asking for another
+    late.pool
+    print(json.dumps({{"pool": True, "late": late.notes(), "started": _wait.started()}}))
     """
     facts = pool_or_skip(python(code.format(policy="passive")))
     assert facts["started"] == "passive"
@@ -90,7 +90,7 @@ def test_a_second_policy_after_the_pool_started_is_a_note():
 
 def test_unknown_wait_policy_is_refused():
     with pytest.raises(ValueError, match="cpu_wait_policy 'yield'.*auto, passive, short, spin"):
-        _wait.set_policy("yield")
+        affinity.wait_options("yield")
 
 
 def test_run_and_benchmark_cli_flags_reach_the_pool(tmp_path):
@@ -173,7 +173,7 @@ def test_policy_cores_refuses_an_unknown_policy():
 
 
 def test_the_cli_path_without_the_flag_keeps_a_users_environment():
-    # run/benchmark always call set_wait_policy(flag value); None must not replace GOMP_SPINCOUNT
+    # run/benchmark open engines with wait_options(flag value); None must not replace GOMP_SPINCOUNT
     r = python(START_POOL.format(policy=None), {"OMP_DISPLAY_ENV": "VERBOSE", "GOMP_SPINCOUNT": "12345"})
     facts = pool_or_skip(r)
     assert facts["started"] == "environment" and gomp_settings(r.stderr)["GOMP_SPINCOUNT"] == "12345"
