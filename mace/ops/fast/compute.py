@@ -65,8 +65,10 @@ class ComputeContext:
 
     def notes(self) -> list:
         """Why this context's wait policy is not the one its runs get (the pool started first
-        under another: libgomp reads it once per process)."""
-        note = omp_wait.conflict(self.wait_policy) if self.pool is not None else None
+        under another: libgomp reads it once per process). Asking does not start the pool: an
+        engine whose kernels never asked for it (a GPU engine's) gets no note."""
+        asked = self._pool is not _UNSET and self.pool is not None
+        note = omp_wait.conflict(self.wait_policy) if asked else None
         return [note] if note else []
 
     @property
