@@ -21,6 +21,7 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 
+from mace.runtime.affinity import wait_options
 from mace.runtime.dsp.engine import create_dsp_engine
 from mace.runtime.engine import create_engine
 from mace.runtime.gpu.cache_files import KERNELS, TUNING, cache_path
@@ -49,7 +50,7 @@ def open_board_engine(args) -> BoardEngine:
 
 def _cpu_options(args) -> dict:
     """The engine options of the runner's CPU flags: how the compute pool's threads wait."""
-    return {"cpu_wait_policy": args.cpu_wait_policy} if args.cpu_wait_policy else {}
+    return wait_options(args.cpu_wait_policy or None) or {}
 
 
 def _dsp(args) -> BoardEngine:
