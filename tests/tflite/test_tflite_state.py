@@ -73,7 +73,8 @@ def test_only_assigned_variables_are_state(stream):
     assert sorted(engine.variables.initial) == ["count", "frames"]
 
 
-def test_run_validate_covers_a_sequence_through_the_cli(stream, tmp_path):
+def _converted(stream, tmp_path) -> tuple:
+    """The stream model in a deployment file, converted by the CLI: (the .yml, its input names)."""
     ins, outs = io_names(stream)
     sg = {"input_tensors": ins[0], "input_shapes": "1,8", "input_data_formats": "NONE", "input_ranges": "-1,1",
           "output_tensors": outs[0], "output_shapes": "1,5", "output_data_formats": "NONE"}
@@ -82,6 +83,11 @@ def test_run_validate_covers_a_sequence_through_the_cli(stream, tmp_path):
     yml = write_deployment(tmp_path / "deploy.yml", {"ring": entry}, library="state")
     r = cli("convert", "--config", yml, cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
+    return yml, ins
+
+
+def test_run_validate_covers_a_sequence_through_the_cli(stream, tmp_path):
+    yml, ins = _converted(stream, tmp_path)
     r = cli("run", "--config", yml, "--validate", "--round", "3", cwd=tmp_path, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     out = " ".join(r.stdout.split())
@@ -94,14 +100,7 @@ def test_run_validate_takes_a_sequence_from_input_dir(stream, tmp_path):
     the initial state, LiteRT over the same runs; a folder with its own files is no sequence."""
     from mace.config.files import sequence_steps
 
-    ins, outs = io_names(stream)
-    sg = {"input_tensors": ins[0], "input_shapes": "1,8", "input_data_formats": "NONE", "input_ranges": "-1,1",
-          "output_tensors": outs[0], "output_shapes": "1,5", "output_data_formats": "NONE"}
-    entry = {"platform": "tflite", "model_file_path": str(stream), "model_sha256_checksum": sha256(stream),
-             "runtime": "cpu", "subgraphs": [sg]}
-    yml = write_deployment(tmp_path / "deploy.yml", {"ring": entry}, library="state")
-    r = cli("convert", "--config", yml, cwd=tmp_path, timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
+    yml, ins = _converted(stream, tmp_path)
     seq = tmp_path / "stream"
     for k in range(11):
         (seq / f"{k:03d}").mkdir(parents=True)
