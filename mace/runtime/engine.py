@@ -40,6 +40,7 @@ from mace.ops.variable import Variables
 from mace.proto import pb
 from mace.util.aligned import aligned_empty, aligned_zeros
 from mace.runtime.gpu.runtime import GpuRuntime
+from mace.runtime.branches import branches, program
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 from mace.runtime.node import Node
 from mace.runtime.resize import check_recorded_shapes, check_shapes, reshaped_graph, varies
@@ -86,7 +87,7 @@ class Engine:
                 node.inputs = [self._tensor(t) for t in node.op.input]
                 node.outputs = [self.buffers[t] for t in node.op.output]
         self.scratch = self._scratch_region()
-        self._steps = [self._bind(node) for node in self.nodes]
+        self._set_steps([self._bind(node) for node in self.nodes])
         if self.gpu:
             self.gpu.ready(self.nodes)
             release_weight_pages(graph.consts)   # uploaded: the host copy need not stay resident
@@ -183,6 +184,16 @@ class Engine:
             self._session = session   # each run is then a compute pool session
         return step
 
+    def _set_steps(self, steps: list) -> None:
+        """The bound step of each node, and the program a run calls: the same steps, those of a
+        run-time If's branches (mace/runtime/branches.py) each behind its condition. Observers
+        and the GPU runtime run every step (an observer sees every node; a GPU node's condition
+        is on the device)."""
+        self._steps = steps
+        found = [] if self.gpu else branches(self.graph)
+        self._program, self._program_nodes = program(steps, found, self._tensor)
+        self.skippable_ops = sum(len(b.ops) for b in found)
+
     @property
     def pooled(self) -> bool:
         """Whether runs are compute pool sessions (some step was bound onto the pool)."""
@@ -209,10 +220,11 @@ class Engine:
         if any(getattr(self.nodes[i].kernel, "scratch_nbytes", 0) > self.scratch.nbytes
                for i in rebuilt):
             self.scratch = self._scratch_region()
-            self._steps = [self._bind(node) for node in self.nodes]
+            self._set_steps([self._bind(node) for node in self.nodes])
         else:
-            for i in rebuilt:
+            for i in rebuilt:   # in place too: an observed run in progress looks steps up
                 self._steps[i] = self._bind(self.nodes[i])
+            self._set_steps(self._steps)
         return rebuilt
 
     # ---- shapes chosen at run time (mace/runtime/resize.py) ---------------
@@ -346,10 +358,11 @@ class Engine:
     def _run_steps(self) -> None:
         step = -1
         try:
-            for step, fn in enumerate(self._steps):
+            for step, fn in enumerate(self._program):
                 fn()
         except Exception as e:
-            node = self.nodes[step]
+            index = self._program_nodes[step]
+            node = self.nodes[self._program[step].at if index is None else index]
             raise ModelError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
 
     def _run_observed(self) -> None:

@@ -1,0 +1,130 @@
+"""Branches of a run-time If: the ops that only one side of a Select needs, which a run skips
+when the condition picks the other side.
+
+The ONNX frontend turns an `If` whose condition is computed at run time into both branches and
+a Select per output (mace/frontends/onnx/ops_control.py): ONNX ops have no side effects, so
+that is correct, but onnxruntime runs only the branch taken, and computing both made
+openWakeWord's hey_jarvis (a second classifier run when the first one fires) twice the work
+on every frame where it does not fire.
+
+A Select whose condition is one element, not a constant, reads its value inputs from two
+cones: the ops whose every output is read only by that cone or by the Select (in that slot),
+are no graph output and have no side effects. A run that finds the condition false need not
+run the `then` cone, and one that finds it true need not run the `else` cone; the Select then
+copies only the side that was computed. Only the ops after the condition's producer are
+skipped (the condition must be known); the memory plan is untouched, since skipping an op
+changes no order and no lifetime: its output buffer is read only by its own cone and the
+Select, which ignores it.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+import numpy as np
+
+from mace.ops.registry import spec
+
+
+@dataclass(frozen=True)
+class Branch:
+    cond: str       # the one-element condition tensor
+    side: bool      # the condition's value that needs these ops
+    ops: tuple      # op indices in graph order, run only when the condition is `side`
+
+
+def branches(graph) -> list:
+    """Every Branch of the graph, one op in at most one (an If nested in a branch is skipped
+    with its outer branch)."""
+    ops = list(graph.net.op)
+    producer = {t: i for i, op in enumerate(ops) for t in op.output}
+    readers = defaultdict(list)   # tensor -> [(op index, input slot)]
+    for i, op in enumerate(ops):
+        for slot, t in enumerate(op.input):
+            readers[t].append((i, slot))
+    outputs = set(graph.output_names)
+    claimed, found = set(), []
+    for sel in reversed(range(len(ops))):   # outer Selects (later) claim nested ones first
+        cond = _runtime_condition(graph, ops[sel], producer)
+        if cond is None:
+            continue
+        for slot, side in ((1, True), (2, False)):
+            cone = _cone(ops, sel, slot, producer, readers, outputs) - claimed
+            skippable = tuple(i for i in sorted(cone) if i > producer[cond])
+            if skippable:
+                claimed.update(skippable)
+                found.append(Branch(cond, side, skippable))
+    return found
+
+
+def _runtime_condition(graph, op, producer) -> str | None:
+    if op.type != "Select" or len(op.input) != 3:
+        return None
+    cond = op.input[0]
+    if cond in graph.consts or cond not in producer or cond not in graph.specs:
+        return None
+    shape, dtype = graph.specs[cond]
+    if int(np.prod(shape)) != 1 or np.dtype(dtype) != np.bool_:
+        return None
+    return cond
+
+
+def _cone(ops, sel: int, slot: int, producer, readers, outputs) -> set:
+    """Indices of the ops whose outputs only Select `sel`'s input `slot` needs."""
+    value = ops[sel].input[slot]
+    if value not in producer or value in outputs or list(ops[sel].input).count(value) != 1:
+        return set()
+    cone, wanted = set(), {producer[value]}
+    for i in range(producer[value], -1, -1):   # readers come after producers: one pass back
+        if i not in wanted or not _skippable(ops[i]):
+            continue
+        if all(out not in outputs and all(r in cone or (r, s) == (sel, slot) for r, s in readers[out])
+               for out in ops[i].output):
+            cone.add(i)
+            wanted.update(producer[t] for t in ops[i].input if t in producer)
+    return cone
+
+
+def _skippable(op) -> bool:
+    try:
+        effects = spec(op.type).side_effects
+    except Exception:   # an op type no spec registers is not ours to skip
+        return False
+    return bool(op.output) and not effects
+
+
+class Guarded:
+    """One run step: `steps` (of nodes `indices`) run when `cond` (a one-element array) is
+    `side`. `at` is the node running, for the error that names it."""
+    __slots__ = ("cond", "side", "steps", "indices", "at")
+
+    def __init__(self, cond: np.ndarray, side: bool, steps: list, indices: list):
+        self.cond, self.side = cond.reshape(-1), side
+        self.steps, self.indices, self.at = steps, indices, indices[0]
+
+    def __call__(self) -> None:
+        if bool(self.cond[0]) is self.side:
+            for i, step in zip(self.indices, self.steps):
+                self.at = i
+                step()
+
+
+def program(steps: list, found: list, tensor) -> tuple:
+    """(callables, node index of each) a run calls in order: `steps` (one per node), each run
+    of consecutive ops of one Branch as one Guarded step; `tensor(name)` is the bound array."""
+    branch_of = {i: b for b in found for i in b.ops}
+    calls, owners, i = [], [], 0
+    while i < len(steps):
+        b = branch_of.get(i)
+        if b is None:
+            calls.append(steps[i])
+            owners.append(i)
+            i += 1
+            continue
+        j = i
+        while j < len(steps) and branch_of.get(j) is b:
+            j += 1
+        calls.append(Guarded(tensor(b.cond), b.side, steps[i:j], list(range(i, j))))
+        owners.append(None)   # the Guarded step says which node ran
+        i = j
+    return calls, owners
