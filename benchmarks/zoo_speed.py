@@ -125,23 +125,15 @@ def child(spec: dict) -> dict:
 
 def prepare(model: dict, archive: Path, archives: dict, work: Path) -> dict:
     """Convert the row as zoo.py does; {path, pb, inputs} or {error}."""
-    path = zoo.extract(archive, model["member"], work)
-    if model.get("weights"):
-        zoo.extract(archive, model["weights"], work)
-    if model.get("freeze"):
-        path = zoo.freeze_tf1(model, path, work)
-    val, cal = zoo.write_inputs(model, work, archive, archives)
-    runtime = "cpu"
-    if model.get("qdq") or model.get("qoperator"):
-        path = zoo.quantize_qdq(model, path, cal, work)
-        runtime = "quant"
+    model, path, val, cal = zoo.source_files(model, archive, work, archives)
+    runtime = "quant" if model.get("qdq") or model.get("qoperator") else "cpu"
     yml = zoo.deployment(model, path, work, runtime, cal)
     r = zoo.cli("convert", "--config", yml, cwd=work)
     if r.returncode:
         return {"error": f"convert: {zoo.error_line(r, 100)}"}
     pb = next((work / "builds").rglob("*.pb"))
-    inputs = {i["name"]: str(val / f"{zoo.safe_name(i['name'])}.npy") for i in model["inputs"]}
-    return {"path": str(path), "pb": str(pb), "inputs": inputs}
+    inputs = {n: str(f) for n, f in zoo.first_inputs(model, val).items()}
+    return {"path": str(path), "pb": str(pb), "inputs": inputs, "model": model}
 
 
 def measure(model: dict, prepared: dict, threads: int, rounds: int) -> dict:
@@ -232,7 +224,7 @@ def main(argv=None) -> int:
                     prepared = prepare(m, archive, archives, Path(tmp))
                     results[m["name"]] = ({"error": prepared["error"]} if "error" in prepared else
                                           {n: measure(m, prepared, n, args.rounds) for n in threads})
-            except (RuntimeError, OSError, subprocess.SubprocessError, KeyError) as e:
+            except Exception as e:   # one row's failure is that row's cell, not the table's end
                 results[m["name"]] = {"error": f"{type(e).__name__}: {e}"[:120]}
             progress.advance(task)
     header, rows, summary = table(models, results, threads)

@@ -12,7 +12,8 @@ cones: the ops whose every output is read only by that cone or by the Select (in
 are no graph output and have no side effects. A run that finds the condition false need not
 run the `then` cone, and one that finds it true need not run the `else` cone; the Select then
 copies only the side that was computed. Only the ops after the condition's producer are
-skipped (the condition must be known); the memory plan is untouched, since skipping an op
+skipped (the condition must be known: it is read where a reshape of it is first computed);
+the memory plan is untouched, since skipping an op
 changes no order and no lifetime: its output buffer is read only by its own cone and the
 Select, which ignores it.
 """
@@ -28,9 +29,15 @@ from mace.ops.registry import spec
 
 @dataclass(frozen=True)
 class Branch:
-    cond: str       # the one-element condition tensor
+    conds: tuple    # ((tensor, producing op index), ...): the Select's condition, then what it reshapes
     side: bool      # the condition's value that needs these ops
     ops: tuple      # op indices in graph order, run only when the condition is `side`
+
+    def cond_at(self, index: int) -> str:
+        """The condition tensor to read before op `index`: the one nearest the Select already
+        computed there. It is alive: the Select reads the first; each other one is read by the
+        reshape producing the one before it, which runs after `index`."""
+        return next(t for t, made in self.conds if made < index)
 
 
 def branches(graph) -> list:
@@ -45,28 +52,42 @@ def branches(graph) -> list:
     outputs = set(graph.output_names)
     claimed, found = set(), []
     for sel in reversed(range(len(ops))):   # outer Selects (later) claim nested ones first
-        cond = _runtime_condition(graph, ops[sel], producer)
-        if cond is None:
+        conds = _runtime_condition(graph, ops[sel], producer)
+        if not conds:
             continue
         for slot, side in ((1, True), (2, False)):
             cone = _cone(ops, sel, slot, producer, readers, outputs) - claimed
-            skippable = tuple(i for i in sorted(cone) if i > producer[cond])
+            skippable = tuple(i for i in sorted(cone) if i > conds[-1][1])
             if skippable:
                 claimed.update(skippable)
-                found.append(Branch(cond, side, skippable))
+                found.append(Branch(conds, side, skippable))
     return found
 
 
-def _runtime_condition(graph, op, producer) -> str | None:
-    if op.type != "Select" or len(op.input) != 3:
-        return None
-    cond = op.input[0]
-    if cond in graph.consts or cond not in producer or cond not in graph.specs:
-        return None
-    shape, dtype = graph.specs[cond]
-    if int(np.prod(shape)) != 1 or np.dtype(dtype) != np.bool_:
-        return None
-    return cond
+# ops that pass their one element on unchanged: the condition is known once their input is
+RESHAPES = frozenset({"Reshape", "Identity", "Squeeze", "ExpandDims", "Unsqueeze", "Flatten"})
+
+
+def _runtime_condition(graph, op, producer) -> tuple:
+    """The Select's one-element bool condition computed at run time, and back through the
+    reshapes it comes from, to where its value is first known (the frontend reshapes an If's
+    condition to a scalar after both branches): ((tensor, producer index), ...), or ()."""
+    if op.type != "Select" or len(op.input) != 3 or not _one_bool(graph, op.input[0], producer):
+        return ()
+    chain = [op.input[0]]
+    while graph.net.op[producer[chain[-1]]].type in RESHAPES:
+        source = graph.net.op[producer[chain[-1]]].input[0]
+        if not _one_bool(graph, source, producer):
+            break
+        chain.append(source)
+    return tuple((t, producer[t]) for t in chain)
+
+
+def _one_bool(graph, name: str, producer) -> bool:
+    if name in graph.consts or name not in producer or name not in graph.specs:
+        return False
+    shape, dtype = graph.specs[name]
+    return int(np.prod(shape)) == 1 and np.dtype(dtype) == np.bool_
 
 
 def _cone(ops, sel: int, slot: int, producer, readers, outputs) -> set:
@@ -124,7 +145,7 @@ def program(steps: list, found: list, tensor) -> tuple:
         j = i
         while j < len(steps) and branch_of.get(j) is b:
             j += 1
-        calls.append(Guarded(tensor(b.cond), b.side, steps[i:j], list(range(i, j))))
+        calls.append(Guarded(tensor(b.cond_at(i)), b.side, steps[i:j], list(range(i, j))))
         owners.append(None)   # the Guarded step says which node ran
         i = j
     return calls, owners

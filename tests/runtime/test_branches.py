@@ -39,10 +39,10 @@ def _two_stage(nested=False, expose=False):
         second += [helper.make_node("Identity", ["s2"], ["t_out"])]
     condition = [helper.make_node("MatMul", ["x", "w1"], ["z1"]),
                  helper.make_node("Sigmoid", ["z1"], ["p"]),
-                 helper.make_node("GreaterOrEqual", ["p", "half"], ["c"]),
-                 helper.make_node("Reshape", ["c", "scalar"], ["cs"])]
+                 helper.make_node("GreaterOrEqual", ["p", "half"], ["c"])]
+    # c is [1, 1] as in hey_jarvis: the frontend reshapes it to a scalar after both branches
     if_node = helper.make_node(
-        "If", ["cs"], ["y"], name="second_stage",
+        "If", ["c"], ["y"], name="second_stage",
         then_branch=_branch("then", second if expose else hidden + second, "t_out"),
         else_branch=_branch("else", [helper.make_node("Identity", ["p"], ["e_out"])], "e_out"))
     nodes, outputs = condition + [if_node], {"y": np.float32}
