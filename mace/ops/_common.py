@@ -127,4 +127,5 @@ def sequence(steps: list):
     def run():
         for step in steps:
             step()
+    run.parts = steps   # the engine's program calls them one by one (mace/runtime/program.py)
     return run

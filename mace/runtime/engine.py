@@ -40,7 +40,8 @@ from mace.ops.variable import Variables
 from mace.proto import pb
 from mace.util.aligned import aligned_empty, aligned_zeros
 from mace.runtime.gpu.runtime import GpuRuntime
-from mace.runtime.branches import branches, program
+from mace.runtime import program
+from mace.runtime.branches import branches
 from mace.runtime.memory_planner import MemoryPlan, plan_memory, tensor_lives
 from mace.runtime.node import Node
 from mace.runtime.resize import check_recorded_shapes, check_shapes, reshaped_graph, varies
@@ -185,13 +186,14 @@ class Engine:
         return step
 
     def _set_steps(self, steps: list) -> None:
-        """The bound step of each node, and the program a run calls: the same steps, those of a
-        run-time If's branches (mace/runtime/branches.py) each behind its condition. Observers
-        and the GPU runtime run every step (an observer sees every node; a GPU node's condition
-        is on the device)."""
+        """The bound step of each node, and the program a run calls (mace/runtime/program.py):
+        the same steps, those of a run-time If's branches (mace/runtime/branches.py) each behind
+        its condition. Observers and the GPU runtime run every step (an observer sees every
+        node; a GPU node's condition is on the device)."""
         self._steps = steps
         found = [] if self.gpu else branches(self.graph)
-        self._program, self._program_nodes = program(steps, found, self._tensor)
+        self._program, self._program_nodes = program.build(steps, found, self._tensor)
+        self._tight = False   # the first run calls numba's dispatchers, then `program.tightened`
         self.skippable_ops = sum(len(b.ops) for b in found)
 
     @property
@@ -336,6 +338,8 @@ class Engine:
                 self._run_observed()
             else:
                 self._run_steps()
+                if not self._tight:   # every loop has run once: its machine code is known
+                    self._program, self._tight = program.tightened(self._program), True
         finally:
             if session is not None:
                 session.__exit__()

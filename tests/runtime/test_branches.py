@@ -7,7 +7,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from mace import onnx_backend
-from mace.runtime.branches import Guarded
+from mace.runtime.program import Guarded
 from mace.runtime.observer import Event, register
 from tests.ops.onnx_case import rand
 from tests.ops.onnx_graph import graph_model, run_ort

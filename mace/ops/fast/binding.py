@@ -10,17 +10,35 @@
                                     the step landed on the compute pool
     in_place_concats(graph, nodes)  Concat inputs their producers can write straight into the
                                     Concat's output (a channel slice): {tensor: (output, channel)}
+    direct(step)                    a bound step calling its compiled loop's machine code without
+                                    numba's dispatcher, once that code exists
 
 The compute pool behind the context (mace/ops/fast/_pool.py) stays private to this package.
 """
 from __future__ import annotations
 
 import collections
+from functools import partial
 
 from mace.ops.fast.compute import ComputeContext  # noqa: F401 (the engine takes it from here)
 
 from mace.ir.runtimes import FAST_TAG, INT8_FAST_TAG  # noqa: F401 (importers take the tags from here too)
 POOLED_TAGS = (FAST_TAG, INT8_FAST_TAG)   # kernels that may bind steps onto the compute pool
+
+
+def direct(step):
+    """`step`, a partial of a numba dispatcher, as a partial of the machine code the dispatcher
+    picks for these very arguments (the dispatcher resolves their types on every call: ~0.2 us,
+    as much as a small step's work). `step` itself when it is anything else, or when no code
+    for these types is compiled yet (then the dispatcher compiles it as it would have)."""
+    func = getattr(step, "func", None)
+    if type(step) is not partial or step.keywords or not hasattr(func, "overloads"):
+        return step
+    try:
+        compiled = func.overloads.get(tuple(func.typeof_pyval(a) for a in step.args))
+    except Exception:   # an argument numba cannot type: the dispatcher would refuse it too
+        return step
+    return step if compiled is None else partial(compiled.entry_point, *step.args)
 
 
 def uses_reference_blas(node) -> bool:
