@@ -12,6 +12,10 @@ Both are set in the controller before the workers start (they inherit them) and 
 imports pyopencl; variables the user set are kept.
 - Op attributes are strict here: a shape function or kernel reading an attribute its op spec
   does not declare (OpSpec.attrs) fails the test instead of silently reading a default.
+- Small runs split too (MACE_SPLIT_SMALL_RUNS=1): an engine runs a model of under 4 M
+  multiply-adds on one thread (mace/ops/fast/compute.py, for_run), and the suite's graphs are
+  that small, so without it the compute pool's split paths would go untested. The tests of that
+  choice itself (tests/runtime/test_small_runs.py) ask for it in their options.
 """
 import os
 import subprocess
@@ -46,5 +50,6 @@ def pytest_configure(config):
     if current is None or current.startswith(_PREFIX):   # ours (inherited from the controller)
         os.environ["POCL_CACHE_DIR"] = _PREFIX + (worker or "main")
 
+    os.environ.setdefault("MACE_SPLIT_SMALL_RUNS", "1")
     from mace.ops import registry
     registry.STRICT_ATTRS = True

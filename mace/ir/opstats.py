@@ -83,6 +83,24 @@ def count_macs(op, graph) -> int:
     return 0
 
 
+def run_macs(graph) -> int:
+    """Multiply-adds of one whole run: count_macs, and what MACE's statistics leave out, the
+    gate products of recurrent layers (every step: W's and R's taps per batch row) and
+    integer matrix products (MatMulInteger, as MatMul). What the CPU engine sizes its
+    threads by (mace/ops/fast/compute.py)."""
+    total = 0
+    for op in graph.net.op:
+        if op.type in ("LSTM", "GRU") and len(op.input) >= 3:
+            steps = _prod(_shape(graph, op.input[0])[:2])   # seq x batch, either layout
+            total += steps * (_prod(_shape(graph, op.input[1])) + _prod(_shape(graph, op.input[2])))
+        elif op.type == "MatMulInteger" and op.output:
+            a = _shape(graph, op.input[0])
+            total += _prod(_shape(graph, op.output[0])) * (a[-1] if a else 0)
+        else:
+            total += count_macs(op, graph)
+    return total
+
+
 def count_ops(op, graph, macs: int) -> int:
     """Plumerai's #ops of one op (see the module docstring)."""
     if op.type in ("Conv2D", "DepthwiseConv2d", "Deconv2D", "FullyConnected", "MatMul"):

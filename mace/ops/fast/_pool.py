@@ -222,9 +222,15 @@ class Session:
 def blas_gemm_width() -> int:
     """Without the pool: 1 where OpenBLAS runs on one thread (GEMMs on one thread anyway),
     else 0 (better left to OpenBLAS's own threads)."""
+    return 1 if blas_threads() == 1 else 0
+
+
+def blas_threads() -> int | None:
+    """OpenBLAS's thread count now (what threadpoolctl / `--omp_num_threads` set), or None
+    where it cannot be read."""
     lib = openblas()
     threads = _blas_threads(lib) if lib is not None else None
-    return 1 if threads is not None and threads[0]() == 1 else 0
+    return int(threads[0]()) if threads is not None else None
 
 
 def adaptive() -> bool:

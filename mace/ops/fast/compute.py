@@ -2,6 +2,7 @@
 and the steps its fast kernels bind onto the compute pool.
 
     compute = ComputeContext.from_options({"num_threads": 2, "cpu_wait_policy": "passive"})
+    compute = compute.for_run(macs)   # one thread for a run of a few million multiply-adds
     engine = Engine(graph, compute=compute)      # or Engine(graph, options=...): it makes one
     kernel: compute_of(self.ctx).loop(...), .matmul(...), .width()   (ctx.compute, or SERIAL)
 
@@ -26,6 +27,13 @@ from mace.ops.fast._jit import loops
 from mace.util import omp_wait
 
 _UNSET = object()
+# A run of fewer multiply-adds than this runs on one thread whatever the thread count asked:
+# its steps are a few microseconds each, and splitting one costs a fork-join (~1.5 us) and
+# its data moving between cores. Measured on the corpus at 2 threads (2-core x86 VM):
+# openWakeWord's heads (0.2-0.4 M MACs), silero VAD (0.4 M), MTCNN's R-net (1.5 M) and a
+# tiny Xception (3.4 M) all ran slower than at one thread; onnxruntime, whose thread pool
+# runs such ops inline, ran them at its one-thread speed.
+SMALL_RUN_MACS = 4_000_000
 
 
 class ComputeContext:
@@ -41,6 +49,8 @@ class ComputeContext:
         self.wait_policy = wait_policy
         self.pooled = pooled
         self._pool = _UNSET
+        self.narrowed = None   # why this context runs on one thread though more were asked
+        self.split_small = False   # for_run keeps this context's width for any run
 
     @classmethod
     def from_options(cls, options: dict | None = None, environ=os.environ) -> "ComputeContext":
@@ -48,7 +58,25 @@ class ComputeContext:
         read here, once."""
         options = options or {}
         no_pool = environ.get("MACE_NO_POOL", "") not in ("", "0")
-        return cls(options.get("num_threads"), options.get("cpu_wait_policy"), pooled=not no_pool)
+        context = cls(options.get("num_threads"), options.get("cpu_wait_policy"), pooled=not no_pool)
+        # split even a small run (for_run): the test suite's tiny graphs exercise the pooled paths
+        context.split_small = bool(options["split_small_runs"]) if "split_small_runs" in options else \
+            environ.get("MACE_SPLIT_SMALL_RUNS", "") not in ("", "0")
+        return context
+
+    def for_run(self, macs: int) -> "ComputeContext":
+        """The context a model whose whole run is `macs` multiply-adds gets: this one, or one
+        thread (same wait policy) where the run is below SMALL_RUN_MACS and this context would
+        split it (it says why in `notes`); options {"split_small_runs": True} (or, where the
+        options do not say, MACE_SPLIT_SMALL_RUNS=1) keep the width."""
+        wanted = self.threads or _pool.blas_threads() or 1   # as width(), without starting the pool
+        if macs >= SMALL_RUN_MACS or self.split_small or not self.pooled or wanted <= 1:
+            return self
+        narrow = ComputeContext(1, self.wait_policy, self.pooled)
+        narrow.narrowed = (f"runs on one thread: a run is {macs / 1e6:.2f} M multiply-adds (below "
+                           f"{SMALL_RUN_MACS / 1e6:.0f} M), where splitting steps across "
+                           f"{wanted} threads costs more than it saves")
+        return narrow
 
     def __repr__(self) -> str:
         return (f"ComputeContext(threads={self.threads}, wait_policy={self.wait_policy!r}, "
@@ -69,7 +97,7 @@ class ComputeContext:
         engine whose kernels never asked for it (a GPU engine's) gets no note."""
         asked = self._pool is not _UNSET and self.pool is not None
         note = omp_wait.conflict(self.wait_policy) if asked else None
-        return [note] if note else []
+        return [n for n in (note, self.narrowed) if n]
 
     @property
     def contention(self):
