@@ -35,6 +35,7 @@ from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
 from mace.transform.passes.fuse_skip_layer_norm import fuse_skip_layer_norm
 from mace.transform.passes.lower_fake_quantize import lower_fake_quantize
 from mace.transform.passes.mark_ragged import mark_ragged
+from mace.transform.passes.merge_constants import merge_constants
 from mace.transform.passes.quantize import quantize_graph, wants_quantize
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.to_nhwc import to_nhwc
@@ -93,6 +94,8 @@ PASSES = [
     # placement first: with dsp groups, quantize rewrites only the ops placed there
     Pass("place_ops", place_ops, repeat=False, when=wants_placement),
     Pass("quantize", quantize_graph, repeat=False, when=wants_quantize),
+    # after quantize: its per-op copies of one weight merge too
+    Pass("merge_constants", merge_constants, repeat=False),
     # last: records which model outputs the engine cuts to a data-dependent length
     Pass("mark_ragged", mark_ragged, repeat=False),
 ]

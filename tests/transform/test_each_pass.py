@@ -9,12 +9,14 @@ import numpy as np
 import pytest
 
 from mace.ir.args import get_arg
+from mace.ir.quant_params import weight_params
 from mace.runtime.engine import Engine
 from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
 from mace.transform.passes.fold_constants import fold_constants
 from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
+from mace.transform.passes.merge_constants import merge_constants
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.passes.winograd import mark_winograd
 from mace.transform.pipeline import PASSES
@@ -136,6 +138,30 @@ def test_mark_winograd():
     assert get_arg(untouched.net.op[0], "winograd", 0) == 0
 
 
+def test_merge_constants():
+    # each step of an unrolled loop reads its own copy of one weight: one constant left, read by both
+    sq = RNG.normal(size=(16, 16)).astype(np.float32)
+    build = lambda: graph_of({"x": (4, 16)}, [("MatMul", ["x", "w_step0"], ["h"], {}),  # noqa: E731
+                                              ("MatMul", ["h", "w_step1"], ["y"], {})],
+                             {"w_step0": sq, "w_step1": sq.copy()})
+    x16 = RNG.normal(size=(4, 16)).astype(np.float32)
+    graph = _check(build, merge_constants, ["MatMul", "MatMul"], ["MatMul", "MatMul"], x=x16)
+    assert list(graph.consts) == ["w_step0"] and [op.input[1] for op in graph.net.op] == ["w_step0"] * 2
+    # one element apart, or equal bytes quantized differently: kept apart
+    other = sq.copy()
+    other[7, 3] += 1
+    apart = graph_of({"x": (4, 16)}, [("MatMul", ["x", "a"], ["h"], {}), ("MatMul", ["h", "b"], ["y"], {})],
+                     {"a": sq, "b": other})
+    assert not merge_constants(apart, {}) and set(apart.consts) == {"a", "b"}
+    q = np.full((32, 32), 3, np.int8)
+    quantized = graph_of({"x": (4, 16)}, [("Activation", ["x"], ["y"], {"activation": "RELU"})],
+                         {"qa": q, "qb": q.copy(), "qc": q.copy()})
+    quantized.quant.update({"qa": weight_params(np.ones((32, 32), np.float32), 0),
+                            "qb": weight_params(np.ones((32, 32), np.float32), 0),
+                            "qc": weight_params(np.full((32, 32), 2, np.float32), 0)})
+    assert merge_constants(quantized, {}) and set(quantized.consts) == {"qa", "qc"}
+
+
 # Passes whose behaviour a named test module checks (alone or through the pipeline); the cases
 # above cover the rest.
 ELSEWHERE = {
@@ -155,7 +181,7 @@ ELSEWHERE = {
 }
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
         "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs",
-        "fold_affine_into_conv", "fuse_skip_layer_norm"}
+        "fold_affine_into_conv", "fuse_skip_layer_norm", "merge_constants"}
 
 
 def test_every_pass_has_a_unit_test():
