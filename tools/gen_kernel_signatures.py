@@ -90,13 +90,9 @@ def corpus_ymls(names: list, runtimes: list, work: Path) -> list:
         for runtime in runtimes:
             where = work / f"{name}-{runtime}"
             where.mkdir(parents=True)
-            path = zoo.extract(archive, model["member"], where)
-            if model.get("weights"):   # Caffe: the .caffemodel beside the .prototxt
-                zoo.extract(archive, model["weights"], where)
-            if model.get("freeze"):    # a TF1 checkpoint frozen as zoo.py freezes it
-                path = zoo.freeze_tf1(model, path, where)
-            _, cal = zoo.write_inputs(model, where, archive, archives)
-            out.append((f"{name} ({runtime})", zoo.deployment(model, path, where, runtime, cal)))
+            # as zoo.py prepares the row: weights, TF1 freeze, streams, QDQ / dynamic quantization
+            row, path, _, cal = zoo.source_files(model, archive, where, archives)
+            out.append((f"{name} ({runtime})", zoo.deployment(row, path, where, runtime, cal)))
     return out
 
 
