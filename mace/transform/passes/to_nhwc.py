@@ -7,7 +7,8 @@ class each op type declares in the registry:
   FIXED (conv, pooling, ...)   input 0 must be stored NHWC; op switches to
                                data_format NHWC; its output is stored NHWC.
   ELEMENTWISE                  follows its inputs when they agree (constants are
-                               transposed to match); otherwise falls back.
+                               transposed to match, 0-d ones broadcast in any layout);
+                               otherwise falls back.
   AXIS (concat, softmax, ...)  follows its input after `remap_axes` rewrites
                                its axis arguments.
   ANY (reshape, matmul, ...)   sees the logical layout.
@@ -93,8 +94,11 @@ class _Rewriter:
             op.input[0] = self.stored_as(x, _ident(self.rank(x)))
 
     def follow(self, op, layout):
-        """ELEMENTWISE / AXIS ops: keep the inputs' common perm when possible."""
-        live = [t for t in op.input if t not in self.graph.consts]
+        """ELEMENTWISE / AXIS ops: keep the inputs' common perm when possible. A 0-d operand
+        computed at run time (quantize_dynamic's scale product) broadcasts the same in any
+        layout: it does not take part."""
+        live = [t for t in op.input if t not in self.graph.consts
+                and not (layout == Layout.ELEMENTWISE and self.rank(t) == 0)]
         perms = {self.perm_of(t) for t in live}
         if len(perms) != 1:
             return self.any(op)
