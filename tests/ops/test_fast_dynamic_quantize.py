@@ -30,6 +30,11 @@ def _cases():
     yield "nan", np.where(np.arange(100) == 37, np.nan, normal[:100]).astype(np.float32)
     yield "inf", np.array([np.inf, 1.0, -2.0], np.float32)
     yield "both infs", np.array([np.inf, -np.inf, 1.0], np.float32)
+    # the range is taken on the floats' bits as ordered integers: the edges of that order
+    yield "negative nan", -np.abs(np.where(np.arange(40) == 3, np.nan, normal[:40])).astype(np.float32)
+    yield "negative zero and positives", np.array([-0.0, 2.0, 0.5, -0.0], np.float32)
+    yield "minus inf only", np.array([-np.inf, -1.0], np.float32)
+    yield "largest and smallest", np.array([np.finfo(np.float32).max, -np.finfo(np.float32).tiny], np.float32)
 
 
 @pytest.mark.parametrize("name, x", list(_cases()), ids=[n for n, _ in _cases()])

@@ -1,4 +1,4 @@
-"""numba loop behind the fast DynamicQuantize (imported only through _jit.op_loops("_quantize_loops")):
+"""numba loops behind the fast DynamicQuantize (imported only through _jit.op_loops("_quantize_loops")):
 ONNX DynamicQuantizeLinear in two passes over x, the range then the codes.
 
 The reference (mace/ops/dynamic_quantize.py) makes seven numpy passes (min, max, divide, rint,
@@ -27,18 +27,37 @@ def _code(q):
     return np.uint8(q)
 
 
+@njit(inline="always", **OPTS)
+def _key(bits):
+    """A float32's bits as an int32 that orders as the floats do (negative floats' magnitude bits
+    flipped: -x below -y where x > y; -0.0 is -1, just below +0.0's 0; NaNs beyond the infinities).
+    Its own inverse. Integer min / max vectorize without fast-math; float ones with NaN rules do
+    not (the branchy float loop was 1.4 ns an element, 4x this)."""
+    return bits ^ ((bits >> 31) & np.int32(0x7fffffff))
+
+
+@njit(**OPTS)
+def _range(x):
+    """(lo, hi, nan): min(0, min x), max(0, max x) as the reference's Python min / max give them
+    (+0.0 where x has only -0.0 below it), and whether x holds a NaN."""
+    kmin, kmax = np.int32(0), np.int32(0)
+    bits = x.view(np.int32)
+    for i in range(bits.shape[0]):
+        k = _key(bits[i])
+        kmin = min(kmin, k)
+        kmax = max(kmax, k)
+    # a NaN's key lies above +inf's (0x7f800000) or below -inf's (-1 - 0x7f800000)
+    nan = kmax > np.int32(0x7f800000) or kmin < np.int32(-0x7f800001)
+    both = np.empty(2, np.int32)
+    both[0], both[1] = _key(kmin), _key(kmax)
+    lo, hi = both.view(np.float32)
+    return (lo if lo < 0 else np.float32(0)), hi, nan
+
+
 @njit(**OPTS)
 def dynamic_quantize(x, y, scale_out, zero_out):
     """y = the codes of x (both 1-D, contiguous), scale_out[0] / zero_out[0] their parameters."""
-    lo, hi, nan = np.float32(0), np.float32(0), False
-    for i in range(x.shape[0]):
-        v = x[i]
-        if v < lo:
-            lo = v
-        if v > hi:
-            hi = v
-        if v != v:
-            nan = True
+    lo, hi, nan = _range(x)
     if nan:
         lo, hi = np.float32(0), np.float32(0)
     scale = (hi - lo) / np.float32(255)
