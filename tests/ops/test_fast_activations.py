@@ -233,6 +233,16 @@ def test_unary_ufunc_with_a_fused_relu_is_the_reference_bytes():
     np.testing.assert_array_equal(got, want)
 
 
+def test_round_is_rint_with_the_references_bytes():
+    """ROUND (the reference's np.round) as np.rint into the output: half-way cases to even, -0.0
+    kept, NaN and inf through (a ConvInteger lowering rounds every conv's sum)."""
+    x = np.concatenate([inputs().ravel(), np.arange(-8.5, 8.5, 0.5, dtype=np.float32),
+                        np.float32([-0.4, -0.0, 2.5e9, 1e-40])])
+    x = np.pad(x, (0, -x.size % 16)).reshape(-1, 16)
+    got, want = both("Eltwise", x, dict(type="ROUND"))
+    assert got.tobytes() == want.tobytes()
+
+
 def test_without_numba_the_references_run(monkeypatch):
     """MACE_NO_JIT=1 (or no numba): the fast kernels decline and the numpy references run."""
     monkeypatch.setattr(act_fast, "act_loops", lambda: None)

@@ -18,7 +18,7 @@ the same bytes; a fused activation that is not a clip (ppocr_v4_det's last Add +
 its compiled loop in place after it. A tensor against a runtime tensor of one value per last-axis
 channel (a squeeze-and-excitation block's x * scale, PP-OCR's and MediaPipe's) runs the same
 loop, the channel values read from the arena.
-Every other float32 kind numpy has as one ufunc (EXP, LOG, FLOOR, comparisons, ..., and any
+Every other float32 kind numpy has as one ufunc (EXP, LOG, FLOOR, ROUND as np.rint, comparisons, ..., and any
 broadcast of SUM / SUB / PROD / DIV / MIN / MAX) is that ufunc called into the output, bound at
 load: the reference's own arithmetic (its constants, cast as it casts them), the same bytes,
 without its result copy. Left to the reference: no numba for the loops above, other dtypes,
@@ -116,7 +116,8 @@ def runtime_channel(ctx):
 
 def ufunc_of(kind: str):
     """The numpy ufunc the reference computes Eltwise `kind` with on float32, or None."""
-    fn = {"DIV": np.divide}.get(kind) or _reference.UNARY.get(kind) or _reference.NARY.get(kind) \
+    # np.round with no decimals is np.rint (the same bytes) behind a Python-level wrapper
+    fn = {"DIV": np.divide, "ROUND": np.rint}.get(kind) or _reference.UNARY.get(kind) or _reference.NARY.get(kind) \
         or _reference.BINARY.get(kind)
     return fn if isinstance(fn, np.ufunc) else None
 
