@@ -17,7 +17,7 @@ from typing import Callable
 from mace.errors import MaceError, ModelError
 from mace.ir.model_io import net_to_text
 from mace.transform.decided import Decided
-from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
+from mace.transform.passes.cleanup import remove_dead_ops, remove_identity, skip_integral_casts
 from mace.transform.passes.flatten_atrous_conv import flatten_atrous_conv
 from mace.transform.passes.fold_affine_into_conv import fold_affine_into_conv
 from mace.transform.passes.fold_batchnorm import fold_batchnorm
@@ -68,6 +68,7 @@ PASSES = [
     Pass("infer_shapes", _infer, repeat=False),
     # before the fusions: quantizing, a Q/DQ pair's rounding is the quantize pass's own
     Pass("lower_fake_quantize", lower_fake_quantize, repeat=False, when=wants_quantize),
+    Pass("skip_integral_casts", skip_integral_casts),
     Pass("remove_identity", remove_identity),
     Pass("fold_constants", fold_constants),
     Pass("remove_dead_ops", remove_dead_ops),

@@ -11,7 +11,7 @@ import pytest
 from mace.ir.args import get_arg
 from mace.ir.quant_params import weight_params
 from mace.runtime.engine import Engine
-from mace.transform.passes.cleanup import remove_dead_ops, remove_identity
+from mace.transform.passes.cleanup import remove_dead_ops, remove_identity, skip_integral_casts
 from mace.transform.passes.fold_constants import fold_constants
 from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
 from mace.transform.passes.fold_transposes import fold_transposes
@@ -181,7 +181,7 @@ ELSEWHERE = {
 }
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
         "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs",
-        "fold_affine_into_conv", "fuse_skip_layer_norm", "merge_constants"}
+        "fold_affine_into_conv", "fuse_skip_layer_norm", "merge_constants", "skip_integral_casts"}
 
 
 def test_every_pass_has_a_unit_test():
@@ -394,3 +394,38 @@ def test_remove_identity_drops_a_cast_to_the_same_type():
                                              ("Cast", ["c"], ["h"], {"to": "float16"}),
                                              ("Activation", ["h"], ["y"], {"activation": "RELU"})])
     _check(build, remove_identity, ["Cast", "Cast", "Activation"], ["Cast", "Activation"], rtol=1e-3)
+
+
+def _round_trip(kind, to_int, back):
+    """x -> Eltwise kind -> Cast to_int -> Cast back -> Relu."""
+    return lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("Eltwise", ["x"], ["r"], {"type": kind}),
+        ("Cast", ["r"], ["i"], {"to": to_int}),
+        ("Cast", ["i"], ["f"], {"to": back}),
+        ("Activation", ["f"], ["y"], {"activation": "RELU"})])
+
+
+@pytest.mark.parametrize("kind, to_int", [("ROUND", "int32"), ("FLOOR", "int64"), ("CEIL", "int32")])
+def test_skip_integral_casts(kind, to_int):
+    x = X * 1000   # rounding matters; all within int32
+    graph = _check(_round_trip(kind, to_int, "float32"), skip_integral_casts,
+                   ["Eltwise", "Cast", "Cast", "Activation"], ["Eltwise", "Cast", "Cast", "Activation"], x=x)
+    assert graph.net.op[2].input[0] == "r"   # the Cast back reads the rounded float
+    remove_identity(graph, {})
+    remove_dead_ops(graph, {})
+    assert _types(graph) == ["Eltwise", "Activation"]
+    np.testing.assert_array_equal(_outputs(graph, x)["y"], _outputs(_round_trip(kind, to_int, "float32")(), x)["y"])
+
+
+@pytest.mark.parametrize("case", ["not rounded", "back to float16", "to a narrow int"])
+def test_skip_integral_casts_leaves_other_pairs(case):
+    if case == "not rounded":   # a truncation: the pair is not the identity
+        build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+            ("Cast", ["x"], ["i"], {"to": "int32"}), ("Cast", ["i"], ["f"], {"to": "float32"}),
+            ("Activation", ["f"], ["y"], {"activation": "RELU"})])
+        before = ["Cast", "Cast", "Activation"]
+    else:
+        build = _round_trip("ROUND", "int8" if case == "to a narrow int" else "int32",
+                            "float16" if case == "back to float16" else "float32")
+        before = ["Eltwise", "Cast", "Cast", "Activation"]
+    _check(build, skip_integral_casts, before, before, x=X * 1000, changes=False, rtol=1e-3)

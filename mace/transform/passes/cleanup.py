@@ -5,8 +5,18 @@ remove_identity: Identity ops (ONNX Identity/Dropout, TF Identity/StopGradient),
   1-D conv exports) disappear; consumers read the input instead.
 remove_dead_ops: ops whose outputs nobody reads (and are not model outputs),
   and constants nobody reads.
+skip_integral_casts: a Cast back to float of a Cast to int32 / int64 of a rounded float
+  (Eltwise ROUND / FLOOR / CEIL) reads the rounded float itself, and remove_identity then drops
+  it (the int Cast goes too where nothing else reads it): the pair is the identity on integral
+  values in the integer type's range. onnxruntime's ConvInteger, lowered to a float Conv
+  (mace/frontends/onnx/ops_integer.py), is Round -> Cast int32 -> Cast float around every conv
+  (ppocr_v2_cls quantize_dynamic: 106 Casts). Where they differ: a NaN or a value beyond the
+  integer range (numpy casts those to the type's minimum on x86; a ConvInteger's exact sum is
+  within int32 below 33025 taps of 8-bit operands) now stays as it is.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from mace.ir.args import get_arg
 from mace.ir.qat_ranges import carry_range
@@ -61,6 +71,34 @@ def _rename_in(ops, old, new):
         for i, t in enumerate(op.input):
             if t == old:
                 op.input[i] = new
+
+
+ROUNDING = ("ROUND", "FLOOR", "CEIL")
+INTEGERS = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def skip_integral_casts(graph, options) -> bool:
+    producers, changed = graph.producers(), False
+    for op in graph.net.op:
+        back = _integral_source(graph, op, producers)
+        if back is not None:
+            op.input[0] = back   # now a Cast to its own type: remove_identity's
+            changed = True
+    return changed
+
+
+def _integral_source(graph, op, producers):
+    """The rounded float `op` (a Cast to float) gets back through a Cast to an integer, or None."""
+    if op.type != "Cast" or op.input[0] not in graph.specs or op.output[0] not in graph.specs:
+        return None
+    to_int = producers.get(op.input[0])
+    if to_int is None or to_int.type != "Cast" or graph.dtype(op.input[0]) not in INTEGERS:
+        return None
+    rounded = producers.get(to_int.input[0])
+    if rounded is None or rounded.type != "Eltwise" or get_arg(rounded, "type", "") not in ROUNDING:
+        return None
+    source = to_int.input[0]
+    return source if graph.dtype(source) == graph.dtype(op.output[0]) else None
 
 
 def remove_dead_ops(graph, options) -> bool:
