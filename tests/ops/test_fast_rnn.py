@@ -115,3 +115,31 @@ def test_an_empty_batch_gives_empty_outputs(op):
     got, want = fast.run(inputs), ref.run(inputs)
     assert {k: v.shape for k, v in got.items()} == {k: v.shape for k, v in want.items()}
     assert all(v.size == 0 for v in got.values())
+
+
+@pytest.mark.parametrize("half", [True, False], ids=["sigmoid", "tanh"])
+def test_the_gates_squash_is_within_a_few_ulp(half):
+    """The recurrence's float32 sigmoid / tanh (_rnn_loops._squash) against float64 over the
+    whole range and its edges: within 2.3 ulp (numpy's float32 tanh is within 1.4), NaN kept,
+    infinities and large values saturated exactly, -0.0 kept by tanh; at offsets into a buffer,
+    as the loops call it."""
+    lib = op_loops("_rnn_loops")
+    x = np.concatenate([np.linspace(-40, 40, 400_001), np.geomspace(1e-38, 1, 20_000),
+                        -np.geomspace(1e-38, 1, 20_000), [0.39999, 0.4, 0.40001, 87.5, -88.5, 1e30, -1e30],
+                        [np.inf, -np.inf, np.nan, 0.0, -0.0]]).astype(np.float32)
+    buf = np.concatenate([np.full(5, 7.0, np.float32), x, np.full(3, 7.0, np.float32)])
+    lib._squash(buf, 5, x.size, half)
+    got = buf[5:5 + x.size]
+    assert np.all(buf[:5] == 7) and np.all(buf[-3:] == 7)   # only its slice
+    wide = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        want = 1 / (1 + np.exp(-wide)) if half else np.tanh(wide)
+    finite = np.isfinite(x) & (np.abs(want) > np.finfo(np.float32).tiny)
+    ulps = np.abs(got[finite] - want[finite]) / np.spacing(np.abs(want[finite]).astype(np.float32))
+    assert ulps.max() <= 2.3
+    edges = got[-5:]
+    assert np.isnan(edges[2])
+    if half:
+        assert list(edges[[0, 1, 3, 4]]) == [1.0, 0.0, 0.5, 0.5]
+    else:
+        assert list(edges[[0, 1]]) == [1.0, -1.0] and np.signbit(edges[4]) and edges[3] == 0
