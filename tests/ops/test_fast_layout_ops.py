@@ -55,6 +55,30 @@ def test_pad_matches_reference(mode, shape, paddings):
     both("Pad", x, dict(paddings=paddings, pad_type=mode, constant_value=1.5), fast_expected=not wide)
 
 
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape,paddings", [
+    ((1, 64, 64, 24), [0, 0, 0, 0, 0, 0, 0, 4]),     # mp_face_detection's largest: split across threads
+    ((3, 5, 7), [0, 0, 2, 0, 0, 3]),                # both ends of the last axis
+    ((4, 0), [0, 2, 0, 1]),                         # nothing to copy, only the fill
+    ((2, 3), [0, 0, 0, 0]),                         # no padding at all: a copy
+])
+def test_pad_of_the_last_axis_runs_the_compiled_rows(shape, paddings, threads):
+    """A float32 CONSTANT pad of the last axis alone: one compiled pass per row (_pad_loops),
+    the reference's bytes (NaN, inf, -0.0 copied; the fill value as float32)."""
+    x = sample(shape)
+    graph = Graph()
+    add_input_info(graph, TensorSpec("x", x.shape, "NONE", dtype="float32"))
+    graph.add_op("Pad", ["x"], ["y"], data_format="NHWC", paddings=paddings, pad_type="CONSTANT",
+                 constant_value=0.1)
+    add_output_info(graph, TensorSpec("y", None, "NONE"))
+    infer_shapes(graph)
+    fast = Engine(graph, options={"num_threads": threads})
+    ref = Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast" and fast.nodes[0].kernel.rows
+    for _ in range(2):   # the second run over the first's output buffer
+        assert fast.run({"x": x})["y"].tobytes() == ref.run({"x": x})["y"].tobytes()
+
+
 def test_pad_declines_mirrors_wider_than_one_reflection_and_runs_ints_and_empties():
     both("Pad", sample((1, 3, 4)), dict(paddings=[0, 0, 4, 0, 0, 0], pad_type="REFLECT"), fast_expected=False)
     both("Pad", sample((1, 3, 4)), dict(paddings=[0, 0, 5, 0, 0, 0], pad_type="WRAP"), fast_expected=False)

@@ -11,6 +11,10 @@ the output, in np.pad's own order (so the corners are its corners): every value 
 the same bytes as the reference. A mirror wider than np.pad reflects in one go (REFLECT wider
 than size - 1, SYMMETRIC / WRAP wider than size) stays with the reference, as do object
 dtypes. Negative amounts crop the input first, as the reference does.
+
+A float32 CONSTANT pad of the last axis only (TFLite detectors' channel padding before residual
+adds) is one compiled pass per output row instead (_pad_loops.pad_rows: numpy's copy and fill
+walk 24 and 4 floats per pixel), split across the compute pool's threads.
 """
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ import numpy as np
 from mace.ops import pad as _reference
 from mace.ops._common import sequence
 from mace.ops.fast._base import FastKernel
+from mace.ops.fast._jit import op_loops
+from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
 
 
@@ -81,9 +87,14 @@ class PadFast(FastKernel):
         self.crop = tuple(slice(max(-b, 0), d - max(-e, 0)) for d, (b, e) in zip(ctx.input_shapes[0], pairs))
         self.widths = [(max(b, 0), max(e, 0)) for b, e in pairs]
         self.inner = tuple(slice(b, b + s.stop - s.start) for (b, _), s in zip(self.widths, self.crop))
+        self.rows = (self.mode == "CONSTANT" and np.dtype(ctx.input_dtypes[0]) == np.float32
+                     and len(pairs) >= 1 and all(b == e == 0 for b, e in pairs[:-1])
+                     and min(pairs[-1]) >= 0 and op_loops("_pad_loops") is not None)
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0][self.crop], outputs[0]
+        if self.rows and x.flags.c_contiguous and out.flags.c_contiguous:
+            return self._rows_step(x, out)
         steps = [partial(np.copyto, out[self.inner], x)]
         for d, ((b, e), inner) in enumerate(zip(self.widths, self.inner)):
             if not (b or e):
@@ -98,3 +109,10 @@ class PadFast(FastKernel):
             for dst, src in mirror_copies(self.mode, b, e, inner.stop - inner.start):
                 steps.append(partial(np.copyto, out[before + (dst,) + after], out[before + (src,) + after]))
         return sequence(steps)
+
+    def _rows_step(self, x, out):
+        """The last axis padded: out's rows from x's rows in one compiled pass (_pad_loops)."""
+        rows = int(np.prod(out.shape[:-1], dtype=np.int64))
+        args = (x.reshape(-1), out.reshape(-1), x.shape[-1], out.shape[-1], self.widths[-1][0],
+                np.float32(self.value))
+        return compute_of(self.ctx).loop("pad_rows", args, rows, x.size + out.size, lib=op_loops("_pad_loops"))
