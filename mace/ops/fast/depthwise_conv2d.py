@@ -76,7 +76,9 @@ class DepthwiseConv2dFast(FastKernel):
         x, out = inputs[0], outputs[0]
         if self.compiled:
             args = (x, self.taps, self.loop_bias, self.lo, self.hi, self.epi, *self.loop_args, out)
-            run = compute_of(self.ctx).loop("depthwise", args, g.n * g.oh, x.size + out.size)
+            # work: each output reads kh * kw taps (a 7 x 7 x 512 map's 5 x 5 conv is 627 k
+            # multiply-adds, not the 50 k elements its tensors hold: it ran serial at two threads)
+            run = compute_of(self.ctx).loop("depthwise", args, g.n * g.oh, x.size + out.size * g.kh * g.kw)
             return sequence([run] + epilogue(compute_of(self.ctx), out, None, self.after))
         bufs = carve(scratch, self.specs)
         steps, xp = [], x
