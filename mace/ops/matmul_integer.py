@@ -41,6 +41,24 @@ def _centred(x, zero, per_row):
     return x - zero
 
 
+def constant_b(ctx) -> tuple:
+    """((has_a_zero, has_b_zero), B - b_zero as float64), the second None where B or its zero
+    point is not a constant."""
+    has = (bool(ctx.arg("has_a_zero")), bool(ctx.arg("has_b_zero")))
+    consts = list(ctx.consts) + [None] * 4
+    b, b_zero = consts[1], (consts[2 + has[0]] if has[1] else None)
+    if b is None or (has[1] and b_zero is None):
+        return has, None
+    return has, _centred(b, b_zero, False)
+
+
+def float32_exact(b_centred) -> bool:
+    """Whether float32 sums of (A - a_zero) @ b_centred are exact for any 8-bit A: no column's sum
+    of |A - a_zero| * |B - b_zero| can pass 2^24 (|A - a_zero| <= 255), so every partial sum is an
+    integer float32 holds (quantize_dynamic's int8 weights are mostly small)."""
+    return 255 * float(np.abs(b_centred).sum(axis=-2).max(initial=0)) < 2 ** 24
+
+
 @kernel("MatMulInteger", "cpu")
 class MatMulIntegerCpu(Kernel):
     # not uses_blas: quantize_dynamic's MatMuls are small GEMMs (a transformer's [16, 384] x
@@ -48,18 +66,10 @@ class MatMulIntegerCpu(Kernel):
     # (paraphrase-MiniLM-L3's 18: 55 ms a run with, 6 without, on a loaded 2-core machine)
 
     def setup(self, ctx):
-        self.has = (bool(ctx.arg("has_a_zero")), bool(ctx.arg("has_b_zero")))
         # a constant B (quantize_dynamic's weights) is centred and widened once, not every run
-        consts = list(ctx.consts) + [None] * 4
-        b_zero = consts[2 + self.has[0]] if self.has[1] else None
-        self.b = None
-        if consts[1] is not None and (not self.has[1] or b_zero is not None):
-            self.b = _centred(consts[1], b_zero, False)
-            # float32 holds every partial sum exactly while no column's sum of |A - a_zero| *
-            # |B - b_zero| can pass 2^24 (|A - a_zero| <= 255): then the product is exact in
-            # float32 too (quantize_dynamic's int8 weights are mostly small), at half the cost
-            if self.b.ndim >= 2 and 255 * float(np.abs(self.b).sum(axis=-2).max(initial=0)) < 2 ** 24:
-                self.b = self.b.astype(np.float32)
+        self.has, self.b = constant_b(ctx)
+        if self.b is not None and self.b.ndim >= 2 and float32_exact(self.b):
+            self.b = self.b.astype(np.float32)   # still exact (float32_exact), at half the cost
 
     def run(self, inputs, outputs):
         rest = iter(inputs[2:])

@@ -22,28 +22,24 @@ from mace.ops.fast._checks import NO_LOOPS
 from mace.ops.fast._conv_gemm import ConvGeometry, Panels, packed_width
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast.compute import compute_of
-from mace.ops.matmul_integer import MatMulIntegerCpu, _centred
+from mace.ops.matmul_integer import MatMulIntegerCpu, constant_b, float32_exact
 from mace.ops.registry import kernel
 
 F32 = np.float32
-EXACT = 2.0**24   # float32 holds every integer below it
 OPEN = (F32(-np.inf), F32(np.inf))   # the packed GEMM's store: no clip
 
 
 def check(ctx) -> str | None:
-    has_a, has_b = bool(ctx.arg("has_a_zero")), bool(ctx.arg("has_b_zero"))
-    consts = list(ctx.consts) + [None] * 4
-    b, b_zero = consts[1], (consts[2 + has_a] if has_b else None)
-    if b is None or (has_b and b_zero is None):
+    has, b = constant_b(ctx)
+    if b is None:
         return "B or its zero point is not constant"
     if b.ndim != 2:
         return f"{b.ndim}-D B (2-D only)"
     if np.dtype(ctx.input_dtypes[0]).itemsize != 1:
         return f"A is {np.dtype(ctx.input_dtypes[0])}"
-    if has_a and int(np.prod(ctx.input_shapes[2], dtype=np.int64)) != 1:
+    if has[0] and int(np.prod(ctx.input_shapes[2], dtype=np.int64)) != 1:
         return "A's zero point is per row"
-    centred = _centred(b, b_zero, False)
-    if 255 * float(np.abs(centred).sum(axis=0).max(initial=0)) >= EXACT:
+    if not float32_exact(b):
         return "a float32 sum could round (255 x a column's sum of |B - b_zero| >= 2^24)"
     return NO_LOOPS if op_loops("_integer_loops") is None else None
 
@@ -53,10 +49,8 @@ class MatMulIntegerFast(FastKernel):
     check = staticmethod(check)
 
     def setup(self, ctx):
-        has_a, has_b = bool(ctx.arg("has_a_zero")), bool(ctx.arg("has_b_zero"))
-        consts = list(ctx.consts) + [None] * 4
-        self.has = (has_a, has_b)   # as the reference's: its run is this kernel's fallback
-        self.b = b = _centred(consts[1], consts[2 + has_a] if has_b else None, False).astype(F32)
+        self.has, b = constant_b(ctx)   # as the reference's: its run is this kernel's fallback
+        self.b = b = b.astype(F32)
         k, n = b.shape
         rows = int(np.prod(ctx.input_shapes[0][:-1], dtype=np.int64)) if len(ctx.input_shapes[0]) > 1 else 1
         self.zero = np.zeros(1, ctx.input_dtypes[0])   # A's zero point when none is given
