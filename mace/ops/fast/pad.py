@@ -87,13 +87,14 @@ class PadFast(FastKernel):
         self.crop = tuple(slice(max(-b, 0), d - max(-e, 0)) for d, (b, e) in zip(ctx.input_shapes[0], pairs))
         self.widths = [(max(b, 0), max(e, 0)) for b, e in pairs]
         self.inner = tuple(slice(b, b + s.stop - s.start) for (b, _), s in zip(self.widths, self.crop))
-        self.rows = (self.mode == "CONSTANT" and np.dtype(ctx.input_dtypes[0]) == np.float32
-                     and len(pairs) >= 1 and all(b == e == 0 for b, e in pairs[:-1])
-                     and min(pairs[-1]) >= 0 and op_loops("_pad_loops") is not None)
+        # a float32 CONSTANT pad of the last axis alone: _rows_step's compiled pass
+        self.last_axis_only = (self.mode == "CONSTANT" and np.dtype(ctx.input_dtypes[0]) == np.float32
+                               and len(pairs) >= 1 and all(b == e == 0 for b, e in pairs[:-1])
+                               and min(pairs[-1]) >= 0 and op_loops("_pad_loops") is not None)
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0][self.crop], outputs[0]
-        if self.rows and x.flags.c_contiguous and out.flags.c_contiguous:
+        if self.last_axis_only and x.flags.c_contiguous and out.flags.c_contiguous:
             return self._rows_step(x, out)
         steps = [partial(np.copyto, out[self.inner], x)]
         for d, ((b, e), inner) in enumerate(zip(self.widths, self.inner)):
