@@ -22,14 +22,17 @@ MIN_BYTES = 1024
 
 def merge_constants(graph, options) -> bool:
     outputs = set(graph.output_names)
-    first, merged = {}, {}
+    by_layout = {}   # only constants that share a dtype and shape can be equal: only those are hashed
     for name, value in graph.consts.items():
-        if value.nbytes < MIN_BYTES or name in outputs:
-            continue
-        key = (_value_key(value), _quant_key(graph.quant.get(name)))
-        kept = first.setdefault(key, name)
-        if kept != name:
-            merged[name] = kept
+        if value.nbytes >= MIN_BYTES and name not in outputs:
+            by_layout.setdefault((value.dtype.str, value.shape), []).append(name)
+    first, merged = {}, {}
+    for names in (group for group in by_layout.values() if len(group) > 1):
+        for name in names:
+            key = (_value_key(graph.consts[name]), _quant_key(graph.quant.get(name)))
+            kept = first.setdefault(key, name)
+            if kept != name:
+                merged[name] = kept
     if not merged:
         return False
     for op in graph.net.op:
