@@ -79,6 +79,14 @@ def _from_bits(typingctx, i):
     return types.float64(types.int64), codegen
 
 
+@intrinsic
+def _f32_from_bits(typingctx, i):
+    """The float32 whose bits an int32 holds (_rnn_loops, _quantize_loops use it too)."""
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float32))
+    return types.float32(types.int32), codegen
+
+
 @njit(**MATH)
 def _exp(x):
     """exp(x) in float64, relative error < 2e-10 (|r|**9 / 9!: far less near 0, as expm1 needs):

@@ -8,11 +8,15 @@ range widened to hold 0, scale = (hi - lo) / 255, zero = rint(0 - lo / scale), c
 scale) + zero, half to even, saturated), so the bytes are the same; a NaN anywhere makes the
 reference's range 0 (Python's min(0.0, nan) is 0.0), hence scale 0 and every code 0, and a NaN
 code (inf / inf) is 0 as numpy's cast gives it on x86.
+numba caches these loops under this file's stamp only: after editing _act_loops.py's
+_f32_from_bits, touch this file.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from mace.ops.fast._act_loops import _f32_from_bits
 
 OPTS = dict(cache=True, nogil=True, error_model="numpy")
 
@@ -48,9 +52,7 @@ def _range(x):
         kmax = max(kmax, k)
     # a NaN's key lies above +inf's (0x7f800000) or below -inf's (-1 - 0x7f800000)
     nan = kmax > np.int32(0x7f800000) or kmin < np.int32(-0x7f800001)
-    both = np.empty(2, np.int32)
-    both[0], both[1] = _key(kmin), _key(kmax)
-    lo, hi = both.view(np.float32)
+    lo, hi = _f32_from_bits(_key(kmin)), _f32_from_bits(_key(kmax))
     return (lo if lo < 0 else np.float32(0)), hi, nan
 
 

@@ -16,8 +16,8 @@ within 1.4; sigmoid keeps its last bits near 1, which a GRU's 1 - z reads). A 64
 scratch exponent array this replaced (libm's scalar tanh before that: ~20 ns a gate). The
 gate arithmetic is float32 in the references' order. error_model="numpy" and no fastmath: NaN
 passes through as in the references, inf saturates, and no FMA contraction of the gate
-products. numba caches these loops under this file's stamp only: after editing _tile_ir.py,
-touch this file.
+products. numba caches these loops under this file's stamp only: after editing _tile_ir.py or
+_act_loops.py's _f32_from_bits, touch this file.
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
+from mace.ops.fast._act_loops import _f32_from_bits
 from mace.ops.fast._tile_ir import TileIR
 
 OPTS = dict(cache=True, nogil=True, error_model="numpy")
@@ -40,14 +41,6 @@ EXP_FLOOR = F32(-87.0)     # exp of less is below float32's normals (~1.6e-38)
 TANH_SERIES = tuple(F32(c) for c in (-21844 / 6081075, 1382 / 155925, -62 / 2835, 17 / 315, -2 / 15, 1 / 3))
 SERIES_TOP = F32(0.4)
 F_HALF, F_ONE = F32(0.5), F32(1.0)
-
-
-@intrinsic
-def _f32_from_bits(typingctx, i):
-    """The float32 whose bits an int32 holds."""
-    def codegen(context, builder, sig, args):
-        return builder.bitcast(args[0], ir.FloatType())
-    return types.float32(types.int32), codegen
 
 
 @njit(inline="always", **OPTS)
