@@ -1,6 +1,7 @@
 """The fast MatMulInteger (mace/ops/fast/matmul_integer.py): onnxruntime's int32 results byte for
 byte (quantize_dynamic's DynamicQuantizeLinear -> MatMulInteger, zero points of every kind, 1
-and 2 threads), and the reference where float32 sums could round or B is not a constant."""
+and 2 threads): the integer GEMM for a uint8 A, the float32 one for an int8 A, and the
+reference where float32 sums could round or B is not a constant."""
 import numpy as np
 import pytest
 from onnx import TensorProto, helper, numpy_helper
@@ -14,15 +15,22 @@ pytestmark = pytest.mark.skipif(op_loops("_integer_loops") is None,
 RNG = np.random.default_rng(21)
 
 
-def _model(x_shape, b, b_zero=None, b_const=True):
-    """x (float) -> DynamicQuantizeLinear -> MatMulInteger(codes, B, zero[, b_zero]) -> int32 y."""
-    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "scale", "zero"])]
+def _model(x_shape, b, b_zero=None, b_const=True, signed_a=None):
+    """x (float) -> DynamicQuantizeLinear -> MatMulInteger(codes, B, zero[, b_zero]) -> int32 y;
+    with signed_a (A's int8 zero point) x is an int8 A itself."""
+    if signed_a is None:
+        nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "scale", "zero"])]
+        inits = []
+    else:
+        nodes = [helper.make_node("Identity", ["x"], ["q"])]
+        inits = [numpy_helper.from_array(np.asarray(signed_a, np.int8), "zero")]
     inputs = ["q", "B", "zero"] + (["b_zero"] if b_zero is not None else [])
     nodes.append(helper.make_node("MatMulInteger", inputs, ["y"]))
-    inits = [numpy_helper.from_array(b, "B")] if b_const else []
+    inits += [numpy_helper.from_array(b, "B")] if b_const else []
     if b_zero is not None:
         inits.append(numpy_helper.from_array(b_zero, "b_zero"))
-    graph_inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)]
+    x_type = TensorProto.FLOAT if signed_a is None else TensorProto.INT8
+    graph_inputs = [helper.make_tensor_value_info("x", x_type, x_shape)]
     if not b_const:
         graph_inputs.append(helper.make_tensor_value_info("B", TensorProto.INT8, b.shape))
     graph = helper.make_graph(nodes, "mmi", graph_inputs, [helper.make_tensor_value_info("y", TensorProto.INT32, None)],
@@ -37,34 +45,85 @@ def _run(model, feeds, threads):
     return engine, engine.run(feeds)["y"]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-@pytest.mark.parametrize("zero", ["none", "scalar", "per column", "uint8 weights"])
-def test_matches_onnxruntime_byte_for_byte(zero, threads):
-    x = (RNG.normal(size=(1, 16, 96)) * 2 + 0.5).astype(np.float32)
-    b = RNG.integers(-128, 128, size=(96, 70)).astype(np.int8)
-    b_zero = {"none": None, "scalar": np.int8(3), "per column": RNG.integers(-5, 5, 70).astype(np.int8),
+def _kernels(engine):
+    return [(n.tag, n.kernel.algorithm_name) for n in engine.nodes if n.op.type == "MatMulInteger"]
+
+
+def _weights(zero, k, n):
+    b = RNG.integers(-128, 128, size=(k, n)).astype(np.int8)
+    b_zero = {"none": None, "scalar": np.int8(3), "per column": RNG.integers(-5, 5, n).astype(np.int8),
               "uint8 weights": np.uint8(131)}[zero]
     if zero == "uint8 weights":
-        b = RNG.integers(0, 256, size=(96, 70)).astype(np.uint8)
-    model = _model(x.shape, b, None if b_zero is None else np.asarray(b_zero))
+        b = RNG.integers(0, 256, size=(k, n)).astype(np.uint8)
+    return b, None if b_zero is None else np.asarray(b_zero)
+
+
+ZEROS = ["none", "scalar", "per column", "uint8 weights"]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("zero", ZEROS)
+def test_matches_onnxruntime_byte_for_byte(zero, threads):
+    x = (RNG.normal(size=(1, 16, 96)) * 2 + 0.5).astype(np.float32)
+    model = _model(x.shape, *_weights(zero, 96, 70))
     engine, got = _run(model, {"x": x}, threads)
-    assert [n.tag for n in engine.nodes if n.op.type == "MatMulInteger"] == ["cpu:fast"]
+    assert _kernels(engine) == [("cpu:fast", "int8")]
     want = run_ort(model, {"x": x})[0]
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
 
 
-def test_a_weight_whose_float32_sums_could_round_runs_the_reference():
-    """K = 4096 of full-range weights: the sums pass 2^24; onnxruntime's are exact."""
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape, n", [((13, 97), 33), ((1, 5), 16), ((3, 40, 64), 200), ((7, 1), 1)])
+@pytest.mark.parametrize("x_kind", ["mixed", "positive", "negative"])
+def test_integer_gemm_ragged_shapes_and_extreme_zero_points(shape, n, x_kind, threads):
+    """Row counts off every tile size, K off the 4-byte step (the rows copied with slack), ragged
+    column panels, and A's run-time zero point at 0 (x >= 0) and 255 (x <= 0)."""
+    x = RNG.normal(size=shape).astype(np.float32) * 3
+    x = {"mixed": x, "positive": np.abs(x), "negative": -np.abs(x)}[x_kind]
+    for zero in ZEROS:
+        model = _model(x.shape, *_weights(zero, shape[-1], n))
+        engine, got = _run(model, {"x": x}, threads)
+        assert _kernels(engine) == [("cpu:fast", "int8")]
+        np.testing.assert_array_equal(got, run_ort(model, {"x": x})[0], err_msg=zero)
+
+
+@pytest.mark.parametrize("zero", ZEROS)
+def test_an_int8_a_takes_the_float32_gemm(zero):
+    x = RNG.integers(-128, 128, size=(2, 9, 96)).astype(np.int8)
+    model = _model(x.shape, *_weights(zero, 96, 70), signed_a=-7)
+    engine, got = _run(model, {"x": x}, 1)
+    assert _kernels(engine) == [("cpu:fast", "packed")]
+    np.testing.assert_array_equal(got, run_ort(model, {"x": x})[0])
+
+
+def _past_float32(signed_a):
+    """K = 4096 of full-range weights: the sums pass 2^24 (onnxruntime's are exact)."""
     k = 4096
-    x = np.concatenate([np.full(k // 2, -1.0), np.full(k // 2, 1.0)]).astype(np.float32).reshape(1, k)
     b = np.where(RNG.random((k, 40)) < 0.5, -127, 127).astype(np.int8)
     b[: k // 2] = -127   # the negative codes (0 after the zero point 127 or 128) add up
-    model = _model(x.shape, b)
+    if signed_a is None:
+        x = np.concatenate([np.full(k // 2, -1.0), np.full(k // 2, 1.0)]).astype(np.float32).reshape(1, k)
+    else:
+        x = np.concatenate([np.full(k // 2, -128), np.full(k // 2, 127)]).astype(np.int8).reshape(1, k)
+    return x, _model(x.shape, b, signed_a=signed_a)
+
+
+def test_sums_past_float32_are_exact_on_the_integer_gemm():
+    x, model = _past_float32(None)
+    engine, got = _run(model, {"x": x}, 1)
+    assert _kernels(engine) == [("cpu:fast", "int8")]
+    want = run_ort(model, {"x": x})[0]
+    assert np.abs(want).max() > 2**24   # the case this test is for
+    np.testing.assert_array_equal(got, want)
+
+
+def test_an_int8_a_whose_float32_sums_could_round_runs_the_reference():
+    x, model = _past_float32(0)
     engine, got = _run(model, {"x": x}, 1)
     assert [n.tag for n in engine.nodes if n.op.type == "MatMulInteger"] == ["cpu"]
     want = run_ort(model, {"x": x})[0]
-    assert np.abs(want).max() > 2**24   # the case this test is for
+    assert np.abs(want).max() > 2**24
     np.testing.assert_array_equal(got, want)
 
 

@@ -47,7 +47,8 @@ class QPanels:
     length] integers (a conv's kernel rows, each kw * C bytes of the window), its zero
     points (`w_zero`: a scalar or one per row of w3), and the output stage
     (mace/ops/int8/_gemm.OutputStage) of the whole op, `channels` its slice that w3 is; split
-    into `parts` on `compute`'s pool."""
+    into `parts` on `compute`'s pool. Without a stage (None) the steps store the exact int32
+    sums, A's zero point given per run (set_x_zero)."""
 
     def __init__(self, lib, w3: np.ndarray, w_zero, stage, x_zero: int, channels: slice, parts: int,
                  compute: ComputeContext = SERIAL):
@@ -63,16 +64,28 @@ class QPanels:
         steps = nseg * seg4
         self.panels = aligned_copy(
             full.reshape(count, nr, steps, lib.KB).transpose(0, 2, 1, 3)).reshape(count, steps, nr * lib.KB)
-        self.ep = self._epilogue(lib, wp, off - channel_values(w_zero, o), stage, x_zero, channels,
-                                 count * nr)
+        d = off - channel_values(w_zero, o)
+        if stage is None:   # the int32 sums themselves (MatMulInteger), A's zero point set per run
+            self.ep = np.zeros((lib.EP_ROWS, count * nr), np.int64)
+            self.ep[lib.EP_D, :o] = d
+            self.base = wp.astype(np.int64).sum(axis=(1, 2)) + d * (nseg * seg_len)
+            self.mode = lib.VNNI | lib.RAW
+            self.zero = self.qmin = self.qmax = 0
+        else:
+            self.ep = self._epilogue(lib, wp, d, stage, x_zero, channels, count * nr)
+            self.mode = lib.VNNI | (lib.SHORT if self._short(lib, self.ep[:, :o], nseg * seg4 * lib.KB) else 0)
+            self.zero, self.qmin, self.qmax = int(stage.zero), int(stage.qmin), int(stage.qmax)
         self.needs_sums = bool(np.any(self.ep[lib.EP_D] != 0))
-        self.mode = lib.VNNI | (lib.SHORT if self._short(lib, self.ep[:, :o], nseg * seg4 * lib.KB) else 0)
-        self.zero, self.qmin, self.qmax = int(stage.zero), int(stage.qmin), int(stage.qmax)
         self.lib, self.kh, self.seg_len, self.parts = lib, nseg, seg_len, max(1, parts)
         self.compute = compute
         # every panel reads all of A's row: seg4 steps per segment from its first byte
         self.ksteps = np.full(count, seg4, np.int64)
         self.koffs = np.zeros(count, np.int64)
+
+    def set_x_zero(self, zero: int) -> None:
+        """Without an output stage (stage None): the sums' correction for A's zero point, known
+        only at run time (a DynamicQuantizeLinear's): corr = -zx * (sum_k w' + d * K)."""
+        np.multiply(self.base, -zero, out=self.ep[self.lib.EP_CORR, :self.base.size])
 
     def read_runs(self, starts, widths) -> None:
         """Panel j reads only widths[j] bytes (a multiple of KB) of each A row, from byte
@@ -115,8 +128,9 @@ class QPanels:
         return ep
 
     def conv_steps(self, xp, ow: int, strides, dh: int, out2d, sums) -> list:
-        """Steps writing out2d [oh * ow, O] (uint8, rows evenly spaced) for one image from its
-        padded input xp [Hp, Wp, C]; `sums` int64 [oh * ow] scratch for the window sums."""
+        """Steps writing out2d [oh * ow, O] (uint8, or int32 without a stage; rows evenly spaced)
+        for one image from its padded input xp [Hp, Wp, C]; `sums` int64 [oh * ow] scratch for
+        the window sums."""
         lib, loop = self.lib, self.compute.loop
         m, n = out2d.shape
         lines = m // ow

@@ -18,6 +18,9 @@ columns x 4 k's of W' (64 bytes):
                     Not `vpmaddubsw`: its int16 pair sums saturate (255 * 127 * 2 > 32767).
   mode bit 1 (SHORT) the epilogue in int32 lanes but for the multiply, where QPanels proved
                     the general one's extra steps no-ops (the per-channel common case).
+  mode bit 2 (RAW)   no requantization: the exact int32 sums (acc + corr + window sum * d)
+                    stored as int32 (MatMulInteger's output; corr set per run from A's
+                    run-time zero point).
 
 Also here: the window sums a per-tensor uint8 weight needs, the compute pool's drivers
 (split by output lines or by filter panels) and the other int8 loops (depthwise conv,
@@ -53,8 +56,9 @@ ROW_BLOCK = 8 * MR
 # the tile prefetches its panel this many k steps ahead, as the float tile does (1-8% per
 # conv, 8-16% on ResNet-50's 7x7x512 3x3 one; in-process A/B)
 PREFETCH = 16
-# tile modes (a literal): bit 0 the dot-product instruction, bit 1 the short epilogue
-VNNI_MODE, SHORT = 1, 2
+# tile modes (a literal): bit 0 the dot-product instruction, bit 1 the short epilogue, bit 2
+# the int32 sums stored as they are
+VNNI_MODE, SHORT, RAW = 1, 2, 4
 # AVX-512BW: the 512-bit vpmaddwd and packs; without it their plain IR forms (LLVM splits them)
 BW = has("avx512bw")
 
@@ -186,8 +190,31 @@ def _qtile_ir(builder, nrows, vecs, mode, rows_, rsum_, nseg_, seg4_, seg_stride
             return new
         return tile.counted_loop(body, seg_end, const(0), seg4_, 1, acc_s, step)
     acc = tile.segments(nseg_, ("k_loop",), segment)
+    if mode & RAW:
+        _qstore_raw(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, splat, load)
+        return
     store = _qstore_short if mode & SHORT else _qstore
     store(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat, load)
+
+
+def _qstore_raw(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, splat, load):
+    """The exact sums as int32 (mode RAW): acc + corr + rsum * d, each term taken modulo 2^32,
+    which is the int32 result itself wherever that fits int32 (it always does below MAX_K)."""
+    i32, i64 = ir.IntType(32), ir.IntType(64)
+    v32, v64 = ir.VectorType(i32, 16), ir.VectorType(i64, 16)
+
+    def const(v):
+        return ir.Constant(i64, v)
+
+    def row(r, v):
+        return builder.trunc(load(ep, builder.add(builder.mul(ep_stride_, const(r)), const(16 * v)), v64, 8), v32)
+    corr, d = [row(EP_CORR, v) for v in range(vecs)], [row(EP_D, v) for v in range(vecs)]
+    for i in range(nrows):
+        rs = splat(builder.trunc(builder.load(builder.gep(rsum_at, [const(i)])), i32), v32)
+        c_row = builder.gep(c, [builder.mul(ldc_, const(i))])
+        for v in range(vecs):
+            t = builder.add(builder.add(acc[i][v], corr[v]), builder.mul(rs, d[v]))
+            builder.store(t, builder.bitcast(builder.gep(c_row, [const(64 * v)]), v32.as_pointer()), align=4)
 
 
 def _qstore_short(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, qmin_, qmax_, splat,
@@ -274,7 +301,13 @@ def _qstore(builder, nrows, vecs, acc, rsum_at, c, ldc_, ep, ep_stride_, zero_, 
 def _qtiles(mode, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax):
     """_qtile for the mode, r rows (_tile_rows) and nv (1, 2) vectors, as literals. (VNNI, a
     global, is a constant to numba: a target without it never compiles the VNNI tiles.)"""
-    if VNNI and mode == 3:
+    if mode & RAW:   # one set of tiles per host: VNNI's or the portable ones
+        if VNNI:
+            _qtiles_vnni(5, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
+        else:
+            _qtiles_portable(4, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin,
+                             qmax)
+    elif VNNI and mode == 3:
         _qtiles_vnni(3, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
     elif VNNI and mode == 1:
         _qtiles_vnni(1, r, nv, rows, rsum, nseg, seg4, seg_stride, b, c, ldc, ep, eps, zero, qmin, qmax)
@@ -341,19 +374,19 @@ def _tile_rows(mr, left):
 @njit(**OPTS)
 def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg_stride, panels, ksteps, koffs, ep,
            rowsum, zero, qmin, qmax, c, r0, r1, j0, j1):
-    """c[r0:r1, panel columns j0:j1] (uint8, contiguous rows) from A's rows r0:r1: row q
-    starts at address base + (q // per_line) * line_step + (q % per_line) * row_step and
-    runs in segments (see _qtile); panels [P, nseg * seg4, NR * KB] int8, of which panel j
+    """c[r0:r1, panel columns j0:j1] (uint8, or int32 in mode RAW; contiguous rows) from A's
+    rows r0:r1: row q starts at address base + (q // per_line) * line_step + (q % per_line) *
+    row_step and runs in segments (see _qtile); panels [P, nseg * seg4, NR * KB] int8, of which panel j
     uses ksteps[j] steps per segment from A's byte koffs[j] (_qgemm.QPanels: seg4 and 0 but
     for a grouped 1x1 conv's column runs); ep [EP_ROWS, P * NR] int64; rowsum [rows] int64
     window sums, or empty (no per-tensor term). Full panels are stored in place, a ragged
     last one through a small tile buffer."""
-    n, ldc = c.shape[1], c.strides[0]
+    n, ldc, size = c.shape[1], c.strides[0], c.itemsize
     mr = MR if dot & VNNI_MODE else 2
     pb, pc, pe = panels.ctypes.data, c.ctypes.data, ep.ctypes.data
     kstep = panels.shape[1] * NR * KB
     eps = ep.shape[1]
-    tmp = np.empty((MR, NR), np.uint8)
+    tmp = np.empty((MR, NR), c.dtype)
     offs = np.empty(ROW_BLOCK, np.int64)
     rows = np.empty(ROW_BLOCK, np.int64)
     rs = np.zeros(ROW_BLOCK, np.int64)
@@ -391,10 +424,10 @@ def _qgemm(dot, base, per_line, line_step, row_step, nseg, seg_stride, panels, k
                 r = _tile_rows(mr, ie - i)
                 rp, sp = rows.ctypes.data + (i - ib) * 8, rs.ctypes.data + (i - ib) * 8
                 if nw == 16 * nv:
-                    _qtiles(dot, r, nv, rp, sp, nseg, seg4, seg_stride, b, pc + i * ldc + n0, ldc, e, eps,
-                            zero, qmin, qmax)
+                    _qtiles(dot, r, nv, rp, sp, nseg, seg4, seg_stride, b, pc + i * ldc + n0 * size, ldc, e,
+                            eps, zero, qmin, qmax)
                 else:
-                    _qtiles(dot, r, nv, rp, sp, nseg, seg4, seg_stride, b, tmp.ctypes.data, NR, e, eps,
+                    _qtiles(dot, r, nv, rp, sp, nseg, seg4, seg_stride, b, tmp.ctypes.data, NR * size, e, eps,
                             zero, qmin, qmax)
                     for x in range(r):
                         for y in range(nw):
