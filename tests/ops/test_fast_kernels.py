@@ -38,10 +38,11 @@ def jit(request, monkeypatch):
         monkeypatch.setenv("MACE_NO_POOL", "1")
     if request.param == "numpy":
         for module in (_conv_direct, _conv_gemm, _conv_shifted, conv2d, depthwise_conv2d, fully_connected,
-                       pooling, softmax, transpose):
+                       pooling, transpose):
             monkeypatch.setattr(module, "loops", lambda: None)
         from mace.ops.fast import _base   # fused activations' compiled loops (_act_loops.py)
-        monkeypatch.setattr(_base, "act_loops", lambda: None)
+        for module in (_base, softmax):
+            monkeypatch.setattr(module, "act_loops", lambda: None)
     return request.param
 
 
@@ -336,6 +337,44 @@ def test_softmax_matches_reference(shape, log, jit):
     x = (np.random.default_rng(len(shape)).standard_normal(shape) * 10).astype(np.float32)
     got, want, _ = run_both("Softmax", x, [], dict(axis=-1, use_log=log))
     close(got, want, rtol=1e-5)
+
+
+@pytest.mark.parametrize("log", [0, 1])
+def test_softmax_edges_match_reference(log, jit):
+    """Attention masks (-inf entries, a fully masked row: NaN), NaN and +inf rows (NaN), a NaN
+    that is not the row's max, -0.0, huge and tiny values, one-element rows: NaN where the
+    reference gives NaN, 0 where it gives 0, else within 2 float32 ulp of the reference or, where
+    the reference's float32 sum and log are further off, of the float64 truth (both round
+    x - max to float32 first, as the truth here does)."""
+    if jit == "numpy":
+        pytest.skip("the fast Softmax is the compiled loop only")
+    inf, nan = np.inf, np.nan
+    x = (np.random.default_rng(5).standard_normal((9, 37)) * 4).astype(np.float32)
+    x[0, ::3] = -inf                 # masked entries
+    x[1] = -inf                      # a fully masked row
+    x[2, 5] = nan                    # NaN, not the max
+    x[3, 7] = inf
+    x[4] = -0.0
+    x[4, 3] = 0.0
+    x[5] *= 1e6                      # exp of huge differences underflows to 0
+    x[6] = 3e38
+    x[6, 1] = -3e38                  # x - max overflows to -inf
+    x[7] *= 1e-30
+    x[8, :] = np.float32(-1e-45)     # denormals
+    got, want, _ = run_both("Softmax", x, [], dict(axis=-1, use_log=log))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(got == 0, want == 0)
+    ok = ~np.isnan(want)
+    assert np.all(np.isinf(got[ok]) == np.isinf(want[ok]))
+    with np.errstate(all="ignore"):
+        d = (x - x.max(axis=-1, keepdims=True)).astype(np.float64)
+        total = np.exp(d).sum(axis=-1, keepdims=True)
+        truth = (d - np.log(total) if log else np.exp(d) / total).astype(np.float32)
+    gi, wi, ti = (v[ok].view(np.int32).astype(np.int64) for v in (got, want, truth))
+    assert np.minimum(np.abs(gi - wi), np.abs(gi - ti)).max(initial=0) <= 2
+    one = np.array([[2.5], [-inf], [nan]], np.float32)   # k = 1: 1 (log: 0), NaN, NaN
+    got, want, _ = run_both("Softmax", one, [], dict(axis=-1, use_log=log))
+    np.testing.assert_array_equal(got, want)
 
 
 @pytest.mark.parametrize("act", ["", "RELU", "RELUX", "LEAKYRELU", "SIGMOID", "HARDSWISH"])

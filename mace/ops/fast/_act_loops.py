@@ -87,6 +87,15 @@ def _f32_from_bits(typingctx, i):
     return types.float32(types.int32), codegen
 
 
+@njit(inline="always", **OPTS)
+def ordered_key(bits):
+    """A float32's bits (int32) as an int32 that orders as the floats do (negative floats'
+    magnitude bits flipped: -x below -y where x > y; -0.0 is -1, just below +0.0's 0; NaNs
+    beyond the infinities). Its own inverse. Integer min / max vectorize without fast-math;
+    float ones under NaN rules do not (_quantize_loops' range, softmax_rows' max)."""
+    return bits ^ ((bits >> 31) & np.int32(0x7fffffff))
+
+
 @njit(**MATH)
 def _exp(x):
     """exp(x) in float64, relative error < 2e-10 (|r|**9 / 9!: far less near 0, as expm1 needs):
@@ -598,3 +607,54 @@ def layer_norm_par(x, skip, has_skip, scale, bias, eps, lo, hi, out, parts):
     for p in prange(parts):
         r0, r1 = _part(rows, parts, p)
         layer_norm(x, skip, has_skip, scale, bias, eps, lo, hi, out, r0, r1)
+
+
+# ---- Softmax over the last axis ----------------------------------------------------------------
+# -inf comes on purpose (attention masks): no nnan / ninf (LLVM would assume finite values), and
+# the numpy error model (python's raises on 1 / 0 for a fully masked row). IEEE semantics give
+# what onnxruntime gives: NaN for an all -inf row, 0 for masked entries. The exponentials are
+# _exp's float64 polynomial rounded once, vectorized (numba's np.exp is one scalar libm call an
+# element: attention's 12 x 16 x 16 took 17 us); the sum in float64 is the one loop with
+# reassoc, which LLVM needs to vectorize a reduction and which regroups nothing else.
+SUM = dict(OPTS, fastmath={"reassoc"})
+
+
+@njit(**OPTS)
+def softmax_rows(x, log, out):
+    """Softmax (or log-softmax) of each row of x (rows, k) into out (not x itself), max-shifted;
+    a row with inf or NaN gives NaN as the numpy reference does."""
+    rows, k = x.shape
+    for r in range(rows):
+        xr, o = x[r], out[r]
+        m = _row_max(xr)
+        for i in range(k):
+            o[i] = _exp(np.float64(xr[i] - m))
+        total = _sum64(o)
+        if log:  # (x - m) - log(total): m + log(total) would round away for huge |m|
+            lse = np.log(total)
+            for i in range(k):
+                o[i] = (xr[i] - m) - lse
+        else:
+            inv = 1.0 / total
+            for i in range(k):
+                o[i] = o[i] * inv
+
+
+@njit(**OPTS)
+def _row_max(v):
+    """max(v) through ordered_key (integer max vectorizes, a float one under NaN rules does not:
+    4000 elements 5.3 -> 0.5 us). A NaN may be the max or not: exp(NaN - m) makes the row NaN
+    either way, as the reference's."""
+    bits = v.view(np.int32)
+    k = ordered_key(bits[0])
+    for i in range(1, bits.shape[0]):
+        k = max(k, ordered_key(bits[i]))
+    return _f32_from_bits(ordered_key(k))
+
+
+@njit(**SUM)
+def _sum64(v):
+    total = 0.0
+    for i in range(v.shape[0]):
+        total += np.float64(v[i])
+    return total

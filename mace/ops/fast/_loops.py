@@ -404,39 +404,6 @@ def pool(x, is_max, kh, kw, stride_h, stride_w, dil_h, dil_w, pad_t, pad_l, scal
                     o[ch] *= f
 
 
-# Softmax sees -inf on purpose (attention masks): fastmath's nnan/ninf would let LLVM assume
-# finite values (and reassoc could regroup (x - m) - lse), and python's error model raises
-# on 1/0 for a fully masked row. IEEE
-# semantics give what onnxruntime gives: NaN for an all -inf row, 0 for masked entries.
-IEEE_OPTS = dict(cache=True, fastmath={"contract", "arcp", "nsz"}, nogil=True,
-                 error_model="numpy")
-
-
-@njit(**IEEE_OPTS)
-def softmax_rows(x, log, out):
-    """Softmax (or log-softmax) of each row of x (rows, k) into out, max-shifted; a row with
-    inf or NaN gives NaN as the numpy reference does (fastmath would assume them away and a
-    sum of 0 would raise ZeroDivisionError)."""
-    rows, k = x.shape
-    for r in range(rows):
-        m = x[r, 0]
-        for i in range(1, k):
-            m = max(m, x[r, i])
-        total = 0.0
-        for i in range(k):
-            e = np.exp(x[r, i] - m)
-            out[r, i] = e
-            total += e
-        if log:  # (x - m) - log(total): m + log(total) would round away for huge |m|
-            lse = np.log(total)
-            for i in range(k):
-                out[r, i] = (x[r, i] - m) - lse
-        else:
-            inv = 1.0 / total
-            for i in range(k):
-                out[r, i] *= inv
-
-
 @njit(**OPTS)
 def dense_rows(x, w, bias, lo, hi, out, r0, r1):
     """out[r, o] = clip(bias[o] + sum_k x[r, k] * w[o, k]) for weight rows o in r0:r1: a

@@ -9,14 +9,14 @@ scale) + zero, half to even, saturated), so the bytes are the same; a NaN anywhe
 reference's range 0 (Python's min(0.0, nan) is 0.0), hence scale 0 and every code 0, and a NaN
 code (inf / inf) is 0 as numpy's cast gives it on x86.
 numba caches these loops under this file's stamp only: after editing _act_loops.py's
-_f32_from_bits, touch this file.
+_f32_from_bits or ordered_key, touch this file.
 """
 from __future__ import annotations
 
 import numpy as np
 from numba import njit
 
-from mace.ops.fast._act_loops import _f32_from_bits
+from mace.ops.fast._act_loops import _f32_from_bits, ordered_key as _key
 
 OPTS = dict(cache=True, nogil=True, error_model="numpy")
 
@@ -29,15 +29,6 @@ def _code(q):
     if q > 255:
         return np.uint8(255)
     return np.uint8(q)
-
-
-@njit(inline="always", **OPTS)
-def _key(bits):
-    """A float32's bits as an int32 that orders as the floats do (negative floats' magnitude bits
-    flipped: -x below -y where x > y; -0.0 is -1, just below +0.0's 0; NaNs beyond the infinities).
-    Its own inverse. Integer min / max vectorize without fast-math; float ones with NaN rules do
-    not (the branchy float loop was 1.4 ns an element, 4x this)."""
-    return bits ^ ((bits >> 31) & np.int32(0x7fffffff))
 
 
 @njit(**OPTS)

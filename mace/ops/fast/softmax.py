@@ -2,7 +2,7 @@
 
 The reference's five numpy calls (max, subtract, exp, sum, divide) cost ~3.6 us
 on the digits example's 1x10 logits, all of it call overhead; the compiled
-loop (_loops.softmax_rows) takes ~0.3 us. Without numba the reference runs.
+loop (_act_loops.softmax_rows) takes ~0.3 us. Without numba the reference runs.
 Along another axis (YOLOv8's DFL head: axis 1 of [1, 16, 4, 2100]) numpy's passes run along
 the long inner axis, vectorized, at ~1.6 ns an element: they stay (the reference's own code,
 bound here). Moving the axis last for the row loop measured 4x slower (two transposed copies,
@@ -18,13 +18,13 @@ from mace.ops import softmax as _reference
 from mace.ops._common import normalize_axis
 from mace.ops.fast._base import FastKernel
 from mace.ops.fast._checks import NO_LOOPS, not_float32
-from mace.ops.fast._jit import loops
+from mace.ops.fast._jit import act_loops
 from mace.ops.registry import kernel
 
 
 def any_axis_float(ctx) -> str | None:
     shape = ctx.input_shapes[0]
-    if loops() is None:
+    if act_loops() is None:
         return NO_LOOPS
     if len(shape) < 1 or 0 in shape:
         return f"input shape {list(shape)} (rank >= 1, no empty axis)"
@@ -52,4 +52,4 @@ class SoftmaxFast(FastKernel):
         if inner > 1:   # numpy's passes along the inner axis (see the module's note)
             return _reference.SoftmaxCpu(self.ctx).bind(inputs, outputs)
         # arena tensors are contiguous, so both reshapes are views the loop writes through
-        return partial(loops().softmax_rows, x.reshape(-1, k), self.log, out.reshape(-1, k))
+        return partial(act_loops().softmax_rows, x.reshape(-1, k), self.log, out.reshape(-1, k))
