@@ -22,7 +22,7 @@ from functools import partial
 import numpy as np
 
 from mace.ops import activation as _reference   # its kernel takes the cases this one declines at bind
-from mace.ops.fast._act_codes import CODES, aliasing, loop_name, params
+from mace.ops.fast._act_codes import CODES, aliasing, loop_name, params, work
 from mace.ops.fast._base import CLIP_UFUNC, FastKernel, clip_bounds
 from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import act_loops
@@ -108,4 +108,4 @@ def unary_step(compute: ComputeContext, code: int, a, b, x, out, same: bool):
     `compute`'s pool."""
     x1, out1 = x.reshape(-1), out.reshape(-1)
     args = (x1, code, a, b) if same else (x1, code, a, b, out1)
-    return compute.loop(loop_name(code, same), args, x1.size, 2 * x1.size, lib=act_loops())
+    return compute.loop(loop_name(code, same), args, x1.size, work(code, x1.size), lib=act_loops())
