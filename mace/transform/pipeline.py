@@ -25,6 +25,7 @@ from mace.transform.passes.fold_channel_shuffle import fold_channel_shuffle
 from mace.transform.passes.fold_constants import fold_constants
 from mace.transform.passes.fold_flatten_transpose import fold_flatten_transpose
 from mace.transform.passes.fold_into_batchnorm import fold_into_batchnorm
+from mace.transform.passes.fold_pad_into_conv import fold_pad_into_conv
 from mace.transform.passes.fold_reshape_pairs import fold_reshape_pairs
 from mace.transform.passes.fold_transposes import fold_transposes
 from mace.transform.passes.fuse_activation import fuse_activation
@@ -83,6 +84,7 @@ PASSES = [
     Pass("fuse_activation", fuse_activation),
     Pass("fold_into_batchnorm", fold_into_batchnorm),
     Pass("fold_affine_into_conv", fold_affine_into_conv),
+    Pass("fold_pad_into_conv", fold_pad_into_conv),
     Pass("to_nhwc", to_nhwc, repeat=False),
     Pass("fold_transposes", fold_transposes),
     Pass("fold_constants_after_layout", fold_constants),

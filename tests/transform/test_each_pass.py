@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from mace.ir.args import get_arg
+from mace.ir.args import get_arg, set_arg
 from mace.ir.quant_params import weight_params
 from mace.runtime.engine import Engine
 from mace.transform.passes.cleanup import remove_dead_ops, remove_identity, skip_integral_casts
@@ -181,7 +181,8 @@ ELSEWHERE = {
 }
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
         "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs",
-        "fold_affine_into_conv", "fuse_skip_layer_norm", "merge_constants", "skip_integral_casts"}
+        "fold_affine_into_conv", "fuse_skip_layer_norm", "merge_constants", "skip_integral_casts",
+        "fold_pad_into_conv"}
 
 
 def test_every_pass_has_a_unit_test():
@@ -343,6 +344,73 @@ def test_fold_affine_into_conv(k, pads, folds):
         ("Conv2D", ["a", "w", "b"], ["y"], {"strides": [1, 1], "pads": pads, "data_format": "NHWC"})], consts)
     after = ["Conv2D"] if folds else ["Eltwise", "Eltwise", "Conv2D"]
     _check(build, fold_affine_into_conv, ["Eltwise", "Eltwise", "Conv2D"], after, rtol=1e-4, changes=folds)
+
+
+XP = RNG.normal(size=(1, 9, 10, 8)).astype(np.float32)
+PAD_CONSTS = {"w": RNG.normal(size=(6, 8, 3, 3)).astype(np.float32), "d": RNG.normal(size=(8, 1, 3, 3)).astype(np.float32)}
+
+
+def _pad_then_convs(pad_args, conv_pads=None, fmt="NHWC", extra=None, outputs=None):
+    """x -> Pad -> a stride-2 3x3 Conv2D and a DepthwiseConv2d (VALID, or `conv_pads`)."""
+    conv = {"strides": [2, 2], "data_format": fmt} | ({"pads": conv_pads} if conv_pads else {"padding": "VALID"})
+    ops = [("Pad", ["x"], ["p"], {"paddings": [0, 0, 0, 0, 0, 0, 0, 0]} | pad_args),
+           ("Conv2D", ["p", "w"], ["y"], conv),
+           ("DepthwiseConv2d", ["p", "d"], ["z"], dict(conv, group=8))] + (extra or [])
+    shape = XP.shape if fmt == "NHWC" else XP.transpose(0, 3, 1, 2).shape
+    return graph_of({"x": shape}, ops, PAD_CONSTS, outputs=outputs or ["y", "z"])
+
+
+@pytest.mark.parametrize("fmt", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("conv_pads", [None, [1, 0, 0, 2]])
+def test_fold_pad_into_conv(fmt, conv_pads):
+    """A zero Pad of the spatial axes (asymmetric: top 0 / bottom 1, left 1 / right 2) feeding only
+    convs becomes their explicit pads, added to their own; outputs unchanged."""
+    from mace.transform.passes.fold_pad_into_conv import fold_pad_into_conv
+
+    h, w = (1, 2) if fmt == "NHWC" else (2, 3)
+    amounts = [0] * 8
+    amounts[h], amounts[4 + h], amounts[w], amounts[4 + w] = 0, 1, 1, 2
+    build = lambda: _pad_then_convs({"paddings": amounts}, conv_pads, fmt)  # noqa: E731
+    if fmt == "NHWC":
+        graph = _check(build, fold_pad_into_conv, ["Pad", "Conv2D", "DepthwiseConv2d"], ["Conv2D", "DepthwiseConv2d"],
+                       x=XP)
+    else:   # the CPU engine runs NHWC only (after to_nhwc): the rewrite and the shapes
+        graph, original = build(), build()
+        assert fold_pad_into_conv(graph, {}) and _types(graph) == ["Conv2D", "DepthwiseConv2d"]
+        assert all(graph.shape(t) == original.shape(t) for t in ("y", "z"))
+    own = conv_pads or [0, 0, 0, 0]
+    for op in graph.net.op:
+        assert list(get_arg(op, "pads")) == [own[0], own[1] + 1, own[2] + 1, own[3] + 2]
+        assert op.input[0] == "x" and not get_arg(op, "padding", "")
+
+
+@pytest.mark.parametrize("pad_args, extra, outputs", [
+    ({"constant_value": 1.0}, None, None),                     # a fill that is not the conv's zero
+    ({"pad_type": "REFLECT"}, None, None),
+    ("batch", None, None),                                     # an axis that is not spatial
+    ("negative", None, None),                                  # a crop
+    ({}, [("Activation", ["p"], ["r"], {"activation": "RELU"})], ["y", "z", "r"]),   # read by another op
+    ({}, None, ["y", "z", "p"]),                                # a model output
+])
+def test_fold_pad_into_conv_leaves(pad_args, extra, outputs):
+    from mace.transform.passes.fold_pad_into_conv import fold_pad_into_conv
+
+    amounts = [0, 1, 1, 0, 0, 1, 1, 0]
+    if pad_args == "batch":
+        pad_args, amounts = {}, [1, 1, 1, 0, 0, 1, 1, 0]
+    elif pad_args == "negative":
+        pad_args, amounts = {}, [0, -1, 1, 0, 0, 1, 1, 0]
+    graph = _pad_then_convs(dict(pad_args, paddings=amounts), extra=extra, outputs=outputs)
+    assert not fold_pad_into_conv(graph, {})
+
+
+def test_fold_pad_into_conv_leaves_a_same_padded_conv():
+    from mace.transform.passes.fold_pad_into_conv import fold_pad_into_conv
+
+    graph = _pad_then_convs({"paddings": [0, 1, 1, 0, 0, 1, 1, 0]})
+    for op in graph.net.op[1:]:
+        set_arg(op, "padding", "SAME")
+    assert not fold_pad_into_conv(graph, {})
 
 
 @pytest.mark.parametrize("options, fused", [({}, True), ({"runtime": "gpu"}, False)])
