@@ -3,7 +3,10 @@
 
 Inputs: A, B (uint8 or int8; numpy matmul broadcasting), optional zero points: A's a scalar or
 one per row (M), B's a scalar or one per column (N); args has_a_zero / has_b_zero say which are
-given. Exact: the products are summed in float64 (BLAS), which holds every 8-bit dot product of
+given. With arg `scaled` (fuse_matmul_integer_to_float: the Cast, scale product and bias after
+it, quantize_dynamic's own sequence) two more inputs follow, a float32 scale (one, or one per
+column) and, with `has_bias`, a float32 bias per column, and the output is float32:
+float32(int32 result) * scale + bias, each step rounded in float32 as those ops were. Exact: the products are summed in float64 (BLAS), which holds every 8-bit dot product of
 up to 2^37 terms exactly, then cast to int32; a constant B whose columns' sums of |B - b_zero|
 times 255 stay below 2^24 is summed in float32, exact too (every partial sum is an integer
 float32 holds). Layout ANY.
@@ -15,7 +18,7 @@ from mace.ops.registry import Kernel, Layout, OpSpec, kernel, register_op
 
 @register_op("MatMulInteger", layout=Layout.ANY)
 class MatMulInteger(OpSpec):
-    attrs = {"has_a_zero": 0, "has_b_zero": 0}
+    attrs = {"has_a_zero": 0, "has_b_zero": 0, "scaled": 0, "has_bias": 0}
 
     @staticmethod
     def infer(ctx):
@@ -28,7 +31,7 @@ class MatMulInteger(OpSpec):
             out = out[:-2] + out[-1:]
         if len(b) == 1:
             out = out[:-1]
-        return [(tuple(out), np.int32)]
+        return [(tuple(out), np.float32 if ctx.arg("scaled") else np.int32)]
 
 
 def _centred(x, zero, per_row):
@@ -52,6 +55,30 @@ def constant_b(ctx) -> tuple:
     return has, _centred(b, b_zero, False)
 
 
+def scale_inputs(ctx_or_has, inputs) -> tuple:
+    """(scale, bias) of a `scaled` MatMulInteger's inputs (bias None without has_bias), or
+    (None, None) for a plain one. ctx_or_has: a context with args, or (has_a, has_b, scaled,
+    has_bias)."""
+    has = ctx_or_has if isinstance(ctx_or_has, tuple) else scale_args(ctx_or_has)
+    if not has[2]:
+        return None, None
+    at = 2 + has[0] + has[1]
+    return inputs[at], (inputs[at + 1] if has[3] else None)
+
+
+def scale_args(ctx) -> tuple:
+    """(has_a_zero, has_b_zero, scaled, has_bias) as booleans."""
+    return tuple(bool(ctx.arg(k)) for k in ("has_a_zero", "has_b_zero", "scaled", "has_bias"))
+
+
+def apply_scale(sums, scale, bias, out) -> None:
+    """out = float32(sums) * scale (+ bias): the Cast, Mul and Add a `scaled` MatMulInteger
+    stands for, each rounded in float32 (scale and bias broadcast along the last axis)."""
+    np.multiply(sums.astype(np.float32, copy=False), np.asarray(scale, np.float32), out=out)
+    if bias is not None:
+        np.add(out, np.asarray(bias, np.float32), out=out)
+
+
 def float32_exact(b_centred) -> bool:
     """Whether float32 sums of (A - a_zero) @ b_centred are exact for any 8-bit A: no column's sum
     of |A - a_zero| * |B - b_zero| can pass 2^24 (|A - a_zero| <= 255), so every partial sum is an
@@ -68,6 +95,7 @@ class MatMulIntegerCpu(Kernel):
     def setup(self, ctx):
         # a constant B (quantize_dynamic's weights) is centred and widened once, not every run
         self.has, self.b = constant_b(ctx)
+        self.flags = scale_args(ctx)
         if self.b is not None and self.b.ndim >= 2 and float32_exact(self.b):
             self.b = self.b.astype(np.float32)   # still exact (float32_exact), at half the cost
 
@@ -82,4 +110,8 @@ class MatMulIntegerCpu(Kernel):
             product = (a.reshape(-1, a.shape[-1]) @ b).reshape(a.shape[:-1] + b.shape[-1:])
         else:
             product = np.matmul(a, b)
-        np.copyto(outputs[0], product.astype(np.int32))
+        scale, bias = scale_inputs(self.flags, inputs)
+        if scale is None:
+            np.copyto(outputs[0], product.astype(np.int32))
+        else:
+            apply_scale(product.astype(np.int32), scale, bias, outputs[0])

@@ -33,6 +33,7 @@ from mace.transform.passes.fuse_gelu import fuse_gelu
 from mace.transform.passes.fuse_hardswish import fuse_hardswish
 from mace.transform.passes.fuse_paddle_hardswish import fuse_paddle_hardswish
 from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
+from mace.transform.passes.fuse_matmul_integer_to_float import fuse_matmul_integer_to_float
 from mace.transform.passes.fuse_skip_layer_norm import fuse_skip_layer_norm
 from mace.transform.passes.lower_fake_quantize import lower_fake_quantize
 from mace.transform.passes.mark_ragged import mark_ragged
@@ -85,6 +86,7 @@ PASSES = [
     Pass("fold_into_batchnorm", fold_into_batchnorm),
     Pass("fold_affine_into_conv", fold_affine_into_conv),
     Pass("fold_pad_into_conv", fold_pad_into_conv),
+    Pass("fuse_matmul_integer_to_float", fuse_matmul_integer_to_float),
     Pass("to_nhwc", to_nhwc, repeat=False),
     Pass("fold_transposes", fold_transposes),
     Pass("fold_constants_after_layout", fold_constants),

@@ -8,6 +8,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from mace import onnx_backend
 from mace.ops.fast._jit import op_loops
+from mace.runtime.engine import Engine
 from tests.ops.onnx_graph import run_ort
 
 pytestmark = pytest.mark.skipif(op_loops("_integer_loops") is None,
@@ -40,8 +41,10 @@ def _model(x_shape, b, b_zero=None, b_const=True, signed_a=None):
     return model
 
 
-def _run(model, feeds, threads):
-    engine = onnx_backend.prepare(model, feeds, options={"num_threads": threads})
+def _run(model, feeds, threads, passes=None):
+    # prepare's options reach the passes; the engine's own set its threads
+    graph = onnx_backend.prepare(model, feeds, options=passes).graph
+    engine = Engine(graph, options={"num_threads": threads})
     return engine, engine.run(feeds)["y"]
 
 
@@ -134,3 +137,77 @@ def test_b_not_constant_runs_the_reference():
     engine, got = _run(model, {"x": x, "B": b}, 1)
     assert [n.tag for n in engine.nodes if n.op.type == "MatMulInteger"] == ["cpu"]
     np.testing.assert_array_equal(got, run_ort(model, {"x": x, "B": b})[0])
+
+
+def _dynamic_matmul(x_shape, b, b_scale, bias, b_zero=None, signed_a=None):
+    """quantize_dynamic's chain: DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul(x_scale *
+    w_scale) -> Add(bias) (no Add where bias is None); an int8 A (signed_a: its zero point)
+    comes in as a graph input with its scale a constant."""
+    if signed_a is None:
+        nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["q", "x_scale", "zero"])]
+        inits = []
+    else:
+        nodes = [helper.make_node("Identity", ["x"], ["q"])]
+        inits = [numpy_helper.from_array(np.asarray(signed_a, np.int8), "zero"),
+                 numpy_helper.from_array(np.float32(0.02), "x_scale")]
+    inputs = ["q", "B", "zero"] + (["b_zero"] if b_zero is not None else [])
+    nodes += [helper.make_node("Mul", ["x_scale", "w_scale"], ["s"]),
+              helper.make_node("MatMulInteger", inputs, ["acc"]),
+              helper.make_node("Cast", ["acc"], ["accf"], to=TensorProto.FLOAT),
+              helper.make_node("Mul", ["accf", "s"], ["y" if bias is None else "m"])]
+    inits += [numpy_helper.from_array(b, "B"), numpy_helper.from_array(np.asarray(b_scale, np.float32), "w_scale")]
+    if b_zero is not None:
+        inits.append(numpy_helper.from_array(b_zero, "b_zero"))
+    if bias is not None:
+        nodes.append(helper.make_node("Add", ["bias", "m"], ["y"]))
+        inits.append(numpy_helper.from_array(bias, "bias"))
+    x_type = TensorProto.FLOAT if signed_a is None else TensorProto.INT8
+    graph = helper.make_graph(nodes, "dmm", [helper.make_tensor_value_info("x", x_type, x_shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return model
+
+
+UNFUSED = {"skip_passes": ["fuse_matmul_integer_to_float"]}
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("zero", ZEROS)
+@pytest.mark.parametrize("per_column, with_bias, signed", [(False, True, False), (True, True, False),
+                                                           (False, False, False), (True, True, True)])
+def test_scaled_chain_is_one_op_with_the_unfused_bytes(zero, per_column, with_bias, signed, threads):
+    """MatMulInteger -> Cast -> Mul(scale) -> Add(bias) is one scaled MatMulInteger
+    (fuse_matmul_integer_to_float): the unfused graph's bytes (same float32 roundings), on the
+    integer GEMM (uint8 A) and on the float32 one (int8 A); onnxruntime's values within float32
+    rounding (its optimizer fuses the chain its own way)."""
+    b, b_zero = _weights(zero, 96, 70)
+    b_scale = RNG.uniform(0.001, 0.01, 70 if per_column else 1).astype(np.float32).reshape(-1 if per_column else ())
+    bias = RNG.normal(size=70).astype(np.float32) if with_bias else None
+    if signed:
+        x = RNG.integers(-128, 128, size=(1, 16, 96)).astype(np.int8)
+    else:
+        x = (RNG.normal(size=(1, 16, 96)) * 2).astype(np.float32)
+    model = _dynamic_matmul(x.shape, b, b_scale, bias, b_zero, signed_a=-3 if signed else None)
+    engine, got = _run(model, {"x": x}, threads)
+    kinds = [n.op.type for n in engine.nodes]
+    # the run-time scale product stays (a constant one folds); no Cast, no Mul or Add after it
+    assert "Cast" not in kinds and kinds.count("Eltwise") == (0 if signed else 1)
+    assert _kernels(engine) == [("cpu:fast", "packed" if signed else "int8")]
+    unfused, want = _run(model, {"x": x}, threads, UNFUSED)
+    assert [n.op.type for n in unfused.nodes].count("Cast") == 1
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, run_ort(model, {"x": x})[0], rtol=1e-6, atol=1e-6)
+
+
+def test_scaled_chain_with_another_reader_stays_apart():
+    """The Cast's output also read elsewhere (or a model output): nothing fuses."""
+    b, _ = _weights("none", 32, 8)
+    model = _dynamic_matmul((4, 32), b, np.float32(0.01), None)
+    model.graph.output.append(helper.make_tensor_value_info("accf", TensorProto.FLOAT, None))
+    x = RNG.normal(size=(4, 32)).astype(np.float32)
+    graph = onnx_backend.prepare(model, {"x": x}).graph
+    assert [op.type for op in graph.net.op].count("Cast") == 1
+    outputs = Engine(graph).run({"x": x})
+    np.testing.assert_array_equal(outputs["y"], run_ort(model, {"x": x})[0])

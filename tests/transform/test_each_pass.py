@@ -182,7 +182,7 @@ ELSEWHERE = {
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
         "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs",
         "fold_affine_into_conv", "fuse_skip_layer_norm", "merge_constants", "skip_integral_casts",
-        "fold_pad_into_conv"}
+        "fold_pad_into_conv", "fuse_matmul_integer_to_float"}
 
 
 def test_every_pass_has_a_unit_test():
@@ -411,6 +411,32 @@ def test_fold_pad_into_conv_leaves_a_same_padded_conv():
     for op in graph.net.op[1:]:
         set_arg(op, "padding", "SAME")
     assert not fold_pad_into_conv(graph, {})
+
+
+MMI_CONSTS = {"B": RNG.integers(-128, 128, size=(8, 5)).astype(np.int8), "ws": np.float32(0.01),
+              "bias": RNG.normal(size=5).astype(np.float32)}
+
+
+@pytest.mark.parametrize("options, fused", [({}, True), ({"runtime": "gpu"}, False), ({"quantize": True}, False)])
+def test_fuse_matmul_integer_to_float(options, fused):
+    """quantize_dynamic's MatMulInteger -> Cast -> Mul(scale) -> Add(bias) is one scaled
+    MatMulInteger on CPU float models (the same float32 roundings: equal outputs); the GPU and
+    int8 paths keep the chain. (Byte equality on the fast kernels and onnxruntime's values:
+    tests/ops/test_fast_matmul_integer.py.)"""
+    from mace.transform.passes.fuse_matmul_integer_to_float import fuse_matmul_integer_to_float
+
+    build = lambda: graph_of({"x": X.shape}, [  # noqa: E731
+        ("DynamicQuantize", ["x"], ["q", "s", "z"], {}),
+        ("Eltwise", ["s", "ws"], ["scale"], {"type": "PROD"}),
+        ("MatMulInteger", ["q", "B", "z"], ["acc"], {"has_a_zero": 1}),
+        ("Cast", ["acc"], ["accf"], {"to": "float32"}),
+        ("Eltwise", ["accf", "scale"], ["m"], {"type": "PROD"}),
+        ("Eltwise", ["bias", "m"], ["y"], {"type": "SUM"})], MMI_CONSTS)
+    before = ["DynamicQuantize", "Eltwise", "MatMulInteger", "Cast", "Eltwise", "Eltwise"]
+    after = ["DynamicQuantize", "Eltwise", "MatMulInteger"] if fused else before
+    graph = _check(build, fuse_matmul_integer_to_float, before, after, options=options, rtol=0, changes=fused)
+    mmi = graph.net.op[2]
+    assert bool(get_arg(mmi, "scaled", 0)) == fused and list(mmi.output) == (["y"] if fused else ["acc"])
 
 
 @pytest.mark.parametrize("options, fused", [({}, True), ({"runtime": "gpu"}, False)])

@@ -24,3 +24,24 @@ def integral_to_int32(x, out):
     """out = int32(x) for integral float32 x within int32's range (x, out 1-D, contiguous)."""
     for i in range(x.shape[0]):
         out[i] = np.int32(x[i])
+
+
+@njit(**OPTS)
+def scale_sums(acc, scale, bias, out):
+    """out = float32(acc) * scale (+ bias) over rows of acc (rows, n; int32 sums, or float32 ones
+    that are integers): the Cast, Mul and Add a scaled MatMulInteger stands for, each rounded in
+    float32 (no fast-math: no FMA contraction). scale: 1 or n floats; bias: 0 or n floats."""
+    rows, n = acc.shape
+    one = scale.shape[0] == 1
+    s0 = scale[0]
+    for r in range(rows):
+        a, o = acc[r], out[r]
+        if one:
+            for j in range(n):
+                o[j] = np.float32(a[j]) * s0
+        else:
+            for j in range(n):
+                o[j] = np.float32(a[j]) * scale[j]
+        if bias.shape[0]:
+            for j in range(n):
+                o[j] = o[j] + bias[j]

@@ -31,7 +31,7 @@ from mace.ops.fast._jit import op_loops
 from mace.ops.fast.compute import compute_of
 from mace.ops.fast.int8._qgemm import MAX_K, SLACK, QPanels, pool_width
 from mace.ops.fast.int8._qjit import qloops
-from mace.ops.matmul_integer import MatMulIntegerCpu, constant_b, float32_exact
+from mace.ops.matmul_integer import MatMulIntegerCpu, constant_b, float32_exact, scale_args, scale_inputs
 from mace.ops.registry import kernel
 
 F32 = np.float32
@@ -46,6 +46,13 @@ def check(ctx) -> str | None:
         return f"{b.ndim}-D B (2-D only)"
     if np.dtype(ctx.input_dtypes[0]).itemsize != 1:
         return f"A is {np.dtype(ctx.input_dtypes[0])}"
+    flags = scale_args(ctx)
+    scaling = ctx.input_dtypes[2 + flags[0] + flags[1]:] if flags[2] else []
+    if any(np.dtype(t) != F32 for t in scaling):
+        return "scale or bias is not float32"
+    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in ctx.input_shapes[2 + flags[0] + flags[1]:]]
+    if flags[2] and (sizes[0] not in (1, b.shape[1]) or (flags[3] and sizes[1] != b.shape[1])):
+        return "scale not one or one per column, or bias not one per column"
     if has[0] and int(np.prod(ctx.input_shapes[2], dtype=np.int64)) != 1:
         return "A's zero point is per row"
     if _integer_gemm(ctx) is None and not float32_exact(b):
@@ -68,6 +75,7 @@ class MatMulIntegerFast(FastKernel):
 
     def setup(self, ctx):
         self.has, b = constant_b(ctx)   # as the reference's: its run is this kernel's fallback
+        self.flags = scale_args(ctx)
         k, n = b.shape
         rows = int(np.prod(ctx.input_shapes[0][:-1], dtype=np.int64)) if len(ctx.input_shapes[0]) > 1 else 1
         self.zero = np.zeros(1, ctx.input_dtypes[0])   # A's zero point when none is given
@@ -81,7 +89,10 @@ class MatMulIntegerFast(FastKernel):
                              w_zero if w_zero.size > 1 else w_zero[0], None, 0, slice(0, n),
                              pool_width(compute), compute)
             self.copy = k % lib.KB != 0   # the tile's last 4-byte read of a row needs slack after it
-            self.specs = [((rows,), np.int64)] + ([((rows * k + SLACK,), np.uint8)] if self.copy else [])
+            # sums of the rows (uint8 B's window sums), the int32 products a scaled one scales, A's
+            # rows with slack
+            self.specs = [((rows,), np.int64), ((rows, n) if self.flags[2] else (0, n), np.int32)] + \
+                ([((rows * k + SLACK,), np.uint8)] if self.copy else [])
             self.scratch_nbytes = scratch_size(self.specs)
             self.packed = self.b = None
             return
@@ -100,8 +111,12 @@ class MatMulIntegerFast(FastKernel):
     def bind(self, inputs, outputs, scratch=None):
         a, out = inputs[0], outputs[0]
         zero = inputs[2].reshape(1) if self.has[0] else self.zero
+        scale, bias = scale_inputs(self.flags, inputs)
+        if scale is not None and not (out.flags.c_contiguous and scale.flags.c_contiguous
+                                      and (bias is None or bias.flags.c_contiguous)):
+            return partial(MatMulIntegerCpu.run, self, inputs, outputs)   # views: none in practice
         if self.q is not None:
-            return self._bind_integer(a, zero, out, scratch)
+            return self._bind_integer(a, zero, out, scratch, scale, bias)
         if not (a.flags.c_contiguous and out.flags.c_contiguous):
             # views (none in quantize_dynamic's graphs): the reference's numpy, on our float32 B
             return partial(MatMulIntegerCpu.run, self, inputs, outputs)
@@ -110,11 +125,13 @@ class MatMulIntegerFast(FastKernel):
         out2d = out.reshape(sums.shape)
         gemm = self.packed.step(centred, sums) if self.packed is not None else \
             partial(np.matmul, centred, self.b, out=sums)
-        return sequence([partial(lib.centre_codes, a.reshape(-1), zero, centred.reshape(-1)), gemm,
-                         partial(lib.integral_to_int32, sums.reshape(-1), out2d.reshape(-1))])
+        # the sums are integers below 2^24 (float32_exact): float32(int32(sum)) is the sum itself
+        last = partial(lib.integral_to_int32, sums.reshape(-1), out2d.reshape(-1)) if scale is None else \
+            _scale_step(lib, sums, scale, bias, out2d)
+        return sequence([partial(lib.centre_codes, a.reshape(-1), zero, centred.reshape(-1)), gemm, last])
 
-    def _bind_integer(self, a, zero, out, scratch):
-        sums, *rest = carve(scratch, self.specs)
+    def _bind_integer(self, a, zero, out, scratch, scale, bias):
+        sums, acc, *rest = carve(scratch, self.specs)
         x = a.reshape(self.rows, self.k)
         steps = [partial(_set_zero, self.q, zero)]
         if self.copy or not x.flags.c_contiguous:
@@ -122,13 +139,27 @@ class MatMulIntegerFast(FastKernel):
             steps.append(partial(np.copyto, xs, x))
             x = xs
         out2d = out.reshape(self.rows, self.n)
-        if not out2d.flags.c_contiguous:   # a view (none in quantize_dynamic's graphs): via a buffer
-            tmp = np.empty(out2d.shape, np.int32)
-            steps += self.q.conv_steps(x.reshape(self.rows, 1, self.k), 1, (1, 1), 1, tmp, sums)
-            return sequence(steps + [partial(np.copyto, out2d, tmp)])
+        # the tile stores int32 sums: into the output itself where it is them (contiguous), else
+        # into scratch, then scaled (a scaled MatMulInteger) or copied (a view)
+        direct = scale is None and out2d.flags.c_contiguous
+        if scale is None and not direct:
+            acc = np.empty(out2d.shape, np.int32)
+        target = out2d if direct else acc
         # each row a line of one pixel: the pool can split the rows
-        steps += self.q.conv_steps(x.reshape(self.rows, 1, self.k), 1, (1, 1), 1, out2d, sums)
+        steps += self.q.conv_steps(x.reshape(self.rows, 1, self.k), 1, (1, 1), 1, target, sums)
+        if scale is not None:
+            steps.append(_scale_step(op_loops("_integer_loops"), acc, scale, bias, out2d))
+        elif not direct:
+            steps.append(partial(np.copyto, out2d, acc))
         return sequence(steps)
+
+
+NO_BIAS = np.zeros(0, F32)
+
+
+def _scale_step(lib, sums, scale, bias, out2d):
+    """The step out2d = float32(sums) * scale (+ bias) (a scaled MatMulInteger)."""
+    return partial(lib.scale_sums, sums, scale.reshape(-1), NO_BIAS if bias is None else bias.reshape(-1), out2d)
 
 
 def _set_zero(q, zero):
