@@ -3,7 +3,9 @@
 uint8 A: our integer GEMM (mace/ops/fast/int8/_qgemm.py), B packed once at load as int8, A's
 rows read in place, the exact int32 sums stored by the tile (no output stage; A's run-time zero
 point enters as a per-column correction set before each run). paraphrase-MiniLM-L3's 18: the
-float path below took 1.16 ms a run (a quarter of its bytes: the weights stay int8).
+float path below took 1.16 ms a run, this 0.30 (a quarter of the bytes: the weights stay int8).
+A `scaled` one (fuse_matmul_integer_to_float) then writes float32(sums) * scale + bias in one
+compiled pass (_integer_loops.scale_sums).
 
 Otherwise (an int8 A, no compiled int8 loops): the codes of A minus their run-time zero point as
 float32 (one compiled pass), our packed float GEMM against B - b_zero packed once at load, and
@@ -112,17 +114,14 @@ class MatMulIntegerFast(FastKernel):
         a, out = inputs[0], outputs[0]
         zero = inputs[2].reshape(1) if self.has[0] else self.zero
         scale, bias = scale_inputs(self.flags, inputs)
-        if scale is not None and not (out.flags.c_contiguous and scale.flags.c_contiguous
-                                      and (bias is None or bias.flags.c_contiguous)):
-            return partial(MatMulIntegerCpu.run, self, inputs, outputs)   # views: none in practice
-        if self.q is not None:
-            return self._bind_integer(a, zero, out, scratch, scale, bias)
-        if not (a.flags.c_contiguous and out.flags.c_contiguous):
-            # views (none in quantize_dynamic's graphs): the reference's numpy, on our float32 B
+        if not all(t.flags.c_contiguous for t in (a, out) + tuple(t for t in (scale, bias) if t is not None)):
+            # views (none in quantize_dynamic's graphs): the reference's numpy
             return partial(MatMulIntegerCpu.run, self, inputs, outputs)
+        out2d = out.reshape(self.rows, self.n)
+        if self.q is not None:
+            return self._bind_integer(a, zero, out2d, scratch, scale, bias)
         centred, sums = carve(scratch, self.specs)
         lib = op_loops("_integer_loops")
-        out2d = out.reshape(sums.shape)
         gemm = self.packed.step(centred, sums) if self.packed is not None else \
             partial(np.matmul, centred, self.b, out=sums)
         # the sums are integers below 2^24 (float32_exact): float32(int32(sum)) is the sum itself
@@ -130,27 +129,20 @@ class MatMulIntegerFast(FastKernel):
             _scale_step(lib, sums, scale, bias, out2d)
         return sequence([partial(lib.centre_codes, a.reshape(-1), zero, centred.reshape(-1)), gemm, last])
 
-    def _bind_integer(self, a, zero, out, scratch, scale, bias):
+    def _bind_integer(self, a, zero, out2d, scratch, scale, bias):
         sums, acc, *rest = carve(scratch, self.specs)
         x = a.reshape(self.rows, self.k)
         steps = [partial(_set_zero, self.q, zero)]
-        if self.copy or not x.flags.c_contiguous:
-            xs = rest[0][:x.size].reshape(x.shape) if self.copy else np.empty_like(x)
+        if self.copy:   # rows of K bytes not a multiple of 4: into scratch with slack after them
+            xs = rest[0][:x.size].reshape(x.shape)
             steps.append(partial(np.copyto, xs, x))
             x = xs
-        out2d = out.reshape(self.rows, self.n)
-        # the tile stores int32 sums: into the output itself where it is them (contiguous), else
-        # into scratch, then scaled (a scaled MatMulInteger) or copied (a view)
-        direct = scale is None and out2d.flags.c_contiguous
-        if scale is None and not direct:
-            acc = np.empty(out2d.shape, np.int32)
-        target = out2d if direct else acc
-        # each row a line of one pixel: the pool can split the rows
-        steps += self.q.conv_steps(x.reshape(self.rows, 1, self.k), 1, (1, 1), 1, target, sums)
+        # the tile stores the int32 sums: into the output, or into scratch for a scaled one
+        # (each row a line of one pixel: the pool can split the rows)
+        steps += self.q.conv_steps(x.reshape(self.rows, 1, self.k), 1, (1, 1), 1,
+                                   out2d if scale is None else acc, sums)
         if scale is not None:
             steps.append(_scale_step(op_loops("_integer_loops"), acc, scale, bias, out2d))
-        elif not direct:
-            steps.append(partial(np.copyto, out2d, acc))
         return sequence(steps)
 
 
