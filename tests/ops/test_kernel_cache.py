@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -104,3 +105,29 @@ def test_every_loop_module_is_warmed():
     files |= {f"mace.ops.fast.int8.{p.stem}" for p in (fast / "int8").glob("_*loops.py")}
     listed = set(kernel_cache.LOOP_MODULES) | {f"mace.ops.fast.{m}" for m in kernel_cache.OP_LOOP_MODULES}
     assert files <= listed, sorted(files - listed)
+
+
+def test_an_installed_wheel_caches_its_loops_in_the_users_folder(monkeypatch, tmp_path):
+    """A checkout keeps numba's in-tree __pycache__; an installed wheel's loop files go to the
+    user-wide folder (pip uninstall would leave in-tree cache files behind as a `mace` namespace
+    package shadowing the next install: tests/project/test_install.py has the whole story), and a
+    folder the user names still wins."""
+    from mace.ops.fast import _cache_place, _loops
+
+    _cache_place.install()
+    _cache_place.install()   # idempotent
+    classes = _cache_place._numba("CacheImpl")._locator_classes
+    assert classes.count(_cache_place.InstalledWheelLocator) == 1
+    assert classes.index(_cache_place._numba("UserProvidedCacheLocator")) \
+        < classes.index(_cache_place.InstalledWheelLocator) < classes.index(_cache_place._numba("InTreeCacheLocator"))
+    fn = next(obj.py_func for obj in vars(_loops).values() if hasattr(obj, "py_func"))
+    src = _loops.__file__
+    assert _cache_place.InstalledWheelLocator.from_function(fn, src) is None   # this checkout
+    monkeypatch.setattr(_cache_place, "checkout_root", lambda: None)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    locator = _cache_place.InstalledWheelLocator.from_function(fn, src)
+    assert locator is not None and Path(locator.get_cache_path()).is_relative_to(tmp_path)
+    outside = tmp_path / "elsewhere.py"
+    outside.write_text("def f():\n    pass\n")
+    assert _cache_place.InstalledWheelLocator.from_function(fn, str(outside)) is None

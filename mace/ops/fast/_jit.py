@@ -2,7 +2,8 @@
 
 numpy cannot fuse a multiply-add chain (a 3x3 depthwise conv is 17 full passes
 over the tensor) or a bias + clip epilogue; numba compiles such loops once and
-caches the machine code under __pycache__ (cache=True), so later processes load
+caches the machine code (cache=True: under __pycache__ in a checkout, in the user's cache
+folder for an installed wheel, mace/ops/fast/_cache_place.py), so later processes load
 them in ~0.2 s instead of compiling for ~1.5 s. numba is imported on the first
 kernel that asks (not with mace), and without it (no wheel for the platform, or
 MACE_NO_JIT=1 in the environment) `loops()` is None and each kernel keeps its
@@ -26,6 +27,8 @@ def loops():
     if os.environ.get("MACE_NO_JIT", "") not in ("", "0"):
         return None
     try:
+        from mace.ops.fast import _cache_place
+        _cache_place.install()   # before any loop module: an installed wheel caches in the user's folder
         from mace.ops.fast import _loops
     except ImportError:   # numba (or its llvmlite) is not installed
         return None

@@ -1,0 +1,44 @@
+"""Where numba caches the compiled loops: beside their sources (`__pycache__`, numba's default) in
+a source checkout, in the user's cache folder (numba's user-wide one, ~/.cache/numba) for an
+installed wheel.
+
+Why not beside an installed wheel's sources: `pip uninstall` removes the files it installed and
+no others, so the cache files kept site-packages/mace/ops/fast/__pycache__ alive, a `mace` folder
+without __init__.py: a namespace package that shadowed any later install (an editable checkout
+then imported as an empty `mace`, `mace.__file__` None). A read-only site-packages already went
+to the user-wide folder (numba's own fallback); now every installed wheel does. A cache folder
+the user names (NUMBA_CACHE_DIR) still comes first.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from numba.core import caching
+
+from mace.util.invocation import checkout_root
+
+PACKAGE = Path(__file__).resolve().parents[2]   # the `mace` package folder
+
+
+def _numba(name: str):
+    """numba's caching class `name` (numba < 0.62 spelled these with a leading underscore)."""
+    return getattr(caching, name, None) or getattr(caching, "_" + name, None)
+
+
+class InstalledWheelLocator(_numba("UserWideCacheLocator")):
+    """numba's user-wide locator, for this package's loop files when it is an installed wheel."""
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if checkout_root() is not None or not Path(py_file).resolve().is_relative_to(PACKAGE):
+            return None
+        return super().from_function(py_func, py_file)
+
+
+def install() -> None:
+    """Put the locator before numba's in-tree one (after a user-provided folder); idempotent.
+    Called before any loop module is imported: numba picks a function's locator as it decorates."""
+    classes = _numba("CacheImpl")._locator_classes
+    if InstalledWheelLocator not in classes:
+        in_tree = _numba("InTreeCacheLocator")
+        classes.insert(classes.index(in_tree) if in_tree in classes else 0, InstalledWheelLocator)
