@@ -643,8 +643,8 @@ def softmax_rows(x, log, out):
 @njit(**OPTS)
 def _row_max(v):
     """max(v) through ordered_key (integer max vectorizes, a float one under NaN rules does not:
-    4000 elements 5.3 -> 0.5 us). A NaN may be the max or not: exp(NaN - m) makes the row NaN
-    either way, as the reference's."""
+    a 4 x 1000 log-softmax 10.8 -> 6.0 us). A NaN may be the max or not: exp(NaN - m) makes the
+    row NaN either way, as the reference's."""
     bits = v.view(np.int32)
     k = ordered_key(bits[0])
     for i in range(1, bits.shape[0]):
