@@ -3,13 +3,15 @@
 
 Inputs: A, B (uint8 or int8; numpy matmul broadcasting), optional zero points: A's a scalar or
 one per row (M), B's a scalar or one per column (N); args has_a_zero / has_b_zero say which are
-given. With arg `scaled` (fuse_matmul_integer_to_float: the Cast, scale product and bias after
-it, quantize_dynamic's own sequence) two more inputs follow, a float32 scale (one, or one per
-column) and, with `has_bias`, a float32 bias per column, and the output is float32:
-float32(int32 result) * scale + bias, each step rounded in float32 as those ops were. Exact: the products are summed in float64 (BLAS), which holds every 8-bit dot product of
+given. Exact: the products are summed in float64 (BLAS), which holds every 8-bit dot product of
 up to 2^37 terms exactly, then cast to int32; a constant B whose columns' sums of |B - b_zero|
 times 255 stay below 2^24 is summed in float32, exact too (every partial sum is an integer
 float32 holds). Layout ANY.
+
+With arg `scaled` (fuse_matmul_integer_to_float: the Cast, scale product and bias after it,
+quantize_dynamic's own sequence) two more inputs follow, a float32 scale (one, or one per column)
+and, with `has_bias`, a float32 bias per column, and the output is float32: float32(int32 result)
+* scale + bias, each step rounded in float32 as those ops were.
 """
 import numpy as np
 
@@ -55,11 +57,9 @@ def constant_b(ctx) -> tuple:
     return has, _centred(b, b_zero, False)
 
 
-def scale_inputs(ctx_or_has, inputs) -> tuple:
+def scale_inputs(has: tuple, inputs) -> tuple:
     """(scale, bias) of a `scaled` MatMulInteger's inputs (bias None without has_bias), or
-    (None, None) for a plain one. ctx_or_has: a context with args, or (has_a, has_b, scaled,
-    has_bias)."""
-    has = ctx_or_has if isinstance(ctx_or_has, tuple) else scale_args(ctx_or_has)
+    (None, None) for a plain one; `has` is scale_args'."""
     if not has[2]:
         return None, None
     at = 2 + has[0] + has[1]
