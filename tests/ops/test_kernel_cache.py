@@ -117,17 +117,17 @@ def test_an_installed_wheel_caches_its_loops_in_the_users_folder(monkeypatch, tm
     _cache_place.install()
     _cache_place.install()   # idempotent
     classes = _cache_place._numba("CacheImpl")._locator_classes
-    assert classes.count(_cache_place.InstalledWheelLocator) == 1
+    assert classes.count(_cache_place.locator_class()) == 1
     assert classes.index(_cache_place._numba("UserProvidedCacheLocator")) \
-        < classes.index(_cache_place.InstalledWheelLocator) < classes.index(_cache_place._numba("InTreeCacheLocator"))
+        < classes.index(_cache_place.locator_class()) < classes.index(_cache_place._numba("InTreeCacheLocator"))
     fn = next(obj.py_func for obj in vars(_loops).values() if hasattr(obj, "py_func"))
     src = _loops.__file__
-    assert _cache_place.InstalledWheelLocator.from_function(fn, src) is None   # this checkout
+    assert _cache_place.locator_class().from_function(fn, src) is None   # this checkout
     monkeypatch.setattr(_cache_place, "checkout_root", lambda: None)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("HOME", str(tmp_path))
-    locator = _cache_place.InstalledWheelLocator.from_function(fn, src)
+    locator = _cache_place.locator_class().from_function(fn, src)
     assert locator is not None and Path(locator.get_cache_path()).is_relative_to(tmp_path)
     outside = tmp_path / "elsewhere.py"
     outside.write_text("def f():\n    pass\n")
-    assert _cache_place.InstalledWheelLocator.from_function(fn, str(outside)) is None
+    assert _cache_place.locator_class().from_function(fn, str(outside)) is None

@@ -11,9 +11,8 @@ the user names (NUMBA_CACHE_DIR) still comes first.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-
-from numba.core import caching
 
 from mace.util.invocation import checkout_root
 
@@ -21,24 +20,31 @@ PACKAGE = Path(__file__).resolve().parents[2]   # the `mace` package folder
 
 
 def _numba(name: str):
-    """numba's caching class `name` (numba < 0.62 spelled these with a leading underscore)."""
+    """numba's caching class `name` (numba < 0.62 spelled these with a leading underscore).
+    numba is imported here, not with the module: the device runner's archive carries this file
+    to boards without numba (mace/devices/runner_zip.py)."""
+    from numba.core import caching
     return getattr(caching, name, None) or getattr(caching, "_" + name, None)
 
 
-class InstalledWheelLocator(_numba("UserWideCacheLocator")):
-    """numba's user-wide locator, for this package's loop files when it is an installed wheel."""
+@functools.lru_cache(maxsize=None)
+def locator_class():
+    """numba's user-wide locator, for this package's loop files when it is an installed wheel
+    (made on first use: its base class is numba's)."""
 
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        if checkout_root() is not None or not Path(py_file).resolve().is_relative_to(PACKAGE):
-            return None
-        return super().from_function(py_func, py_file)
+    class InstalledWheelLocator(_numba("UserWideCacheLocator")):
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if checkout_root() is not None or not Path(py_file).resolve().is_relative_to(PACKAGE):
+                return None
+            return super().from_function(py_func, py_file)
+    return InstalledWheelLocator
 
 
 def install() -> None:
     """Put the locator before numba's in-tree one (after a user-provided folder); idempotent.
     Called before any loop module is imported: numba picks a function's locator as it decorates."""
-    classes = _numba("CacheImpl")._locator_classes
-    if InstalledWheelLocator not in classes:
+    classes, locator = _numba("CacheImpl")._locator_classes, locator_class()
+    if locator not in classes:
         in_tree = _numba("InTreeCacheLocator")
-        classes.insert(classes.index(in_tree) if in_tree in classes else 0, InstalledWheelLocator)
+        classes.insert(classes.index(in_tree) if in_tree in classes else 0, locator)
