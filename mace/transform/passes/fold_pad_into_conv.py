@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ir.args import del_arg, get_arg, set_arg
-from mace.ops._common import resolve_pads
 from mace.transform.shape_inference import infer_shapes
 
 CONVS = ("Conv2D", "DepthwiseConv2d")
@@ -54,8 +53,11 @@ def _foldable(conv, name) -> bool:
 
 
 def _conv_pads(conv) -> list:
-    """The conv's own [top, left, bottom, right] (VALID: zeros)."""
-    return resolve_pads((0, 0), (1, 1), [1, 1], [1, 1], get_arg(conv, "pads", None), get_arg(conv, "padding", ""))
+    """The conv's own [top, left, bottom, right] (VALID or none given: zeros; _foldable left
+    out SAME)."""
+    pads = get_arg(conv, "pads", None)
+    valid = (get_arg(conv, "padding", "") or "").upper() == "VALID"
+    return [0, 0, 0, 0] if valid or not pads else [int(p) for p in pads]
 
 
 def fold_pad_into_conv(graph, options) -> bool:
