@@ -49,27 +49,43 @@ def _running(paths: list) -> set:
 
 class Runnable:
     """Samples of other processes' runnable threads (our thread list cached, refreshed
-    every `refresh` samples: numba's and OpenBLAS's threads start once)."""
+    every `refresh` samples: numba's and OpenBLAS's threads start once). A sample that sees
+    others reads our list again first: a thread of ours started since (the OpenMP team's
+    worker, created by the first split step after the list was read; a thread pool a library
+    starts later) would count as another process's until the next refresh, and a run sized
+    to one thread for its whole window (openWakeWord's timer head at two threads, the first
+    second after an onnxruntime session in the same process: 48 us a run, not 26)."""
 
     def __init__(self, refresh: int = 64):
         self.refresh, self._n, self._paths = refresh, 0, []
 
     def __call__(self) -> int | None:
         try:
-            if self._n % self.refresh == 0:
-                self._paths = [os.path.join(e.path, "stat") for e in os.scandir(_TASKS)]
+            fresh = self._n % self.refresh == 0
+            if fresh:
+                self._read_threads()
             self._n += 1
-            with open(_LOADAVG, "rb") as f:
-                first = f.read()
-            system = int(first.split()[3].split(b"/")[0])
-            if system <= 1:   # the caller alone: nothing else runnable
-                return 0
-            before = _running(self._paths)
-            with open(_LOADAVG, "rb") as f:
-                system = int(f.read().split()[3].split(b"/")[0])
-            ours = before | _running(self._paths)
+            others = self._others()
+            if others and not fresh:
+                self._read_threads()
+                others = self._others()
         except (OSError, ValueError, IndexError):
             return None
+        return others
+
+    def _read_threads(self) -> None:
+        self._paths = [os.path.join(e.path, "stat") for e in os.scandir(_TASKS)]
+
+    def _others(self) -> int:
+        with open(_LOADAVG, "rb") as f:
+            first = f.read()
+        system = int(first.split()[3].split(b"/")[0])
+        if system <= 1:   # the caller alone: nothing else runnable
+            return 0
+        before = _running(self._paths)
+        with open(_LOADAVG, "rb") as f:
+            system = int(f.read().split()[3].split(b"/")[0])
+        ours = before | _running(self._paths)
         return max(0, system - max(len(ours), 1))
 
 

@@ -97,6 +97,29 @@ def test_our_own_running_threads_are_not_counted(tmp_path, monkeypatch):
     assert Runnable()() == 0   # the caller alone
 
 
+def test_a_thread_of_ours_started_after_the_list_was_read_is_ours(tmp_path, monkeypatch):
+    """The OpenMP worker starts in the first split step, after the first sample read our
+    thread list: running, it is ours at once, not a competitor until the next refresh. A
+    runnable thread that is not ours still counts after the list is read again."""
+    from mace.util import cpu_contention
+
+    def thread(tid, state):
+        (tmp_path / "task" / tid).mkdir(parents=True, exist_ok=True)
+        (tmp_path / "task" / tid / "stat").write_text(f"{tid} (python) {state} 1 2 3 4\n")
+
+    thread("10", "R")
+    (tmp_path / "loadavg").write_text("1.02 0.80 0.61 1/120 5555\n")
+    monkeypatch.setattr(cpu_contention, "_LOADAVG", tmp_path / "loadavg")
+    monkeypatch.setattr(cpu_contention, "_TASKS", tmp_path / "task")
+    probe = Runnable(refresh=64)
+    assert probe() == 0   # the list read: thread 10 alone
+    thread("11", "R")     # our new worker, spinning
+    (tmp_path / "loadavg").write_text("1.02 0.80 0.61 2/120 5555\n")
+    assert [probe() for _ in range(5)] == [0] * 5
+    (tmp_path / "loadavg").write_text("1.02 0.80 0.61 3/120 5555\n")   # and someone else's
+    assert [probe() for _ in range(5)] == [1] * 5
+
+
 @linux
 def test_a_busy_competitor_is_seen():
     probe = Runnable()
