@@ -55,7 +55,8 @@ class AssignVariable(OpSpec):
         return []
 
 
-def _store(ctx):
+def variable_store(ctx) -> Variables:
+    """The engine's store of variables (ReadVariable, AssignVariable, StreamBuffer)."""
     if ctx.variables is None:
         raise ValueError(f"{ctx.op.type} '{ctx.op.name}' needs an engine that keeps variables")
     return ctx.variables
@@ -64,7 +65,7 @@ def _store(ctx):
 @kernel("ReadVariable", "cpu")
 class ReadVariableCpu(Kernel):
     def setup(self, ctx):
-        self.store, self.name = _store(ctx), ctx.arg("variable")
+        self.store, self.name = variable_store(ctx), ctx.arg("variable")
 
     def run(self, inputs, outputs):
         np.copyto(outputs[0], self.store.values[self.name], casting="unsafe")
@@ -73,7 +74,7 @@ class ReadVariableCpu(Kernel):
 @kernel("AssignVariable", "cpu")
 class AssignVariableCpu(Kernel):
     def setup(self, ctx):
-        self.store, self.name = _store(ctx), ctx.arg("variable")
+        self.store, self.name = variable_store(ctx), ctx.arg("variable")
         if ctx.consts[1] is None:
             raise ValueError(f"AssignVariable '{ctx.op.name}': the initial value must be a constant")
         self.store.define(self.name, ctx.consts[1])

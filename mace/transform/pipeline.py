@@ -34,6 +34,7 @@ from mace.transform.passes.fuse_hardswish import fuse_hardswish
 from mace.transform.passes.fuse_paddle_hardswish import fuse_paddle_hardswish
 from mace.transform.passes.fuse_layer_norm import fuse_layer_norm
 from mace.transform.passes.fuse_matmul_integer_to_float import fuse_matmul_integer_to_float
+from mace.transform.passes.fuse_stream_buffer import fuse_stream_buffer
 from mace.transform.passes.fuse_skip_layer_norm import fuse_skip_layer_norm
 from mace.transform.passes.lower_fake_quantize import lower_fake_quantize
 from mace.transform.passes.mark_ragged import mark_ragged
@@ -92,6 +93,8 @@ PASSES = [
     Pass("fold_constants_after_layout", fold_constants),
     Pass("fold_channel_shuffle", fold_channel_shuffle),
     Pass("fold_flatten_transpose", fold_flatten_transpose),
+    # after the layout passes: the buffer's axis is final
+    Pass("fuse_stream_buffer", fuse_stream_buffer),
     Pass("remove_dead_ops_final", remove_dead_ops),
     Pass("sort_topologically_final", sort_topologically, repeat=False),
     Pass("infer_shapes_final", _infer, repeat=False),

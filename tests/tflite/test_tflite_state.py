@@ -177,3 +177,49 @@ def engine_for_shape(path, shape):
     graph = convert("tflite", ModelSpec(path, [TensorSpec(ins[0], shape, "NONE")], [TensorSpec(outs[0], None, "NONE")]))
     transform(graph, {"runtime": "cpu"})
     return Engine(graph), ins[0], outs[0]
+
+
+WC = tf.constant(rand(6, 1, 6, 5, seed=3))
+
+
+class StreamConv(tf.Module):
+    """TensorFlow's streaming conv, as microWakeWord exports it: the last 4 input frames kept in a
+    variable, the 2 new ones appended, the conv over all 6, the last 4 assigned back."""
+
+    def __init__(self):
+        self.states = tf.Variable(tf.constant(rand(1, 4, 1, 6, seed=4) * 0.1), name="states")
+
+    @tf.function(input_signature=[tf.TensorSpec((1, 2, 1, 6), tf.float32, name="x0")])
+    def __call__(self, x):
+        c = tf.concat([self.states, x], axis=1)
+        self.states.assign(c[:, -4:])
+        return tf.nn.relu(tf.nn.conv2d(c, WC, strides=1, padding="VALID"))
+
+
+@pytest.mark.parametrize("reference", [False, True])
+def test_a_streaming_conv_buffer_is_one_op_with_litert_numbers(tmp_path, reference):
+    """fuse_stream_buffer: ReadVariable -> Concat -> StridedSlice -> AssignVariable is one
+    StreamBuffer (fast and reference kernels); the outputs over a sequence are LiteRT's, and
+    reset_state starts it over."""
+    module = StreamConv()
+    conv = tf.lite.TFLiteConverter.from_concrete_functions([module.__call__.get_concrete_function()], module)
+    conv.experimental_enable_resource_variables = True
+    path = tmp_path / "stream_conv.tflite"
+    path.write_bytes(conv.convert())
+    ins, outs = io_names(path)
+    graph = convert("tflite", ModelSpec(path, [TensorSpec(ins[0], (1, 2, 1, 6), "NONE")],
+                                        [TensorSpec(outs[0], None, "NONE")]))
+    transform(graph, {"runtime": "cpu"})
+    kinds = [op.type for op in graph.net.op]
+    assert "StreamBuffer" in kinds and not {"ReadVariable", "AssignVariable", "StridedSlice"} & set(kinds), kinds
+    engine = Engine(graph, options={"reference_kernels": reference})
+    (buffer,) = [n for n in engine.nodes if n.op.type == "StreamBuffer"]
+    assert (buffer.tag == "cpu") == reference
+    x, y = ins[0], outs[0]
+    sequence = [{x: rand(1, 2, 1, 6, seed=30 + k)} for k in range(6)]
+    want = [r[y] for r in run_litert_sequence(path, sequence, [y])]
+    got = [engine.run(feed)[y] for feed in sequence]
+    for k, (g, w) in enumerate(zip(got, want)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-5, err_msg=f"step {k}")
+    engine.reset_state()
+    np.testing.assert_array_equal(engine.run(sequence[0])[y], got[0])

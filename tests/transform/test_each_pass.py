@@ -182,7 +182,7 @@ ELSEWHERE = {
 HERE = {"remove_identity", "remove_dead_ops", "fold_constants", "sort_topologically", "fold_transposes",
         "fuse_layer_norm", "fold_into_batchnorm", "mark_winograd", "fuse_paddle_hardswish", "fold_reshape_pairs",
         "fold_affine_into_conv", "fuse_skip_layer_norm", "merge_constants", "skip_integral_casts",
-        "fold_pad_into_conv", "fuse_matmul_integer_to_float"}
+        "fold_pad_into_conv", "fuse_matmul_integer_to_float", "fuse_stream_buffer"}
 
 
 def test_every_pass_has_a_unit_test():
@@ -523,3 +523,61 @@ def test_skip_integral_casts_leaves_other_pairs(case):
                             "float16" if case == "back to float16" else "float32")
         before = ["Eltwise", "Cast", "Cast", "Activation"]
     _check(build, skip_integral_casts, before, before, x=X * 1000, changes=False, rtol=1e-3)
+
+
+def _stream(slice_at=(2, 5), other_reader=False, slice_output=False, second_read=False):
+    """x [1, 2, 1, 8] appended to a variable's 3 frames (axis 1), the last 3 of the 5 assigned
+    back, a Relu reading the 5: TensorFlow's streaming layer as TFLite files hold it."""
+    init = np.random.default_rng(5).normal(size=(1, 3, 1, 8)).astype(np.float32)
+    ops = [("ReadVariable", [], ["r"], {"variable": "v", "shape": [1, 3, 1, 8], "dtype": "float32"}),
+           ("Concat", ["r", "x"], ["c"], {"axis": 1}),
+           ("StridedSlice", ["c"], ["s"], {"starts": [slice_at[0]], "ends": [slice_at[1]], "axes": [1], "steps": [1]}),
+           ("AssignVariable", ["s", "init", "r"], [], {"variable": "v"}),
+           ("Activation", ["c"], ["y"], {"activation": "RELU"})]
+    outputs = ["y"]
+    if other_reader:
+        ops.append(("Activation", ["r"], ["z"], {"activation": "TANH"}))
+        outputs.append("z")
+    if slice_output:
+        outputs.append("s")
+    if second_read:
+        ops.append(("ReadVariable", [], ["r2"], {"variable": "v", "shape": [1, 3, 1, 8], "dtype": "float32"}))
+        ops.append(("Activation", ["r2"], ["z"], {"activation": "TANH"}))
+        outputs.append("z")
+    return graph_of({"x": (1, 2, 1, 8)}, ops, {"init": init}, outputs=outputs)
+
+
+def _stream_runs(graph, options=None) -> list:
+    engine = Engine(graph, options=options or {"reference_kernels": True})
+    rng = np.random.default_rng(6)
+    return [engine.run({"x": rng.normal(size=(1, 2, 1, 8)).astype(np.float32)}) for _ in range(4)]
+
+
+def test_fuse_stream_buffer():
+    """The four ops are one StreamBuffer; over four runs (the state carried) its outputs are the
+    four ops', with the reference and the fast kernel."""
+    from mace.transform.passes.fuse_stream_buffer import fuse_stream_buffer
+
+    original, graph = _stream(), _stream()
+    assert fuse_stream_buffer(graph, {}) and _types(graph) == ["StreamBuffer", "Activation"]
+    assert fuse_stream_buffer(_stream(slice_at=(-3, 5)), {})   # counted from the end: the same 3
+    (op,) = [op for op in graph.net.op if op.type == "StreamBuffer"]
+    assert list(op.input) == ["x", "init"] and get_arg(op, "variable") == "v" and get_arg(op, "axis") == 1
+    want = _stream_runs(original)
+    for options in ({"reference_kernels": True}, {}):
+        got = _stream_runs(graph, options)
+        for k, (g, w) in enumerate(zip(got, want)):
+            np.testing.assert_array_equal(g["y"], w["y"], err_msg=f"run {k} {options}")
+    assert not np.array_equal(want[0]["y"][:, :3], want[1]["y"][:, :3])   # the state moved
+
+
+@pytest.mark.parametrize("case", [dict(slice_at=(1, 4)), dict(other_reader=True), dict(slice_output=True),
+                                  dict(second_read=True), "gpu"])
+def test_fuse_stream_buffer_leaves(case):
+    """Not the last K frames, the read value or the slice read elsewhere, the variable read
+    twice, a GPU model: the four ops stay."""
+    from mace.transform.passes.fuse_stream_buffer import fuse_stream_buffer
+
+    graph = _stream(**(case if isinstance(case, dict) else {}))
+    assert not fuse_stream_buffer(graph, {"runtime": "gpu"} if case == "gpu" else {})
+    assert "StreamBuffer" not in _types(graph)
