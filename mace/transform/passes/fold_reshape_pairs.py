@@ -45,7 +45,7 @@ def _swap(graph, reshape, op) -> None:
 
 
 def fold_reshape_pairs(graph, options) -> bool:
-    producers, consumers = graph.producers(), graph.consumers()
+    consumers = graph.consumers()
     outputs = set(graph.output_names)
     touched, removed, renamed = set(), set(), {}
     ranged = qat_ranges(graph.net)

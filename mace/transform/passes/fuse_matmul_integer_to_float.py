@@ -16,19 +16,10 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ir.args import get_arg, set_arg
+from mace.transform.passes._patterns import eltwise, only_reader, other_input
 from mace.transform.passes.fuse_hardswish import cpu_float
 from mace.transform.passes.sort import sort_topologically
 from mace.transform.shape_inference import infer_shapes
-
-
-def _only_reader(consumers, outputs, name):
-    readers = consumers.get(name, [])
-    return readers[0] if len(readers) == 1 and name not in outputs else None
-
-
-def _plain_eltwise(op, kind) -> bool:
-    return (op is not None and op.type == "Eltwise" and get_arg(op, "type") == kind and len(op.input) == 2
-            and not get_arg(op, "activation", "") and not get_arg(op, "coeff", None))
 
 
 def _per_column(graph, name, n, allow_one) -> bool:
@@ -40,27 +31,23 @@ def _per_column(graph, name, n, allow_one) -> bool:
     return (allow_one and size == 1) or (size == n and len(shape) >= 1 and shape[-1] == n)
 
 
-def _other(op, name):
-    return op.input[1] if op.input[0] == name else op.input[0]
-
-
 def _chain(graph, mmi, consumers, outputs):
     """(cast, mul, scale, add or None, bias or None) after `mmi`, or None."""
     out = mmi.output[0]
     shape = graph.shape(out)
-    cast = _only_reader(consumers, outputs, out)
+    cast = only_reader(consumers, outputs, out)
     if shape is None or not shape or cast is None or cast.type != "Cast":
         return None
     if graph.dtype(cast.output[0]) is None or np.dtype(graph.dtype(cast.output[0])) != np.float32:
         return None
-    mul = _only_reader(consumers, outputs, cast.output[0])
-    if not _plain_eltwise(mul, "PROD") or list(mul.input).count(cast.output[0]) != 1:
+    mul = only_reader(consumers, outputs, cast.output[0])
+    if not eltwise(mul, "PROD", plain=True) or list(mul.input).count(cast.output[0]) != 1:
         return None
-    n, scale = shape[-1], _other(mul, cast.output[0])
+    n, scale = shape[-1], other_input(mul, cast.output[0])
     if graph.shape(mul.output[0]) != shape or not _per_column(graph, scale, n, True):
         return None
-    add = _only_reader(consumers, outputs, mul.output[0])
-    bias = _other(add, mul.output[0]) if _plain_eltwise(add, "SUM") and mul.output[0] in add.input else None
+    add = only_reader(consumers, outputs, mul.output[0])
+    bias = other_input(add, mul.output[0]) if eltwise(add, "SUM", plain=True) and mul.output[0] in add.input else None
     if bias is None or bias not in graph.consts or graph.shape(add.output[0]) != shape \
             or not _per_column(graph, bias, n, False):
         add = bias = None

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from mace.ir.args import get_arg, set_arg
+from mace.transform.passes._patterns import eltwise, other_input
 
 _TOL = 1e-6
 
@@ -25,13 +26,6 @@ def _scalar(graph, name, value) -> bool:
     return c.size == 1 and c.dtype.kind == "f" and abs(float(c.reshape(-1)[0]) - value) <= _TOL * max(1, value)
 
 
-def _other(op, name):
-    """The input of two-input `op` that is not `name` (None if `name` is not one of them)."""
-    if len(op.input) != 2 or name not in op.input:
-        return None
-    return op.input[1] if op.input[0] == name else op.input[0]
-
-
 def _clip_0_6(op) -> bool:
     """A fused or standalone clip to [0, 6]: RELUX 6, or CLIP 0..6."""
     kind = get_arg(op, "activation", "")
@@ -39,14 +33,9 @@ def _clip_0_6(op) -> bool:
     return kind in ("RELUX", "CLIP") and lo == 0.0 and float(get_arg(op, "max_limit", 0.0)) == 6.0
 
 
-def _eltwise(op, kind) -> bool:
-    return (op is not None and op.type == "Eltwise" and get_arg(op, "type") == kind and len(op.input) == 2
-            and not get_arg(op, "coeff", None))
-
-
 def _plus_3(graph, op, x) -> bool:
     """op = x + 3 (no activation of its own)."""
-    return _eltwise(op, "SUM") and not get_arg(op, "activation", "") and _scalar(graph, _other(op, x) or "", 3.0)
+    return eltwise(op, "SUM", plain=True) and _scalar(graph, other_input(op, x) or "", 3.0)
 
 
 def _gate(graph, name, producers, single):
@@ -61,9 +50,9 @@ def _gate(graph, name, producers, single):
                 if _plus_3(graph, s, x):
                     return [g, s], x
         return None
-    if _eltwise(g, "SUM") and _clip_0_6(g):   # the clip already fused into the Add
+    if eltwise(g, "SUM") and _clip_0_6(g):   # the clip already fused into the Add
         for x in g.input:
-            if _scalar(graph, _other(g, x) or "", 3.0):
+            if _scalar(graph, other_input(g, x) or "", 3.0):
                 return [g], x
     return None
 
@@ -72,18 +61,18 @@ def _match(graph, last, producers, single):
     """The ops of x * clip(x + 3, 0, 6) / 6 ending at `last` (Div by 6 or Mul by 1/6): (ops, x)."""
     if get_arg(last, "activation", ""):
         return None
-    if _eltwise(last, "DIV") and _scalar(graph, last.input[1], 6.0):
+    if eltwise(last, "DIV") and _scalar(graph, last.input[1], 6.0):
         prod_name = last.input[0]
-    elif _eltwise(last, "PROD"):
-        prod_name = next((t for t in last.input if _scalar(graph, _other(last, t) or "", 1 / 6)), None)
+    elif eltwise(last, "PROD"):
+        prod_name = next((t for t in last.input if _scalar(graph, other_input(last, t) or "", 1 / 6)), None)
     else:
         return None
     p = producers.get(prod_name) if prod_name else None
-    if not _eltwise(p, "PROD") or get_arg(p, "activation", "") or not single(p.output[0]):
+    if not eltwise(p, "PROD", plain=True) or not single(p.output[0]):
         return None
     for gate_name in p.input:
         found = _gate(graph, gate_name, producers, single)
-        if found and _other(p, gate_name) == found[1]:
+        if found and other_input(p, gate_name) == found[1]:
             return [p] + found[0], found[1]
     return None
 

@@ -9,13 +9,12 @@ fused activation). Only for CPU float models (the GPU and int8 paths have no `sk
 from __future__ import annotations
 
 from mace.ir.args import get_arg, set_arg
+from mace.transform.passes._patterns import eltwise
 from mace.transform.passes.fuse_hardswish import cpu_float
 
 
 def _residual(graph, op) -> bool:
-    return (op is not None and op.type == "Eltwise" and get_arg(op, "type") == "SUM" and len(op.input) == 2
-            and not get_arg(op, "activation", "") and not get_arg(op, "coeff", None)
-            and not any(t in graph.consts for t in op.input)
+    return (eltwise(op, "SUM", plain=True) and not any(t in graph.consts for t in op.input)
             and all(graph.shape(t) == graph.shape(op.output[0]) for t in op.input)
             and graph.dtype(op.input[0]) == graph.dtype(op.input[1]) == graph.dtype(op.output[0]))
 
