@@ -581,3 +581,37 @@ def test_fuse_stream_buffer_leaves(case):
     graph = _stream(**(case if isinstance(case, dict) else {}))
     assert not fuse_stream_buffer(graph, {"runtime": "gpu"} if case == "gpu" else {})
     assert "StreamBuffer" not in _types(graph)
+
+
+@pytest.mark.parametrize("axis, state, x", [(1, (2, 3, 4), (2, 2, 4)), (2, (2, 3, 4, 5), (2, 3, 1, 5)),
+                                            (0, (3, 4), (1, 4))])
+def test_stream_buffer_op_fast_and_reference(axis, state, x):
+    """StreamBuffer itself on other axes and leading rows (the fast loop's rows > 1): the fast
+    kernel's bytes are the reference's over five runs, and each run is concat then the last K."""
+    rng = np.random.default_rng(7)
+    init = rng.normal(size=state).astype(np.float32)
+
+    def build():
+        return graph_of({"x": x}, [("StreamBuffer", ["x", "init"], ["y"], {"axis": axis, "variable": "v"})],
+                        {"init": init})
+
+    feeds = [rng.normal(size=x).astype(np.float32) for _ in range(5)]
+    fast, ref = Engine(build()), Engine(build(), options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast" and ref.nodes[0].tag == "cpu"
+    kept = init
+    for feed in feeds:
+        want = np.concatenate([kept, feed], axis=axis)
+        got_fast, got_ref = fast.run({"x": feed})["y"], ref.run({"x": feed})["y"]
+        np.testing.assert_array_equal(got_ref, want)
+        np.testing.assert_array_equal(got_fast, want)
+        kept = np.take(want, range(want.shape[axis] - state[axis], want.shape[axis]), axis=axis)
+
+
+def test_stream_buffer_with_a_run_time_initial_value_is_refused_by_name():
+    from mace.errors import MaceError
+
+    graph = graph_of({"x": (1, 2), "init": (1, 3)},
+                     [("StreamBuffer", ["x", "init"], ["y"], {"axis": 1, "variable": "v"})])
+    graph.net.op[0].name = "buf"
+    with pytest.raises(MaceError, match="buf.*initial value must be a constant"):
+        Engine(graph)
