@@ -21,10 +21,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from mace.ops._common import activation_args, sequence
-from mace.ops.fast._base import (NO_STORE, FastKernel, activation_fn, carve, clip_bounds, fused_slope, loop_bias,
-                                 scratch_size, store_epilogue)
+from mace.ops.fast._base import (NO_STORE, FastKernel, activation_fn, carve, clip_bounds, compiled_in_place,
+                                 fused_slope, loop_bias, scratch_size, store_epilogue)
 from mace.ops.fast._conv_gemm import pad_steps
-from mace.ops.fast._jit import loops
+from mace.ops.fast._jit import loops, op_loops
 from mace.ops.fast.compute import compute_of
 from mace.ops.fast.conv2d import const_bias, conv_check, epilogue, geometry
 from mace.ops.registry import kernel
@@ -70,10 +70,28 @@ class DepthwiseConv2dFast(FastKernel):
         self.loop_bias = np.ascontiguousarray(loop_bias(self.bias, g.c))
         self.loop_args = (g.strides[0], g.strides[1], g.dilations[0], g.dilations[1],
                           g.pads[0], g.pads[1])
+        # the line loop clips only: an activation the general loop's store runs goes in place
+        # after it, where it has such a loop of its own (a PRELU's per-channel slope has not)
+        self.line_after = compiled_in_place(act, np.float32) if self.epi[0] != 0 else None
+        self.line = self._line() if op_loops("_line_loops") is not None and \
+            (self.epi[0] == 0 or self.line_after is not None) else None
+
+    def _line(self):
+        """(axis, stride, dilation, pad) of a conv along one axis only (the other input extent 1,
+        the filter 1 along it, no padding there): _line_loops' path; else None."""
+        g = self.geo
+        if g.w == 1 and g.kw == 1 and g.ow == 1 and g.pads[1] == g.pads[3] == 0:
+            return 1, g.strides[0], g.dilations[0], g.pads[0]
+        if g.h == 1 and g.kh == 1 and g.oh == 1 and g.pads[0] == g.pads[2] == 0:
+            return 2, g.strides[1], g.dilations[1], g.pads[1]
+        return None
 
     def bind(self, inputs, outputs, scratch=None):
         g = self.geo
         x, out = inputs[0], outputs[0]
+        if self.compiled and self.line is not None and x.flags.c_contiguous and out.flags.c_contiguous:
+            tail = [partial(self.line_after, out.reshape(-1))] if self.line_after is not None else []
+            return sequence([self._bind_line(x, out)] + tail + epilogue(compute_of(self.ctx), out, None, self.after))
         if self.compiled:
             args = (x, self.taps, self.loop_bias, self.lo, self.hi, self.epi, *self.loop_args, out)
             # work: each output reads kh * kw taps (a 7 x 7 x 512 map's 5 x 5 conv is 627 k
@@ -88,6 +106,15 @@ class DepthwiseConv2dFast(FastKernel):
         tmp = None if self.use_einsum else bufs[0]
         steps += self._taps(xp, out, tmp, 0, g.oh)
         return sequence(steps + epilogue(compute_of(self.ctx), out, self.bias, self.act))
+
+    def _bind_line(self, x, out):
+        g = self.geo
+        axis, stride, dil, pad = self.line
+        k = g.kh if axis == 1 else g.kw
+        line, lout = x.reshape(g.n, -1, g.c), out.reshape(g.n, -1, g.c)   # contiguous: views
+        args = (line, self.taps.reshape(k, g.c), self.loop_bias, self.lo, self.hi, stride, dil, pad, lout)
+        return compute_of(self.ctx).loop("depthwise_line", args, lout.shape[0] * lout.shape[1],
+                                         x.size + out.size * k, lib=op_loops("_line_loops"))
 
     def _taps(self, xp, out, tmp, r0: int, r1: int) -> list:
         """Steps computing output rows r0:r1 (before bias and activation)."""
