@@ -248,6 +248,21 @@ def test_direct_path_for_tiny_convs(case, jit):
     close(got, want)
 
 
+@pytest.mark.parametrize("case, whole", [(dict(h=5, w=1, c=40, o=30, k=(5, 1), pads=(0, 0, 0, 0), act="RELU"), True),
+                                         (dict(n=3, h=3, w=2, c=7, o=5, k=(3, 2), pads=(0, 0, 0, 0)), True),
+                                         (dict(h=1, w=1, c=60, o=60, k=(1, 1), pads=(0, 0, 0, 0)), False),
+                                         (dict(h=5, w=1, c=40, o=30, k=(5, 1), pads=(1, 0, 1, 0)), False)])
+def test_direct_conv_over_the_whole_input_is_a_dot_product_per_filter(case, whole, jit):
+    """One output pixel whose window is the whole unpadded input, the window at least twice as
+    long as the filters are many (a streaming model's conv over its frames): the FC loop over the
+    flattened image; a 1x1 conv of a 1x1 map, or a padded one, stays on conv_direct."""
+    x, consts, args = conv_case(np.random.default_rng(9), **case)
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    close(got, want)
+    if jit != "numpy":
+        assert kern.algorithm == "direct" and (kern.algo.rows is not None) == whole
+
+
 @pytest.mark.parametrize("case", [dict(c=8, h=10, w=10), dict(c=70, h=9, w=11, s=(2, 2), n=2),
                                   dict(c=64, h=8, w=8, k=(5, 5), pads=(2, 2, 2, 2), act="RELUX"),
                                   dict(c=5, h=7, w=9, d=(2, 2), pads=(2, 1, 2, 1), act="RELU"),
