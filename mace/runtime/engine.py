@@ -77,13 +77,15 @@ class Engine:
         self.tags, self.cpu_tags = kernel_tags(graph, device, self.options)
         self.gpu = _gpu_runtime(self) if device in GPU_DEVICES else None  # ops placed on the GPU
         self.aliases = {}   # tensor -> (Concat output, first channel): see _in_place_concats
+        self.views = {}     # Reshape output -> the tensor whose buffer it views: see _reshape_views
         self.variables = Variables()   # state kept between runs (ReadVariable / AssignVariable)
         self.plan = self._plan()
         self.arena = _arena(self.plan.arena_size)
         self.buffers = self._bind_buffers()
         self.nodes = [self._built(i, op) for i, op in enumerate(graph.net.op)]
         self.aliases = self._in_place_concats()
-        if self.aliases:   # planned again without the aliased tensors, the nodes re-pointed
+        self.views = self._reshape_views()
+        if self.aliases or self.views:   # planned again without the aliased tensors, the nodes re-pointed
             self.plan = self._plan()
             self.arena = _arena(self.plan.arena_size)
             self.buffers = self._bind_buffers()
@@ -119,6 +121,12 @@ class Engine:
                 first[out] = min(first[out], first[name])
             lives = [dataclasses.replace(life, first=first[life.name]) for life in lives
                      if life.name not in self.aliases]
+        if self.views:     # a viewed tensor lives as long as its views are read
+            last = {life.name: life.last for life in lives}
+            for out, src in self.views.items():
+                last[src] = max(last[src], last[out])
+            lives = [dataclasses.replace(life, last=last[life.name]) for life in lives
+                     if life.name not in self.views]
         return plan_memory(lives)
 
     def _bind_buffers(self) -> dict:
@@ -129,6 +137,8 @@ class Engine:
         for name, (out, start) in self.aliases.items():
             width = self.graph.specs[name][0][-1]
             bufs[name] = bufs[out][..., start:start + width]
+        for out, src in self.views.items():   # in execution order: a view's source is bound first
+            bufs[out] = bufs[src].reshape(self.graph.specs[out][0])
         return bufs
 
     def _in_place_concats(self) -> dict:
@@ -136,6 +146,26 @@ class Engine:
         if self.gpu or self.quantized or self.device != "cpu":
             return {}
         return in_place_concats(self.graph, self.nodes)
+
+    def _reshape_views(self) -> dict:
+        """{Reshape output: the tensor it views}: a fast float Reshape (the same bytes in the same
+        order) of an arena tensor reads its input's buffer instead of copying it, its step none
+        (ReshapeFast.bind sees the shared buffer). A view of a view names the first tensor. Not
+        where a Concat places the input (a channel slice: not contiguous), nor on the GPU or
+        the int8 engines, whose kernels keep their own buffers."""
+        if self.gpu or self.quantized or self.device != "cpu":
+            return {}
+        views = {}
+        for node in self.nodes:
+            op = node.op
+            if op.type != "Reshape" or node.tag != FAST_TAG or len(op.output) != 1 or not op.input:
+                continue
+            src, out = op.input[0], op.output[0]
+            if src in self.graph.consts or src in self.aliases or src not in self.graph.specs \
+                    or out in self.graph.input_names:
+                continue
+            views[out] = views.get(src, src)
+        return views
 
     def _tensor(self, name: str) -> np.ndarray:
         if name in self.graph.consts:
