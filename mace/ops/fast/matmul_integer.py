@@ -43,21 +43,21 @@ OPEN = (F32(-np.inf), F32(np.inf))   # the packed GEMM's store: no clip
 def check(ctx) -> str | None:
     # B's shape and constness from the constants themselves: B - b_zero (constant_b, a float64
     # copy of the whole weight) is made only where the float path needs it
-    has = scale_args(ctx)
+    flags = scale_args(ctx)   # has_a_zero, has_b_zero, scaled, has_bias
     b = ctx.consts[1]
-    if b is None or (has[1] and (list(ctx.consts) + [None] * 4)[2 + has[0]] is None):
+    if b is None or (flags[1] and (list(ctx.consts) + [None] * 4)[2 + flags[0]] is None):
         return "B or its zero point is not constant"
     if b.ndim != 2:
         return f"{b.ndim}-D B (2-D only)"
     if np.dtype(ctx.input_dtypes[0]).itemsize != 1:
         return f"A is {np.dtype(ctx.input_dtypes[0])}"
-    scaling = ctx.input_dtypes[2 + has[0] + has[1]:] if has[2] else []
+    scaling = ctx.input_dtypes[2 + flags[0] + flags[1]:] if flags[2] else []
     if any(np.dtype(t) != F32 for t in scaling):
         return "scale or bias is not float32"
-    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in ctx.input_shapes[2 + has[0] + has[1]:]]
-    if has[2] and (sizes[0] not in (1, b.shape[1]) or (has[3] and sizes[1] != b.shape[1])):
+    sizes = [int(np.prod(shape, dtype=np.int64)) for shape in ctx.input_shapes[2 + flags[0] + flags[1]:]]
+    if flags[2] and (sizes[0] not in (1, b.shape[1]) or (flags[3] and sizes[1] != b.shape[1])):
         return "scale not one or one per column, or bias not one per column"
-    if has[0] and int(np.prod(ctx.input_shapes[2], dtype=np.int64)) != 1:
+    if flags[0] and int(np.prod(ctx.input_shapes[2], dtype=np.int64)) != 1:
         return "A's zero point is per row"
     if _integer_gemm(ctx) is None and not float32_exact(constant_b(ctx)[1]):
         return "a float32 sum could round (255 x a column's sum of |B - b_zero| >= 2^24)"
