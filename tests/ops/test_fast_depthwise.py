@@ -75,13 +75,39 @@ def test_interior_is_the_tap_by_tap_bytes(case, clip, parts):
     dict(c=24, h=13, w=9, k=(5, 5), s=(2, 2), pads=(1, 2, 2, 1)),
 ], ids=str)
 def test_depthwise_matches_reference(case, jit):
+    got, want, _ = run_both("DepthwiseConv2d", *depthwise_case(case))
+    close(got, want)
+
+
+def depthwise_case(case: dict) -> tuple:
+    """(x, consts, args) of a DepthwiseConv2d: conv_case's, c channels in and out, multiplier 1."""
     case = dict(case)
     c = case.pop("c")
     x, consts, args = conv_case(np.random.default_rng(c), c=c, o=c, **case)
-    consts[0] = consts[0][:, :1]
+    consts[0] = consts[0][:, :1]          # [C, 1, kh, kw]
     args.pop("group")
-    got, want, _ = run_both("DepthwiseConv2d", x, consts, args)
+    return x, consts, args
+
+
+@pytest.mark.parametrize("case", [
+    dict(c=60, h=13, w=1, k=(13, 1), pads=(0, 0, 0, 0)),                      # a wake-word stream's
+    dict(c=30, h=5, w=1, k=(5, 1), pads=(0, 0, 0, 0), act="RELU"),
+    dict(c=20, h=17, w=1, k=(3, 1), s=(2, 1), d=(1, 1), pads=(1, 0, 2, 0), n=2, act="RELUX"),
+    dict(c=7, h=1, w=19, k=(1, 5), s=(1, 3), d=(1, 2), pads=(0, 3, 0, 1)),     # along W (Keras' Conv1D)
+    dict(c=9, h=1, w=6, k=(1, 3), pads=(0, 1, 0, 1), act="LEAKYRELU", bias=False),
+    dict(c=12, h=9, w=1, k=(4, 1), pads=(2, 0, 1, 0), act="TANH")])
+def test_depthwise_along_one_axis(case, jit):
+    """A 1-D depthwise conv written as 2-D (W or H of 1, the filter 1 along it) runs the line
+    loop (_line_loops) where numba is: the reference's bytes with a clip or none, its numbers
+    whatever the padding, stride, dilation, batch and activation (one with a store loop in place
+    after it; TANH, whose loop is the store's only, stays on the general loop)."""
+    x, consts, args = depthwise_case(case)
+    got, want, kern = run_both("DepthwiseConv2d", x, consts, args)
+    if getattr(kern, "line", None) is not None and args.get("activation") in (None, "RELU", "RELUX"):
+        np.testing.assert_array_equal(got, want)   # the reference's roundings, tap by tap
     close(got, want)
+    # TANH: the general loop's store has it, no in-place loop does: that conv stays there
+    assert (getattr(kern, "line", None) is not None) == (jit != "numpy" and args.get("activation") != "TANH")
 
 
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # the reference's inf - inf

@@ -285,31 +285,6 @@ def test_depthwise_matches_reference(case, jit):
     close(got, want)
 
 
-@pytest.mark.parametrize("case", [
-    dict(c=60, h=13, w=1, k=(13, 1), pads=(0, 0, 0, 0)),                      # a wake-word stream's
-    dict(c=30, h=5, w=1, k=(5, 1), pads=(0, 0, 0, 0), act="RELU"),
-    dict(c=20, h=17, w=1, k=(3, 1), s=(2, 1), d=(1, 1), pads=(1, 0, 2, 0), n=2, act="RELUX"),
-    dict(c=7, h=1, w=19, k=(1, 5), s=(1, 3), d=(1, 2), pads=(0, 3, 0, 1)),     # along W (Keras' Conv1D)
-    dict(c=9, h=1, w=6, k=(1, 3), pads=(0, 1, 0, 1), act="LEAKYRELU", bias=False),
-    dict(c=12, h=9, w=1, k=(4, 1), pads=(2, 0, 1, 0), act="TANH")])
-def test_depthwise_along_one_axis(case, jit):
-    """A 1-D depthwise conv written as 2-D (W or H of 1, the filter 1 along it) runs the line
-    loop (_line_loops) where numba is: the reference's bytes with a clip or none, its numbers
-    whatever the padding, stride, dilation, batch and activation (one with a store loop in place
-    after it; TANH, whose loop is the store's only, stays on the general loop)."""
-    case = dict(case)
-    c = case.pop("c")
-    x, consts, args = conv_case(np.random.default_rng(c), c=c, o=c, **case)
-    consts[0] = consts[0][:, :1]
-    args.pop("group")
-    got, want, kern = run_both("DepthwiseConv2d", x, consts, args)
-    if getattr(kern, "line", None) is not None and args.get("activation") in (None, "RELU", "RELUX"):
-        np.testing.assert_array_equal(got, want)   # the reference's roundings, tap by tap
-    close(got, want)
-    # TANH: the general loop's store has it, no in-place loop does: that conv stays there
-    assert (getattr(kern, "line", None) is not None) == (jit != "numpy" and args.get("activation") != "TANH")
-
-
 POOL_CASES = [
     dict(k=[3, 3], s=[2, 2], p=[0, 0, 0, 0]), dict(k=[3, 3], s=[1, 1], p=[1, 1, 1, 1]),
     dict(k=[2, 2], s=[2, 2], p=[0, 0, 0, 0], n=2), dict(k=[3, 3], s=[2, 2], p=[0, 0, 0, 0], ceil=1, h=14, w=13),
