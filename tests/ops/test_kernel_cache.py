@@ -123,7 +123,7 @@ def test_an_installed_wheel_caches_its_loops_in_the_users_folder(monkeypatch, tm
     fn = next(obj.py_func for obj in vars(_loops).values() if hasattr(obj, "py_func"))
     src = _loops.__file__
     assert _cache_place.locator_class().from_function(fn, src) is None   # this checkout
-    monkeypatch.setattr(_cache_place, "checkout_root", lambda: None)
+    monkeypatch.setattr(_cache_place, "_installed", lambda: True)   # as an installed wheel
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     monkeypatch.setenv("HOME", str(tmp_path))
     locator = _cache_place.locator_class().from_function(fn, src)

@@ -28,6 +28,13 @@ def _numba(name: str):
 
 
 @functools.lru_cache(maxsize=None)
+def _installed() -> bool:
+    """Whether this `mace` is an installed wheel, not a checkout (read once: numba asks for every
+    loop it decorates, and the answer is a read of pyproject.toml)."""
+    return checkout_root() is None
+
+
+@functools.lru_cache(maxsize=None)
 def locator_class():
     """numba's user-wide locator, for this package's loop files when it is an installed wheel
     (made on first use: its base class is numba's)."""
@@ -35,7 +42,7 @@ def locator_class():
     class InstalledWheelLocator(_numba("UserWideCacheLocator")):
         @classmethod
         def from_function(cls, py_func, py_file):
-            if checkout_root() is not None or not Path(py_file).resolve().is_relative_to(PACKAGE):
+            if not _installed() or not Path(py_file).resolve().is_relative_to(PACKAGE):
                 return None
             return super().from_function(py_func, py_file)
     return InstalledWheelLocator
