@@ -21,7 +21,7 @@ import numpy as np
 from mace.ir.args import get_arg, set_arg
 from mace.ops._common import normalize_axis, permute_axis
 from mace.ops.registry import REQUIRED, Kernel, Layout, OpSpec, kernel, register_op
-from mace.ops.variable import variable_store
+from mace.ops.variable import defined_variable
 
 
 @register_op("StreamBuffer", layout=Layout.AXIS)
@@ -46,20 +46,10 @@ class StreamBuffer(OpSpec):
         return perm
 
 
-def define_state(ctx):
-    """(the engine's variable store, the variable's name), the variable defined from the
-    constant initial value (input 1)."""
-    store, name = variable_store(ctx), ctx.arg("variable")
-    if ctx.consts[1] is None:
-        raise ValueError(f"StreamBuffer '{ctx.op.name}': the initial value must be a constant")
-    store.define(name, ctx.consts[1])
-    return store, name
-
-
 @kernel("StreamBuffer", "cpu")
 class StreamBufferCpu(Kernel):
     def setup(self, ctx):
-        self.store, self.name = define_state(ctx)
+        self.store, self.name = defined_variable(ctx)
         self.axis = normalize_axis(ctx.arg("axis"), len(ctx.output_shapes[0]))
 
     def run(self, inputs, outputs):

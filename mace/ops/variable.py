@@ -62,6 +62,16 @@ def variable_store(ctx) -> Variables:
     return ctx.variables
 
 
+def defined_variable(ctx) -> tuple:
+    """(the store, the variable's name) of a kernel that writes the variable, which it defines
+    from its constant input 1, the initial value (AssignVariable, StreamBuffer)."""
+    store, name = variable_store(ctx), ctx.arg("variable")
+    if ctx.consts[1] is None:
+        raise ValueError(f"{ctx.op.type} '{ctx.op.name}': the initial value must be a constant")
+    store.define(name, ctx.consts[1])
+    return store, name
+
+
 @kernel("ReadVariable", "cpu")
 class ReadVariableCpu(Kernel):
     def setup(self, ctx):
@@ -74,10 +84,7 @@ class ReadVariableCpu(Kernel):
 @kernel("AssignVariable", "cpu")
 class AssignVariableCpu(Kernel):
     def setup(self, ctx):
-        self.store, self.name = variable_store(ctx), ctx.arg("variable")
-        if ctx.consts[1] is None:
-            raise ValueError(f"AssignVariable '{ctx.op.name}': the initial value must be a constant")
-        self.store.define(self.name, ctx.consts[1])
+        self.store, self.name = defined_variable(ctx)
 
     def run(self, inputs, outputs):
         np.copyto(self.store.values[self.name], inputs[0], casting="unsafe")

@@ -12,7 +12,8 @@ from mace.ops.fast._checks import NO_LOOPS, not_float32
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
-from mace.ops.stream_buffer import define_state, shift
+from mace.ops.stream_buffer import shift
+from mace.ops.variable import defined_variable
 
 
 @kernel("StreamBuffer", "cpu:fast")
@@ -24,7 +25,7 @@ class StreamBufferFast(FastKernel):
         return not_float32(ctx, (0, 1), (0,))
 
     def setup(self, ctx):
-        self.store, self.name = define_state(ctx)
+        self.store, self.name = defined_variable(ctx)
         self.axis = normalize_axis(ctx.arg("axis"), len(ctx.output_shapes[0]))
 
     def bind(self, inputs, outputs, scratch=None):
