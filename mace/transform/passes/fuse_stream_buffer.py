@@ -20,6 +20,7 @@ from collections import defaultdict
 from mace.ir.args import get_arg, set_arg
 from mace.ops._common import normalize_axis
 from mace.ops.strided_slice import slices
+from mace.transform.passes._patterns import only_reader
 from mace.transform.passes.fuse_hardswish import cpu_float
 from mace.transform.shape_inference import infer_shapes
 
@@ -50,12 +51,12 @@ def _last_entries(graph, sliced, axis: int, keep: int) -> bool:
     return True
 
 
-def _match(graph, read, write, consumers, outputs):
+def _match(graph, read, write, consumers, producers, outputs):
     """The (concat, slice) of one stream buffer around variable read `read` / write `write`, or None."""
     value = read.output[0]
     readers = consumers.get(value, [])
     concat = next((op for op in readers if op.type == "Concat"), None)
-    if (concat is None or value in outputs or len(readers) != 2 or write not in readers
+    if (concat is None or value in outputs or len(readers) != 2 or not any(op is write for op in readers)
             or len(concat.input) != 2 or concat.input[0] != value or concat.input[1] == value
             or len(write.input) < 3 or write.input[2] != value or write.input[1] not in graph.consts):
         return None
@@ -63,9 +64,9 @@ def _match(graph, read, write, consumers, outputs):
     if shape is None or out_shape is None or len(shape) != len(out_shape):
         return None
     axis = normalize_axis(get_arg(concat, "axis"), len(shape))
-    sliced = next((op for op in graph.net.op if write.input[0] in op.output), None)
+    sliced = producers.get(write.input[0])
     if (sliced is None or sliced.type != "StridedSlice" or sliced.input[0] != concat.output[0]
-            or consumers.get(sliced.output[0], []) != [write] or sliced.output[0] in outputs
+            or only_reader(consumers, outputs, sliced.output[0]) is not write
             or not _last_entries(graph, sliced, axis, shape[axis])):
         return None
     return concat, sliced
@@ -74,14 +75,15 @@ def _match(graph, read, write, consumers, outputs):
 def fuse_stream_buffer(graph, options) -> bool:
     if not cpu_float(options):
         return False
-    consumers, outputs = graph.consumers(), set(graph.output_names)
+    consumers, producers, outputs = graph.consumers(), graph.producers(), set(graph.output_names)
     reads, writes = _by_variable(graph.net.op)
     removed = set()
-    for variable, (read,) in ((v, r) for v, r in reads.items() if len(r) == 1):
-        if len(writes.get(variable, [])) != 1:
+    for variable, read in reads.items():
+        write = writes.get(variable, [])
+        if len(read) != 1 or len(write) != 1:   # the one read and the one write, or nothing
             continue
-        write = writes[variable][0]
-        found = _match(graph, read, write, consumers, outputs)
+        (read,), (write,) = read, write
+        found = _match(graph, read, write, consumers, producers, outputs)
         if found is None:
             continue
         concat, sliced = found
