@@ -85,6 +85,5 @@ def test_a_run_streaming_a_big_weight_keeps_its_threads():
     if engine.compute.width() > 1:   # a pool here: the weight's rows split across it
         assert fc.kernel.algorithm_name == "rows"
     np.testing.assert_allclose(engine.run({"x": x})["y"], run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-4)
-    small, xs = _gemv_model(1024, 128)   # 0.5 MB: one thread's stream is short
-    assert streamed_weight(_engine(small, xs).graph) < FEW_ROWS_SPLIT
-    assert _engine(small, xs).compute.narrowed
+    small = _engine(*_gemv_model(1024, 128))   # 0.5 MB: one thread's stream is short
+    assert streamed_weight(small.graph) < FEW_ROWS_SPLIT and small.compute.narrowed
