@@ -35,7 +35,8 @@ from mace.ir.graph import Graph
 from mace.ir.model_io import load_model, release_weight_pages
 from mace.ir.opstats import run_macs, streamed_weight
 from mace.ir.ragged import ragged_outputs
-from mace.ops.fast.binding import FAST_TAG, INT8_FAST_TAG, ComputeContext, bind_step, in_place_concats
+from mace.ops.fast.binding import (FAST_TAG, INT8_FAST_TAG, SMALL_RUN_MACS, ComputeContext, bind_step,
+                                   in_place_concats)
 from mace.ops.registry import LOAD, Kernel, choose_kernel, declined_line, graph_context
 from mace.ops.variable import Variables
 from mace.proto import pb
@@ -66,8 +67,9 @@ class Engine:
         self.options = options or {}
         # threads and wait policy of this engine's runs, read once here (MACE_NO_POOL too); a
         # model whose whole run is a few million multiply-adds runs on one thread (for_run)
+        self._macs = run_macs(graph)
         self.compute = compute or ComputeContext.from_options(self.options).for_run(
-            run_macs(graph), streamed_weight(graph))
+            self._macs, streamed_weight(graph))
         self.observers = []
         # the graph's names are protobuf fields: a run reads these tuples instead (~1 us each)
         self._input_names = tuple(graph.input_names)
@@ -226,8 +228,27 @@ class Engine:
         self._steps = steps
         found = [] if self.gpu else branches(self.graph)
         self._program, self._program_nodes = program.build(steps, found, self._tensor)
+        self._calls = (self._program, self._program_nodes)   # as built: what `_chain` chains
+        self._outputs = tuple((n, self._tensor(n)) for n in self._output_names)
         self._tight = False   # the first run calls numba's dispatchers, then `program.tightened`
+        self._chain_in = self._chain_after()   # runs left before `_chain`; None: never
         self.skippable_ops = sum(len(b.ops) for b in found)
+
+    def _chain_after(self) -> int | None:
+        """After how many runs the steps are chained (mace/ops/fast/chain.py: one compiled call
+        for each run of compiled steps), or None: never. Only a CPU engine whose whole run is
+        below SMALL_RUN_MACS (where calls are a large share of a run) and only after
+        options {"chain_after_runs"} runs (CHAIN_AFTER_RUNS; negative: never): a chain costs
+        0.1-0.5 s of compiling the first time on a machine (loaded from numba's cache after),
+        which a model run a few times, as most tests and one-off runs do, would not win back."""
+        after = int(self.options.get("chain_after_runs", CHAIN_AFTER_RUNS))
+        if self.gpu or self.device != "cpu" or after < 0 or self._macs >= SMALL_RUN_MACS:
+            return None
+        return max(after, 1)   # the first run is what makes the loops' machine code known
+
+    def _chain(self) -> None:
+        calls, owners = program.chained(*self._calls)
+        self._program, self._program_nodes = program.tightened(calls), owners
 
     @property
     def pooled(self) -> bool:
@@ -373,10 +394,15 @@ class Engine:
                 self._run_steps()
                 if not self._tight:   # every loop has run once: its machine code is known
                     self._program, self._tight = program.tightened(self._program), True
+                if self._chain_in is not None:
+                    self._chain_in -= 1
+                    if self._chain_in <= 0:
+                        self._chain_in = None
+                        self._chain()
         finally:
             if session is not None:
                 session.__exit__()
-        outputs = {n: np.array(self._tensor(n)) for n in self._output_names}
+        outputs = {n: buf.copy() for n, buf in self._outputs}
         return self._cut_ragged(outputs) if self._ragged else outputs
 
     @functools.cached_property
@@ -415,6 +441,8 @@ class Engine:
                 obs("after", node, self)
 
 
+# runs of a small model before its steps are chained (Engine._chain_after)
+CHAIN_AFTER_RUNS = 16
 # shapes whose plan and kernels resize keeps (options {"shape_cache": N}), least recently used
 # dropped first: a sequence model fed every length from 1 to 512 would otherwise keep 512 arenas
 SHAPE_CACHE = 8

@@ -5,7 +5,9 @@
   closure calling them costs a Python call more each;
 - after a first run, each step calling a compiled loop through numba's dispatcher calling its
   machine code directly (mace/ops/fast/binding.py, `direct`): the dispatcher resolves the
-  argument types on every call, ~0.2 us, and a wake-word model's steps are 0.3-1 us each.
+  argument types on every call, ~0.2 us, and a wake-word model's steps are 0.3-1 us each;
+- after more runs of a small model, each run of such steps one compiled call (`chained`,
+  mace/ops/fast/chain.py; the engine decides when), its owner None: the chain says its node.
 
 `owners[i]` is the node index of call i (None for a Guarded call, which says itself), so a
 failure names the op.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mace.ops.fast.binding import direct
+from mace.ops.fast.binding import chained, direct  # noqa: F401 (chained: the engine's, from here)
 
 
 class Guarded:

@@ -12,6 +12,7 @@
                                     Concat's output (a channel slice): {tensor: (output, channel)}
     direct(step)                    a bound step calling its compiled loop's machine code without
                                     numba's dispatcher, once that code exists
+    chained(calls, owners)          runs of such steps as one compiled call each (mace/ops/fast/chain.py)
 
 The compute pool behind the context (mace/ops/fast/_pool.py) stays private to this package.
 """
@@ -20,7 +21,8 @@ from __future__ import annotations
 import collections
 from functools import partial
 
-from mace.ops.fast.compute import ComputeContext  # noqa: F401 (the engine takes it from here)
+from mace.ops.fast.chain import chained  # noqa: F401 (the engine's program takes it from here)
+from mace.ops.fast.compute import SMALL_RUN_MACS, ComputeContext  # noqa: F401 (the engine takes them from here)
 
 from mace.ir.runtimes import FAST_TAG, INT8_FAST_TAG  # noqa: F401 (importers take the tags from here too)
 POOLED_TAGS = (FAST_TAG, INT8_FAST_TAG)   # kernels that may bind steps onto the compute pool

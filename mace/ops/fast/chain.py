@@ -1,0 +1,213 @@
+"""One compiled call for a run of consecutive compiled steps (`chained`).
+
+A small model's run is a few dozen steps of a few hundred nanoseconds each, and each call from
+Python into a compiled loop costs ~0.3 us on top (the call, and numba unboxing every array
+argument, ~40 ns each): microWakeWord's 19 steps took 9.8 us a run, ~5 of them in calls. A chain
+is a generated function that calls those steps' machine code in order from compiled code
+(mace/ops/fast/_chain_loops.py), their arrays and scalars passed in one int64 and one float64
+array: one call a run (5.1 us).
+
+Which steps: a `partial` of a numba dispatcher (no keywords, not a parallel loop) whose machine
+code for these very argument types exists (the step has run) and returns nothing, its arguments
+arrays of at least one dimension, int / float / bool scalars or tuples of them. Anything else
+(a numpy call, a Python closure, a run-time If) ends a chain and runs as it did.
+
+The chain's source depends only on its steps' argument types and order, not on shapes, values
+or addresses: models of the same structure share it (an LSTM's unrolled steps share one). It is
+written to the user's cache folder (`chain_dir`), named by a hash of itself, and numba caches
+its machine code beside it: 0.1-0.5 s of compiling the first time on a machine, ~20 ms to load
+later. The engine decides when to chain (mace/runtime/engine.py `_chain_after`: small runs,
+after some runs).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import os
+import sys
+from functools import partial
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger("mace.jit")
+
+MIN_STEPS = 2      # a chain of one step saves nothing
+MAX_STEPS = 256    # compiling grows with the calls: a longer run is cut into several chains
+
+
+class Chain(partial):
+    """A program call running several steps in one compiled call: `chain(ints, floats)`.
+    `at` is the node of the step running (or that failed): the chain records its progress in
+    the last int slot before each step."""
+
+    @property
+    def at(self):
+        ints = self.args[0]
+        return self.indices[int(ints[-1])]
+
+
+def chainable(step) -> bool:
+    return _entry(step) is not None
+
+
+def _entry(step):
+    """The address of the machine code `step` (a partial of a numba dispatcher) calls with its
+    arguments, or None where the step cannot be chained."""
+    func = getattr(step, "func", None)
+    if type(step) is not partial or step.keywords or not hasattr(func, "overloads"):
+        return None
+    if func.targetoptions.get("parallel") or any(_kind(a) is None for a in step.args):
+        return None
+    try:
+        from numba import typeof, types
+        compiled = func.overloads.get(tuple(typeof(a) for a in step.args))
+        if compiled is None or compiled.signature.return_type != types.none:
+            return None
+        return compiled.library.get_pointer_to_function(compiled.fndesc.llvm_func_name)
+    except Exception:   # numba's internals differ: the step runs as it does
+        return None
+
+
+def _kind(value):
+    """How an argument reaches a chain: 'array', 'int', 'float', 'float32', 'bool', 'tuple' (of
+    scalars), or None (the step cannot be chained)."""
+    if isinstance(value, np.ndarray):
+        ok = value.ndim >= 1 and value.dtype.kind in "biuf" and not value.dtype.byteorder == ">"
+        return "array" if ok else None
+    if isinstance(value, (bool, np.bool_)):
+        return "bool"
+    if isinstance(value, (int, np.int64)):
+        return "int" if -2**63 <= value < 2**63 else None
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, np.float32):
+        return "float32"
+    if type(value) is tuple and all(_kind(v) not in (None, "array") for v in value):
+        return "tuple"   # of scalars (a kernel's epilogue: addresses, a code, parameters)
+    return None
+
+
+def chained(calls: list, owners: list) -> tuple:
+    """(calls, owners) with each run of MIN_STEPS or more consecutive chainable calls replaced
+    by one `Chain` (its owner None: the chain says which node runs, as a Guarded call does).
+    A chain that cannot be built (numba refuses it, the cache folder is not writable) leaves
+    its steps as they were."""
+    out_calls, out_owners, run = [], [], []
+
+    def flush():
+        for start in range(0, len(run), MAX_STEPS):
+            part = run[start:start + MAX_STEPS]
+            made = _chain([c for c, _ in part], [o for _, o in part]) if len(part) >= MIN_STEPS else None
+            if made is None:
+                out_calls.extend(c for c, _ in part)
+                out_owners.extend(o for _, o in part)
+            else:
+                out_calls.append(made)
+                out_owners.append(None)
+        run.clear()
+
+    for call, owner in zip(calls, owners):
+        if owner is not None and chainable(call):
+            run.append((call, owner))
+            continue
+        flush()
+        out_calls.append(call)
+        out_owners.append(owner)
+    flush()
+    return out_calls, out_owners
+
+
+def _chain(steps: list, indices: list):
+    try:
+        source, ints, floats, keep = _generated(steps)
+        func = _compiled(source)
+        ints_arr = np.array(ints + [0], np.int64)   # the last slot: the step running
+        floats_arr = np.array(floats or [0.0], np.float64)
+        from numba import typeof
+        compiled = func.overloads.get((typeof(ints_arr), typeof(floats_arr)))
+        if compiled is None:
+            func.compile((typeof(ints_arr), typeof(floats_arr)))
+            compiled = func.overloads[(typeof(ints_arr), typeof(floats_arr))]
+    except Exception as e:   # the steps run one by one, as before
+        log.debug("steps not chained: %s: %s", type(e).__name__, e)
+        return None
+    made = Chain(compiled.entry_point, ints_arr, floats_arr)
+    made.indices, made.keep = list(indices), keep
+    return made
+
+
+def _generated(steps: list) -> tuple:
+    """(source, ints, floats, arrays kept alive) of a chain calling `steps` in order, each by its
+    machine code's address: one call of _chain_loops.run_steps over a plan of where each
+    argument lies in ints / floats and what type it has (see that module)."""
+    ints, floats, keep = [], [], []
+
+    def planned(a) -> tuple:
+        """Argument `a`'s plan entry, its values appended to ints / floats."""
+        kind = _kind(a)
+        if kind == "array":
+            keep.append(a)
+            ints.extend([a.ctypes.data, *a.shape, *a.strides])
+            return ("a", len(ints) - 1 - 2 * a.ndim, a.dtype.str, a.ndim, _layout(a),
+                    not a.flags.writeable, bool(a.flags.aligned))
+        if kind == "tuple":
+            return ("t", tuple(planned(v) for v in a))
+        if kind in ("int", "bool"):
+            ints.append(int(a))
+            return ("i" if kind == "int" else "b", len(ints) - 1)
+        floats.append(float(a))
+        return ("f" if kind == "float" else "s", len(floats) - 1)
+
+    plan = []
+    for step in steps:
+        ints.append(_entry(step))
+        plan.append((len(ints) - 1, tuple(planned(a) for a in step.args)))
+    source = "\n".join([
+        "# generated by mace/ops/fast/chain.py: one compiled call for a run of steps",
+        "from numba import njit", "from mace.ops.fast._chain_loops import run_steps", "",
+        f"PLAN = {repr(tuple(plan))!r}", "", "",
+        "@njit(cache=True, nogil=True)", "def chain(v, d):", "    run_steps(v, d, PLAN)", ""])
+    return source, ints, floats, keep
+
+
+def _layout(a: np.ndarray) -> str:
+    return "C" if a.flags.c_contiguous else "F" if a.flags.f_contiguous else "A"
+
+
+def chain_dir() -> Path:
+    """Where the generated chains live: NUMBA_CACHE_DIR/pymace_chains when the user names numba's
+    cache folder, else the user's cache folder (XDG_CACHE_HOME or ~/.cache)/pymace/chains."""
+    numba_dir = os.environ.get("NUMBA_CACHE_DIR")
+    if numba_dir:
+        return Path(numba_dir) / "pymace_chains"
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pymace" / "chains"
+
+
+_loaded: dict = {}
+
+
+def _compiled(source: str):
+    """The numba dispatcher `chain` of `source`, written to chain_dir() (once) and imported."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    if digest in _loaded:
+        return _loaded[digest]
+    folder = chain_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"chain_{digest}.py"
+    if not path.exists() or path.read_text() != source:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(source)
+        os.replace(tmp, path)   # another process writing the same chain writes the same bytes
+    name = f"mace_chain_{digest}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    _loaded[digest] = module.chain
+    return module.chain

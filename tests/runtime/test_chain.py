@@ -1,0 +1,160 @@
+"""Chains (mace/ops/fast/chain.py): a run of compiled steps as one compiled call. A small
+model's chained engine gives the unchained engine's bytes run after run (state carried, reset,
+new inputs), a failing step inside a chain names its op, and only what a chain can pass is
+chained."""
+from __future__ import annotations
+
+from functools import partial
+
+import numpy as np
+import pytest
+from onnx import helper
+
+from mace import onnx_backend
+from mace.errors import ModelError
+from mace.ops.fast._jit import loops
+from mace.runtime import program
+from mace.runtime.engine import CHAIN_AFTER_RUNS, Engine
+from tests.ops.ir_graph import graph_of
+from tests.ops.onnx_case import rand
+from tests.ops.onnx_graph import graph_model, run_ort
+
+pytestmark = pytest.mark.skipif(loops() is None, reason="numba is not installed here: no compiled steps to chain")
+
+
+def _chains(engine) -> list:
+    from mace.ops.fast.chain import Chain
+    return [call for call in engine._program if isinstance(call, Chain)]
+
+
+def _small_cnn(size=10):
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c1"], ["r1"]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], group=8, pads=[1, 1, 1, 1]),
+             helper.make_node("Add", ["c2", "r1"], ["res"]),
+             helper.make_node("GlobalAveragePool", ["res"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1)]
+    consts = {"w1": rand(8, 3, 3, 3, seed=1), "b1": rand(8, seed=2), "w2": rand(8, 1, 3, 3, seed=3),
+              "w3": rand(5, 8, seed=4), "b3": rand(5, seed=5)}
+    x = rand(1, 3, size, size, seed=6)
+    return graph_model(nodes, {"x": x}, {"y": np.float32}, consts), x
+
+
+def _engine(model, x, after=None):
+    """The converted model's CPU engine, chaining after `after` runs (None: the default)."""
+    graph = onnx_backend.prepare(model, {"x": x}).graph
+    return Engine(graph, options={} if after is None else {"chain_after_runs": after})
+
+
+def test_a_small_model_chained_gives_the_unchained_bytes():
+    model, x = _small_cnn()
+    plain, chained = _engine(model, x, -1), _engine(model, x, 2)
+    rng = np.random.default_rng(0)
+    for k in range(6):
+        feed = {"x": rng.normal(size=x.shape).astype(np.float32)}
+        want, got = plain.run(feed)["y"], chained.run(feed)["y"]
+        np.testing.assert_array_equal(got, want, err_msg=f"run {k}")
+        np.testing.assert_allclose(got, run_ort(model, feed)[0], rtol=1e-5, atol=1e-5)
+    (chain,) = _chains(chained)
+    assert len(chain.indices) >= 4, "most of the model's steps are in the chain"
+    assert not _chains(plain)
+
+
+def _stream_graph():
+    """A streaming layer (StreamBuffer: the state carried between runs) between compiled steps."""
+    init = np.random.default_rng(5).normal(size=(1, 3, 8)).astype(np.float32)
+    ops = [("Activation", ["x"], ["a"], {"activation": "SIGMOID"}),
+           ("StreamBuffer", ["a", "init"], ["s"], {"axis": 1, "variable": "v"}),
+           ("Activation", ["s"], ["y"], {"activation": "LEAKYRELU", "activation_coefficient": 0.1})]
+    return graph_of({"x": (1, 2, 8)}, ops, {"init": init})
+
+
+def test_a_chained_stream_carries_and_resets_its_state():
+    plain = Engine(_stream_graph(), options={"chain_after_runs": -1})
+    chained = Engine(_stream_graph(), options={"chain_after_runs": 1})
+    rng = np.random.default_rng(1)
+    feeds = [{"x": rng.normal(size=(1, 2, 8)).astype(np.float32)} for _ in range(8)]
+    for k, feed in enumerate(feeds):
+        if k == 5:
+            plain.reset_state(), chained.reset_state()
+        np.testing.assert_array_equal(chained.run(feed)["y"], plain.run(feed)["y"], err_msg=f"run {k}")
+    assert [len(c.indices) for c in _chains(chained)] == [3]
+    assert not np.array_equal(plain.run(feeds[0])["y"], plain.run(feeds[0])["y"])   # the state moved
+
+
+def test_chaining_waits_for_runs_and_skips_large_models():
+    model, x = _small_cnn()
+    engine = _engine(model, x)
+    for _ in range(3):
+        engine.run({"x": x})
+    assert not _chains(engine), f"chained before CHAIN_AFTER_RUNS ({CHAIN_AFTER_RUNS}) runs"
+    model, big = _small_cnn(size=200)   # 8 x 27 x 40k multiply-adds: above the small-run line
+    large = _engine(model, big, 1)
+    large.run({"x": big}), large.run({"x": big})
+    assert not _chains(large)
+
+
+def test_a_failing_step_in_a_chain_names_its_op():
+    from tests.runtime import _chain_steps as steps
+    model, x = _small_cnn()
+    engine = _engine(model, x, -1)
+    engine.run({"x": x})
+    a, b = np.ones(4, np.float32), np.ones(4, np.float32)
+    out = np.zeros(4, np.float32)
+    calls = [partial(steps.scaled, a, 2.0, out), partial(steps.scaled, b, 3.0, out)]
+    for call in calls:   # the loops' machine code exists (as after a run)
+        call()
+    victim = len(engine.nodes) - 2
+    engine._calls = (calls, [0, victim])
+    engine._chain()
+    (chain,) = _chains(engine)
+    engine.run({"x": x})
+    np.testing.assert_array_equal(out, 3.0)
+    b[0] = -1.0
+    op = engine.nodes[victim].op
+    with pytest.raises(ModelError, match=rf"op '{op.name}' \({op.type}\) failed: negative first value"):
+        engine.run({"x": x})
+
+
+def test_what_a_chain_passes_and_what_ends_one():
+    from tests.runtime import _chain_steps as steps
+    a = np.arange(12, dtype=np.float32).reshape(6, 2)
+    a.flags.writeable = False
+    b = np.arange(12, dtype=np.float32)[::2]   # strided
+    out_plain, out_chain = np.zeros(6, np.float32), np.zeros(6, np.float32)
+
+    def mixed(out, flag):
+        return partial(steps.mixed, a, b, 5, np.float32(0.5), flag, out)
+
+    for out in (out_plain, out_chain):
+        mixed(out, True)(), mixed(out, False)()
+    out_plain[:] = out_chain[:] = 0
+    calls = [mixed(out_chain, True), partial(steps.scaled, out_chain, 2.0, out_chain), mixed(out_chain, False),
+             partial(np.copyto, out_chain, 1.0),                              # not compiled
+             partial(steps.scaled, out_chain, 2.0, out_chain),
+             partial(steps.parallel_copy, out_chain, out_chain),              # a parallel loop
+             partial(steps.scaled, out_chain, np.float32(2.0), out=out_chain)]  # a keyword
+    made, owners = program.chained(calls, list(range(len(calls))))
+    assert [type(c).__name__ for c in made] == ["Chain", "partial", "partial", "partial", "partial"]
+    assert owners == [None, 3, 4, 5, 6]
+    made[0]()
+    mixed(out_plain, True)(), steps.scaled(out_plain, 2.0, out_plain), mixed(out_plain, False)()
+    np.testing.assert_array_equal(out_chain, out_plain)
+    total = [partial(steps.total, a[:, 0].copy())] * 2
+    total[0]()
+    assert program.chained(total, [0, 1])[1] == [0, 1], "a loop returning a value is not chained"
+    never = [partial(steps.scaled, np.ones(3, np.int16), 1, np.ones(3, np.int16))] * 2
+    assert program.chained(never, [0, 1])[1] == [0, 1], "no machine code for these types yet"
+    zero_d = np.zeros((), np.float32)
+    steps.mixed(a, b, 1, np.float32(1), True, out_plain)
+    assert program.chained([partial(steps.scaled, zero_d, 1.0, out_plain)] * 2, [0, 1])[1] == [0, 1]
+    first = np.zeros(1, np.float32)
+    inner = [partial(steps.from_closure, b, first), partial(steps.from_closure, first, first)]
+    for call in inner:
+        call()
+    first[0] = 0
+    made, owners = program.chained(inner, [0, 1])
+    assert owners == [None]
+    made[0]()
+    assert first[0] == b[0] + 2
