@@ -1014,7 +1014,14 @@ def crop_clip_par(src, lo, hi, out, parts):
         crop_clip(src, lo, hi, out, r0, r1)
 
 
-@njit(**PAR)
+# The drivers of the two loops compiled without fastmath are compiled without it too: numba
+# compiles a loop a parallel driver calls with the driver's flags, and caches that code as the
+# loop's own (a fastmath driver compiled first made binary_clip's MIN(NaN, x) return x in every
+# later process, tests/ops/test_fast_loops_flags.py).
+EXACT_PAR = dict(PAR, fastmath=False)
+
+
+@njit(**EXACT_PAR)
 def binary_clip_par(a, b, code, lo, hi, out, parts):
     rows = out.shape[0]
     for p in prange(parts):
@@ -1022,7 +1029,7 @@ def binary_clip_par(a, b, code, lo, hi, out, parts):
         binary_clip(a, b, code, lo, hi, out, r0, r1)
 
 
-@njit(**PAR)
+@njit(**EXACT_PAR)
 def fake_quantize_par(x, scale, zero, lo, hi, out, parts):
     rows = out.shape[0]
     for p in prange(parts):
