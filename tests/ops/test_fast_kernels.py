@@ -248,19 +248,27 @@ def test_direct_path_for_tiny_convs(case, jit):
     close(got, want)
 
 
-@pytest.mark.parametrize("case, whole", [(dict(h=5, w=1, c=40, o=30, k=(5, 1), pads=(0, 0, 0, 0), act="RELU"), True),
-                                         (dict(n=3, h=3, w=2, c=7, o=5, k=(3, 2), pads=(0, 0, 0, 0)), True),
-                                         (dict(h=1, w=1, c=60, o=60, k=(1, 1), pads=(0, 0, 0, 0)), False),
-                                         (dict(h=5, w=1, c=40, o=30, k=(5, 1), pads=(1, 0, 1, 0)), False)])
-def test_direct_conv_over_the_whole_input_is_a_dot_product_per_filter(case, whole, jit):
-    """One output pixel whose window is the whole unpadded input, the window at least twice as
-    long as the filters are many (a streaming model's conv over its frames): the FC loop over the
-    flattened image; a 1x1 conv of a 1x1 map, or a padded one, stays on conv_direct."""
+@pytest.mark.parametrize("case, loop", [
+    (dict(h=5, w=1, c=40, o=30, k=(5, 1), pads=(0, 0, 0, 0), act="RELU"), "pixel"),   # whole window
+    (dict(n=3, h=3, w=2, c=7, o=5, k=(3, 2), pads=(0, 0, 0, 0)), "rows"),   # under 16 filters
+    (dict(h=1, w=1, c=60, o=60, k=(1, 1), pads=(0, 0, 0, 0)), "pixel"),     # 1x1 on one pixel
+    (dict(n=2, h=1, w=3, c=20, o=130, k=(1, 1), pads=(0, 0, 0, 0), act="RELUX"), "pixel"),   # 128 + 16
+    (dict(h=2, w=2, c=9, o=33, k=(1, 1), pads=(0, 0, 0, 0), bias=False), "pixel"),   # 32 + 16
+    (dict(h=1, w=1, c=61, o=64, k=(1, 1), pads=(0, 0, 0, 0), act="RELU"), "pixel"),  # odd window: tail
+    (dict(h=4, w=4, c=8, o=16, k=(1, 1), pads=(0, 0, 0, 0), s=(2, 2)), "direct"),    # strided
+    (dict(h=5, w=1, c=40, o=30, k=(5, 1), pads=(1, 0, 1, 0)), "direct")])            # padded
+def test_direct_conv_as_a_product_of_rows(case, loop, jit):
+    """A conv whose one output pixel's window is the whole unpadded input (a streaming model's
+    conv over its frames), or a 1x1 conv without stride or pads: from 16 filters the register
+    tile of _pixel_loops (every block width: 128, 64, 32, 16 filters; a window of odd length),
+    with fewer and a long window the FC loop over the flattened image; others conv_direct."""
     x, consts, args = conv_case(np.random.default_rng(9), **case)
     got, want, kern = run_both("Conv2D", x, consts, args)
     close(got, want)
     if jit != "numpy":
-        assert kern.algorithm == "direct" and (kern.algo.rows is not None) == whole
+        algo = kern.algo
+        assert kern.algorithm == "direct"
+        assert loop == ("pixel" if algo.wide is not None else "rows" if algo.rows is not None else "direct")
 
 
 @pytest.mark.parametrize("case", [dict(c=8, h=10, w=10), dict(c=70, h=9, w=11, s=(2, 2), n=2),
