@@ -106,6 +106,31 @@ def test_split_matches_reference(shape, axis, split):
     both("Split", sample(shape), dict(axis=axis, split=split), outputs=outputs)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.int64, np.bool_])
+def test_small_split_and_slice_copies_are_compiled_and_keep_the_bytes(dtype):
+    """A small Split's channel pieces and a StridedSlice (negative and wide steps: any strides)
+    copy through the compiled row loop (a step a chain calls), raw bits: NaN payloads and -0.0
+    kept, any dtype; a copy numpy would have to reshape by copying, or a large one, stays
+    np.copyto. Bytes equal to the reference's in every case."""
+    from mace.ops.fast._base import SMALL_COPY, copy_step
+
+    x = (RNG.standard_normal((1, 9, 1, 64)) * 50).astype(dtype)
+    if np.dtype(dtype).kind == "f":
+        bits = x.view(np.uint16 if dtype == np.float16 else np.uint32)
+        bits[0, 0, 0, :2] = [0x7E01, 0xFE02] if dtype == np.float16 else [0x7FC00001, 0xFFC00002]
+        x[0, 1, 0, :2] = [-0.0, np.inf]
+    outputs = ("y0", "y1")
+    both("Split", x, dict(axis=3, split=[32, 32]), outputs=outputs)
+    both("StridedSlice", x, dict(starts=[8, 1], ends=[2, 60], axes=[1, 3], steps=[-2, 3]))
+    engine = Engine(_graph({"x": x}, "Split", ["x"], dict(axis=3, split=[32, 32]), outputs=outputs))
+    if loops() is not None:
+        assert all("copy_rows" in repr(s.func) for s in engine._steps[0].parts)
+    swapped = np.zeros((3, 4, 5), np.float32).transpose(1, 0, 2)   # its rows are not one axis
+    assert copy_step(np.zeros((4, 3, 5), np.float32), swapped).func is np.copyto
+    big = np.zeros(SMALL_COPY + 1, np.float32)
+    assert copy_step(big.copy(), big).func is np.copyto
+
+
 RESIZES = [((1, 10, 10, 24), (80, 80), "asymmetric"), ((2, 7, 7, 5), (14, 14), "half_pixel"),
            ((1, 9, 6, 3), (4, 13), "align_corners"), ((1, 5, 4, 1), (5, 9), "pytorch_half_pixel")]
 

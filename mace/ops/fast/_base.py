@@ -1,11 +1,13 @@
 """What the fast kernels share: scratch carving, typed activations, the run-through-bind rule."""
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from mace.ops._common import apply_activation
 from mace.ops.fast._act_codes import CODES, STORE_CODES, loop_name, params
-from mace.ops.fast._jit import act_loops
+from mace.ops.fast._jit import act_loops, op_loops
 from mace.ops.registry import Kernel
 from mace.util.aligned import ALIGN, aligned_empty   # every carved array starts on a cache line
 
@@ -57,6 +59,38 @@ def clip_bounds(act: dict, dtype=np.float32):
         return None
     t = np.dtype(dtype).type
     return t(bounds[0]), t(bounds[1])
+
+
+# copies up to this many elements run as a compiled loop (copy_step), larger ones numpy's
+SMALL_COPY = 1 << 16
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def copy_step(out, src):
+    """A step copying `src` into `out` (one shape and dtype): for a small copy whose arrays are
+    both rows of their last axis (any strides: a split's channel piece, a slice) the compiled
+    loop (_cast_loops.copy_rows, a step a chain calls: np.copyto's call costs more than a few
+    hundred elements' copy), else np.copyto. The same bytes either way."""
+    lib = op_loops("_cast_loops")
+    if lib is not None and src.size <= SMALL_COPY and src.shape == out.shape and src.dtype == out.dtype:
+        a, b = _rows(src), _rows(out)
+        if a is not None and b is not None:
+            return partial(lib.copy_rows, a, b)
+    return partial(np.copyto, out, src)
+
+
+def _rows(a: np.ndarray):
+    """`a` as a 2-D view [rows, last axis] of unsigned ints of its item size, or None where that
+    view needs a copy (or there is no such int, or no axis)."""
+    bits = _BITS.get(a.dtype.itemsize)
+    if bits is None or a.ndim == 0 or a.dtype.hasobject:
+        return None
+    view = a.view()
+    try:   # (np.reshape's copy=False needs numpy 2.1)
+        view.shape = (-1, a.shape[-1]) if a.size else (0, 0)
+    except (AttributeError, ValueError):   # numpy would have to copy
+        return None
+    return view.view(bits)
 
 
 # the store step's fused activation for none (or a clip: lo, hi do it): _loops._store's `epi`

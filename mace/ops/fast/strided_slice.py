@@ -1,5 +1,6 @@
 """StridedSlice, fast CPU kernel: the slice computed once, at load, as a view of the input;
-each run is one np.copyto from it (negative steps included: a view with negative strides).
+each run is one copy from it (negative steps included: a view with negative strides): a small
+one the compiled row copy, a larger one np.copyto (_base.copy_step).
 
 The reference rebuilds the index tuple's view on every run and copies from it: the same copy,
 plus ~1-2 us of Python a call, which is most of the time of the small slices exporters make
@@ -7,11 +8,7 @@ plus ~1-2 us of Python a call, which is most of the time of the small slices exp
 """
 from __future__ import annotations
 
-from functools import partial
-
-import numpy as np
-
-from mace.ops.fast._base import FastKernel
+from mace.ops.fast._base import FastKernel, copy_step
 from mace.ops.registry import kernel
 from mace.ops.strided_slice import slices
 
@@ -22,4 +19,4 @@ class StridedSliceFast(FastKernel):
         self.index = slices(ctx.arg, ctx.input_shapes[0], ctx.op.name)[0]
 
     def bind(self, inputs, outputs, scratch=None):
-        return partial(np.copyto, outputs[0], inputs[0][self.index])
+        return copy_step(outputs[0], inputs[0][self.index])
