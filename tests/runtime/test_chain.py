@@ -158,3 +158,22 @@ def test_what_a_chain_passes_and_what_ends_one():
     assert owners == [None]
     made[0]()
     assert first[0] == b[0] + 2
+
+
+def test_compiling_a_chain_does_not_announce_the_warmup_hint():
+    """The first compile of a process logs the note that `warmup` compiles the kernels ahead;
+    a chain (generated per model, under a second) is not what warmup compiles: no note for it,
+    the note still for a kernel after it."""
+    from types import SimpleNamespace
+
+    from mace.ops.fast import _compile_events as events
+
+    def event(module):
+        dispatcher = SimpleNamespace(__name__="chain", py_func=SimpleNamespace(__module__=module))
+        return SimpleNamespace(data={"dispatcher": dispatcher})
+
+    listener = events._Listener()
+    listener.on_start(event(events.CHAIN_MODULES + "0123")), listener.on_end(None)
+    assert not listener.announced
+    listener.on_start(event("mace.ops.fast._loops")), listener.on_end(None)
+    assert listener.announced

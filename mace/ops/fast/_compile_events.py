@@ -16,6 +16,7 @@ from dataclasses import dataclass
 log = logging.getLogger("mace.jit")
 
 WARMUP_HINT = "python tools/converter.py warmup"
+CHAIN_MODULES = "mace_chain_"   # the generated chains' module names (mace/ops/fast/chain.py)
 FIRST_NOTE = ("compiling CPU kernels for this machine (first use; they are cached for later runs, "
               f"and `{WARMUP_HINT}` compiles all of them ahead) ...")
 
@@ -32,10 +33,14 @@ class _Listener:
         depth = getattr(self.depth, "n", 0)
         self.depth.n = depth + 1
         if depth == 0:
-            name = getattr(event.data.get("dispatcher"), "__name__", "kernel")
+            dispatcher = event.data.get("dispatcher")
+            name = getattr(dispatcher, "__name__", "kernel")
             for o in list(_OBSERVERS):
                 o.started(name)
-            if not _OBSERVERS and not self.announced:   # a library user: say it once, by logging
+            # a library user: say it once, by logging; not for a chain of a model's steps
+            # (mace/ops/fast/chain.py: under a second, and no warmup could have compiled it)
+            chain = getattr(getattr(dispatcher, "py_func", None), "__module__", "").startswith(CHAIN_MODULES)
+            if not _OBSERVERS and not self.announced and not chain:
                 self.announced = True
                 log.warning("note: " + FIRST_NOTE)
 

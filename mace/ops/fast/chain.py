@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from mace.ops.fast._compile_events import CHAIN_MODULES
+
 log = logging.getLogger("mace.jit")
 
 MIN_STEPS = 2      # a chain of one step saves nothing
@@ -209,7 +211,7 @@ def _compiled(source: str):
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(source)
         os.replace(tmp, path)   # another process writing the same chain writes the same bytes
-    name = f"mace_chain_{digest}"
+    name = f"{CHAIN_MODULES}{digest}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
