@@ -89,6 +89,9 @@ def test_chaining_waits_for_runs_and_skips_large_models():
     for _ in range(3):
         engine.run({"x": x})
     assert not _chains(engine), f"chained before CHAIN_AFTER_RUNS ({CHAIN_AFTER_RUNS}) runs"
+    for _ in range(CHAIN_AFTER_RUNS - 3):
+        engine.run({"x": x})
+    assert _chains(engine), f"not chained after CHAIN_AFTER_RUNS ({CHAIN_AFTER_RUNS}) runs"
     model, big = _small_cnn(size=200)   # 8 x 27 x 40k multiply-adds: above the small-run line
     large = _engine(model, big, 1)
     large.run({"x": big}), large.run({"x": big})
@@ -177,3 +180,29 @@ def test_compiling_a_chain_does_not_announce_the_warmup_hint():
     assert not listener.announced
     listener.on_start(event("mace.ops.fast._loops")), listener.on_end(None)
     assert listener.announced
+
+
+def test_a_chain_is_written_once_per_structure_to_the_users_cache(monkeypatch, tmp_path):
+    """The generated source goes to the user's cache folder, named by its hash: two engines of
+    one structure at other shapes share it (shapes and addresses arrive at run time), and a
+    file whose text is not the chain's (tampered, truncated) is written again before use."""
+    from mace.ops.fast import chain as chain_module
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(chain_module, "_loaded", {})
+    folder = tmp_path / "pymace" / "chains"
+    assert chain_module.chain_dir() == folder
+    for size in (10, 12):
+        model, x = _small_cnn(size)
+        engine = _engine(model, x, 1)
+        plain = _engine(model, x, -1)
+        for _ in range(3):
+            np.testing.assert_array_equal(engine.run({"x": x})["y"], plain.run({"x": x})["y"])
+        assert _chains(engine)
+    (source,) = folder.glob("chain_*.py")
+    source.write_text("raise SystemExit('not ours')\n")
+    monkeypatch.setattr(chain_module, "_loaded", {})
+    engine = _engine(model, x, 1)
+    engine.run({"x": x}), engine.run({"x": x})
+    assert _chains(engine) and "run_steps" in source.read_text()
