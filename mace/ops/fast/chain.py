@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from mace.ops.fast._compile_events import CHAIN_MODULES
+from mace.ops.fast._jit import op_loops
 
 log = logging.getLogger("mace.jit")
 
@@ -164,7 +165,7 @@ def _generated(steps: list) -> tuple:
 
     from numba import typeof
 
-    from mace.ops.fast._chain_loops import arg_type
+    arg_type = op_loops("_chain_loops").arg_type
     plan = []
     for step in steps:
         ints.append(_entry(step))
