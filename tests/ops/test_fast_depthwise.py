@@ -110,6 +110,34 @@ def test_depthwise_along_one_axis(case, jit):
     assert (getattr(kern, "line", None) is not None) == (jit != "numpy" and args.get("activation") != "TANH")
 
 
+@pytest.mark.parametrize("c", [16, 17, 30, 47, 60, 64, 65, 70, 96, 128, 130, 200])
+@pytest.mark.parametrize("clip", [NO_CLIP, RELU6])
+def test_line_taps_in_registers_give_the_line_loops_bytes(c, clip):
+    """depthwise_taps (16 channels or more: a row's channels in <16 x float> registers, the last
+    vector overlapping the one before it) against depthwise_line, byte for byte: channels on,
+    under and past the 16 / 64 blocks; taps cut by pads at either end, stride, dilation, two
+    images, a window longer than the line; NaN and +-inf in the line; serial and split."""
+    from mace.ops.fast._jit import op_loops
+    lines = op_loops("_line_loops")
+    rng = np.random.default_rng(c)
+    cases = [(21, 21, 1, 1, 0, 1), (13, 4, 2, 1, 2, 2), (19, 5, 3, 2, 3, 1), (3, 7, 1, 1, 3, 1), (9, 3, 1, 4, 4, 2)]
+    for length, k, stride, dil, pad, n in cases:
+        ol = (length + 2 * pad - dil * (k - 1) - 1) // stride + 1
+        x = rng.standard_normal((n, length, c)).astype(F32)
+        x[0, 0, :3] = [np.nan, np.inf, -np.inf]
+        x[n - 1, length - 1, c - 2:] = [np.inf, np.nan]
+        w, bias = rng.standard_normal((k, c)).astype(F32), rng.standard_normal(c).astype(F32)
+        want = np.full((n, ol, c), 7, F32)
+        lines.depthwise_line(x, w, bias, *clip, stride, dil, pad, want, 0, n * ol)
+        for parts in (1, 3):
+            got = np.full_like(want, 7)
+            if parts == 1:
+                lines.depthwise_taps(x, w, bias, *clip, stride, dil, pad, got, 0, n * ol)
+            else:
+                lines.depthwise_taps_par(x, w, bias, *clip, stride, dil, pad, got, parts)
+            assert got.tobytes() == want.tobytes(), (length, k, stride, dil, pad, n, parts)
+
+
 @pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # the reference's inf - inf
 @pytest.mark.parametrize("act", ["", "RELUX"])
 def test_nan_and_inf_land_where_the_reference_puts_them(act, jit):

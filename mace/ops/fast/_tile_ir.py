@@ -1,14 +1,15 @@
 """The register tile's loop nest as LLVM IR, shared by the float packed GEMM's tile
 (mace/ops/fast/_loops.py, `_TileIR`), the int8 GEMM's (mace/ops/fast/int8/_qloops.py,
-`_qtile_ir`), the recurrent GEMV's (mace/ops/fast/_rnn_loops.py, `_GemvIR`) and the tiny
-pointwise conv's (mace/ops/fast/_pixel_loops.py, `_RowsIR`): a tile's rows
+`_qtile_ir`), the recurrent GEMV's (mace/ops/fast/_rnn_loops.py, `_GemvIR`), the tiny
+pointwise conv's (mace/ops/fast/_pixel_loops.py, `_RowsIR`) and the 1-D depthwise conv's
+(mace/ops/fast/_line_loops.py, `_TapsIR`): a tile's rows
 each read K in `nseg` segments; for each segment, counted k loops step every row's
 accumulators (one vector per 16 columns), threaded through the blocks as phis, then the tile
 stores them. What a step computes (an fma chain, a dot product), how B's row is laid out and
 the store are each tile's own.
 
 numba caches a compiled loop under its own file's stamp only, not this file's: after editing
-this file, touch those four files too, so that their cached tiles are built again.
+this file, touch those five files too, so that their cached tiles are built again.
 """
 from __future__ import annotations
 

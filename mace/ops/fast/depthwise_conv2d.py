@@ -113,7 +113,9 @@ class DepthwiseConv2dFast(FastKernel):
         k = g.kh if axis == 1 else g.kw
         line, lout = x.reshape(g.n, -1, g.c), out.reshape(g.n, -1, g.c)   # contiguous: views
         args = (line, self.taps.reshape(k, g.c), self.loop_bias, self.lo, self.hi, stride, dil, pad, lout)
-        return compute_of(self.ctx).loop("depthwise_line", args, lout.shape[0] * lout.shape[1],
+        # 16 channels or more: each row's channels in registers (rows' last axes contiguous here)
+        name = "depthwise_taps" if g.c >= 16 else "depthwise_line"
+        return compute_of(self.ctx).loop(name, args, lout.shape[0] * lout.shape[1],
                                          x.size + out.size * k, lib=op_loops("_line_loops"))
 
     def _taps(self, xp, out, tmp, r0: int, r1: int) -> list:
