@@ -354,7 +354,8 @@ class Engine:
             try:
                 for name in self._input_names:
                     value, buf = inputs[name], buffers[name]
-                    if value.shape != buf.shape or value.dtype != buf.dtype and not _widens(value.dtype, buf.dtype):
+                    if value.shape != buf.shape or value.dtype is not buf.dtype and \
+                            value.dtype != buf.dtype and not _widens(value.dtype, buf.dtype):
                         break
                     buf[...] = value   # 3x less overhead than copyto
                 else:
@@ -402,7 +403,9 @@ class Engine:
         finally:
             if session is not None:
                 session.__exit__()
-        outputs = {n: buf.copy() for n, buf in self._outputs}
+        outputs = {}
+        for n, buf in self._outputs:   # a loop, not a comprehension: ~0.1 us less a run
+            outputs[n] = buf.copy()
         return self._cut_ragged(outputs) if self._ragged else outputs
 
     @functools.cached_property
