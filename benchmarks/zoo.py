@@ -605,11 +605,13 @@ def framework_latency_ms(model: dict, path: Path, inputs: dict, rounds: int = 10
             it = Interpreter(model_path=str(path))
             it.allocate_tensors()
             details = {d["name"]: d["index"] for d in it.get_input_details()}
+            outputs = [d["index"] for d in it.get_output_details()]
 
-            def fn():
+            def fn():   # with its outputs read, as the other runners return theirs
                 for n, v in inputs.items():
                     it.set_tensor(details[n], v)
                 it.invoke()
+                return [it.get_tensor(i) for i in outputs]
         elif model["platform"] == "caffe":  # OpenCV's dnn Caffe importer, the independent one
             net = opencv_net(model, path)
 

@@ -13,7 +13,9 @@ Engine with OpenBLAS and the compute pool at N threads; the framework: onnxrunti
 intra_op_num_threads=N, LiteRT with num_threads=N, TensorFlow with N intra-op threads, OpenCV's
 dnn for Caffe with setNumThreads(N)), warms each up (numba compiles are not timed), and times
 interleaved rounds on the row's validation input: per run, wall time (perf_counter) and CPU time
-of the process (process_time, all threads). The table shows medians, the ratio ours/framework per
+of the process (process_time, all threads). A run is what a user's call does: inputs in, the
+outputs back as arrays (ours: copies of the row's outputs; onnxruntime's run; LiteRT's set_tensor,
+invoke and get_tensor of each of its outputs; OpenCV's forward; TensorFlow's session run). The table shows medians, the ratio ours/framework per
 thread count, and the geometric mean and the worst row of each ratio column. A row that does not
 convert or whose framework does not run says why; it is not counted.
 
@@ -62,11 +64,13 @@ def framework_runner(model: dict, path: Path, inputs: dict, threads: int):
         it = Interpreter(model_path=str(path), num_threads=threads)
         it.allocate_tensors()
         index = {d["name"]: d["index"] for d in it.get_input_details()}
+        outputs = [d["index"] for d in it.get_output_details()]
 
-        def run_tflite():
+        def run_tflite():   # with its outputs read, as every other runner returns them
             for n, v in inputs.items():
                 it.set_tensor(index[n], v)
             it.invoke()
+            return [it.get_tensor(i) for i in outputs]
         return "LiteRT (XNNPACK)", run_tflite
     if platform == "caffe":
         import cv2
