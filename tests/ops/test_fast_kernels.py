@@ -40,6 +40,7 @@ def jit(request, monkeypatch):
         for module in (_conv_direct, _conv_gemm, _conv_shifted, conv2d, depthwise_conv2d, fully_connected,
                        pooling, transpose):
             monkeypatch.setattr(module, "loops", lambda: None)
+        monkeypatch.setattr(pooling, "op_loops", lambda name: None)   # global pooling's loop
         from mace.ops.fast import _base   # fused activations' compiled loops (_act_loops.py)
         for module in (_base, softmax):
             monkeypatch.setattr(module, "act_loops", lambda: None)
@@ -312,6 +313,36 @@ def test_pooling_matches_reference(case, kind, jit):
                 count_include_pad=case.get("include", 0))
     got, want, _ = run_both("Pooling", x, [], args)
     close(got, want)
+
+
+def _compiled_loops(step) -> set:
+    """Names of the compiled loops a bound step calls: a partial's function, or those a pool
+    split's closure holds (Pool.rows)."""
+    found = [getattr(step, "func", None)] + [c.cell_contents for c in getattr(step, "__closure__", None) or ()]
+    return {f.py_func.__name__ for f in found if hasattr(f, "py_func")}
+
+
+@pytest.mark.parametrize("kind", ["MAX", "AVG"])
+@pytest.mark.parametrize("n,h,w,c", [(1, 9, 7, 7), (1, 5, 4, 16), (2, 6, 5, 60), (1, 3, 3, 64),
+                                     (2, 4, 7, 70), (1, 33, 31, 130), (1, 1, 1, 20)])
+def test_global_pooling_matches_reference(n, h, w, c, kind, jit):
+    """A global pool (window = the map, no pads): with 16 channels or more the compiled loop
+    (_line_loops.global_pool: channels in registers, 64 a row, split over images and blocks),
+    the reference's bytes, NaN / inf / -0.0 included; fewer channels or no numba: numpy's."""
+    x = np.random.default_rng(c).standard_normal((n, h, w, c)).astype(np.float32)
+    x[0, 0, 0, 0], x[0, h - 1, w - 1, 1], x[n - 1, 0, w - 1, c - 1] = np.nan, np.inf, -np.inf
+    x[..., 2] = -0.0
+    args = dict(pooling_type=kind, kernels=[h, w], strides=[1, 1], pads=[0, 0, 0, 0])
+    graph = one_op_graph("Pooling", x, [], args)
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    got, want = fast.run({"x": x})["y"], ref.run({"x": x})["y"]
+    looped = bool(_compiled_loops(fast._steps[0]) & {"global_pool", "global_pool_par"})
+    assert looped == (jit != "numpy" and c >= 16), fast._steps[0]
+    if looped:
+        assert got.tobytes() == want.tobytes()
+    else:
+        np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+        close(np.nan_to_num(got, posinf=0, neginf=0), np.nan_to_num(want, posinf=0, neginf=0))
 
 
 @pytest.mark.parametrize("beta", [0.75, 0.5, 1.0, 0.6])

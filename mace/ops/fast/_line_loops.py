@@ -19,6 +19,12 @@ takes 64 floats a trip, so 30 or 60 channels ran its scalar remainder (60 channe
 the channels are not a multiple of 16: those lanes are computed twice, to the same bytes. The
 same multiply then add per tap, in tap order: the bytes stay the reference's.
 
+Global pooling is the same line reduced without weights (`global_pool`: a map's pixels are the
+line, each row of C channels added, or maxed, into registers): numpy's mean over axes (1, 2) of
+an NHWC map walked 16 channels a pixel, ~1.3 ns an element (selfie segmentation's 128 x 128 x 16
+squeeze: 346 us of its 3.5 ms). The sum from 0 in pixel order, then divided by the count: the
+reference's bytes; the max keeps a NaN as np.maximum does.
+
 numba caches these loops under this file's stamp only: after editing _tile_ir.py, touch this file.
 """
 from __future__ import annotations
@@ -152,3 +158,97 @@ def depthwise_taps_par(x, w, bias, lo, hi, stride, dil, pad, out, parts):
     for p in prange(parts):
         step = (rows + parts - 1) // parts
         depthwise_taps(x, w, bias, lo, hi, stride, dil, pad, out, min(p * step, rows), min((p + 1) * step, rows))
+
+
+class _ReduceIR(TileIR):
+    """`vecs` vectors of a row's channels (the last at float `tail`) summed (`is_max` 0) or
+    maxed (1) over n rows xs floats apart, from 0 or -inf; a sum divided by `count`."""
+
+    def __init__(self, builder, vecs: int, is_max: int):
+        super().__init__(builder, 1, vecs, ir.VectorType(ir.FloatType(), 16))
+        self.fptr, self.is_max = ir.FloatType().as_pointer(), is_max
+
+    def emit(self, x_, xs_, n_, out_, tail_, count_):
+        b, const = self.b, self.const
+        x, out = b.inttoptr(x_, self.fptr), b.inttoptr(out_, self.fptr)
+        offs = [const(16 * v) for v in range(self.vecs - 1)] + [tail_]
+
+        def add(acc, v):
+            return b.fadd(acc, v)
+
+        def keep_max(acc, v):   # v where v > acc or v is NaN; a NaN in acc stays
+            take = b.or_(b.fcmp_ordered(">", v, acc), b.fcmp_unordered("uno", v, v))
+            return b.select(take, v, acc)
+        op = keep_max if self.is_max else add
+
+        def step(acc, i):
+            row = b.gep(x, [b.mul(i, xs_)])
+            return [[op(a, b.load(self.vptr(row, off), align=4)) for a, off in zip(acc[0], offs)]]
+
+        start = self.splat(ir.Constant(ir.FloatType(), float("-inf") if self.is_max else 0.0))
+        acc = self.counted_loop(b.append_basic_block("rows"), b.append_basic_block("rows_done"),
+                                const(0), n_, 1, [[start] * self.vecs], step)
+        count = self.splat(count_)
+        for a, off in zip(acc[0], offs):
+            b.store(a if self.is_max else b.fdiv(a, count), self.vptr(out, off), align=4)
+
+
+@intrinsic(prefer_literal=True)
+def _reduce(typingctx, nv, is_max, x, xs, n, out, tail, count):
+    """_ReduceIR with nv (1 to 4) vectors, is_max literals; addresses as integers."""
+    if not (isinstance(nv, types.IntegerLiteral) and isinstance(is_max, types.IntegerLiteral)):
+        return None
+    vecs, mode, i64 = nv.literal_value, is_max.literal_value, types.int64
+    sig = types.void(nv, is_max, i64, i64, i64, i64, i64, types.float32)
+
+    def codegen(context, builder, signature, args):
+        _ReduceIR(builder, vecs, mode).emit(*args[2:])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(**OPTS)
+def _reduce_block(is_max, xp, xs, n, op, tail, count, nv):
+    if is_max:
+        if nv == 1:
+            _reduce(1, 1, xp, xs, n, op, tail, count)
+        elif nv == 2:
+            _reduce(2, 1, xp, xs, n, op, tail, count)
+        elif nv == 3:
+            _reduce(3, 1, xp, xs, n, op, tail, count)
+        else:
+            _reduce(4, 1, xp, xs, n, op, tail, count)
+    elif nv == 1:
+        _reduce(1, 0, xp, xs, n, op, tail, count)
+    elif nv == 2:
+        _reduce(2, 0, xp, xs, n, op, tail, count)
+    elif nv == 3:
+        _reduce(3, 0, xp, xs, n, op, tail, count)
+    else:
+        _reduce(4, 0, xp, xs, n, op, tail, count)
+
+
+@njit(**OPTS)
+def global_pool(x, is_max, out, r0, r1):
+    """out[b, :] = mean (or max) of x[b, :, :] over its pixels, for rows r0:r1 of
+    (image, block of 64 channels): x [n, P, C] float32 with C >= 16 and each pixel's channels
+    contiguous, out [n, C] likewise."""
+    n, pixels, c = x.shape
+    blocks = (c + 63) // 64
+    xs, count = x.strides[1] // 4, np.float32(pixels)
+    for row in range(r0, r1):
+        b, s = row // blocks, (row % blocks) * 64
+        if c - s < 16:   # the last block: its one vector ends at the row's end
+            s = c - 16
+        width = min(c - s, 64)
+        nv = (width + 15) // 16
+        _reduce_block(is_max, x.ctypes.data + b * x.strides[0] + 4 * s, xs, pixels,
+                      out.ctypes.data + b * out.strides[0] + 4 * s, width - 16, count, nv)
+
+
+@njit(**PAR)
+def global_pool_par(x, is_max, out, parts):
+    rows = x.shape[0] * ((x.shape[2] + 63) // 64)
+    for p in prange(parts):
+        step = (rows + parts - 1) // parts
+        global_pool(x, is_max, out, min(p * step, rows), min((p + 1) * step, rows))
