@@ -206,3 +206,49 @@ def test_a_chain_is_written_once_per_structure_to_the_users_cache(monkeypatch, t
     engine = _engine(model, x, 1)
     engine.run({"x": x}), engine.run({"x": x})
     assert _chains(engine) and "run_steps" in source.read_text()
+
+
+def test_the_chain_cache_keeps_the_most_recently_used(tmp_path):
+    """Past MAX_CACHED chains, writing a new one removes the least recently used (access
+    time) sources with numba's cache files for them; the newest and the one just written stay.
+    Using a chain marks its access time and leaves its modification time (numba's stamp)."""
+    import os
+    from mace.ops.fast import chain as chain_module
+
+    cache = tmp_path / "__pycache__"
+    cache.mkdir()
+    names = [f"chain_{i:020d}" for i in range(6)]
+    for age, name in enumerate(names):   # names[0] the newest, names[5] the oldest
+        for f in (tmp_path / f"{name}.py", cache / f"{name}.chain-9.py311.nbi", cache / f"{name}.chain-9.py311.1.nbc"):
+            f.write_text("x")
+            os.utime(f, (1e9 - age * 100, 5e8))
+    (cache / "other.nbi").write_text("x")
+    just_written = tmp_path / f"{names[5]}.py"
+    assert chain_module._prune(tmp_path, keep=just_written, limit=3) == 2
+    left = sorted(p.name for p in tmp_path.glob("chain_*.py"))
+    assert left == sorted(f"{n}.py" for n in names[:3] + names[5:])
+    assert sorted(p.name.split(".")[0] for p in cache.glob("chain_*")) == sorted(2 * (names[:3] + names[5:]))
+    assert (cache / "other.nbi").exists()
+    assert chain_module._prune(tmp_path, keep=just_written, limit=10) == 0
+
+
+def test_using_a_cached_chain_keeps_numbas_stamp(monkeypatch, tmp_path):
+    """A chain loaded again gets a new access time (what pruning goes by), not a new
+    modification time: numba's cache is stamped with it and would compile the chain again."""
+    import os
+    from mace.ops.fast import chain as chain_module
+
+    monkeypatch.delenv("NUMBA_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(chain_module, "_loaded", {})
+    model, x = _small_cnn(10)
+    engine = _engine(model, x, 1)
+    engine.run({"x": x}), engine.run({"x": x})
+    (source,) = (tmp_path / "pymace" / "chains").glob("chain_*.py")
+    os.utime(source, ns=(1_000_000_000, source.stat().st_mtime_ns))
+    stamp = source.stat().st_mtime_ns
+    monkeypatch.setattr(chain_module, "_loaded", {})
+    engine = _engine(model, x, 1)
+    engine.run({"x": x}), engine.run({"x": x})
+    assert _chains(engine)
+    assert source.stat().st_mtime_ns == stamp and source.stat().st_atime_ns > 1_000_000_000

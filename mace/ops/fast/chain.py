@@ -26,6 +26,7 @@ import importlib.util
 import logging
 import os
 import sys
+import time
 from functools import partial
 from pathlib import Path
 
@@ -38,6 +39,9 @@ log = logging.getLogger("mace.jit")
 
 MIN_STEPS = 2      # a chain of one step saves nothing
 MAX_STEPS = 256    # compiling grows with the calls: a longer run is cut into several chains
+# chains kept in chain_dir() (each a small source file and ~100-200 KB of numba's cache): past
+# this many, writing a new one removes those least recently used (`_prune`)
+MAX_CACHED = 256
 
 
 class Chain(partial):
@@ -49,10 +53,6 @@ class Chain(partial):
     def at(self):
         ints = self.args[0]
         return self.indices[int(ints[-1])]
-
-
-def chainable(step) -> bool:
-    return _entry(step) is not None
 
 
 def _entry(step):
@@ -102,18 +102,19 @@ def chained(calls: list, owners: list) -> tuple:
     def flush():
         for start in range(0, len(run), MAX_STEPS):
             part = run[start:start + MAX_STEPS]
-            made = _chain([c for c, _ in part], [o for _, o in part]) if len(part) >= MIN_STEPS else None
+            made = _chain(*zip(*part)) if len(part) >= MIN_STEPS else None
             if made is None:
-                out_calls.extend(c for c, _ in part)
-                out_owners.extend(o for _, o in part)
+                out_calls.extend(c for c, _, _ in part)
+                out_owners.extend(o for _, o, _ in part)
             else:
                 out_calls.append(made)
                 out_owners.append(None)
         run.clear()
 
     for call, owner in zip(calls, owners):
-        if owner is not None and chainable(call):
-            run.append((call, owner))
+        entry = _entry(call) if owner is not None else None
+        if entry is not None:
+            run.append((call, owner, entry))
             continue
         flush()
         out_calls.append(call)
@@ -122,9 +123,9 @@ def chained(calls: list, owners: list) -> tuple:
     return out_calls, out_owners
 
 
-def _chain(steps: list, indices: list):
+def _chain(steps: tuple, indices: tuple, entries: tuple):
     try:
-        source, ints, floats, keep = _generated(steps)
+        source, ints, floats, keep = _generated(steps, entries)
         func = _compiled(source)
         ints_arr = np.array(ints + [0], np.int64)   # the last slot: the step running
         floats_arr = np.array(floats or [0.0], np.float64)
@@ -141,9 +142,9 @@ def _chain(steps: list, indices: list):
     return made
 
 
-def _generated(steps: list) -> tuple:
+def _generated(steps, entries) -> tuple:
     """(source, ints, floats, arrays kept alive) of a chain calling `steps` in order, each by its
-    machine code's address: one call of _chain_loops.run_steps over a plan of where each
+    machine code's address (`entries`, from _entry): one call of _chain_loops.run_steps over a plan of where each
     argument lies in ints / floats and what type it has (see that module)."""
     ints, floats, keep = [], [], []
 
@@ -167,8 +168,8 @@ def _generated(steps: list) -> tuple:
 
     arg_type = op_loops("_chain_loops").arg_type
     plan = []
-    for step in steps:
-        ints.append(_entry(step))
+    for step, entry in zip(steps, entries):
+        ints.append(entry)
         at = len(ints) - 1
         args = tuple(planned(a) for a in step.args)
         # the chain calls the machine code of these very types: a plan that would pass others
@@ -200,6 +201,30 @@ def chain_dir() -> Path:
 _loaded: dict = {}
 
 
+def _prune(folder: Path, keep: Path, limit: int | None = None) -> int:
+    """Remove the least recently used chains (by access time, which `_compiled` sets on each
+    use) past `limit` (MAX_CACHED) from `folder`, each with numba's cache files for it; `keep`
+    (the one just written) stays. Returns how many went.
+    Another process loading a chain removed meanwhile fails to build it and runs its steps
+    unchained (`chained`)."""
+    limit = MAX_CACHED if limit is None else limit
+    found = []
+    for path in folder.glob("chain_*.py"):
+        try:
+            found.append((path.stat().st_atime, path))
+        except OSError:   # removed meanwhile
+            pass
+    found.sort(reverse=True)
+    old = [path for _, path in found[limit:] if path != keep]
+    for path in old:
+        for f in [path, *(folder / "__pycache__").glob(f"{path.stem}.*")]:
+            try:
+                f.unlink()
+            except OSError:
+                pass
+    return len(old)
+
+
 def _compiled(source: str):
     """The numba dispatcher `chain` of `source`, written to chain_dir() (once) and imported."""
     digest = hashlib.sha256(source.encode()).hexdigest()[:20]
@@ -212,6 +237,9 @@ def _compiled(source: str):
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(source)
         os.replace(tmp, path)   # another process writing the same chain writes the same bytes
+        _prune(folder, keep=path)
+    else:   # used now, on its access time: its modification time is numba's cache stamp
+        os.utime(path, ns=(time.time_ns(), path.stat().st_mtime_ns))
     name = f"{CHAIN_MODULES}{digest}"
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
