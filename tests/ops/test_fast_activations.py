@@ -4,7 +4,7 @@ loops in _act_loops.py) against their numpy reference kernels, over edge cases.
 Tolerances: the piecewise-linear kinds (PRELU, LEAKYRELU, HARDSWISH, HARDSIGMOID) and SQRT,
 RSQRT, RECIPROCAL, NEG, ABS, SQUARE do the references' float32 operations in their order: the
 same bytes, NaN where they give NaN. The transcendental kinds compute in float64 polynomials
-(~1e-11 relative) and round once; the references round numpy's float32 functions (or scipy's
+(~1e-11 relative) and round once (SIGMOID and SiLU in float32, within 2 ulp of the truth); the references round numpy's float32 functions (or scipy's
 float64 ones once), each within ~1 ulp of the true value: so ours is held to 2 ulp of the
 reference. Where the reference itself is further from the true value than that (its
 cancellations: SWISH's and GELU_TANH's 1 + tanh for large negative x, GELU's 1 + erf; numpy's
@@ -420,3 +420,33 @@ def test_a_transcendental_activation_splits_where_a_cheap_one_stays_serial(kind,
                                                              else "exact")
         assert serial_loop != split
         np.testing.assert_array_equal(pooled.run({"x": x})["y"], serial.run({"x": x})["y"])
+
+
+@pytest.mark.parametrize("kind", ["SIGMOID", "SWISH"])
+def test_float32_sigmoid_and_silu_within_2_ulp_across_float32(kind):
+    """SIGMOID and SWISH with alpha 1 (SiLU) run in float32 arithmetic (_act_loops._sigmoid32):
+    over every 4099th float32 bit pattern (a million values, subnormals and both infinities
+    among them) and every float32 in [-90, -80] (x exp(x) near the subnormals), within 2 ulp of
+    the float64 truth; NaN where x is NaN (and for -inf * sigmoid(-inf), as numpy's)."""
+    loops = _jit.act_loops()
+    if loops is None:
+        pytest.skip("numba is not installed")
+    pattern = np.arange(0, 2 ** 32, 4099, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    near = np.arange(np.float32(-90).view(np.uint32), np.float32(-80).view(np.uint32), -1,
+                     dtype=np.int64)[::-1]
+    x = np.concatenate([pattern, near.astype(np.uint32).view(np.float32),
+                        np.array([np.inf, -np.inf, -0.0, 0.0], np.float32)])
+    got = np.empty_like(x)
+    loops.unary(x, act_fast.CODES[kind], np.float32(1), np.float32(0), got, 0, x.size)
+    v = x.astype(np.float64)
+    with np.errstate(all="ignore"):
+        e = np.exp(-np.abs(v))
+        sig = np.where(v >= 0, 1 / (1 + e), e / (1 + e))
+        truth = v * sig if kind == "SWISH" else sig
+    finite = np.isfinite(truth)
+    spacing = np.spacing(np.abs(truth[finite]).astype(np.float32)).astype(np.float64)
+    err = np.abs(got[finite].astype(np.float64) - truth[finite]) / spacing
+    assert err.max() <= 2, f"{kind}: {err.max():.2f} ulp at x={x[finite][err.argmax()]!r}"
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(truth))
+    assert got[x == np.inf][0] == (np.inf if kind == "SWISH" else 1)
+    assert (np.isnan(got[x == -np.inf][0]) if kind == "SWISH" else got[x == -np.inf][0] == 0)
