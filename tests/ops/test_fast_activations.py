@@ -449,4 +449,6 @@ def test_float32_sigmoid_and_silu_within_2_ulp_across_float32(kind):
     assert err.max() <= 2, f"{kind}: {err.max():.2f} ulp at x={x[finite][err.argmax()]!r}"
     np.testing.assert_array_equal(np.isnan(got), np.isnan(truth))
     assert got[x == np.inf][0] == (np.inf if kind == "SWISH" else 1)
+    zeros = got[(x == 0)]   # -0.0 and 0.0: x sigmoid(x) keeps the sign, as numpy's product does
+    assert (np.signbit(zeros) == (np.signbit(x[x == 0]) & (kind == "SWISH"))).all()
     assert (np.isnan(got[x == -np.inf][0]) if kind == "SWISH" else got[x == -np.inf][0] == 0)

@@ -219,6 +219,8 @@ def _sigmoid32(x, swish):
     q = q * TWO_M50 if neg else q
     if swish and (x == np.inf or x == -np.inf):
         q = x if x > F0 else np.float32(np.nan)   # x * sigmoid(x): inf; -inf * 0: NaN, as numpy's
+    if swish and x == F0:
+        q = x * FHALF                   # -0.0 stays -0.0 (the corrections' sum gives +0.0)
     return x if x != x else q
 
 
