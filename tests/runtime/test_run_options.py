@@ -11,6 +11,7 @@ from mace.devices.target_run import runner_options
 from mace.run import run_model
 from mace.runtime.run_options import RunOptions
 from tests.cli_helpers import workdir
+from tests.codegen.helpers import convert, digits_models
 
 
 def test_the_run_flags_make_one_options_object_for_host_and_board(tmp_path):
@@ -53,14 +54,14 @@ def test_timed_rounds_start_after_a_small_models_chaining(tmp_path, monkeypatch)
         seen.append((kwargs.get("options"), opened.engine))
         return opened
     monkeypatch.setattr(run_module, "open_engine", spy)
-    work = workdir(tmp_path)
-    config = load_deployment(work / "deploy.yml")
-    run_model(config, config.models["digits_cnn"], work / "builds", RunOptions(rounds=20))
+    config, _ = convert(tmp_path, "digits", digits_models())
+    builds = tmp_path / "builds"
+    run_model(config, config.models["digits_cnn"], builds, rounds=20)
     (options, engine), = seen
     assert options["chain_after_runs"] == 1
     assert engine._chain_in is None and any(type(c).__name__ == "Chain" for c in engine._program)
     seen.clear()
-    run_model(config, config.models["digits_cnn"], work / "builds", RunOptions(rounds=3))
+    run_model(config, config.models["digits_cnn"], builds, rounds=3)
     (options, engine), = seen   # rounds that would never chain: nothing compiled for them
     assert not (options or {}).get("chain_after_runs")
     assert not any(type(c).__name__ == "Chain" for c in engine._program)
