@@ -237,17 +237,25 @@ class Engine:
     def _chain_after(self) -> int | None:
         """After how many runs the steps are chained (mace/ops/fast/chain.py: one compiled call
         for each run of compiled steps), or None: never. Only a CPU engine whose whole run is
-        below SMALL_RUN_MACS (where calls are a large share of a run) and only after
-        options {"chain_after_runs"} runs (CHAIN_AFTER_RUNS; negative: never): a chain costs
-        0.1-0.5 s of compiling the first time on a machine (loaded from numba's cache after),
-        which a model run a few times, as most tests and one-off runs do, would not win back."""
+        below SMALL_RUN_MACS (where calls are a large share of a run) or whose steps split across
+        the compute pool's threads (each split step a parallel region of its own otherwise), and
+        only after options {"chain_after_runs"} runs (CHAIN_AFTER_RUNS; negative: never): a chain
+        costs 0.1-0.5 s of compiling the first time on a machine (a parallel one a few seconds;
+        loaded from numba's cache after), which a model run a few times, as most tests and
+        one-off runs do, would not win back."""
         after = int(self.options.get("chain_after_runs", CHAIN_AFTER_RUNS))
-        if self.gpu or self.device != "cpu" or after < 0 or self._macs >= SMALL_RUN_MACS:
+        if self.gpu or self.device != "cpu" or after < 0:
+            return None
+        if self._macs >= SMALL_RUN_MACS and self._chain_width() < 2:
             return None
         return max(after, 1)   # the first run is what makes the loops' machine code known
 
+    def _chain_width(self) -> int:
+        """Threads a parallel chain splits into: the pool's width where steps run on it, else 1."""
+        return self.compute.width() if self._session is not None and self.compute.active() else 1
+
     def _chain(self) -> None:
-        calls, owners = program.chained(*self._calls)
+        calls, owners = program.chained(*self._calls, width=self._chain_width())
         self._program, self._program_nodes = program.tightened(calls), owners
 
     @property

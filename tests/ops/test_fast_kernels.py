@@ -316,9 +316,9 @@ def test_pooling_matches_reference(case, kind, jit):
 
 
 def _compiled_loops(step) -> set:
-    """Names of the compiled loops a bound step calls: a partial's function, or those a pool
-    split's closure holds (Pool.rows)."""
-    found = [getattr(step, "func", None)] + [c.cell_contents for c in getattr(step, "__closure__", None) or ()]
+    """Names of the compiled loops a bound step calls: a partial's function, or a pool split's
+    driver and serial loop (Pool.rows: _pool.Split)."""
+    found = [getattr(step, a, None) for a in ("func", "par", "serial")]
     return {f.py_func.__name__ for f in found if hasattr(f, "py_func")}
 
 
@@ -382,6 +382,17 @@ def test_transpose_matches_reference(shape, dims, monkeypatch, jit):
     np.testing.assert_array_equal(got, want)
     if dims == [0, 2, 3, 1] and shape[1] > 1:   # an NCHW image -> NHWC: the compiled loop
         assert (kern.narrow is not None) == (jit != "numpy")
+
+
+@pytest.mark.parametrize("shape", [(1, 3, 32, 32), (2, 3, 5, 7), (1, 8, 4, 4)])
+def test_a_small_nchw_image_to_nhwc_runs_the_compiled_loop(shape, jit):
+    """A model's first Transpose of a small image (gender_v1's 3 x 32 x 32) is the compiled loop
+    too, not numpy's permuted copy (there is no size below which one call loses)."""
+    x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    x.flat[:3] = [np.nan, -np.inf, -0.0]
+    got, want, kern = run_both("Transpose", x, [], dict(dims=[0, 2, 3, 1]))
+    assert got.tobytes() == want.tobytes()
+    assert (kern.narrow is not None) == (jit != "numpy")
 
 
 @pytest.mark.parametrize("shape,log", [((1, 10), 0), ((2, 3, 5, 7), 0), ((4, 1000), 1), ((3, 1), 0)])

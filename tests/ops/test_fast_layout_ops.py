@@ -449,3 +449,56 @@ def test_every_float_op_type_of_the_corpus_has_a_fast_kernel():
     from mace.ops.registry import spec
     missing = [op for op in CORPUS_FLOAT_OPS if "cpu:fast" not in spec(op).kernels]
     assert not missing, f"corpus float op types on the numpy reference only: {missing}"
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("shape,pads,fill", [
+    ((1, 32, 32, 32), (1, 1, 1, 1), 0.0),           # gender_v1's 3x3 convs: split across threads
+    ((2, 5, 7, 3), (2, 0, 1, 3), -np.inf),          # two images, asymmetric, a max pool's fill
+    ((1, 1, 9, 4), (0, 4, 0, 4), 0.0),              # a 1-D map's columns only
+    ((1, 3, 1, 1), (3, 1, 2, 1), 0.5),              # pads wider than the map
+    ((1, 0, 4, 2), (1, 1, 1, 1), 0.0),              # nothing to copy: only the fill
+])
+def test_spatial_padding_is_one_compiled_pass(shape, pads, fill, threads):
+    """A conv's or pool's padded input (_conv_gemm.pad_steps): one step writing np.pad's bytes
+    (NaN, inf, -0.0 copied), over a buffer holding garbage from before (the arena's scratch is
+    shared), split on a pool of two threads when the map is large."""
+    from mace.ops.fast._conv_gemm import pad_steps
+    from mace.ops.fast._jit import op_loops
+    from mace.ops.fast._pool import MIN_PARALLEL_WORK
+    from mace.ops.fast.compute import ComputeContext, SERIAL
+    t, l, b, r = pads
+    x = sample(shape)
+    want = np.pad(x, [(0, 0), (t, b), (l, r), (0, 0)], constant_values=np.float32(fill))
+    xp = np.full(want.shape, 7.0, np.float32)
+    compute = ComputeContext(threads) if threads > 1 else SERIAL
+    steps = pad_steps(xp, x, pads, fill, compute)
+    assert len(steps) == 1 or loops() is None
+    if compute.active() and x.size + xp.size >= MIN_PARALLEL_WORK:   # a pool step, not the serial loop
+        assert getattr(steps[0], "func", None) is not op_loops("_pad_loops").pad_image
+    with compute.session():
+        for step in steps:
+            step()
+    assert xp.tobytes() == want.tobytes()
+    # a channel slice (not contiguous) and a non-float map keep numpy's copies, same bytes
+    q = sample((1, 4, 5, 6))[..., 1:4]
+    qp = np.full((1, 4 + t + b, 5 + l + r, 3), 7.0, np.float32)
+    for step in pad_steps(qp, q, pads, fill):
+        step()
+    assert qp.tobytes() == np.pad(q, [(0, 0), (t, b), (l, r), (0, 0)], constant_values=np.float32(fill)).tobytes()
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_pad_of_rows_and_columns_runs_the_conv_padding_pass(threads):
+    x = sample((1, 40, 40, 16))
+    graph = Graph()
+    add_input_info(graph, TensorSpec("x", x.shape, "NONE", dtype="float32"))
+    graph.add_op("Pad", ["x"], ["y"], data_format="NHWC", paddings=[0, 1, 3, 0, 0, 2, 0, 0],
+                 pad_type="CONSTANT", constant_value=0.25)
+    add_output_info(graph, TensorSpec("y", None, "NONE"))
+    infer_shapes(graph)
+    fast = Engine(graph, options={"num_threads": threads})
+    ref = Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].kernel.spatial_only and not fast.nodes[0].kernel.last_axis_only
+    for _ in range(2):
+        assert fast.run({"x": x})["y"].tobytes() == ref.run({"x": x})["y"].tobytes()

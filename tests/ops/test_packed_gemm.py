@@ -100,6 +100,19 @@ def test_split_across_the_pool_by_rows_or_by_panels(m, n):
     close(c, reference(a, w, b, 0, np.inf), rtol=1e-5)
 
 
+@pytest.mark.parametrize("m,n,rows", [(196, 256, True), (196, 392, True), (3136, 64, True), (49, 512, False),
+                                      (49, 2048, False), (196, 1024, False), (40, 300, False), (63, 16, False)])
+def test_the_packed_gemm_splits_by_rows_unless_a_is_short_against_w(m, n, rows):
+    """Two threads split a packed product by rows (each on the pixels the ops around it split
+    the same way) unless W is over twice as wide as a is tall (ResNet-50's 49 x 2048) or a has
+    too few rows for two tiles' worth each."""
+    panels = Panels.__new__(Panels)
+    panels.parts = 2
+    assert panels.by_rows(m, n, m) == rows
+    panels.parts = 1
+    assert panels.by_rows(m, n, m)
+
+
 @pytest.mark.skipif(_pool.process_pool() is None, reason="no compute pool here (numba's OpenMP layer or OpenBLAS's cblas missing)")
 @pytest.mark.parametrize("k,n,split", [(512, 128, False), (1024, 1280, True)])
 def test_a_one_row_product_splits_only_for_a_large_weight(k, n, split):

@@ -27,6 +27,11 @@ def _chains(engine) -> list:
     return [call for call in engine._program if isinstance(call, Chain)]
 
 
+def _parallel_chains(engine) -> list:
+    from mace.ops.fast.chain import ParallelChain
+    return [call for call in engine._program if isinstance(call, ParallelChain)]
+
+
 def _small_cnn(size=10):
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
@@ -93,9 +98,10 @@ def test_chaining_waits_for_runs_and_skips_large_models():
         engine.run({"x": x})
     assert _chains(engine), f"not chained after CHAIN_AFTER_RUNS ({CHAIN_AFTER_RUNS}) runs"
     model, big = _small_cnn(size=200)   # 8 x 27 x 40k multiply-adds: above the small-run line
-    large = _engine(model, big, 1)
+    graph = onnx_backend.prepare(model, {"x": big}).graph
+    large = Engine(graph, options={"chain_after_runs": 1, "num_threads": 1})
     large.run({"x": big}), large.run({"x": big})
-    assert not _chains(large)
+    assert not _chains(large) and not _parallel_chains(large)   # (on more threads: a parallel chain)
 
 
 def test_a_failing_step_in_a_chain_names_its_op():
@@ -252,3 +258,118 @@ def test_using_a_cached_chain_keeps_numbas_stamp(monkeypatch, tmp_path):
     engine.run({"x": x}), engine.run({"x": x})
     assert _chains(engine)
     assert source.stat().st_mtime_ns == stamp and source.stat().st_atime_ns > 1_000_000_000
+
+
+@pytest.fixture
+def two_threads(monkeypatch):
+    """The compute pool on two threads whatever else the machine runs (the `auto` wait policy
+    would size runs to the cores other processes leave free: it has its own tests)."""
+    from mace.ops.fast import _pool
+    pool = _pool.process_pool()
+    if pool is None:
+        pytest.skip("no compute pool here (numba's OpenMP layer, numpy's 64-bit OpenBLAS): nothing splits")
+    monkeypatch.setattr(pool, "_contention", None)
+    return pool
+
+
+def _pooled(model, x, after):
+    graph = onnx_backend.prepare(model, {"x": x}).graph
+    return Engine(graph, options={"chain_after_runs": after, "num_threads": 2, "split_small_runs": True})
+
+
+def test_split_steps_chain_into_one_parallel_region_with_the_unchained_bytes(two_threads):
+    """On two threads the pool's split steps (a conv, a depthwise conv, an add: each a parallel
+    region of its own) and the serial steps between them run as one ParallelChain: the bytes of
+    the unchained engine, run after run."""
+    from mace.ops.fast._pool import Split
+    model, x = _small_cnn(size=64)
+    plain, chained = _pooled(model, x, -1), _pooled(model, x, 1)
+    assert sum(type(c) is Split for c in plain._program) >= 2, "nothing splits: the test tests nothing"
+    rng = np.random.default_rng(2)
+    for k in range(5):
+        feed = {"x": rng.normal(size=x.shape).astype(np.float32)}
+        want, got = plain.run(feed)["y"], chained.run(feed)["y"]
+        np.testing.assert_array_equal(got, want, err_msg=f"run {k}")
+        np.testing.assert_allclose(got, run_ort(model, feed)[0], rtol=1e-4, atol=1e-5)
+    (chain,) = _parallel_chains(chained)
+    assert sum(type(c) is Split for c in chain.calls) >= 2 and len(chain.calls) >= 4
+
+
+def test_a_parallel_chain_on_fewer_threads_than_parts_runs_every_part(two_threads, monkeypatch):
+    """Where the pool runs fewer threads than a chain's parts (the `auto` policy leaving a busy
+    core to another process: one thread), the threads there take the missing parts: no wait on
+    a part nobody runs, the same bytes."""
+    model, x = _small_cnn(size=64)
+    plain, chained = _pooled(model, x, -1), _pooled(model, x, 1)
+    chained.run({"x": x}), chained.run({"x": x})
+    assert _parallel_chains(chained)
+
+    class OneCore:
+        def threads(self, want):
+            return 1
+    monkeypatch.setattr(two_threads, "_contention", OneCore())
+    feed = {"x": np.random.default_rng(3).normal(size=x.shape).astype(np.float32)}
+    try:
+        np.testing.assert_array_equal(chained.run(feed)["y"], plain.run(feed)["y"])
+        assert two_threads._numba_threads == 1
+    finally:   # the next session sets numba's count again, whatever this one left
+        two_threads._numba_threads = None
+
+
+def test_a_failing_split_step_in_a_parallel_chain_names_its_step(two_threads):
+    """A part failing inside the parallel region: the steps after it do not run on its garbage,
+    and the chain raises that step's own error with `at` its node (what the engine names)."""
+    from mace.ops.fast._pool import Split
+    from mace.ops.fast.chain import ParallelChain
+    from tests.runtime import _chain_steps as steps
+    x = np.arange(1, 101, dtype=np.float32)
+    mid, out, last = np.zeros(100, np.float32), np.zeros(100, np.float32), np.zeros(4, np.float32)
+    session = two_threads.session(2)
+
+    def split(src, dst, factor):
+        return Split(two_threads, session, steps.scaled_rows_par, steps.scaled_rows, (src, factor, dst), 100, 2)
+    calls = [split(x, mid, 2.0), partial(steps.scaled, last, 1.0, last), split(mid, out, 3.0)]
+    with session:
+        for call in calls:
+            call()
+        made, owners = program.chained(calls, [7, 8, 9], width=2)
+        assert [type(c) for c in made] == [ParallelChain] and owners == [None]
+        out[:] = 0
+        made[0]()
+        np.testing.assert_array_equal(out, x * 6)
+        x[80] = -1.0   # the second half of the first step fails
+        out[:] = -5.0
+        with pytest.raises(ValueError, match="negative value"):
+            made[0]()
+        assert made[0].at == 7
+        np.testing.assert_array_equal(out, -5.0)   # the last step never ran
+
+
+def test_a_forked_child_runs_a_parallel_chains_steps_one_by_one(two_threads):
+    """GNU OpenMP cannot run in a forked child: a parallel-chained engine run there calls its
+    steps one by one (each split step its serial loop), with the parent's bytes."""
+    import os
+    import pickle
+    if not hasattr(os, "fork"):
+        pytest.skip("no os.fork on this platform")
+    model, x = _small_cnn(size=64)
+    engine = _pooled(model, x, 1)
+    engine.run({"x": x})
+    want = engine.run({"x": x})["y"]
+    assert _parallel_chains(engine)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:   # the child: run, send the output, leave without pytest's teardown
+        code = 1
+        try:
+            with os.fdopen(write, "wb") as f:
+                pickle.dump(engine.run({"x": x})["y"], f)
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        data = f.read()
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child ended with status {status}"
+    np.testing.assert_array_equal(pickle.loads(data), want)

@@ -27,6 +27,7 @@ and ("b", slot) a bool from ints, ("f", slot) a float64 and ("s", slot) a float3
 from __future__ import annotations
 
 import ast
+import platform
 
 import numpy as np
 from llvmlite import ir
@@ -61,46 +62,143 @@ def run_steps(typingctx, ints, floats, plan):
         i64, f64 = (make_array(t)(context, builder, value=v).data for t, v in zip(sig.args[:2], args[:2]))
         nints = make_array(sig.args[0])(context, builder, value=args[0]).nitems
         progress = builder.gep(i64, [builder.sub(nints, ir.Constant(nints.type, 1))])
-
-        def load(base, slot):
-            return builder.load(builder.gep(base, [ir.Constant(ir.IntType(64), slot)]))
-
-        def value(arg):
-            kind = arg[0]
-            if kind == "a":
-                aryty, slot, ndim = arg_type(arg), arg[1], arg[3]
-                ary = make_array(aryty)(context, builder)
-                item = context.get_data_type(aryty.dtype)
-                populate_array(ary, data=builder.inttoptr(load(i64, slot), item.as_pointer()),
-                               shape=[load(i64, slot + 1 + d) for d in range(ndim)],
-                               strides=[load(i64, slot + 1 + ndim + d) for d in range(ndim)],
-                               itemsize=context.get_constant(types.intp, context.get_abi_sizeof(item)),
-                               meminfo=None)
-                return ary._getvalue()
-            if kind == "t":
-                return context.make_tuple(builder, arg_type(arg), [value(a) for a in arg[1]])
-            if kind == "i":
-                return load(i64, arg[1])
-            if kind == "b":
-                return builder.icmp_signed("!=", load(i64, arg[1]), ir.Constant(ir.IntType(64), 0))
-            if kind == "f":
-                return load(f64, arg[1])
-            return builder.fptrunc(load(f64, arg[1]), ir.FloatType())
-
-        conv = context.call_conv
+        value = _values(context, builder, i64, f64)
         for k, (address, plan_args) in enumerate(steps):
-            argtys = [arg_type(a) for a in plan_args]
             builder.store(ir.Constant(ir.IntType(64), k), progress)
-            fnty = conv.get_function_type(types.none, argtys)
-            callee = builder.inttoptr(load(i64, address), fnty.as_pointer())
-            retty = conv.get_return_type(types.none).pointee
-            ret = cgutils.alloca_once(builder, retty)
-            builder.store(cgutils.get_null_value(retty), ret)
-            exc = cgutils.alloca_once(builder, ir.PointerType(excinfo_t), name="excinfo")
-            flat = list(conv._get_arg_packer(argtys).as_arguments(builder, [value(a) for a in plan_args]))
-            code = builder.call(callee, [ret, exc] + flat)
-            status = conv._get_return_status(builder, code, builder.load(exc))
+            status = _call(context, builder, _load(builder, i64, address), plan_args, value)
             with cgutils.if_unlikely(builder, status.is_error):
-                conv.return_status_propagate(builder, status)
+                context.call_conv.return_status_propagate(builder, status)
         return context.get_dummy_value()
     return types.none(ints, floats, plan), codegen
+
+
+def _load(builder, base, slot):
+    return builder.load(builder.gep(base, [ir.Constant(ir.IntType(64), slot)]))
+
+
+def _values(context, builder, i64, f64):
+    """A function building plan argument `arg`'s value from ints (i64) and floats (f64)."""
+    def value(arg):
+        kind = arg[0]
+        if kind == "a":
+            aryty, slot, ndim = arg_type(arg), arg[1], arg[3]
+            ary = make_array(aryty)(context, builder)
+            item = context.get_data_type(aryty.dtype)
+            populate_array(ary, data=builder.inttoptr(_load(builder, i64, slot), item.as_pointer()),
+                           shape=[_load(builder, i64, slot + 1 + d) for d in range(ndim)],
+                           strides=[_load(builder, i64, slot + 1 + ndim + d) for d in range(ndim)],
+                           itemsize=context.get_constant(types.intp, context.get_abi_sizeof(item)),
+                           meminfo=None)
+            return ary._getvalue()
+        if kind == "t":
+            return context.make_tuple(builder, arg_type(arg), [value(a) for a in arg[1]])
+        if kind == "i":
+            return _load(builder, i64, arg[1])
+        if kind == "b":
+            return builder.icmp_signed("!=", _load(builder, i64, arg[1]), ir.Constant(ir.IntType(64), 0))
+        if kind == "f":
+            return _load(builder, f64, arg[1])
+        return builder.fptrunc(_load(builder, f64, arg[1]), ir.FloatType())
+    return value
+
+
+def _call(context, builder, address, plan_args, value, extra=()):
+    """Call the machine code at `address` (numba's calling convention, returning nothing) with
+    plan arguments `plan_args` and then int64 values `extra`; returns its status."""
+    conv = context.call_conv
+    argtys = [arg_type(a) for a in plan_args] + [types.int64] * len(extra)
+    fnty = conv.get_function_type(types.none, argtys)
+    callee = builder.inttoptr(address, fnty.as_pointer())
+    retty = conv.get_return_type(types.none).pointee
+    ret = cgutils.alloca_once(builder, retty)
+    builder.store(cgutils.get_null_value(retty), ret)
+    exc = cgutils.alloca_once(builder, ir.PointerType(excinfo_t), name="excinfo")
+    values = [value(a) for a in plan_args] + list(extra)
+    flat = list(conv._get_arg_packer(argtys).as_arguments(builder, values))
+    code = builder.call(callee, [ret, exc] + flat)
+    return conv._get_return_status(builder, code, builder.load(exc))
+
+
+def _spin_hint(builder):
+    """The CPU's spin-wait hint (x86's pause), where there is one."""
+    if platform.machine().lower() in ("x86_64", "amd64", "i686", "x86"):
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                            "llvm.x86.sse2.pause")
+        builder.call(fn, [])
+
+
+@intrinsic(prefer_literal=True)
+def run_part(typingctx, ints, floats, flags, p, plan):
+    """Thread p's share of a parallel chain's literal `plan` (each step (address slot, (argument,
+    ...), parts, rows)): for each step in turn, claim its parts, own part (p) first, then any
+    left unclaimed (a thread the pool did not start, or one late, leaves its part to the others:
+    never a wait on a part nobody runs), run each claimed part (rows r0:r1 of `rows`, as the
+    loop's `_par` driver splits them; parts 0: the step's own arguments, run once), count it
+    done, then wait until every part of the step is done before the next step. flags (int64,
+    zeroed before the run): per step its parts' claim slots then its done count; the last slot
+    the first failing step's position + 1 (its part counts done: the others never wait forever;
+    from then on parts are counted done without running)."""
+    if not isinstance(plan, types.StringLiteral):
+        return None
+    steps = ast.literal_eval(plan.literal_value)
+
+    def codegen(context, builder, sig, args):
+        i64t = ir.IntType(64)
+        i64, f64, fl = (make_array(t)(context, builder, value=v).data for t, v in zip(sig.args[:3], args[:3]))
+        nflags = make_array(sig.args[2])(context, builder, value=args[2]).nitems
+        failed = builder.gep(fl, [builder.sub(nflags, ir.Constant(nflags.type, 1))])
+        me = args[3]
+        value = _values(context, builder, i64, f64)
+        base = 0
+        for k, (address, plan_args, parts, rows) in enumerate(steps):
+            count = max(parts, 1)
+            first, base = base, base + count + 1
+            done = builder.gep(fl, [ir.Constant(i64t, first + count)])
+            entry = _load(builder, i64, address)
+            step = -(-rows // count) if parts else 0
+
+            def attempt(q):
+                slot = builder.gep(fl, [builder.add(ir.Constant(i64t, first), q)])
+                _claim_and_run(context, builder, slot, done, failed, k, entry, plan_args, value,
+                               parts, rows, step, q)
+            if count > 1:   # own part first
+                with builder.if_then(builder.icmp_signed("<", me, ir.Constant(i64t, count))):
+                    attempt(me)
+            for q in range(count):   # then whatever is left
+                attempt(ir.Constant(i64t, q))
+            # wait for every part of this step
+            loop, body, out = (builder.append_basic_block() for _ in range(3))
+            builder.branch(loop)
+            builder.position_at_end(loop)
+            finished = builder.load_atomic(done, "acquire", 8)
+            builder.cbranch(builder.icmp_signed(">=", finished, ir.Constant(i64t, count)), out, body)
+            builder.position_at_end(body)
+            _spin_hint(builder)
+            builder.branch(loop)
+            builder.position_at_end(out)
+        return context.get_dummy_value()
+    return types.none(ints, floats, flags, p, plan), codegen
+
+
+def _claim_and_run(context, builder, slot, done, failed, k, entry, plan_args, value, parts, rows, step, q):
+    """If part q's claim slot is still 0, take it, run the part and count it done."""
+    i64t = ir.IntType(64)
+    zero, one = ir.Constant(i64t, 0), ir.Constant(i64t, 1)
+    got = builder.extract_value(builder.cmpxchg(slot, zero, one, "seq_cst", "seq_cst"), 1)
+    # after a failure the steps left are only counted done: their inputs may be garbage (an
+    # index a gather would follow out of bounds)
+    ok = builder.icmp_signed("==", builder.load_atomic(failed, "acquire", 8), zero)
+    with builder.if_then(got), builder.if_then(ok):
+        if parts:
+            total = ir.Constant(i64t, rows)
+            r0 = builder.mul(q, ir.Constant(i64t, step))
+            r1 = builder.add(r0, ir.Constant(i64t, step))
+            r0 = builder.select(builder.icmp_signed("<", r0, total), r0, total)
+            r1 = builder.select(builder.icmp_signed("<", r1, total), r1, total)
+            status = _call(context, builder, entry, plan_args, value, (r0, r1))
+        else:
+            status = _call(context, builder, entry, plan_args, value)
+        with builder.if_then(status.is_error, likely=False):
+            builder.cmpxchg(failed, zero, ir.Constant(i64t, k + 1), "seq_cst", "seq_cst")
+    with builder.if_then(got):
+        builder.atomic_rmw("add", done, one, "seq_cst")

@@ -70,7 +70,7 @@ class Shifted:
         rows = g.oh * wp
         steps = []
         for b in range(g.n):
-            steps += pad_steps(image, x[b:b + 1], g.pads)
+            steps += pad_steps(image, x[b:b + 1], g.pads, compute=self.compute)
             if self.tail:
                 steps.append(partial(np.copyto, flat[hp * wp:], np.float32(0)))
             if self.bias is not None:

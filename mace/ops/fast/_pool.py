@@ -198,17 +198,27 @@ class Pool:
         holding both (default _loops; the int8 kernels' is mace/ops/fast/int8/_qloops.py)."""
         parts = min(parts or self.width(), max(rows, 1))
         lib = lib or self.par
-        par = getattr(lib, name + "_par")
-        serial = getattr(lib, name)
-        opener = opener or Session(self)
         self.made += 1
+        return Split(self, opener or Session(self), getattr(lib, name + "_par"), getattr(lib, name),
+                     args, rows, parts)
 
-        def run():
-            if _forked:
-                serial(*args, 0, rows)
-            else:
-                self._call(opener, par, *args, parts)
-        return run
+
+class Split:
+    """A pool step: compiled loop `serial`'s rows 0:rows split into `parts` by its `_par` driver
+    (or, after a fork, all of them in the calling thread). A parallel chain (chain.py) calls
+    `serial` itself, part by part, inside one parallel region for many steps."""
+    __slots__ = ("pool", "opener", "par", "serial", "args", "rows", "pieces")
+
+    def __init__(self, pool: Pool, opener, par, serial, args: tuple, rows: int, pieces: int):
+        # `pieces`, not `parts`: a sequence's steps are its `parts` (mace/runtime/program.py)
+        self.pool, self.opener, self.par, self.serial = pool, opener, par, serial
+        self.args, self.rows, self.pieces = tuple(args), rows, pieces
+
+    def __call__(self):
+        if _forked:
+            self.serial(*self.args, 0, self.rows)
+        else:
+            self.pool._call(self.opener, self.par, *self.args, self.pieces)
 
 
 class Session:

@@ -100,7 +100,7 @@ class Winograd:
         g, m, a = self.geo, self.m, self.a
         d, v, mm, y, xp = scratch[:5]
         full = scratch[5] if len(scratch) > 5 else out
-        steps = pad_steps(xp, x, g.pads)
+        steps = pad_steps(xp, x, g.pads, compute=self.compute)
         for image in range(g.n):
             for r0 in range(0, self.tiles_h, self.rows):
                 rows = min(self.rows, self.tiles_h - r0)

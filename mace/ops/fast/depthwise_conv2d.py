@@ -102,7 +102,7 @@ class DepthwiseConv2dFast(FastKernel):
         steps, xp = [], x
         if any(g.pads):
             xp = bufs[-1]
-            steps += pad_steps(xp, x, g.pads)
+            steps += pad_steps(xp, x, g.pads, compute=compute_of(self.ctx))
         tmp = None if self.use_einsum else bufs[0]
         steps += self._taps(xp, out, tmp, 0, g.oh)
         return sequence(steps + epilogue(compute_of(self.ctx), out, self.bias, self.act))

@@ -14,7 +14,8 @@ dtypes. Negative amounts crop the input first, as the reference does.
 
 A float32 CONSTANT pad of the last axis only (TFLite detectors' channel padding before residual
 adds) is one compiled pass per output row instead (_pad_loops.pad_rows: numpy's copy and fill
-walk 24 and 4 floats per pixel), split across the compute pool's threads.
+walk 24 and 4 floats per pixel), split across the compute pool's threads; one of an NHWC map's
+rows and columns alone is the pass a padded conv makes of its input (_pad_loops.pad_image).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ import numpy as np
 from mace.ops import pad as _reference
 from mace.ops._common import sequence
 from mace.ops.fast._base import FastKernel
+from mace.ops.fast._conv_gemm import pad_steps
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast.compute import compute_of
 from mace.ops.registry import kernel
@@ -91,11 +93,19 @@ class PadFast(FastKernel):
         self.last_axis_only = (self.mode == "CONSTANT" and np.dtype(ctx.input_dtypes[0]) == np.float32
                                and len(pairs) >= 1 and all(b == e == 0 for b, e in pairs[:-1])
                                and min(pairs[-1]) >= 0 and op_loops("_pad_loops") is not None)
+        # a float32 CONSTANT pad of an NHWC map's rows and columns alone (explicit pads before
+        # a conv): the conv's own padding pass (_conv_gemm.pad_steps)
+        self.spatial_only = (self.mode == "CONSTANT" and np.dtype(ctx.input_dtypes[0]) == np.float32
+                             and len(pairs) == 4 and pairs[0] == pairs[3] == (0, 0)
+                             and min(min(pairs[1]), min(pairs[2])) >= 0)
 
     def bind(self, inputs, outputs, scratch=None):
         x, out = inputs[0][self.crop], outputs[0]
         if self.last_axis_only and x.flags.c_contiguous and out.flags.c_contiguous:
             return self._rows_step(x, out)
+        if self.spatial_only:
+            (t, b), (l, r) = self.widths[1], self.widths[2]
+            return sequence(pad_steps(out, x, (t, l, b, r), self.value, compute_of(self.ctx)))
         steps = [partial(np.copyto, out[self.inner], x)]
         for d, ((b, e), inner) in enumerate(zip(self.widths, self.inner)):
             if not (b or e):

@@ -94,7 +94,7 @@ class PoolingFast(FastKernel):
         rows, steps, src = bufs[0], [], x
         if self.padded:
             src = bufs[1]
-            steps += pad_steps(src, x, self.p, -np.inf if self.is_max else 0.0)
+            steps += pad_steps(src, x, self.p, -np.inf if self.is_max else 0.0, compute_of(self.ctx))
         ufunc = np.maximum if self.is_max else np.add
         steps += _reduce_axis(ufunc, src[:, :self.span[0]], rows, 2, self.k[1], self.s[1], self.d[1])
         steps += _reduce_axis(ufunc, rows, out, 1, self.k[0], self.s[0], self.d[0])
