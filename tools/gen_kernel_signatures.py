@@ -3,8 +3,9 @@
 
 `converter.py warmup` compiles what this file lists, so a model's first run finds its kernels
 cached. The list comes from running models, not from guessing: the bundled examples (float and
-quantized) and corpus rows (benchmarks/zoo_manifest.yml, float and quantized), each run once
-in a child process at one thread and at two (the serial and the pool-split loops differ). The
+quantized) and corpus rows (benchmarks/zoo_manifest.yml, float and quantized), each run in a
+child process at one thread and at two (the serial and the pool-split loops differ), twice (the
+second run chained: a parallel chain calls its split steps' serial loops by rows). The
 signatures are merged into the file (what it already lists stays, unless --fresh).
 
     python tools/gen_kernel_signatures.py                         # examples + the default corpus rows
@@ -35,7 +36,8 @@ EXAMPLES = ("examples/digits/digits.yml", "examples/caffe/digits_caffe.yml")
 
 
 def child(pb: str, out: str) -> None:
-    """Load one converted model, run it once on random inputs, write the signatures used."""
+    """Load one converted model, run it twice on random inputs (chained after the first: a
+    parallel chain compiles its split steps' serial loops), write the signatures used."""
     import numpy as np
 
     from mace.ir.model_io import load_model
@@ -48,7 +50,9 @@ def child(pb: str, out: str) -> None:
     for name in graph.input_names:
         shape, dtype = graph.specs[name]
         inputs[name] = (rng.random(shape) * 2).astype(dtype)
-    Engine(graph).run(inputs)
+    engine = Engine(graph, options={"chain_after_runs": 1})
+    engine.run(inputs)
+    engine.run(inputs)
     Path(out).write_text(json.dumps(kernel_cache.used()))
 
 

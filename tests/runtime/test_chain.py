@@ -373,3 +373,28 @@ def test_a_forked_child_runs_a_parallel_chains_steps_one_by_one(two_threads):
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child ended with status {status}"
     np.testing.assert_array_equal(pickle.loads(data), want)
+
+
+def test_one_parallel_chain_serves_every_shape_of_a_model(two_threads):
+    """A split step's rows are a run-time value, not part of the chain's source: the same model
+    at another input size reuses the chain compiled for the first (a sequence model fed many
+    lengths compiles once, not once per length), each with its own bytes right."""
+    from mace.ops.fast import chain as chain_mod
+    sources = []
+    real = chain_mod._compiled
+
+    def spy(source):
+        sources.append(source)
+        return real(source)
+    for size in (64, 72):
+        model, x = _small_cnn(size=size)
+        plain, chained = _pooled(model, x, -1), _pooled(model, x, 1)
+        try:
+            chain_mod._compiled = spy
+            chained.run({"x": x})   # chained after this first run
+        finally:
+            chain_mod._compiled = real
+        assert _parallel_chains(chained)
+        feed = {"x": np.random.default_rng(size).normal(size=x.shape).astype(np.float32)}
+        np.testing.assert_array_equal(chained.run(feed)["y"], plain.run(feed)["y"])
+    assert len(sources) == 2 and sources[0] == sources[1]

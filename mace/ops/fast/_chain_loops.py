@@ -130,9 +130,10 @@ def _spin_hint(builder):
 @intrinsic(prefer_literal=True)
 def run_part(typingctx, ints, floats, flags, p, plan):
     """Thread p's share of a parallel chain's literal `plan` (each step (address slot, (argument,
-    ...), parts, rows)): for each step in turn, claim its parts, own part (p) first, then any
+    ...), parts, rows slot)): for each step in turn, claim its parts, own part (p) first, then any
     left unclaimed (a thread the pool did not start, or one late, leaves its part to the others:
-    never a wait on a part nobody runs), run each claimed part (rows r0:r1 of `rows`, as the
+    never a wait on a part nobody runs), run each claimed part (rows r0:r1 of ints[rows slot]: a
+    run-time value, so one chain serves every shape of a model; as the
     loop's `_par` driver splits them; parts 0: the step's own arguments, run once), count it
     done, then wait until every part of the step is done before the next step. flags (int64,
     zeroed before the run): per step its parts' claim slots then its done count; the last slot
@@ -155,7 +156,9 @@ def run_part(typingctx, ints, floats, flags, p, plan):
             first, base = base, base + count + 1
             done = builder.gep(fl, [ir.Constant(i64t, first + count)])
             entry = _load(builder, i64, address)
-            step = -(-rows // count) if parts else 0
+            rows = _load(builder, i64, rows) if parts else None
+            step = builder.sdiv(builder.add(rows, ir.Constant(i64t, count - 1)), ir.Constant(i64t, count)) \
+                if parts else None
 
             def attempt(q):
                 slot = builder.gep(fl, [builder.add(ir.Constant(i64t, first), q)])
@@ -190,11 +193,10 @@ def _claim_and_run(context, builder, slot, done, failed, k, entry, plan_args, va
     ok = builder.icmp_signed("==", builder.load_atomic(failed, "acquire", 8), zero)
     with builder.if_then(got), builder.if_then(ok):
         if parts:
-            total = ir.Constant(i64t, rows)
-            r0 = builder.mul(q, ir.Constant(i64t, step))
-            r1 = builder.add(r0, ir.Constant(i64t, step))
-            r0 = builder.select(builder.icmp_signed("<", r0, total), r0, total)
-            r1 = builder.select(builder.icmp_signed("<", r1, total), r1, total)
+            r0 = builder.mul(q, step)
+            r1 = builder.add(r0, step)
+            r0 = builder.select(builder.icmp_signed("<", r0, rows), r0, rows)
+            r1 = builder.select(builder.icmp_signed("<", r1, rows), r1, rows)
             status = _call(context, builder, entry, plan_args, value, (r0, r1))
         else:
             status = _call(context, builder, entry, plan_args, value)

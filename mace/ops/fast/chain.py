@@ -92,10 +92,11 @@ def _split_entry(step):
     """(address, parts, rows) of a compute pool split step (_pool.Split): the machine code of its
     serial loop for its arguments and a row range (compiled now where no run made it: a split
     step runs the `_par` driver, which compiles the loop into itself), or None."""
-    if type(step) is not Split or step.pieces < 2 or any(_kind(a) is None for a in step.args):
+    if type(step) is not Split or any(_kind(a) is None for a in step.args):
         return None
     entry = _entry(partial(step.serial, *step.args, 0, step.rows), compile_missing=True)
-    return None if entry is None else (entry, step.pieces, step.rows)
+    # one piece (a map of fewer rows than threads): its serial loop over all rows, run once
+    return None if entry is None else (entry, step.pieces if step.pieces > 1 else 0, step.rows)
 
 
 def _kind(value):
@@ -130,8 +131,9 @@ def chained(calls: list, owners: list, width: int = 1) -> tuple:
             part = run[start:start + MAX_STEPS]
             made = None
             if len(part) >= MIN_STEPS:
-                split = any(parts for _, _, _, parts, _ in part)
-                made = _parallel_chain(part, width) if split else _chain(*list(zip(*part))[:3])
+                split = any(parts for _, _, _, parts, _, _ in part)
+                steps, owners, entries = ([p[i] for p in part] for i in (5, 1, 2))
+                made = _parallel_chain(part, width) if split else _chain(steps, owners, entries)
             if made is None:
                 out_calls.extend(c for c, *_ in part)
                 out_owners.extend(o for _, o, *_ in part)
@@ -143,11 +145,13 @@ def chained(calls: list, owners: list, width: int = 1) -> tuple:
     for call, owner in zip(calls, owners):
         entry = _entry(call) if owner is not None else None
         if entry is not None:
-            run.append((call, owner, entry, 0, 0))
+            run.append((call, owner, entry, 0, 0, call))
             continue
         split = _split_entry(call) if owner is not None and width > 1 else None
-        if split is not None:
-            run.append((call, owner) + split)
+        if split is not None:   # the step the plan calls: the serial loop, with or without rows
+            entry, parts, rows = split
+            run.append((call, owner, entry, parts, rows, partial(call.serial, *call.args) if parts
+                        else partial(call.serial, *call.args, 0, rows)))
             continue
         flush()
         out_calls.append(call)
@@ -207,9 +211,8 @@ class ParallelChain:
 
 
 def _parallel_chain(run: list, width: int):
-    calls, indices, entries, parts, rows = zip(*run)
+    calls, indices, entries, parts, rows, steps = zip(*run)
     try:
-        steps = [partial(c.serial, *c.args) if p else c for c, p in zip(calls, parts)]
         source, ints, floats, keep = _generated(steps, entries, list(zip(parts, rows)))
         func = _compiled(source)
         ints_arr = np.array(ints or [0], np.int64)
@@ -262,7 +265,12 @@ def _generated(steps, entries, split=None) -> tuple:
         # (a kind of argument typed differently from numba.typeof) is refused, not called
         if tuple(arg_type(a) for a in args) != tuple(typeof(a) for a in step.args):
             raise TypeError(f"a step's arguments plan as other types than numba gives them: {args}")
-        plan.append((at, args) if split is None else (at, args) + tuple(split[k]))
+        if split is None:
+            plan.append((at, args))
+        else:   # a split step's rows: a value in ints, not in the source (one chain, every shape)
+            parts, rows = split[k]
+            ints.append(rows)
+            plan.append((at, args, parts, len(ints) - 1))
     if split is None:
         header, body = ["@njit(cache=True, nogil=True)", "def chain(v, d):"], ["    run_steps(v, d, PLAN)"]
         imports = "from numba import njit\nfrom mace.ops.fast._chain_loops import run_steps"
