@@ -644,3 +644,26 @@ def test_fully_connected_on_the_packed_gemm(act, rows, jit):
     close(got, want)
     expect = "packed" if jit != "numpy" and ComputeContext.from_options().gemm_width() > 0 else "blas"
     assert kern.algorithm_name == expect
+
+
+@pytest.mark.parametrize("act", ["", "RELU", "RELUX", "HARDSIGMOID", "SIGMOID", "LEAKYRELU"])
+@pytest.mark.parametrize("shape,o,k,pads", [((1, 1, 1, 22), 88, (1, 1), (0, 0, 0, 0)),   # an SE block's 1 x 1
+                                            ((2, 1, 1, 8), 32, (1, 1), (0, 0, 0, 0)),
+                                            ((1, 4, 4, 3), 5, (3, 3), (1, 1, 1, 1))])
+def test_a_tiny_conv_is_one_compiled_product_a_chain_can_take(shape, o, k, pads, act, jit):
+    """A conv over a map of a few values (Dense: the unrolled filter) is the compiled dense_rows
+    loop with its bias and clip fused, any other activation a compiled loop after it (a 1 x 1
+    one with a clip or none: the Direct loop): steps a chain calls (partials of numba's
+    dispatchers), the reference's numbers."""
+    rng = np.random.default_rng(o)
+    x, consts, args = conv_case(rng, n=shape[0], h=shape[1], w=shape[2], c=shape[3], o=o, k=k,
+                                pads=pads, act=act)
+    got, want, kern = run_both("Conv2D", x, consts, args)
+    assert kern.algorithm in ("dense", "direct")
+    close(got, want, rtol=1e-5)
+    if jit != "numpy":
+        from mace.ops.fast.chain import _entry, _split_entry
+        engine = Engine(one_op_graph("Conv2D", x, consts, args))
+        engine.run({"x": x})   # (a pool split where the suite splits small work: chainable too)
+        assert all(_entry(step) is not None or _split_entry(step) is not None
+                   for step in engine._calls[0]), engine._calls[0]

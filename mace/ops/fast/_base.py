@@ -147,6 +147,18 @@ def activation_fn(act: dict, dtype=np.float32, slope=None):
     return compiled or (lambda x: apply_activation(x, **act, slope=slope))
 
 
+def in_place_step(act: dict, x: np.ndarray, slope=None):
+    """A step applying the fused activation `act` to contiguous float32 `x` in place: a partial
+    of _act_loops' loop where there is one (a step a chain calls), else activation_fn's."""
+    kind, lib = act.get("act"), act_loops()
+    if lib is not None and kind in CODES and x.dtype == F32 and x.flags.c_contiguous:
+        flat = x.reshape(-1)
+        a, b = params(kind, act.get("alpha", 0.0), act.get("max_limit", 0.0))
+        code = CODES[kind]
+        return partial(getattr(lib, loop_name(code, inplace=True)), flat, code, a, b, 0, flat.size)
+    return partial(activation_fn(act, x.dtype, slope), x)
+
+
 def compiled_in_place(act: dict, dtype):
     """fn(x) running _act_loops' loop for the fused activation in place, or None (no loop for
     the kind, not float32, no numba); a non-contiguous x takes apply_activation."""

@@ -11,7 +11,10 @@ from functools import partial
 
 import numpy as np
 
-from mace.ops.fast._conv_gemm import ConvGeometry
+from mace.ops.fast._base import clip_bounds, in_place_step
+from mace.ops.fast._conv_gemm import ConvGeometry, contiguous
+from mace.ops.fast._jit import loops
+from mace.ops.fast.compute import SERIAL, ComputeContext
 
 # T is read whole on every run: at 8x8x1 -> 8 channels (32K elements) one GEMM takes 5.5 us
 # against 7.2 us for pad + im2col + GEMM, at 8x8x8 -> 4x4x16 (131K) 9.4 us against 6.7 us.
@@ -46,11 +49,32 @@ def unrolled(geo: ConvGeometry, w: np.ndarray) -> np.ndarray:
 
 
 class Dense:
+    """With numba: the compiled dense_rows loop over T's rows (t: T transposed, [oh*ow*O,
+    H*W*C]) with the bias and a clip fused, any other activation a compiled loop after it: a
+    squeeze-and-excitation block's 1 x 1 convs (a few hundred multiply-adds each) were
+    np.matmul, np.add and the activation, three Python calls and no step a chain could take
+    (ppocr_v2_cls: nine of them, each cutting its two-thread run's parallel region in two).
+    Without numba: numpy's product, the kernel's epilogue after it."""
     name = "dense"   # what the profiler shows (Conv2DFast.algorithm_name)
 
-    def __init__(self, geo: ConvGeometry, w: np.ndarray):
-        self.geo, self.t, self.specs = geo, unrolled(geo, w), []
+    def __init__(self, geo: ConvGeometry, w: np.ndarray, bias=None, act=None, slope=None,
+                 compute: ComputeContext = SERIAL):
+        self.geo, self.specs, self.compute = geo, [], compute
+        self.t = np.ascontiguousarray(unrolled(geo, w).T)
+        self.fused_epilogue = loops() is not None
+        if self.fused_epilogue:
+            self.act, self.slope = act or {}, slope
+            bounds = clip_bounds(self.act)
+            self.bounds = bounds if bounds is not None else clip_bounds({})
+            self.tail = bounds is None   # an activation that is not a clip: a step of its own
+            self.bias = (np.tile(np.asarray(bias, np.float32), geo.oh * geo.ow) if bias is not None
+                         else np.zeros(self.t.shape[0], np.float32))
 
     def steps(self, x, out, scratch) -> list:
-        n = self.geo.n
-        return [partial(np.matmul, x.reshape(n, -1), self.t, out=out.reshape(n, -1))]
+        n, steps = self.geo.n, []
+        x2d, out2d = contiguous(x, steps).reshape(n, -1), out.reshape(n, -1)   # (out: an arena tensor)
+        if not self.fused_epilogue:
+            return steps + [partial(np.matmul, x2d, self.t.T, out=out2d)]
+        steps.append(self.compute.loop("dense_rows", (x2d, self.t, self.bias, *self.bounds, out2d),
+                                       self.t.shape[0], self.t.size))
+        return steps + ([in_place_step(self.act, out, self.slope)] if self.tail else [])

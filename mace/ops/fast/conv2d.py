@@ -65,13 +65,14 @@ def conv_check(ctx) -> str | None:
 
 
 def choose(geo: ConvGeometry, w: np.ndarray, winograd: int, bias=None, bounds=None, act=None, store=None,
-           compute: ComputeContext = SERIAL):
+           compute: ComputeContext = SERIAL, act_args=None, slope=None):
     """`bounds`: the activation as a clip (clip_bounds), else None; `store`: as the packed GEMM's
-    store step does it (_base.store_epilogue: lo, hi, epi), else None; `compute`: the engine's."""
+    store step does it (_base.store_epilogue: lo, hi, epi), else None; `compute`: the engine's;
+    `act_args`, `slope`: the fused activation's arguments (activation_args) and PRELU slope."""
     if _conv_direct.fits(geo, bounds):
         return _conv_direct.Direct(geo, w, bias, bounds)
     if _conv_dense.fits(geo):
-        return _conv_dense.Dense(geo, w)
+        return _conv_dense.Dense(geo, w, bias, act_args, slope, compute)
     packed, epi = (store[:2], store[2]) if store is not None else (None, NO_STORE)
     if is_pointwise(geo):
         return Pointwise(geo, pack_filter(w, geo.group), bias, packed, epi, compute)
@@ -95,7 +96,8 @@ class Conv2DFast(FastKernel):
         self.act = activation_fn(act, slope=self.slope)
         self.bounds = clip_bounds(act)
         self.algo = choose(self.geo, ctx.consts[1], int(ctx.arg("winograd", 0)),
-                           self.bias, self.bounds, self.act, store_epilogue(act, self.slope), compute_of(ctx))
+                           self.bias, self.bounds, self.act, store_epilogue(act, self.slope), compute_of(ctx),
+                           act, self.slope)
         # the packed filter, as an attribute of its own: observers list it among kernel buffers
         self.packed = next(getattr(self.algo, a) for a in ("wmat", "u", "t", "taps") if hasattr(self.algo, a))
         self.scratch_nbytes = scratch_size(self.algo.specs)
