@@ -398,3 +398,20 @@ def test_one_parallel_chain_serves_every_shape_of_a_model(two_threads):
         feed = {"x": np.random.default_rng(size).normal(size=x.shape).astype(np.float32)}
         np.testing.assert_array_equal(chained.run(feed)["y"], plain.run(feed)["y"])
     assert len(sources) == 2 and sources[0] == sources[1]
+
+
+def test_a_chain_names_the_version_of_the_loops_it_calls(monkeypatch):
+    """numba checks a cached function against its own file only: a chain's source carries a hash
+    of _chain_loops.py, so a changed run_steps / run_part (an upgrade) gives every chain a new
+    name instead of loading one compiled against the old."""
+    from mace.ops.fast import chain as chain_module
+    from tests.runtime import _chain_steps as steps
+    a, out = np.ones(4, np.float32), np.zeros(4, np.float32)
+    calls = [partial(steps.scaled, a, 2.0, out), partial(steps.scaled, out, 3.0, out)]
+    for call in calls:
+        call()
+    entries = [chain_module._entry(c) for c in calls]
+    now = chain_module._generated(calls, entries)[0]
+    assert f"# _chain_loops {chain_module._loops_stamp()}" in now
+    monkeypatch.setattr(chain_module, "_loops_stamp", lambda: "0" * 16)
+    assert chain_module._generated(calls, entries)[0] != now

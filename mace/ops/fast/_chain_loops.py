@@ -132,10 +132,10 @@ def run_part(typingctx, ints, floats, flags, p, plan):
     """Thread p's share of a parallel chain's literal `plan` (each step (address slot, (argument,
     ...), parts, rows slot)): for each step in turn, claim its parts, own part (p) first, then any
     left unclaimed (a thread the pool did not start, or one late, leaves its part to the others:
-    never a wait on a part nobody runs), run each claimed part (rows r0:r1 of ints[rows slot]: a
-    run-time value, so one chain serves every shape of a model; as the
-    loop's `_par` driver splits them; parts 0: the step's own arguments, run once), count it
-    done, then wait until every part of the step is done before the next step. flags (int64,
+    never a wait on a part nobody runs), run each claimed part (rows r0:r1 of ints[rows slot],
+    cut as the loop's `_par` driver cuts them; a run-time value, so one chain serves every shape
+    of a model; parts 0: the step's own arguments, run once), count it done, then wait until
+    every part of the step is done before the next step. flags (int64,
     zeroed before the run): per step its parts' claim slots then its done count; the last slot
     the first failing step's position + 1 (its part counts done: the others never wait forever;
     from then on parts are counted done without running)."""
