@@ -27,7 +27,9 @@ class _Notice:
         self.tally.started(name)
         if self.t0 is None:
             self.t0 = time.perf_counter()
-            self.console.print(f"note: {kernel_cache.FIRST_NOTE}", markup=False, highlight=False)
+            # a model's chain of steps (its function is `chain`) is nothing warmup compiles ahead
+            note = kernel_cache.CHAIN_NOTE if name == "chain" else kernel_cache.FIRST_NOTE
+            self.console.print(f"note: {note}", markup=False, highlight=False)
             if self.console.is_terminal:
                 with contextlib.suppress(Exception):   # another live display holds the terminal
                     self.status = self.console.status("")

@@ -169,10 +169,11 @@ def test_what_a_chain_passes_and_what_ends_one():
     assert first[0] == b[0] + 2
 
 
-def test_compiling_a_chain_does_not_announce_the_warmup_hint():
+def test_compiling_a_chain_does_not_announce_the_warmup_hint(caplog):
     """The first compile of a process logs the note that `warmup` compiles the kernels ahead;
-    a chain (generated per model, under a second) is not what warmup compiles: no note for it,
-    the note still for a kernel after it."""
+    a chain (generated per model) is not what warmup compiles: its own note once (a parallel
+    chain compiles for seconds the first time), not the warmup hint, which still comes for a
+    kernel after it."""
     from types import SimpleNamespace
 
     from mace.ops.fast import _compile_events as events
@@ -182,10 +183,14 @@ def test_compiling_a_chain_does_not_announce_the_warmup_hint():
         return SimpleNamespace(data={"dispatcher": dispatcher})
 
     listener = events._Listener()
-    listener.on_start(event(events.CHAIN_MODULES + "0123")), listener.on_end(None)
-    assert not listener.announced
-    listener.on_start(event("mace.ops.fast._loops")), listener.on_end(None)
-    assert listener.announced
+    with caplog.at_level("WARNING", logger="mace.jit"):
+        for _ in range(2):
+            listener.on_start(event(events.CHAIN_MODULES + "0123")), listener.on_end(None)
+        assert not listener.announced and listener.chain_announced
+        assert [r.getMessage() for r in caplog.records] == ["note: " + events.CHAIN_NOTE]
+        listener.on_start(event("mace.ops.fast._loops")), listener.on_end(None)
+    assert listener.announced and caplog.records[-1].getMessage() == "note: " + events.FIRST_NOTE
+    assert events.WARMUP_HINT not in events.CHAIN_NOTE
 
 
 def test_a_chain_is_written_once_per_structure_to_the_users_cache(monkeypatch, tmp_path):
@@ -415,3 +420,19 @@ def test_a_chain_names_the_version_of_the_loops_it_calls(monkeypatch):
     assert f"# _chain_loops {chain_module._loops_stamp()}" in now
     monkeypatch.setattr(chain_module, "_loops_stamp", lambda: "0" * 16)
     assert chain_module._generated(calls, entries)[0] != now
+
+
+@pytest.mark.parametrize("first,note", [("chain", "CHAIN_NOTE"), ("pgemm", "FIRST_NOTE")])
+def test_the_cli_names_warmup_only_when_a_kernel_compiles_first(first, note):
+    """The CLI's compile line: a model's chain compiling first (all its kernels cached) gets the
+    chain's note, which names no command (warmup could not have compiled it ahead)."""
+    import io
+
+    from rich.console import Console
+
+    from mace.cli._compile_notice import _Notice
+    from mace.ops.fast import kernel_cache
+    out = io.StringIO()
+    notice = _Notice(Console(file=out, width=300))
+    notice.started(first), notice.finished()
+    assert out.getvalue().splitlines()[0] == "note: " + getattr(kernel_cache, note)

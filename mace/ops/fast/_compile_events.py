@@ -19,6 +19,8 @@ WARMUP_HINT = "python tools/converter.py warmup"
 CHAIN_MODULES = "mace_chain_"   # the generated chains' module names (mace/ops/fast/chain.py)
 FIRST_NOTE = ("compiling CPU kernels for this machine (first use; they are cached for later runs, "
               f"and `{WARMUP_HINT}` compiles all of them ahead) ...")
+CHAIN_NOTE = ("compiling this model's steps into one call (first time on this machine, up to several "
+              "seconds; cached for later runs) ...")
 
 
 class _Listener:
@@ -28,6 +30,7 @@ class _Listener:
     def __init__(self):
         self.depth = threading.local()
         self.announced = False
+        self.chain_announced = False
 
     def on_start(self, event) -> None:
         depth = getattr(self.depth, "n", 0)
@@ -37,10 +40,14 @@ class _Listener:
             name = getattr(dispatcher, "__name__", "kernel")
             for o in list(_OBSERVERS):
                 o.started(name)
-            # a library user: say it once, by logging; not for a chain of a model's steps
-            # (mace/ops/fast/chain.py: under a second, and no warmup could have compiled it)
+            # a library user: say it once, by logging; a chain of a model's steps (mace/ops/fast/
+            # chain.py, after its 16th run: a parallel one compiles for seconds) says so once with
+            # its own note, without the warmup hint (no warmup could have compiled it)
             chain = getattr(getattr(dispatcher, "py_func", None), "__module__", "").startswith(CHAIN_MODULES)
-            if not _OBSERVERS and not self.announced and not chain:
+            if not _OBSERVERS and chain and not self.chain_announced:
+                self.chain_announced = True
+                log.warning("note: " + CHAIN_NOTE)
+            elif not _OBSERVERS and not self.announced and not chain:
                 self.announced = True
                 log.warning("note: " + FIRST_NOTE)
 

@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from mace.ops.fast._compile_events import FIRST_NOTE, WARMUP_HINT, Tally, watch  # noqa: F401 (the API)
+from mace.ops.fast._compile_events import CHAIN_NOTE, FIRST_NOTE, WARMUP_HINT, Tally, watch  # noqa: F401 (the API)
 from mace.ops.fast._jit import act_loops, loops, op_loops
 from mace.ops.fast.int8._qjit import qloops
 
