@@ -134,7 +134,7 @@ class MatMulIntegerFast(FastKernel):
     def _bind_integer(self, a, zero, out2d, scratch, scale, bias):
         sums, acc, *rest = carve(scratch, self.specs)
         x = a.reshape(self.rows, self.k)
-        steps = [partial(_set_zero, self.q, zero)]
+        steps = [_zero_step(self.q, zero)]
         if self.copy:   # rows of K bytes not a multiple of 4: into scratch with slack after them
             xs = rest[0][:x.size].reshape(x.shape)
             steps.append(partial(np.copyto, xs, x))
@@ -158,3 +158,13 @@ def _scale_step(lib, sums, scale, bias, out2d):
 
 def _set_zero(q, zero):
     q.set_x_zero(int(zero[0]))
+
+
+def _zero_step(q, zero):
+    """The step setting the int8 tile's correction for A's zero point `zero` (a one-value array,
+    read at run time): the compiled loop writing it into the tile's epilogue table, else
+    set_x_zero's numpy product."""
+    lib = op_loops("_integer_loops")
+    if lib is None:
+        return partial(_set_zero, q, zero)
+    return partial(lib.zero_correction, q.base, zero.reshape(-1), q.ep[q.lib.EP_CORR, :q.base.size])
