@@ -171,13 +171,19 @@ def test_a_forked_child_runs_the_serial_twins(make, two_threads):
     engine = Engine(one_op_graph("Conv2D", x, consts, args))
     assert engine.pooled
     want = engine.run({"x": x})["y"]   # the OpenMP pool has run in this process
+    np.testing.assert_array_equal(in_forked_child(lambda: engine.run({"x": x})["y"]), want)
+
+
+def in_forked_child(fn):
+    """fn() run in a forked child (its result pickled back through a pipe); the child leaves
+    without pytest's teardown, and ending otherwise than with 0 fails the test."""
     read, write = os.pipe()
     pid = os.fork()
-    if pid == 0:   # the child: run, send the output, leave without pytest's teardown
+    if pid == 0:
         code = 1
         try:
             with os.fdopen(write, "wb") as f:
-                pickle.dump(engine.run({"x": x})["y"], f)
+                pickle.dump(fn(), f)
             code = 0
         finally:
             os._exit(code)
@@ -186,7 +192,7 @@ def test_a_forked_child_runs_the_serial_twins(make, two_threads):
         data = f.read()
     _, status = os.waitpid(pid, 0)
     assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child ended with status {status}"
-    np.testing.assert_array_equal(pickle.loads(data), want)
+    return pickle.loads(data)
 
 
 def _conv_then_reference_matmul():

@@ -354,7 +354,6 @@ def test_a_forked_child_runs_a_parallel_chains_steps_one_by_one(two_threads):
     """GNU OpenMP cannot run in a forked child: a parallel-chained engine run there calls its
     steps one by one (each split step its serial loop), with the parent's bytes."""
     import os
-    import pickle
     if not hasattr(os, "fork"):
         pytest.skip("no os.fork on this platform")
     model, x = _small_cnn(size=64)
@@ -362,22 +361,8 @@ def test_a_forked_child_runs_a_parallel_chains_steps_one_by_one(two_threads):
     engine.run({"x": x})
     want = engine.run({"x": x})["y"]
     assert _parallel_chains(engine)
-    read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:   # the child: run, send the output, leave without pytest's teardown
-        code = 1
-        try:
-            with os.fdopen(write, "wb") as f:
-                pickle.dump(engine.run({"x": x})["y"], f)
-            code = 0
-        finally:
-            os._exit(code)
-    os.close(write)
-    with os.fdopen(read, "rb") as f:
-        data = f.read()
-    _, status = os.waitpid(pid, 0)
-    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"child ended with status {status}"
-    np.testing.assert_array_equal(pickle.loads(data), want)
+    from tests.ops.test_compute_pool import in_forked_child
+    np.testing.assert_array_equal(in_forked_child(lambda: engine.run({"x": x})["y"]), want)
 
 
 def test_one_parallel_chain_serves_every_shape_of_a_model(two_threads):
