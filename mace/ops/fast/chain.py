@@ -76,17 +76,25 @@ def _entry(step, compile_missing: bool = False):
     if func.targetoptions.get("parallel") or any(_kind(a) is None for a in step.args):
         return None
     try:
-        from numba import typeof, types
-        sig = tuple(typeof(a) for a in step.args)
-        compiled = func.overloads.get(sig)
-        if compiled is None and compile_missing:
-            func.compile(sig)
-            compiled = func.overloads.get(sig)
+        from numba import types
+        compiled = _overload(func, step.args, compile_missing)
         if compiled is None or compiled.signature.return_type != types.none:
             return None
         return compiled.library.get_pointer_to_function(compiled.fndesc.llvm_func_name)
     except Exception:   # numba's internals differ: the step runs as it does
         return None
+
+
+def _overload(func, args: tuple, compile_missing: bool = True):
+    """numba dispatcher `func`'s compiled overload for `args`' types (compiled now where there is
+    none and `compile_missing`), or None."""
+    from numba import typeof
+    sig = tuple(typeof(a) for a in args)
+    if not compile_missing:
+        return func.overloads.get(sig)
+    if sig not in func.overloads:
+        func.compile(sig)
+    return func.overloads[sig]
 
 
 def _split_entry(step):
@@ -167,11 +175,7 @@ def _chain(steps: tuple, indices: tuple, entries: tuple):
         func = _compiled(source)
         ints_arr = np.array(ints + [0], np.int64)   # the last slot: the step running
         floats_arr = np.array(floats or [0.0], np.float64)
-        from numba import typeof
-        compiled = func.overloads.get((typeof(ints_arr), typeof(floats_arr)))
-        if compiled is None:
-            func.compile((typeof(ints_arr), typeof(floats_arr)))
-            compiled = func.overloads[(typeof(ints_arr), typeof(floats_arr))]
+        compiled = _overload(func, (ints_arr, floats_arr))
     except Exception as e:   # the steps run one by one, as before
         log.debug("steps not chained: %s: %s", type(e).__name__, e)
         return None
@@ -219,12 +223,7 @@ def _parallel_chain(run: list, width: int):
         ints_arr = np.array(ints or [0], np.int64)
         floats_arr = np.array(floats or [0.0], np.float64)
         flags = np.zeros(sum(max(p, 1) + 1 for p in parts) + 1, np.int64)
-        from numba import typeof
-        sig = (typeof(ints_arr), typeof(floats_arr), typeof(flags), typeof(width))
-        compiled = func.overloads.get(sig)
-        if compiled is None:
-            func.compile(sig)
-            compiled = func.overloads[sig]
+        compiled = _overload(func, (ints_arr, floats_arr, flags, width))
     except Exception as e:   # the steps run one by one, as before
         log.debug("steps not chained in parallel: %s: %s", type(e).__name__, e)
         return None
