@@ -240,7 +240,7 @@ class Engine:
         below SMALL_RUN_MACS (where calls are a large share of a run) or whose steps split across
         the compute pool's threads (each split step a parallel region of its own otherwise), and
         only after options {"chain_after_runs"} runs (CHAIN_AFTER_RUNS; negative: never): a chain
-        costs 0.1-0.5 s of compiling the first time on a machine (a parallel one a few seconds;
+        costs 0.1-0.5 s of compiling the first time on a machine (a parallel one 1-3 s;
         loaded from numba's cache after), which a model run a few times, as most tests and
         one-off runs do, would not win back."""
         after = int(self.options.get("chain_after_runs", CHAIN_AFTER_RUNS))

@@ -32,15 +32,15 @@ def _parallel_chains(engine) -> list:
     return [call for call in engine._program if isinstance(call, ParallelChain)]
 
 
-def _small_cnn(size=10):
+def _small_cnn(size=10, group=8):
     nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
              helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "w2"], ["c2"], group=8, pads=[1, 1, 1, 1]),
+             helper.make_node("Conv", ["r1", "w2"], ["c2"], group=group, pads=[1, 1, 1, 1]),
              helper.make_node("Add", ["c2", "r1"], ["res"]),
              helper.make_node("GlobalAveragePool", ["res"], ["g"]),
              helper.make_node("Flatten", ["g"], ["f"]),
              helper.make_node("Gemm", ["f", "w3", "b3"], ["y"], transB=1)]
-    consts = {"w1": rand(8, 3, 3, 3, seed=1), "b1": rand(8, seed=2), "w2": rand(8, 1, 3, 3, seed=3),
+    consts = {"w1": rand(8, 3, 3, 3, seed=1), "b1": rand(8, seed=2), "w2": rand(8, 8 // group, 3, 3, seed=3),
               "w3": rand(5, 8, seed=4), "b3": rand(5, seed=5)}
     x = rand(1, 3, size, size, seed=6)
     return graph_model(nodes, {"x": x}, {"y": np.float32}, consts), x
@@ -388,6 +388,37 @@ def test_one_parallel_chain_serves_every_shape_of_a_model(two_threads):
         feed = {"x": np.random.default_rng(size).normal(size=x.shape).astype(np.float32)}
         np.testing.assert_array_equal(chained.run(feed)["y"], plain.run(feed)["y"])
     assert len(sources) == 2 and sources[0] == sources[1]
+
+
+def test_models_compile_a_serial_body_and_share_one_parallel_launcher(two_threads):
+    """What a model compiles for its parallel chain is a serial function (the body each thread
+    runs); the parallel region is _chain_loops.launch, one function for every model, calling the
+    body by address. A parallel function per model took LLVM seconds (numba compiles its
+    outlined body again in each library that links it): mp_face_detection 7 s, 1.5 s now."""
+    from mace.ops.fast import chain as chain_mod
+    from mace.ops.fast._jit import op_loops
+    sources, real = [], chain_mod._compiled
+
+    def spy(source):
+        sources.append(source)
+        return real(source)
+    made = []
+    for group in (8, 1):   # a depthwise conv, then a dense one: two structures
+        model, x = _small_cnn(size=64, group=group)
+        plain, chained = _pooled(model, x, -1), _pooled(model, x, 1)
+        try:
+            chain_mod._compiled = spy
+            chained.run({"x": x})   # chained after this first run
+        finally:
+            chain_mod._compiled = real
+        (chain,) = _parallel_chains(chained)
+        made.append(chain)
+        np.testing.assert_array_equal(chained.run({"x": x})["y"], plain.run({"x": x})["y"])
+    assert len(sources) == 2 and sources[0] != sources[1], "two structures, two bodies"
+    assert not any("parallel=True" in s or "prange" in s for s in sources)
+    launch = op_loops("_chain_loops").launch
+    assert made[0].func.func is made[1].func.func and len(launch.signatures) == 1
+    assert made[0].func.args[0] != made[1].func.args[0], "each calls its own body"
 
 
 def test_a_chain_names_the_version_of_the_loops_it_calls(monkeypatch):

@@ -31,7 +31,7 @@ import platform
 
 import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.core.callconv import excinfo_t
 from numba.extending import intrinsic
@@ -65,7 +65,8 @@ def run_steps(typingctx, ints, floats, plan):
         value = _values(context, builder, i64, f64)
         for k, (address, plan_args) in enumerate(steps):
             builder.store(ir.Constant(ir.IntType(64), k), progress)
-            status = _call(context, builder, _load(builder, i64, address), plan_args, value)
+            status = _call(context, builder, _load(builder, i64, address), plan_args,
+                           [value(a) for a in plan_args])
             with cgutils.if_unlikely(builder, status.is_error):
                 context.call_conv.return_status_propagate(builder, status)
         return context.get_dummy_value()
@@ -102,18 +103,24 @@ def _values(context, builder, i64, f64):
     return value
 
 
-def _call(context, builder, address, plan_args, value, extra=()):
+def _call(context, builder, address, plan_args, values, extra=()):
     """Call the machine code at `address` (numba's calling convention, returning nothing) with
-    plan arguments `plan_args` and then int64 values `extra`; returns its status."""
-    conv = context.call_conv
+    plan arguments `plan_args` (their built `values`) and then int64 values `extra`; returns its
+    status."""
     argtys = [arg_type(a) for a in plan_args] + [types.int64] * len(extra)
+    return _call_native(context, builder, address, argtys, list(values) + list(extra))
+
+
+def _call_native(context, builder, address, argtys, values):
+    """Call the machine code at `address` (numba's calling convention, returning nothing) with
+    `values` of numba types `argtys`; returns its status."""
+    conv = context.call_conv
     fnty = conv.get_function_type(types.none, argtys)
     callee = builder.inttoptr(address, fnty.as_pointer())
     retty = conv.get_return_type(types.none).pointee
     ret = cgutils.alloca_once(builder, retty)
     builder.store(cgutils.get_null_value(retty), ret)
     exc = cgutils.alloca_once(builder, ir.PointerType(excinfo_t), name="excinfo")
-    values = [value(a) for a in plan_args] + list(extra)
     flat = list(conv._get_arg_packer(argtys).as_arguments(builder, values))
     code = builder.call(callee, [ret, exc] + flat)
     return conv._get_return_status(builder, code, builder.load(exc))
@@ -144,46 +151,68 @@ def run_part(typingctx, ints, floats, flags, p, plan):
     steps = ast.literal_eval(plan.literal_value)
 
     def codegen(context, builder, sig, args):
-        i64t = ir.IntType(64)
         i64, f64, fl = (make_array(t)(context, builder, value=v).data for t, v in zip(sig.args[:3], args[:3]))
         nflags = make_array(sig.args[2])(context, builder, value=args[2]).nitems
         failed = builder.gep(fl, [builder.sub(nflags, ir.Constant(nflags.type, 1))])
-        me = args[3]
-        value = _values(context, builder, i64, f64)
         base = 0
-        for k, (address, plan_args, parts, rows) in enumerate(steps):
-            count = max(parts, 1)
-            first, base = base, base + count + 1
-            done = builder.gep(fl, [ir.Constant(i64t, first + count)])
-            entry = _load(builder, i64, address)
-            rows = _load(builder, i64, rows) if parts else None
-            step = builder.sdiv(builder.add(rows, ir.Constant(i64t, count - 1)), ir.Constant(i64t, count)) \
-                if parts else None
-
-            def attempt(q):
-                slot = builder.gep(fl, [builder.add(ir.Constant(i64t, first), q)])
-                _claim_and_run(context, builder, slot, done, failed, k, entry, plan_args, value,
-                               parts, rows, step, q)
-            if count > 1:   # own part first
-                with builder.if_then(builder.icmp_signed("<", me, ir.Constant(i64t, count))):
-                    attempt(me)
-            for q in range(count):   # then whatever is left
-                attempt(ir.Constant(i64t, q))
-            # wait for every part of this step
-            loop, body, out = (builder.append_basic_block() for _ in range(3))
-            builder.branch(loop)
-            builder.position_at_end(loop)
-            finished = builder.load_atomic(done, "acquire", 8)
-            builder.cbranch(builder.icmp_signed(">=", finished, ir.Constant(i64t, count)), out, body)
-            builder.position_at_end(body)
-            _spin_hint(builder)
-            builder.branch(loop)
-            builder.position_at_end(out)
+        for k, step in enumerate(steps):
+            count = max(step[2], 1)
+            func = _part_step(context, builder.module, k, step, base)
+            builder.call(func, [i64, f64, fl, failed, args[3]])
+            base += count + 1
         return context.get_dummy_value()
     return types.none(ints, floats, flags, p, plan), codegen
 
 
-def _claim_and_run(context, builder, slot, done, failed, k, entry, plan_args, value, parts, rows, step, q):
+def _part_step(context, module, k, step, first):
+    """Step k of a parallel chain (`step`: (address slot, (argument, ...), parts, rows slot); its
+    claim slots from flags[first]) as a function of its own, (ints, floats, flags, failed flag,
+    thread) -> nothing: claim and run its parts, then wait for all of them. One function a step,
+    not one body for the whole run: LLVM's loop passes (LICM above all) grow faster than linearly
+    with the loops and atomics in a function, and mp_face_detection's chain of 72 steps took
+    7 s to compile as one body."""
+    i64t = ir.IntType(64)
+    ptr = i64t.as_pointer()
+    fnty = ir.FunctionType(ir.VoidType(), [ptr, ir.DoubleType().as_pointer(), ptr, ptr, i64t])
+    func = ir.Function(module, fnty, module.get_unique_name(f"chain_part_step_{k}"))
+    func.linkage = "internal"
+    func.attributes.add("noinline")
+    builder = ir.IRBuilder(func.append_basic_block("entry"))
+    i64, f64, fl, failed, me = func.args
+    address, plan_args, parts, rows = step
+    count = max(parts, 1)
+    done = builder.gep(fl, [ir.Constant(i64t, first + count)])
+    # the arguments built once, for every part this thread runs
+    values = [_values(context, builder, i64, f64)(a) for a in plan_args]
+    entry = _load(builder, i64, address)
+    rows = _load(builder, i64, rows) if parts else None
+    size = builder.sdiv(builder.add(rows, ir.Constant(i64t, count - 1)), ir.Constant(i64t, count)) \
+        if parts else None
+
+    def attempt(q):
+        slot = builder.gep(fl, [builder.add(ir.Constant(i64t, first), q)])
+        _claim_and_run(context, builder, slot, done, failed, k, entry, plan_args, values,
+                       parts, rows, size, q)
+    if count > 1:   # own part first
+        with builder.if_then(builder.icmp_signed("<", me, ir.Constant(i64t, count))):
+            attempt(me)
+    for q in range(count):   # then whatever is left
+        attempt(ir.Constant(i64t, q))
+    # wait for every part of this step
+    loop, body, out = (builder.append_basic_block() for _ in range(3))
+    builder.branch(loop)
+    builder.position_at_end(loop)
+    finished = builder.load_atomic(done, "acquire", 8)
+    builder.cbranch(builder.icmp_signed(">=", finished, ir.Constant(i64t, count)), out, body)
+    builder.position_at_end(body)
+    _spin_hint(builder)
+    builder.branch(loop)
+    builder.position_at_end(out)
+    builder.ret_void()
+    return func
+
+
+def _claim_and_run(context, builder, slot, done, failed, k, entry, plan_args, values, parts, rows, step, q):
     """If part q's claim slot is still 0, take it, run the part and count it done."""
     i64t = ir.IntType(64)
     zero, one = ir.Constant(i64t, 0), ir.Constant(i64t, 1)
@@ -197,10 +226,35 @@ def _claim_and_run(context, builder, slot, done, failed, k, entry, plan_args, va
             r1 = builder.add(r0, step)
             r0 = builder.select(builder.icmp_signed("<", r0, rows), r0, rows)
             r1 = builder.select(builder.icmp_signed("<", r1, rows), r1, rows)
-            status = _call(context, builder, entry, plan_args, value, (r0, r1))
+            status = _call(context, builder, entry, plan_args, values, (r0, r1))
         else:
-            status = _call(context, builder, entry, plan_args, value)
+            status = _call(context, builder, entry, plan_args, values)
         with builder.if_then(status.is_error, likely=False):
             builder.cmpxchg(failed, zero, ir.Constant(i64t, k + 1), "seq_cst", "seq_cst")
     with builder.if_then(got):
         builder.atomic_rmw("add", done, one, "seq_cst")
+
+
+@intrinsic
+def call_part(typingctx, address, ints, floats, flags, p):
+    """Call a parallel chain's body (a model's `part(ints, floats, flags, p)`, run_part over its
+    plan) at machine code `address`. Its status is not read: run_part records a failing step in
+    flags and returns normally."""
+    def codegen(context, builder, sig, args):
+        _call_native(context, builder, args[0], list(sig.args[1:]), list(args[1:]))
+        return context.get_dummy_value()
+    return types.none(address, ints, floats, flags, p), codegen
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def launch(address, ints, floats, flags, width):
+    """Run a parallel chain: flags zeroed (a plain loop: an array expression would be a parallel
+    region more), then `width` threads each run the chain's body at `address` as thread p.
+    One function for every chain, compiled once a machine: a model's chain is a serial function
+    (its body), which numba compiles in a fraction of the time of a parallel one (a parallel
+    function's outlined body is optimized and compiled again in each library that links it:
+    mp_face_detection's chain took 7 s as one, ~1 s as a body)."""
+    for i in range(flags.shape[0]):
+        flags[i] = 0
+    for p in prange(width):
+        call_part(address, ints, floats, flags, p)

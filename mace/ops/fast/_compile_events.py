@@ -19,7 +19,7 @@ WARMUP_HINT = "python tools/converter.py warmup"
 CHAIN_MODULES = "mace_chain_"   # the generated chains' module names (mace/ops/fast/chain.py)
 FIRST_NOTE = ("compiling CPU kernels for this machine (first use; they are cached for later runs, "
               f"and `{WARMUP_HINT}` compiles all of them ahead) ...")
-CHAIN_NOTE = ("compiling this model's steps into one call (first time on this machine, up to several "
+CHAIN_NOTE = ("compiling this model's steps into one call (first time on this machine, up to a few "
               "seconds; cached for later runs) ...")
 
 
@@ -41,7 +41,7 @@ class _Listener:
             for o in list(_OBSERVERS):
                 o.started(name)
             # a library user: say it once, by logging; a chain of a model's steps (mace/ops/fast/
-            # chain.py, after its 16th run: a parallel one compiles for seconds) says so once with
+            # chain.py, after its 16th run: a parallel one compiles for 1-3 s) says so once with
             # its own note, without the warmup hint (no warmup could have compiled it)
             chain = getattr(getattr(dispatcher, "py_func", None), "__module__", "").startswith(CHAIN_MODULES)
             if not _OBSERVERS and chain and not self.chain_announced:
