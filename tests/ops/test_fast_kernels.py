@@ -41,6 +41,7 @@ def jit(request, monkeypatch):
                        pooling, transpose):
             monkeypatch.setattr(module, "loops", lambda: None)
         monkeypatch.setattr(pooling, "op_loops", lambda name: None)   # global pooling's loop
+        monkeypatch.setattr(transpose, "op_loops", lambda name: None)   # the general permuted copy
         from mace.ops.fast import _base   # fused activations' compiled loops (_act_loops.py)
         for module in (_base, softmax):
             monkeypatch.setattr(module, "act_loops", lambda: None)
@@ -395,6 +396,36 @@ def test_a_small_nchw_image_to_nhwc_runs_the_compiled_loop(shape, jit):
     assert (kern.narrow is not None) == (jit != "numpy")
 
 
+@pytest.mark.parametrize("shape,dims,compiled", [
+    ((1, 16, 12, 32), [0, 2, 1, 3], True),    # a BERT's attention heads out
+    ((1, 16, 12, 32), [0, 2, 3, 1], True),    # its keys, transposed for Q K^T
+    ((1, 12, 16, 32), [0, 2, 1, 3], True),    # heads back in
+    ((1, 25, 19, 10), [0, 3, 1, 2], True),    # a detector head's NHWC -> NCHW
+    ((2, 3, 4, 5, 6), [0, 1, 3, 2, 4], True),  # five axes, two merged: a 4-D permutation
+    ((2, 3, 4, 5, 6), [4, 2, 0, 3, 1], False),  # five axes nothing merges: numpy's copy
+    ((1, 31, 17, 2), [0, 2, 1, 3], True),     # innermost pairs moved as one int64
+    ((5, 7), [1, 0], True)])
+def test_a_general_transpose_is_one_compiled_copy(shape, dims, compiled, monkeypatch, jit):
+    """Any permutation of 2-4 axes once unit axes drop and adjacent ones merge is the compiled
+    permuted copy (_transpose_loops.permute4): numpy's bytes (NaN, inf, -0.0 moved as they
+    are), one step a chain can take, split across the pool's threads by rows."""
+    from mace.ops.fast import chain, transpose
+    monkeypatch.setattr(transpose, "MIN_ELEMENTS", 1 << 30)   # not the small-axis copies
+    monkeypatch.setattr(transpose, "SMALL_AXIS", 0)           # nor the narrow loop
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    x.flat[:4] = [np.nan, -np.inf, -0.0, np.inf]
+    got, want, kern = run_both("Transpose", x, [], dict(dims=dims))
+    assert got.tobytes() == want.tobytes()
+    graph = one_op_graph("Transpose", x, [], dict(dims=dims))
+    engine = Engine(graph)
+    (step,) = engine._calls[0]
+    loop = getattr(step, "serial", None) or getattr(step, "func", None)
+    uses = getattr(loop, "__name__", "") == "permute4"
+    assert uses == (compiled and jit != "numpy"), step
+    if uses and jit == "numba-serial":
+        assert chain._entry(step) is not None
+
+
 @pytest.mark.parametrize("shape,log", [((1, 10), 0), ((2, 3, 5, 7), 0), ((4, 1000), 1), ((3, 1), 0)])
 def test_softmax_matches_reference(shape, log, jit):
     if jit == "numpy":
@@ -499,6 +530,34 @@ def test_eltwise_pair_matches_reference(kind, act, jit):
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
     if act:
         assert got.min() >= 0 and (act != "RELUX" or got.max() <= 6.0)
+
+
+@pytest.mark.parametrize("kind", ["SUM", "SUB", "PROD", "MIN", "MAX"])
+@pytest.mark.parametrize("shape", [(), (1, 16, 24)])
+@pytest.mark.parametrize("first", [False, True])
+def test_a_pair_with_a_constant_of_its_shape_is_one_chainable_pass(kind, shape, first):
+    """A tensor against a constant of its own shape (a dynamically quantized MatMul's scale
+    product, scalar x scalar: 18 a MiniLM run; BERT's embeddings + a constant table) is the
+    compiled pair loop over flat views, 0-d as one element: the reference's bytes (NaN, inf,
+    signed zeros on both sides), and a step a chain can take (numpy's ufunc ended one)."""
+    from mace.ops.fast import chain
+    from mace.ops.fast._jit import loops
+    if loops() is None:
+        pytest.skip("the fast Eltwise pair is the compiled loop only")
+    rng = np.random.default_rng(len(kind) + len(shape))
+    x = rng.uniform(-3, 3, shape).astype(np.float32)
+    c = rng.uniform(-3, 3, shape).astype(np.float32)
+    if x.size > 4:
+        x.ravel()[:4], c.ravel()[:4] = [np.nan, np.inf, -0.0, 0.0], [1.0, -np.inf, 0.0, -0.0]
+    names = ["c", "x"] if first else ["x", "c"]
+    graph = graph_of({"x": shape}, [("Eltwise", names, ["y"], dict(type=kind))], {"c": c})
+    fast, ref = Engine(graph), Engine(graph, options={"reference_kernels": True})
+    assert fast.nodes[0].tag == "cpu:fast" and fast.nodes[0].kernel.path == "pair"
+    with np.errstate(all="ignore"):
+        got, want = fast.run({"x": x})["y"], ref.run({"x": x})["y"]
+    assert got.shape == want.shape == shape and got.tobytes() == want.tobytes()
+    (step,) = fast._calls[0]   # as bound (the program after a run calls the machine code)
+    assert chain._entry(step) is not None, "a compiled step of one-dimension arrays: chainable"
 
 
 @pytest.mark.parametrize("act", ["", "RELU", "RELUX"])

@@ -50,10 +50,13 @@ def _float32(ctx) -> bool:
 
 
 def same_shape_pair(ctx) -> bool:
+    """Two float32 tensors of the output's shape, at most one a constant (a dynamically quantized
+    MatMul's scale product, scalar x scalar; BERT's embeddings + a constant table): one
+    compiled pass, which a chain can take (numpy's ufunc ends one)."""
     shapes = ctx.input_shapes
     return (loops() is not None and ctx.arg("type") in CODES and len(shapes) == 2
-            and shapes[0] == shapes[1] == tuple(ctx.output_shapes[0])
-            and all(c is None for c in ctx.consts) and _float32(ctx)
+            and tuple(shapes[0]) == tuple(shapes[1]) == tuple(ctx.output_shapes[0])
+            and sum(c is not None for c in ctx.consts) <= 1 and _float32(ctx)
             and clip_bounds(activation_args(ctx)) is not None)
 
 
@@ -156,6 +159,7 @@ class EltwiseFast(FastKernel):
         self.path, self.bounds, self.after = "ufunc", clip_bounds(act), None
         if same_shape_pair(ctx):
             self.path, self.code = "pair", CODES[ctx.arg("type")]
+            self.consts = _reference.EltwiseCpu(ctx).consts   # cast as the reference casts them
         elif float_unary(ctx):
             self.path, self.unary = "unary", UNARY_CODES[ctx.arg("type")]
         elif const_operand(ctx) is not None or runtime_channel(ctx) is not None:
@@ -182,8 +186,10 @@ class EltwiseFast(FastKernel):
         return sequence([step, partial(self.after, out)])
 
     def _bind_pair(self, inputs, outputs):
-        # arena tensors are contiguous: the flat reshapes are views the loop writes through
-        a, b, out = (t.reshape(-1) for t in (inputs[0], inputs[1], outputs[0]))
+        # arena tensors are contiguous: the flat reshapes are views the loop writes through (a
+        # 0-d scalar a 1-element vector: a chain passes arrays of one dimension or more)
+        a, b = (np.ascontiguousarray(x if c is None else c).reshape(-1) for c, x in zip(self.consts, inputs))
+        out = outputs[0].reshape(-1)
         return compute_of(self.ctx).loop("binary_clip", (a, b, self.code, *self.bounds, out), out.size, 3 * out.size)
 
     def _bind_unary(self, inputs, outputs):

@@ -35,7 +35,7 @@ LOOP_MODULES = ("mace.ops.fast._loops", "mace.ops.fast._act_loops", "mace.ops.fa
 # an op's own loops (mace/ops/fast/<name>.py)
 OP_LOOP_MODULES = ("_deconv_loops", "_rnn_loops", "_resize_loops", "_detection_loops", "_normalize_loops",
                    "_quantize_loops", "_integer_loops", "_pad_loops", "_stream_loops", "_line_loops",
-                   "_cast_loops", "_chain_loops", "_pixel_loops")
+                   "_cast_loops", "_chain_loops", "_pixel_loops", "_transpose_loops")
 SIGNATURES_FILE = Path(__file__).with_name("kernel_signatures.txt")
 
 
