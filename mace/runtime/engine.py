@@ -400,7 +400,14 @@ class Engine:
             if self.observers:
                 self._run_observed()
             else:
-                self._run_steps()
+                calls = self._program
+                if len(calls) == 1:   # a chained small model: one call, ~0.2 us less than
+                    try:              # the loop (a wake-word model's run is ~4 us)
+                        calls[0]()
+                    except Exception as e:
+                        raise self._step_error(0, e) from e
+                else:
+                    self._run_steps()
                 if not self._tight:   # every loop has run once: its machine code is known
                     self._program, self._tight = program.tightened(self._program), True
                 if self._chain_in is not None:
@@ -435,9 +442,14 @@ class Engine:
             for step, fn in enumerate(self._program):
                 fn()
         except Exception as e:
-            index = self._program_nodes[step]
-            node = self.nodes[self._program[step].at if index is None else index]
-            raise ModelError(f"op '{node.op.name}' ({node.op.type}) failed: {e}") from e
+            raise self._step_error(step, e) from e
+
+    def _step_error(self, step: int, e: Exception) -> ModelError:
+        """The error of program call `step` failing with `e`, naming its node (a chain says
+        which of its steps ran last)."""
+        index = self._program_nodes[step]
+        node = self.nodes[self._program[step].at if index is None else index]
+        return ModelError(f"op '{node.op.name}' ({node.op.type}) failed: {e}")
 
     def _run_observed(self) -> None:
         observers, steps = self.observers, self._steps
