@@ -44,6 +44,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
@@ -131,6 +132,18 @@ def _kind(value):
     return None
 
 
+class Planned(NamedTuple):
+    """A program call a chain takes: `call` (the program's), its node `owner`, the machine code
+    `entry` the plan calls, a split step's `parts` and `rows` (0 and 0 otherwise), and `step`,
+    the partial whose arguments the plan passes (a split step's serial loop)."""
+    call: object
+    owner: int
+    entry: int
+    parts: int
+    rows: int
+    step: partial
+
+
 def chained(calls: list, owners: list, width: int = 1) -> tuple:
     """(calls, owners) with each run of MIN_STEPS or more consecutive chainable calls replaced
     by one `Chain` (its owner None: the chain says which node runs, as a Guarded call does).
@@ -144,12 +157,13 @@ def chained(calls: list, owners: list, width: int = 1) -> tuple:
             part = run[start:start + MAX_STEPS]
             made = None
             if len(part) >= MIN_STEPS:
-                split = any(parts for _, _, _, parts, _, _ in part)
-                steps, owners, entries = ([p[i] for p in part] for i in (5, 1, 2))
-                made = _parallel_chain(part, width) if split else _chain(steps, owners, entries)
+                if any(p.parts for p in part):
+                    made = _parallel_chain(part, width)
+                else:
+                    made = _chain([p.step for p in part], [p.owner for p in part], [p.entry for p in part])
             if made is None:
-                out_calls.extend(c for c, *_ in part)
-                out_owners.extend(o for _, o, *_ in part)
+                out_calls.extend(p.call for p in part)
+                out_owners.extend(p.owner for p in part)
             else:
                 out_calls.append(made)
                 out_owners.append(None)
@@ -158,13 +172,13 @@ def chained(calls: list, owners: list, width: int = 1) -> tuple:
     for call, owner in zip(calls, owners):
         entry = _entry(call) if owner is not None else None
         if entry is not None:
-            run.append((call, owner, entry, 0, 0, call))
+            run.append(Planned(call, owner, entry, 0, 0, call))
             continue
         split = _split_entry(call) if owner is not None and width > 1 else None
         if split is not None:   # the step the plan calls: the serial loop, with or without rows
             entry, parts, rows = split
-            run.append((call, owner, entry, parts, rows, partial(call.serial, *call.args) if parts
-                        else partial(call.serial, *call.args, 0, rows)))
+            run.append(Planned(call, owner, entry, parts, rows, partial(call.serial, *call.args) if parts
+                               else partial(call.serial, *call.args, 0, rows)))
             continue
         flush()
         out_calls.append(call)
@@ -220,7 +234,7 @@ class ParallelChain:
 
 
 def _parallel_chain(run: list, width: int):
-    calls, indices, entries, parts, rows, steps = zip(*run)
+    calls, indices, entries, parts, rows, steps = zip(*run)   # the fields of Planned
     try:
         source, ints, floats, keep = _generated(steps, entries, list(zip(parts, rows)))
         func = _compiled(source)
