@@ -129,7 +129,7 @@ class TransposeFast(FastKernel):
         # any size: it is one call (a 3 x 32 x 32 input: 4.2 us as numpy's permuted copy). Not
         # for many small images (a call each: ShuffleNet's [784, 2, 58] channel shuffle took
         # 132 us as 784 calls, 30 us as the two column copies of `split_last`)
-        few = swap is not None and (swap[0] == 1 or swap[1] * swap[2] >= MIN_ELEMENTS)
+        few = swap is not None and (swap[0] <= SMALL_AXIS or swap[1] * swap[2] >= MIN_ELEMENTS)
         self.narrow = swap if (few and swap[1] <= SMALL_AXIS and swap[2] > 1
                                and same_dtype(ctx) is None and loops() is not None) else None
         self.split_last = worth_splitting(ctx)
