@@ -282,6 +282,24 @@ def _pooled(model, x, after):
     return Engine(graph, options={"chain_after_runs": after, "num_threads": 2, "split_small_runs": True})
 
 
+def _chained_after_one_run(model, x, sources: list) -> tuple:
+    """(unchained, chained) two-thread engines of `model`, the second chained after one run;
+    the source of each chain that run compiled appended to `sources`."""
+    from mace.ops.fast import chain as chain_mod
+    real = chain_mod._compiled
+
+    def spy(source):
+        sources.append(source)
+        return real(source)
+    plain, chained = _pooled(model, x, -1), _pooled(model, x, 1)
+    chain_mod._compiled = spy
+    try:
+        chained.run({"x": x})   # chained after this first run
+    finally:
+        chain_mod._compiled = real
+    return plain, chained
+
+
 def test_split_steps_chain_into_one_parallel_region_with_the_unchained_bytes(two_threads):
     """On two threads the pool's split steps (a conv, a depthwise conv, an add: each a parallel
     region of its own) and the serial steps between them run as one ParallelChain: the bytes of
@@ -369,21 +387,10 @@ def test_one_parallel_chain_serves_every_shape_of_a_model(two_threads):
     """A split step's rows are a run-time value, not part of the chain's source: the same model
     at another input size reuses the chain compiled for the first (a sequence model fed many
     lengths compiles once, not once per length), each with its own bytes right."""
-    from mace.ops.fast import chain as chain_mod
     sources = []
-    real = chain_mod._compiled
-
-    def spy(source):
-        sources.append(source)
-        return real(source)
     for size in (64, 72):
         model, x = _small_cnn(size=size)
-        plain, chained = _pooled(model, x, -1), _pooled(model, x, 1)
-        try:
-            chain_mod._compiled = spy
-            chained.run({"x": x})   # chained after this first run
-        finally:
-            chain_mod._compiled = real
+        plain, chained = _chained_after_one_run(model, x, sources)
         assert _parallel_chains(chained)
         feed = {"x": np.random.default_rng(size).normal(size=x.shape).astype(np.float32)}
         np.testing.assert_array_equal(chained.run(feed)["y"], plain.run(feed)["y"])
@@ -395,22 +402,11 @@ def test_models_compile_a_serial_body_and_share_one_parallel_launcher(two_thread
     runs); the parallel region is _chain_loops.launch, one function for every model, calling the
     body by address. A parallel function per model took LLVM seconds (numba compiles its
     outlined body again in each library that links it): mp_face_detection 7 s, 1.5 s now."""
-    from mace.ops.fast import chain as chain_mod
     from mace.ops.fast._jit import op_loops
-    sources, real = [], chain_mod._compiled
-
-    def spy(source):
-        sources.append(source)
-        return real(source)
-    made = []
+    sources, made = [], []
     for group in (8, 1):   # a depthwise conv, then a dense one: two structures
         model, x = _small_cnn(size=64, group=group)
-        plain, chained = _pooled(model, x, -1), _pooled(model, x, 1)
-        try:
-            chain_mod._compiled = spy
-            chained.run({"x": x})   # chained after this first run
-        finally:
-            chain_mod._compiled = real
+        plain, chained = _chained_after_one_run(model, x, sources)
         (chain,) = _parallel_chains(chained)
         made.append(chain)
         np.testing.assert_array_equal(chained.run({"x": x})["y"], plain.run({"x": x})["y"])
