@@ -187,8 +187,10 @@ class EltwiseFast(FastKernel):
 
     def _bind_pair(self, inputs, outputs):
         # arena tensors are contiguous: the flat reshapes are views the loop writes through (a
-        # 0-d scalar a 1-element vector: a chain passes arrays of one dimension or more)
-        a, b = (np.ascontiguousarray(x if c is None else c).reshape(-1) for c, x in zip(self.consts, inputs))
+        # 0-d scalar a 1-element vector: a chain passes arrays of one dimension or more); a
+        # constant is read as the reference casts it
+        a, b = (x.reshape(-1) if c is None else np.ascontiguousarray(c).reshape(-1)
+                for c, x in zip(self.consts, inputs))
         out = outputs[0].reshape(-1)
         return compute_of(self.ctx).loop("binary_clip", (a, b, self.code, *self.bounds, out), out.size, 3 * out.size)
 
