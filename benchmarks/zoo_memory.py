@@ -11,11 +11,19 @@ weights file load_model maps, the shared libraries). "After imports" is ours bef
 read (numpy, numba, our modules); the framework's imports (TensorFlow's are most of its peak)
 count in its peak as ours count in ours: what a user's process pays. Memory is not timing: this
 may run on a busy machine. docs/memory.md shows the table.
+
+    python tools/converter.py warmup --aot && python benchmarks/zoo_memory.py --aot
+
+`--aot` measures ours a second time with the kernels served ahead of time (MACE_AOT=1, the
+library `warmup --aot` builds; mace/ops/fast/_aot.py): columns "ours ahead", its ratio, and
+whether numba was imported after all (a loop the library lacks); the summary line is then that
+ratio's.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -52,21 +60,24 @@ def child(spec: dict) -> dict:
     from threadpoolctl import threadpool_limits
     threadpool_limits(1)
     from mace.ir.model_io import load_model
+    from mace.ops.fast import kernel_cache
     from mace.runtime.engine import Engine
     imported = status()["VmHWM"]
     pb = Path(spec["pb"])
     engine = Engine(load_model(pb, pb.with_suffix(".data")), options={"num_threads": 1})
     engine.run(inputs), engine.run(inputs)
-    return {"imported": imported, **status()}
+    return {"imported": imported, **status(), "numba": "numba" in sys.modules,
+            "served": kernel_cache.served_ahead()}
 
 
 def measure(prepared: dict, side: str) -> dict:
-    spec = {"side": side, **prepared}
+    spec = {"side": "ours" if side == "ahead" else side, **prepared}
+    env = dict(os.environ, MACE_AOT="1" if side == "ahead" else "0")
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
     try:
         r = subprocess.run([sys.executable, __file__, "--child", f.name], capture_output=True, text=True,
-                           timeout=900)
+                           timeout=900, env=env)
     except subprocess.TimeoutExpired:
         return {"error": "timed out after 900 s"}
     finally:
@@ -76,25 +87,32 @@ def measure(prepared: dict, side: str) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def table(models: list, results: dict) -> tuple:
+def table(models: list, results: dict, ahead: bool = False) -> tuple:
     header = ["model", "framework", "ours peak MB", "framework peak MB", "ours / framework",
               "ours after imports MB", "ours heap (RssAnon) MB", "ours mapped (RssFile) MB"]
+    if ahead:
+        header += ["ours ahead peak MB", "ahead / framework", "numba imported"]
     rows, ratios = [], []
     for m in models:
         r = results.get(m["name"], {})
-        ours, theirs = r.get("ours", r), r.get("theirs", r)
-        if "error" in ours or "error" in theirs or not ours:
-            rows.append([m["name"], theirs.get("framework", ""), ours.get("error") or theirs.get("error", "not run")]
-                        + [""] * 5)
+        ours, theirs, served = r.get("ours", r), r.get("theirs", r), r.get("ahead", {})
+        failed = [x["error"] for x in (ours, theirs, served) if "error" in x]
+        if failed or not ours or (ahead and not served):
+            rows.append([m["name"], theirs.get("framework", ""), (failed or ["not run"])[0]]
+                        + [""] * (len(header) - 3))
             continue
         ratio = ours["VmHWM"] / theirs["VmHWM"]
-        ratios.append((ratio, m["name"]))
         rows.append([m["name"], theirs["framework"], f"{ours['VmHWM']:.0f}", f"{theirs['VmHWM']:.0f}",
                      f"{ratio:.2f}x", f"{ours['imported']:.0f}", f"{ours['RssAnon']:.0f}", f"{ours['RssFile']:.0f}"])
+        if ahead:
+            ratio = served["VmHWM"] / theirs["VmHWM"]
+            rows[-1] += [f"{served['VmHWM']:.0f}", f"{ratio:.2f}x", "yes" if served["numba"] else "no"]
+        ratios.append((ratio, m["name"]))
     if not ratios:
         return header, rows, ["no row was measured"]
     worst = max(ratios)
-    return header, rows, [f"{len(ratios)} rows: geomean {zoo_speed.geomean([x for x, _ in ratios]):.2f}x, "
+    return header, rows, [f"{len(ratios)} rows{' (ours served ahead of time)' if ahead else ''}: "
+                          f"geomean {zoo_speed.geomean([x for x, _ in ratios]):.2f}x, "
                           f"worst {worst[0]:.2f}x ({worst[1]}), {sum(x > LIMIT for x, _ in ratios)} above "
                           f"{LIMIT}x, {sum(x <= 1.0 for x, _ in ratios)} at or below 1.0x"]
 
@@ -102,18 +120,27 @@ def table(models: list, results: dict) -> tuple:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     zoo_speed.corpus_args(p)
+    p.add_argument("--aot", action="store_true",
+                   help="also measure ours with the kernels served ahead of time (MACE_AOT=1; build the "
+                        "library first: python tools/converter.py warmup --aot)")
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(json.loads(Path(args.child).read_text()))))
         return 0
     manifest, models = zoo_speed.selected_rows(p, args.models)
     console = Console(width=max(Console().width, 160))
+    if args.aot:
+        from mace.ops.fast import _aot
+        if not all(path.is_file() for path in _aot.paths()):
+            console.print(f"error: --aot: no library for this machine and these kernels in {_aot.folder()}; "
+                          f"`{_aot.AOT_HINT}` builds it")
+            return 1
+    sides = ("ours", "theirs", "ahead") if args.aot else ("ours", "theirs")
     results = zoo_speed.each_prepared(models, manifest, args.cache, console,
-                                      lambda prepared: {side: measure(prepared, side) for side in ("ours", "theirs")})
-    zoo_speed.show(console, f"peak RSS, ours / framework, {len(models)} corpus rows", *table(models, results),
-                   args.out)
-    measured = sum(1 for r in results.values() if "ours" in r and "error" not in r["ours"]
-                   and "error" not in r.get("theirs", {}))
+                                      lambda prepared: {side: measure(prepared, side) for side in sides})
+    zoo_speed.show(console, f"peak RSS, ours / framework, {len(models)} corpus rows",
+                   *table(models, results, args.aot), args.out)
+    measured = sum(1 for r in results.values() if all(side in r and "error" not in r[side] for side in sides))
     console.print(f"measured {measured} of {len(models)} rows")
     return 0 if measured else 1   # a run that measured nothing has not passed
 

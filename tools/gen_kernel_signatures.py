@@ -4,8 +4,10 @@
 `converter.py warmup` compiles what this file lists, so a model's first run finds its kernels
 cached. The list comes from running models, not from guessing: the bundled examples (float and
 quantized) and corpus rows (benchmarks/zoo_manifest.yml, float and quantized), each run in a
-child process at one thread and at two (the serial and the pool-split loops differ), twice (the
-second run chained: a parallel chain calls its split steps' serial loops by rows). The
+child process at one thread and at two (the serial and the pool-split loops differ) and at one
+without the compute pool (MACE_NO_POOL=1: the serial loops a run served ahead of time calls,
+`warmup --aot`), twice (the second run chained: a parallel chain calls its split steps' serial
+loops by rows). The
 signatures are merged into the file (what it already lists stays, unless --fresh).
 
     python tools/gen_kernel_signatures.py                         # examples + the default corpus rows
@@ -56,9 +58,13 @@ def child(pb: str, out: str) -> None:
     Path(out).write_text(json.dumps(kernel_cache.used()))
 
 
-def record(pb: Path, threads: int) -> dict:
+def record(pb: Path, threads: int, pooled: bool = True) -> dict:
+    """The signatures one run of `pb` calls at `threads`; without the compute pool (`pooled`
+    False: MACE_NO_POOL=1) the kernels run their serial loops, as a run whose kernels are served
+    ahead of time does (MACE_AOT=1, mace/ops/fast/_aot.py)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
-        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
+                   MACE_NO_POOL="0" if pooled else "1")
         r = subprocess.run([sys.executable, __file__, "--child", str(pb), f.name], env=env,
                            capture_output=True, text=True)
         if r.returncode:
@@ -134,8 +140,8 @@ def main(argv=None) -> int:
                 progress.update(task, description=label)
                 build = Path(tempfile.mkdtemp(dir=work))
                 for pb in converted(yml, build):
-                    for threads in (1, 2):
-                        for name, sigs in record(pb, threads).items():
+                    for threads, pooled in ((1, True), (2, True), (1, False)):
+                        for name, sigs in record(pb, threads, pooled).items():
                             merged.setdefault(name, set()).update(sigs)
                 progress.advance(task)
     if sum(len(s) for s in merged.values()) == before and args.fresh:   # every job failed: keep the file

@@ -48,6 +48,9 @@ class _Notice:
     def close(self) -> None:
         if self.status is not None:
             self.status.stop()
+        served = kernel_cache.served_ahead()   # MACE_AOT=1: whether numba was needed after all
+        if served:
+            self.console.print(f"note: {served}", markup=False, highlight=False)
         if self.tally.compiled:
             self.console.print(f"note: compiled {self.tally.compiled} CPU kernel(s) for this machine in "
                                f"{time.perf_counter() - self.t0:.1f} s; later runs load them from the cache",

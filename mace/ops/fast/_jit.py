@@ -7,7 +7,9 @@ folder for an installed wheel, mace/ops/fast/_cache_place.py), so later processe
 them in ~0.2 s instead of compiling for ~1.5 s. numba is imported on the first
 kernel that asks (not with mace), and without it (no wheel for the platform, or
 MACE_NO_JIT=1 in the environment) `loops()` is None and each kernel keeps its
-numpy path, which stays the tested fallback.
+numpy path, which stays the tested fallback. With MACE_AOT=1 and a library built ahead for this
+machine (`converter.py warmup --aot`, mace/ops/fast/_aot.py) the modules come from that library,
+without numba in the process.
 
 Compiling happens once per machine and signature, 1-4 s a loop, and a new model meets loops
 and signatures no earlier one used: its first run would look like a hang. The compile listener
@@ -20,36 +22,24 @@ import functools
 import importlib
 import os
 
+from mace.ops.fast import _aot
+
+
+def _no_jit() -> bool:
+    return os.environ.get("MACE_NO_JIT", "") not in ("", "0")
+
 
 @functools.lru_cache(maxsize=None)
 def loops():
     """The module of compiled loops, or None when they cannot be had."""
-    if os.environ.get("MACE_NO_JIT", "") not in ("", "0"):
-        return None
-    try:
-        from mace.ops.fast import _cache_place
-        _cache_place.install()   # before any loop module: an installed wheel caches in the user's folder
-        from mace.ops.fast import _loops
-    except ImportError:   # numba (or its llvmlite) is not installed
-        return None
-    except Exception:     # e.g. numba cannot place its cache (code run from a zipapp)
-        return None
-    _watched()
-    return _loops
+    return served("mace.ops.fast._loops")
 
 
 @functools.lru_cache(maxsize=None)
 def act_loops():
     """The module of compiled activation / unary loops (mace/ops/fast/_act_loops.py), or None
     when they cannot be had (as `loops`)."""
-    if loops() is None:
-        return None
-    try:
-        from mace.ops.fast import _act_loops
-    except Exception:   # numba cannot build or cache them here: the references run
-        return None
-    _watched()
-    return _act_loops
+    return served("mace.ops.fast._act_loops")
 
 
 @functools.lru_cache(maxsize=None)
@@ -57,11 +47,40 @@ def op_loops(name: str):
     """An op's own module of compiled loops, mace/ops/fast/<name>.py (_deconv_loops, _rnn_loops:
     a file each, so numba's per-file cache recompiles only that op's loops after an edit), or
     None when they cannot be had (as `loops`)."""
-    if loops() is None:
+    return served(f"mace.ops.fast.{name}")
+
+
+def served(name: str):
+    """Loop module `name` as the kernels get it: from the library compiled ahead of time where
+    MACE_AOT=1 and one is built for this machine (mace/ops/fast/_aot.py: numba is imported only
+    for what it lacks), else numba's module; None when neither can be had."""
+    if _no_jit():
+        return None
+    if _aot.enabled():
+        lib = _aot.library()
+        if lib is not None:
+            return lib.module(name, functools.partial(jitted, name))
+    return jitted(name)
+
+
+def ahead_of_time() -> bool:
+    """Whether the loops are served from a library built ahead (MACE_AOT=1 and one is built)."""
+    return not _no_jit() and _aot.enabled() and _aot.library() is not None
+
+
+@functools.lru_cache(maxsize=None)
+def jitted(name: str):
+    """numba's loop module `name` (compiled or loaded from numba's cache on first call of each
+    loop), or None without numba (not installed, MACE_NO_JIT=1, no cache folder to be had)."""
+    if _no_jit():
         return None
     try:
-        module = importlib.import_module(f"mace.ops.fast.{name}")
-    except Exception:   # numba cannot build or cache them here: the references run
+        from mace.ops.fast import _cache_place
+        _cache_place.install()   # before any loop module: an installed wheel caches in the user's folder
+        module = importlib.import_module(name)
+    except ImportError:   # numba (or its llvmlite) is not installed
+        return None
+    except Exception:     # e.g. numba cannot place its cache (code run from a zipapp), or build a loop here
         return None
     _watched()
     return module

@@ -21,6 +21,7 @@ from __future__ import annotations
 import collections
 from functools import partial
 
+from mace.ops.fast._aot import AotKernel
 from mace.ops.fast.chain import chained  # noqa: F401 (the engine's program takes it from here)
 from mace.ops.fast.compute import SMALL_RUN_MACS, ComputeContext  # noqa: F401 (the engine takes them from here)
 
@@ -31,10 +32,16 @@ POOLED_TAGS = (FAST_TAG, INT8_FAST_TAG)   # kernels that may bind steps onto the
 def direct(step):
     """`step`, a partial of a numba dispatcher, as a partial of the machine code the dispatcher
     picks for these very arguments (the dispatcher resolves their types on every call: ~0.2 us,
-    as much as a small step's work). `step` itself when it is anything else, or when no code
+    as much as a small step's work); a partial of a loop served ahead of time (MACE_AOT=1), as
+    a partial of its export for these types. `step` itself when it is anything else, or when no code
     for these types is compiled yet (then the dispatcher compiles it as it would have)."""
     func = getattr(step, "func", None)
-    if type(step) is not partial or step.keywords or not hasattr(func, "overloads"):
+    if type(step) is not partial or step.keywords:
+        return step
+    if isinstance(func, AotKernel):   # a loop of the library built ahead: its export for these types
+        export = func.pick(step.args)
+        return step if export is None else partial(export, *step.args)
+    if not hasattr(func, "overloads"):
         return step
     try:
         compiled = func.overloads.get(tuple(func.typeof_pyval(a) for a in step.args))

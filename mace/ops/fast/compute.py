@@ -23,7 +23,7 @@ from functools import partial
 import numpy as np
 
 from mace.ops.fast import _pool
-from mace.ops.fast._jit import loops
+from mace.ops.fast._jit import ahead_of_time, loops
 from mace.util import omp_wait
 
 _UNSET = object()
@@ -90,10 +90,17 @@ class ComputeContext:
     @property
     def pool(self) -> _pool.Pool | None:
         """The process's compute pool (started under this context's wait policy when it is the
-        first to ask), or None: no pool here, MACE_NO_POOL, or a forked child."""
+        first to ask), or None: no pool here, MACE_NO_POOL, a forked child, or the kernels served
+        ahead of time and no thread count above one asked."""
         if self._pool is _UNSET:
-            self._pool = _pool.process_pool(self.wait_policy) if self.pooled else None
+            self._pool = _pool.process_pool(self.wait_policy) if self.pooled and not self.serial_ahead() else None
         return None if self._pool is None or _pool.forked() else self._pool
+
+    def serial_ahead(self) -> bool:
+        """The kernels are served ahead of time (MACE_AOT=1) and no thread count above one is
+        asked: this context runs every kernel's serial loop in the calling thread and starts no
+        pool (the pool is numba's OpenMP team, and importing numba is the memory the library saves)."""
+        return (self.threads or 1) == 1 and ahead_of_time()
 
     def notes(self) -> list:
         """Why this context's wait policy is not the one its runs get (the pool started first
@@ -123,7 +130,7 @@ class ComputeContext:
         thread anyway (OpenBLAS held at one, no pool); 0 where they are better left to
         OpenBLAS's own threads (no pool, OpenBLAS on several)."""
         if self.pool is None:
-            return _pool.blas_gemm_width()
+            return 1 if self.serial_ahead() else _pool.blas_gemm_width()
         return self.width()
 
     def session(self):

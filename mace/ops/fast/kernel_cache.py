@@ -11,6 +11,7 @@ on its first run, with no word said. This module makes that visible and avoidabl
     warm(on_step)          compile (or load from numba's cache) every recorded signature: what
                            `converter.py warmup` runs, so no later run compiles
     watch(observer)        tell an observer when a compile starts and ends (top-level compiles only)
+    served_ahead()         one line on what the library built ahead served (MACE_AOT=1), or None
     used()                 the signatures this process compiled or loaded (for the generator)
 
 The signatures file is ours and parsed with `ast` (names and calls of numba's type classes
@@ -26,8 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mace.ops.fast._compile_events import CHAIN_NOTE, FIRST_NOTE, WARMUP_HINT, Tally, watch  # noqa: F401 (the API)
-from mace.ops.fast._jit import act_loops, loops, op_loops
-from mace.ops.fast.int8._qjit import qloops
+from mace.ops.fast._aot import report as served_ahead  # noqa: F401 (the API)
+from mace.ops.fast._jit import jitted
 
 log = logging.getLogger("mace.jit")
 
@@ -39,9 +40,14 @@ OP_LOOP_MODULES = ("_deconv_loops", "_rnn_loops", "_resize_loops", "_detection_l
 SIGNATURES_FILE = Path(__file__).with_name("kernel_signatures.txt")
 
 
+def module_names() -> list:
+    return [*LOOP_MODULES, *(f"mace.ops.fast.{name}" for name in OP_LOOP_MODULES)]
+
+
 def modules() -> list:
-    """The loop modules numba can build here (imported on demand), else []."""
-    found = [loops(), act_loops(), qloops(), *(op_loops(name) for name in OP_LOOP_MODULES)]
+    """The loop modules numba can build here (numba's own, imported on demand, also where
+    MACE_AOT=1 serves the kernels from a library built ahead), else []."""
+    found = [jitted(name) for name in module_names()]
     return [m for m in found if m is not None]
 
 

@@ -6,18 +6,14 @@ from __future__ import annotations
 import functools
 
 from mace.ops.fast._checks import NO_LOOPS
-from mace.ops.fast._jit import loops
+from mace.ops.fast._jit import served
 
 
 @functools.lru_cache(maxsize=None)
 def qloops():
-    if loops() is None:
-        return None
-    try:   # numba loads here, with the first int8 fast kernel (not with mace)
-        from mace.ops.fast.int8 import _qloops
-    except Exception:   # e.g. an llvmlite without the API the tile is written in
-        return None
-    return _qloops
+    """numba loads here, with the first int8 fast kernel (not with mace); or the library built
+    ahead (MACE_AOT=1). None also where llvmlite lacks the API the tile is written in."""
+    return served("mace.ops.fast.int8._qloops")
 
 
 def no_loops_or(reference_check, ctx) -> str | None:
