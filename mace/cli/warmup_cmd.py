@@ -94,10 +94,8 @@ def _ahead(rows: list, console) -> int:
         print(f"error: warmup --aot: none of the {len(rows)} signatures can be compiled ahead of time"
               + (f" ({left})" if left else ""), file=sys.stderr)
         return 1
-    gone = aot_build.remove_others()
     print(f"warmup --aot: {built.exported} kernel signatures compiled ahead of time into {built.path} "
           f"({built.size_mb:.1f} MB) in {built.seconds:.1f} s"
-          + (f"; left to numba at run time: {left}" if left else "")
-          + (f"; {gone} library file(s) of other kernel versions removed" if gone else ""))
+          + (f"; left to numba at run time: {left}" if left else ""))
     print(f"runs load it with MACE_AOT=1 (one thread, without numba), e.g. `{RUN_HINT}`")
     return 0

@@ -109,6 +109,17 @@ def stamp() -> str:
     return h.hexdigest()[:16]
 
 
+def seen_file(where: Path | None = None) -> Path:
+    """Signatures runs served ahead had numba supply on this machine (kernel_cache.served_ahead
+    writes it; `warmup --aot` compiles them in)."""
+    return (where if where is not None else folder()) / "seen_signatures.txt"
+
+
+def loaded() -> "Library | None":
+    """The library this process loaded, without loading one."""
+    return _LOADED[0] if _LOADED else None
+
+
 def module_name(key: str | None = None) -> str:
     return f"mace_kernels_{key or stamp()}"
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -130,13 +129,15 @@ def serial_twins(rows: list, found: dict) -> list:
 
 
 def build(rows: list | None = None, where: Path | None = None, on_step=None, on_compile=None) -> Built:
-    """Compile `rows` ([(kernel name, signature text)]; default: the recorded ones) into this
-    machine's library in `where` (default: _aot.folder()). `on_step(name)` before each signature,
+    """Compile `rows` ([(kernel name, signature text)]; default: the recorded ones) and those runs
+    served ahead had numba supply here (_aot.seen_file) into this machine's library in `where`
+    (default: _aot.folder()). `on_step(name)` before each signature,
     `on_compile(count)` before the one long compile."""
     from numba.core import config
     from numba.pycc import CC
-    rows = kernel_cache.recorded() if rows is None else rows
     where = Path(where) if where is not None else _aot.folder()
+    rows = kernel_cache.recorded() if rows is None else rows
+    rows = rows + [r for r in kernel_cache.recorded(_aot.seen_file(where)) if r not in set(rows)]
     out = Built()
     t0 = time.perf_counter()
     reals = {name: m for name in kernel_cache.module_names() for m in [jitted(name)] if m is not None}
@@ -213,14 +214,3 @@ def build(rows: list | None = None, where: Path | None = None, on_step=None, on_
     out.seconds = time.perf_counter() - t0
     return out
 
-
-def remove_others(where: Path | None = None) -> int:
-    """Delete libraries of other stamps in `where` (built for edited kernels or another numba)."""
-    where = Path(where) if where is not None else _aot.folder()
-    keep = {p.name for p in _aot.paths(where)}
-    gone = 0
-    for p in where.glob("mace_kernels_*"):
-        if p.name not in keep:
-            p.unlink() if p.is_file() else shutil.rmtree(p, ignore_errors=True)
-            gone += 1
-    return gone

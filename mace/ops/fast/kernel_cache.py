@@ -11,7 +11,8 @@ on its first run, with no word said. This module makes that visible and avoidabl
     warm(on_step)          compile (or load from numba's cache) every recorded signature: what
                            `converter.py warmup` runs, so no later run compiles
     watch(observer)        tell an observer when a compile starts and ends (top-level compiles only)
-    served_ahead()         one line on what the library built ahead served (MACE_AOT=1), or None
+    served_ahead()         one line on what the library built ahead served (MACE_AOT=1), or None;
+                           notes the signatures numba had to supply for `warmup --aot`
     used()                 the signatures this process compiled or loaded (for the generator)
 
 The signatures file is ours and parsed with `ast` (names and calls of numba's type classes
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mace.ops.fast._compile_events import CHAIN_NOTE, FIRST_NOTE, WARMUP_HINT, Tally, watch  # noqa: F401 (the API)
-from mace.ops.fast._aot import report as served_ahead  # noqa: F401 (the API)
+from mace.ops.fast import _aot
 from mace.ops.fast._jit import jitted
 
 log = logging.getLogger("mace.jit")
@@ -65,6 +66,42 @@ def used(mods=None) -> dict:
     """{'module:function': [signature text]} compiled or loaded in this process."""
     return {name: sorted({repr(tuple(sig)) for sig in d.signatures})
             for name, d in dispatchers(mods).items() if d.signatures}
+
+
+# ---- kernels served ahead of time (MACE_AOT=1, mace/ops/fast/_aot.py) -----------------------------
+
+def served_ahead() -> str | None:
+    """One line on what the library built ahead served this process (None: it served nothing).
+    Where numba had to supply serial loops it lacks, their signatures are added to the
+    library folder's seen_signatures.txt, which `warmup --aot` compiles in, and the line says so."""
+    line = _aot.report()
+    missed = _missed_serial()
+    if not line or not missed:
+        return line
+    path = _aot.seen_file()
+    rows = recorded(path)
+    merged = {}
+    for name, sig in rows + missed:
+        merged.setdefault(name, set()).add(sig)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_recorded(merged, path, header="signatures runs served ahead of time (MACE_AOT=1) had numba supply "
+                                            "on this machine; `warmup --aot` compiles them in")
+    except OSError as e:
+        return f"{line}; their signatures cannot be noted in {path} ({e})"
+    return f"{line}; their {len(missed)} signature(s) are noted in {path}: `{_aot.AOT_HINT}` compiles them in"
+
+
+def _missed_serial() -> list:
+    """[(kernel, signature)] of serial loops numba supplied to a process served ahead."""
+    lib = _aot.loaded()
+    if lib is None:
+        return []
+    names = {f"{m.__name__}:{attr}" for m in lib.modules.values() for attr, _ in m.fallbacks}
+    mods = [jitted(m.__name__) for m in lib.modules.values() if m.fallbacks]
+    found = dispatchers([m for m in mods if m is not None]) if names else {}
+    return [(name, repr(tuple(sig))) for name in sorted(names) for d in [found.get(name)]
+            if d is not None and not d.targetoptions.get("parallel") for sig in d.signatures]
 
 
 # ---- the signatures file ----------------------------------------------------------------------
