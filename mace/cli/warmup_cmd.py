@@ -85,10 +85,15 @@ def _ahead(rows: list, console) -> int:
     """Compile `rows`' serial signatures into this machine's library (a spinner for the one long
     compile: numba gives no progress inside it)."""
     with console.status("compiling kernels ahead of time ...") as status:
-        def compiling(n: int) -> None:
-            status.update(f"compiling {n} kernel signatures ahead of time into one library "
-                          f"(about {max(5, n // 3)} s) ...")
-        built = aot_build.build(rows, on_compile=compiling)
+        def step(name: str) -> None:
+            step.done += 1
+            status.update(f"compiling kernels ahead of time: {step.done} of about {len(rows)}, "
+                          f"{name.rpartition(':')[2]}")
+        step.done = 0
+
+        def linking(n: int) -> None:
+            status.update(f"compiling {n} kernel signatures into one library (about {max(5, n // 3)} s) ...")
+        built = aot_build.build(rows, on_step=step, on_compile=linking)
     left = ", ".join(f"{n} {why}" for why, n in sorted(built.skipped.items()))
     if not built.exported:
         print(f"error: warmup --aot: none of the {len(rows)} signatures can be compiled ahead of time"

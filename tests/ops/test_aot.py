@@ -67,6 +67,47 @@ def test_serial_twins_of_the_pool_drivers():
     assert aot_build.serial_twins(rows + twins, found) == []   # listed already: not repeated
 
 
+def _probe(x, n, s, flag, pair, ro, d, out):
+    """Writes what it received: every kind of argument a trampoline loads."""
+    out[0] = x[1, 2]
+    out[1] = n
+    out[2] = s
+    out[3] = 1.0 if flag else 0.0
+    out[4] = pair[0] * 10 + pair[1]
+    out[5] = ro[2]
+    out[6] = d
+    out[7] = x.strides[0]
+
+
+def test_a_trampoline_loads_what_pack_lays_out_and_the_runner_calls_it_by_address():
+    kernel = numba.njit(_probe)
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)[::-1][:, ::1]   # rows reversed: negative stride
+    ro = np.array([5.0, 6.0, 7.0], np.float32)
+    ro.flags.writeable = False
+    outs = [np.zeros(8), np.zeros(8)]
+    steps = [(x, 7, np.float32(2.5), True, (3, 4), ro, -1.25, outs[0]),
+             (np.ascontiguousarray(x), -2, np.float32(0.5), False, (0, 9), ro, 8.0, outs[1])]
+    loops = kernel_cache.jitted("mace.ops.fast._chain_loops")
+    rows, ints, floats, keep = [], [], [], []
+    for args in steps:
+        keys = _aot.args_key(args)
+        assert all(_aot.chainable(k) for k in keys)
+        cres = aot_build._trampoline(kernel, keys)
+        rows.append((cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name), len(ints), len(floats)))
+        _aot.pack(args, keys, ints, floats, keep)
+    ints = np.array(ints + [0], np.int64)
+    loops.run_table(np.array(rows, np.int64), ints, np.array(floats, np.float64))
+    assert outs[0].tolist() == [6.0, 7, 2.5, 1, 34, 7, -1.25, -16]
+    assert outs[1].tolist() == [6.0, -2, 0.5, 0, 9, 7, 8.0, 16]
+    assert ints[-1] == 1   # the last step's position
+
+
+def test_an_ahead_chain_names_the_node_of_the_step_it_reached():
+    made = _aot.AotChain(print, np.zeros((2, 3), np.int64), np.array([0, 1], np.int64), np.zeros(1))
+    made.indices = [4, 9]
+    assert made.at == 9
+
+
 class _FakeExt:
     @staticmethod
     def k0(x, out):
@@ -75,7 +116,7 @@ class _FakeExt:
 
 def _module(fallback):
     key = _aot.args_key((np.zeros(3, np.float32), np.zeros(3, np.float32)))
-    entry = {"kernels": {"inc": [(key, "k0")]}, "addresses": {}, "constants": {"NR": 16}}
+    entry = {"kernels": {"inc": [(key, "k0", "")]}, "addresses": {}, "constants": {"NR": 16}}
     return _aot.AotModule("mace.ops.fast._fake", _FakeExt, entry, fallback)
 
 
@@ -165,7 +206,8 @@ CHILD = textwrap.dedent("""
     served = sorted(k for m in (lib.modules.values() if lib else ()) for k in vars(m) if not k.startswith("_"))
     np.save(out, y)
     print(json.dumps({"numba": "numba" in sys.modules, "served": served,
-                      "fallbacks": [f for m in (lib.modules.values() if lib else ()) for f in m.fallbacks]}))
+                      "fallbacks": [f for m in (lib.modules.values() if lib else ()) for f in m.fallbacks],
+                      "program": [type(c).__name__ for c in engine._program]}))
 """)
 
 
@@ -217,6 +259,8 @@ def test_a_model_runs_from_the_library_without_numba_and_byte_equal(tmp_path):
     ahead = _run(pb, tmp_path / "ahead.npy", dict(env, MACE_AOT="1"))
     assert ahead["numba"] is False and ahead["fallbacks"] == [], ahead
     assert "store_rows" in ahead["served"], ahead   # the fused Sigmoid's store step, by address
+    # a small model's steps chained without numba: the library's runner over trampolines
+    assert "AotChain" in ahead["program"] and "Chain" in numba_run["program"], (ahead, numba_run)
     assert numba_run["numba"] is True
     np.testing.assert_array_equal(np.load(tmp_path / "ahead.npy"), np.load(tmp_path / "numba.npy"))
 

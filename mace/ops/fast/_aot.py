@@ -30,6 +30,7 @@ import os
 import platform
 import sys
 import sysconfig
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
@@ -161,6 +162,79 @@ def args_key(args: tuple) -> tuple:
     return tuple(value_key(a) for a in args)
 
 
+# ---- where a step's arguments lie for its trampoline (aot_build writes the loads, `pack` the values)
+
+INT_KEYS = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32")
+FLOAT_KEYS = ("float32", "float64")
+
+
+def chainable(key) -> bool:
+    """Whether an argument of this key can be passed through ints / floats (the library's
+    trampolines take nothing else: no uint64, no object)."""
+    if isinstance(key, tuple):
+        if key[0] == "a":
+            return key[3] in ("C", "F", "A") and str(key[1]).isidentifier()
+        return key[0] == "t" and all(chainable(k) for k in key[1:])
+    return key in INT_KEYS or key in FLOAT_KEYS or key in ("bool", "none")
+
+
+def pack(args: tuple, keys: tuple, ints: list, floats: list, keep: list) -> None:
+    """Append `args`' values (of `keys`) to ints / floats in the trampolines' order: an array as
+    its address, shape and strides (kept alive in `keep`), an int or bool as an int, a float as a
+    float, a tuple's items in turn, None as nothing."""
+    for a, key in zip(args, keys):
+        if isinstance(key, tuple) and key[0] == "a":
+            keep.append(a)
+            ints.extend([a.ctypes.data, *a.shape, *a.strides])
+        elif isinstance(key, tuple):
+            pack(a, key[1:], ints, floats, keep)
+        elif key in FLOAT_KEYS:
+            floats.append(float(a))
+        elif key != "none":
+            ints.append(int(a))
+
+
+class AotStep(partial):
+    """A bound step calling a library export directly (binding.direct); `tramp` is the address of
+    its trampoline (0: none), `keys` its arguments' keys, for a chain (`chain`)."""
+    tramp, keys = 0, ()
+
+
+class AotChain(partial):
+    """Steps served ahead run as one call of the library's `run_table` (table, ints, floats):
+    `at` is the node of the step running or that failed (the last int slot holds its position)."""
+
+    @property
+    def at(self):
+        return self.indices[int(self.args[1][-1])]
+
+
+def as_step(call):
+    """`call` as an AotStep (a partial of a library loop, bound to its export), or None."""
+    if type(call) is AotStep:
+        return call
+    if type(call) is partial and not call.keywords and isinstance(call.func, AotKernel):
+        return call.func.bound(call.args)
+    return None
+
+
+def chain(steps: list, indices: list):
+    """One call running `steps` (AotSteps with trampolines) in order, or None where the library
+    has no runner."""
+    lib = loaded()
+    runner = lib.runner() if lib is not None else None
+    if runner is None:
+        return None
+    ints, floats, keep, rows = [], [], [], []
+    for step in steps:
+        rows.append((step.tramp, len(ints), len(floats)))
+        pack(step.args, step.keys, ints, floats, keep)
+    made = AotChain(runner, np.array(rows, np.int64), np.array(ints + [0], np.int64),
+                    np.array(floats or [0.0], np.float64))
+    made.indices, made.keep = list(indices), keep
+    return made
+
+
 # ---- the library ----------------------------------------------------------------------------------
 
 class AotKernel:
@@ -172,13 +246,25 @@ class AotKernel:
 
     def pick(self, args: tuple):
         """The export for `args`' types, or None (the library has no such signature)."""
-        return self.table.get(args_key(args))
+        found = self.table.get(args_key(args))
+        return None if found is None else found[0]
+
+    def bound(self, args: tuple):
+        """An AotStep calling the export for `args`' types with them, or None."""
+        keys = args_key(args)
+        found = self.table.get(keys)
+        if found is None:
+            return None
+        export, tramp = found
+        step = AotStep(export, *args)
+        step.tramp, step.keys = (self.module.address(tramp) if tramp else 0), keys
+        return step
 
     def __call__(self, *args):
         found = self.table.get(args_key(args))
         if found is None:
-            found = self.module.numba_attr(self.__name__, args)
-        return found(*args)
+            return self.module.numba_attr(self.__name__, args)(*args)
+        return found[0](*args)
 
     def __repr__(self) -> str:
         return f"<ahead-of-time loop {self.module.__name__}.{self.__name__}>"
@@ -206,7 +292,7 @@ class AotModule:
             raise AttributeError(attr)
         entry = self._entry
         if attr in entry["kernels"]:
-            table = {key: getattr(self._ext, symbol) for key, symbol in entry["kernels"][attr]}
+            table = {key: (getattr(self._ext, symbol), tramp) for key, symbol, tramp in entry["kernels"][attr]}
             value = AotKernel(attr, self, table)
         elif attr in entry["addresses"]:
             value = Address(int(getattr(self._ext, entry["addresses"][attr])()))
@@ -216,6 +302,10 @@ class AotModule:
             value = self.numba_attr(attr)
         self.__dict__[attr] = value   # resolved once
         return value
+
+    def address(self, symbol: str) -> int:
+        """The machine code address an export of the library returns (a trampoline's)."""
+        return int(getattr(self._ext, symbol)())
 
     def numba_attr(self, attr: str, args: tuple | None = None):
         """numba's own `attr` of this module (compiling as numba does), for what the library lacks."""
@@ -242,6 +332,11 @@ class Library:
             entry = self.manifest["modules"].get(name, {"kernels": {}, "addresses": {}, "constants": {}})
             self.modules[name] = AotModule(name, self.ext, entry, fallback)
         return self.modules[name]
+
+    def runner(self):
+        """The export running a chain's table (_chain_loops.run_table), or None."""
+        symbol = self.manifest.get("runner")
+        return getattr(self.ext, symbol) if symbol else None
 
     @property
     def signatures(self) -> int:

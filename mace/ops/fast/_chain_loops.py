@@ -260,3 +260,47 @@ def launch(address, ints, floats, flags, width):
         flags[i] = 0
     for p in prange(width):
         call_part(address, ints, floats, flags, p)
+
+
+# ---- a chain served ahead of time (mace/ops/fast/_aot.py): no per-model compile ------------------
+# The library built ahead holds, for each signature, a trampoline step(ints, floats, bi, bf) that
+# loads its arguments from ints[bi:] and floats[bf:] (laid out by _aot.slots) and calls the loop;
+# a model's chain is then a table of (trampoline address, bi, bf) rows that `run_table`, one
+# function in the library, walks: no code generated per model, so no numba at run time.
+
+@intrinsic(prefer_literal=True)
+def array_at(typingctx, ints, at, spec):
+    """The array ints[at] (address), ints[at + 1:][:ndim] (shape), then strides describe, typed as
+    literal `spec` "dtype ndim layout readonly" says (the type the loop was compiled for)."""
+    if not isinstance(spec, types.StringLiteral):
+        return None
+    dtype, ndim, layout, readonly = spec.literal_value.split()
+    arg = ("a", 0, dtype, int(ndim), layout, readonly == "1", True)
+    aryty = arg_type(arg)
+
+    def codegen(context, builder, sig, args):
+        base = builder.gep(make_array(sig.args[0])(context, builder, value=args[0]).data, [args[1]])
+        return _values(context, builder, base, None)(arg)
+    return aryty(ints, at, spec), codegen
+
+
+@intrinsic
+def call_step(typingctx, address, ints, floats, bi, bf):
+    """Call the trampoline at machine code `address` (numba's calling convention) with (ints,
+    floats, bi, bf); an exception it raises propagates."""
+    def codegen(context, builder, sig, args):
+        status = _call_native(context, builder, args[0], list(sig.args[1:]), list(args[1:]))
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
+    return types.none(address, ints, floats, bi, bf), codegen
+
+
+@njit(cache=True)
+def run_table(table, ints, floats):
+    """Run a chain served ahead: row k of `table` is (trampoline address, bi, bf); before each
+    step its position goes into the last int slot, so the caller can name the step that failed."""
+    last = ints.shape[0] - 1
+    for k in range(table.shape[0]):
+        ints[last] = k
+        call_step(table[k, 0], ints, floats, table[k, 1], table[k, 2])

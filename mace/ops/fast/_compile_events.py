@@ -43,7 +43,7 @@ class _Listener:
             # a library user: say it once, by logging; a chain of a model's steps (mace/ops/fast/
             # chain.py, after its 16th run: a parallel one compiles for 1-3 s) says so once with
             # its own note, without the warmup hint (no warmup could have compiled it)
-            chain = getattr(getattr(dispatcher, "py_func", None), "__module__", "").startswith(CHAIN_MODULES)
+            chain = (getattr(getattr(dispatcher, "py_func", None), "__module__", None) or "").startswith(CHAIN_MODULES)
             if not _OBSERVERS and chain and not self.chain_announced:
                 self.chain_announced = True
                 log.warning("note: " + CHAIN_NOTE)

@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from mace.ops.fast import _aot, _isa, kernel_cache
 from mace.ops.fast._jit import jitted
 
@@ -31,6 +33,7 @@ from mace.ops.fast._jit import jitted
 @dataclass
 class Built:
     exported: int = 0
+    trampolines: int = 0
     skipped: dict = field(default_factory=dict)   # why -> count
     seconds: float = 0.0
     path: str = ""
@@ -67,8 +70,44 @@ def _caller(kernel, n: int):
     return scope["call"]
 
 
-def _address_of(cfunc):
-    """An export body returning `cfunc`'s C entry point as linked into the module built ahead."""
+def _trampoline(kernel, keys: tuple):
+    """step(ints, floats, bi, bf): `kernel` called with its arguments loaded from ints[bi:] and
+    floats[bf:] as _aot.pack lays them out, compiled for (int64[::1], float64[::1], int64, int64).
+    Its source is generated from the keys (numba's names of dtypes, checked by _aot.chainable)."""
+    from numba import njit, types
+    array_at = jitted("mace.ops.fast._chain_loops").array_at
+    counts = [0, 0]   # ints, floats used so far
+
+    def load(key) -> str:
+        if key[0] == "a" if isinstance(key, tuple) else False:
+            _, dtype, ndim, layout, readonly = key
+            text = f'array_at(ints, bi + {counts[0]}, "{dtype} {int(ndim)} {layout} {int(readonly)}")'
+            counts[0] += 1 + 2 * int(ndim)
+            return text
+        if isinstance(key, tuple):
+            return "(" + "".join(load(k) + ", " for k in key[1:]) + ")"
+        if key == "none":
+            return "None"
+        if key == "bool":
+            counts[0] += 1
+            return f"ints[bi + {counts[0] - 1}] != 0"
+        side, at = ("floats", "bf") if key in _aot.FLOAT_KEYS else ("ints", "bi")
+        k = 1 if side == "floats" else 0
+        counts[k] += 1
+        return f"np.{key}({side}[{at} + {counts[k] - 1}])"
+
+    scope = {"kernel": kernel, "array_at": array_at, "np": np, "__name__": "mace_aot_trampolines"}
+    exec("def step(ints, floats, bi, bf):\n    kernel(" + ", ".join(load(k) for k in keys) + ")\n", scope)
+    step = njit(scope["step"])
+    sig = (types.int64[::1], types.float64[::1], types.int64, types.int64)
+    step.compile(sig)
+    return step.overloads[sig]
+
+
+def _address_export(library, name: str, fnty):
+    """An export body returning the machine code address of function `name` of numba code
+    library `library` (LLVM type `fnty`) as linked into the module built ahead: a cfunc's C entry
+    point, a trampoline's (numba's calling convention)."""
     from llvmlite import ir
     from numba.core import types
     from numba.extending import intrinsic
@@ -76,9 +115,8 @@ def _address_of(cfunc):
     @intrinsic
     def address(typingctx):
         def codegen(context, builder, sig, args):
-            context.active_code_library.add_linking_library(cfunc._library)
-            fn = builder.module.globals.get(cfunc.native_name) or ir.Function(
-                builder.module, ir.FunctionType(ir.VoidType(), []), name=cfunc.native_name)
+            context.active_code_library.add_linking_library(library)
+            fn = builder.module.globals.get(name) or ir.Function(builder.module, fnty(context), name=name)
             return builder.ptrtoint(fn, ir.IntType(64))
         return types.int64(), codegen
 
@@ -131,86 +169,115 @@ def serial_twins(rows: list, found: dict) -> list:
 def build(rows: list | None = None, where: Path | None = None, on_step=None, on_compile=None) -> Built:
     """Compile `rows` ([(kernel name, signature text)]; default: the recorded ones) and those runs
     served ahead had numba supply here (_aot.seen_file) into this machine's library in `where`
-    (default: _aot.folder()). `on_step(name)` before each signature,
-    `on_compile(count)` before the one long compile."""
-    from numba.core import config
-    from numba.pycc import CC
+    (default: _aot.folder()). `on_step(name)` before each signature, `on_compile(count)` before
+    the one long compile."""
     where = Path(where) if where is not None else _aot.folder()
     rows = kernel_cache.recorded() if rows is None else rows
     rows = rows + [r for r in kernel_cache.recorded(_aot.seen_file(where)) if r not in set(rows)]
-    out = Built()
     t0 = time.perf_counter()
-    reals = {name: m for name in kernel_cache.module_names() for m in [jitted(name)] if m is not None}
-    found = kernel_cache.dispatchers(list(reals.values()))
-    mods = {name: {"kernels": {}, "addresses": {}, "constants": {}} for name in reals}
-    cc = CC(_aot.module_name())
-    cc.verbose = False
-    cc.target_cpu = config.CPU_NAME or "host"
+    b = _Builder()
+    with kernel_cache.watch(kernel_cache.Tally()):   # the trampolines' compiles: no first-use note
+        for name, text in rows + serial_twins(rows, b.found):
+            if on_step:
+                on_step(name)
+            b.export(name, text)
+    b.module_attributes()
+    if b.out.exported:
+        if on_compile:
+            on_compile(b.out.exported)
+        b.write(where)
+    b.out.seconds = time.perf_counter() - t0
+    return b.out
 
-    def skip(why: str) -> None:
-        out.skipped[why] = out.skipped.get(why, 0) + 1
 
-    for name, text in rows + serial_twins(rows, found):
-        if on_step:
-            on_step(name)
+class _Builder:
+    """One library being built: numba's ahead-of-time module, the manifest's entries, the tally."""
+
+    def __init__(self):
+        from numba.core import config
+        from numba.pycc import CC
+        self.out = Built()
+        self.reals = {name: m for name in kernel_cache.module_names() for m in [jitted(name)] if m is not None}
+        self.found = kernel_cache.dispatchers(list(self.reals.values()))
+        self.mods = {name: {"kernels": {}, "addresses": {}, "constants": {}} for name in self.reals}
+        self.cc = CC(_aot.module_name())
+        self.cc.verbose = False
+        self.cc.target_cpu = config.CPU_NAME or "host"
+
+    def skip(self, why: str) -> None:
+        self.out.skipped[why] = self.out.skipped.get(why, 0) + 1
+
+    def export(self, name: str, text: str) -> None:
+        """Signature `text` of loop `name` as an export, with its trampoline where it can chain."""
+        from numba.core import types
         module, _, attr = name.partition(":")
-        d = found.get(name)
-        if d is None:
-            skip("stale")
-            continue
-        if d.targetoptions.get("parallel"):
-            skip("parallel")
-            continue
+        d = self.found.get(name)
+        if d is None or d.targetoptions.get("parallel"):
+            return self.skip("stale" if d is None else "parallel")
         try:
             sig = kernel_cache.parse_signature(text)
             keys = tuple(type_key(t) for t in sig)
             if None in keys:
-                skip("literal")
-                continue
+                return self.skip("literal")
             d.compile(sig)
             ret = d.overloads[sig].signature.return_type
-        except Exception:   # a signature the kernel no longer types
-            skip("stale")
-            continue
-        table = mods[module]["kernels"].setdefault(attr, [])
-        if any(k == keys for k, _ in table):
-            continue
-        symbol = f"k{out.exported}"
-        cc.export(symbol, ret(*sig))(_caller(d, len(sig)))
-        table.append((keys, symbol))
-        out.exported += 1
-    addresses = 0
-    for module, real in reals.items():
-        entry = mods[module]
-        for attr, value in vars(real).items():
-            if hasattr(value, "native_name") and hasattr(value, "_library"):   # a numba cfunc
-                symbol = f"address{addresses}"
-                addresses += 1
-                cc.export(symbol, "int64()")(_address_of(value))
-                entry["addresses"][attr] = symbol
-            elif f"{module}:{attr}" in found:
-                # a loop with no signature here is still a loop: numba's only if it is called
-                # (a kernel may look one up at load and never call it)
-                entry["kernels"].setdefault(attr, [])
-            elif _constant(value) and not attr.startswith("__"):
-                entry["constants"][attr] = value
-    if not out.exported:
-        out.seconds = time.perf_counter() - t0
-        return out
-    if on_compile:
-        on_compile(out.exported)
-    so, manifest = _aot.paths(where)
-    where.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=where, prefix=".building-") as tmp:
-        cc.output_dir = tmp
-        with _features(_isa.cpu_features()):
-            cc.compile()
-        built = Path(tmp) / so.name
-        (Path(tmp) / manifest.name).write_text(repr({"stamp": _aot.stamp(), "modules": mods}) + "\n")
-        os.replace(built, so)
-        os.replace(Path(tmp) / manifest.name, manifest)   # last: a library is whole once it has one
-    out.path = str(so)
-    out.size_mb = so.stat().st_size / 1e6
-    out.seconds = time.perf_counter() - t0
-    return out
+        except Exception:   # a signature the kernel no longer types (or a serial twin it never took)
+            return self.skip("stale")
+        table = self.mods[module]["kernels"].setdefault(attr, [])
+        if any(k == keys for k, _, _ in table):
+            return None
+        n = self.out.exported
+        self.cc.export(f"k{n}", ret(*sig))(_caller(d, len(sig)))
+        tramp = ""
+        if ret == types.none and all(_aot.chainable(k) for k in keys):
+            cres = _trampoline(d, keys)
+            tramp = f"t{n}"
+            self.cc.export(tramp, "int64()")(_address_export(
+                cres.library, cres.fndesc.llvm_func_name,
+                lambda context: context.call_conv.get_function_type(cres.signature.return_type,
+                                                                    cres.signature.args)))
+            self.out.trampolines += 1
+        table.append((keys, f"k{n}", tramp))
+        self.out.exported += 1
+        return None
 
+    def module_attributes(self) -> None:
+        """Each loop module's cfuncs (an export returning the address), its loops without a
+        signature here (numba's, if ever called: a kernel may look one up at load and never call
+        it) and its constants."""
+        from llvmlite import ir
+        for module, real in self.reals.items():
+            entry = self.mods[module]
+            for attr, value in vars(real).items():
+                if hasattr(value, "native_name") and hasattr(value, "_library"):   # a numba cfunc
+                    symbol = f"address{sum(len(m['addresses']) for m in self.mods.values())}"
+                    # declared without its arguments: only its address is taken, and linking
+                    # resolves the name to the definition
+                    self.cc.export(symbol, "int64()")(_address_export(
+                        value._library, value.native_name, lambda context: ir.FunctionType(ir.VoidType(), [])))
+                    entry["addresses"][attr] = symbol
+                elif f"{module}:{attr}" in self.found:
+                    entry["kernels"].setdefault(attr, [])
+                elif _constant(value) and not attr.startswith("__"):
+                    entry["constants"][attr] = value
+
+    def write(self, where: Path) -> None:
+        """Compile the module (with the chain runner where there are trampolines) and move it and
+        its manifest into `where`: built in a temporary folder there, so a failure leaves none."""
+        runner = None
+        if self.out.trampolines:
+            runner = "run_table"
+            self.cc.export(runner, "void(int64[:, ::1], int64[::1], float64[::1])")(
+                _caller(jitted("mace.ops.fast._chain_loops").run_table, 3))
+        so, manifest = _aot.paths(where)
+        where.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=where, prefix=".building-") as tmp:
+            self.cc.output_dir = tmp
+            with _features(_isa.cpu_features()):
+                self.cc.compile()
+            text = repr({"stamp": _aot.stamp(), "runner": runner, "modules": self.mods})
+            (Path(tmp) / manifest.name).write_text(text + "\n")
+            os.replace(Path(tmp) / so.name, so)
+            os.replace(Path(tmp) / manifest.name, manifest)   # last: a library is whole once it has one
+        self.out.path = str(so)
+        self.out.size_mb = so.stat().st_size / 1e6

@@ -39,8 +39,7 @@ def direct(step):
     if type(step) is not partial or step.keywords:
         return step
     if isinstance(func, AotKernel):   # a loop of the library built ahead: its export for these types
-        export = func.pick(step.args)
-        return step if export is None else partial(export, *step.args)
+        return func.bound(step.args) or step
     if not hasattr(func, "overloads"):
         return step
     try:

@@ -7,6 +7,10 @@ is a generated function that calls those steps' machine code in order from compi
 (mace/ops/fast/_chain_loops.py), their arrays and scalars passed in one int64 and one float64
 array: one call a run (5.1 us).
 
+Served ahead of time (MACE_AOT=1, mace/ops/fast/_aot.py), a run of steps calling the library's
+exports is a table the library's one runner walks, each step through its signature's trampoline:
+nothing compiles per model, so the chain needs no numba.
+
 Which steps: a `partial` of a numba dispatcher (no keywords, not a parallel loop) whose machine
 code for these very argument types exists (the step has run) and returns nothing, its arguments
 arrays of at least one dimension, int / float / bool scalars or tuples of them. Anything else
@@ -48,6 +52,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mace.ops.fast import _aot
+from mace.ops.fast._aot import AotStep
 from mace.ops.fast._compile_events import CHAIN_MODULES
 from mace.ops.fast._jit import op_loops
 from mace.ops.fast._pool import Split, forked
@@ -157,7 +163,9 @@ def chained(calls: list, owners: list, width: int = 1) -> tuple:
             part = run[start:start + MAX_STEPS]
             made = None
             if len(part) >= MIN_STEPS:
-                if any(p.parts for p in part):
+                if type(part[0].call) is AotStep:   # served ahead: the library's runner, no compile
+                    made = _aot.chain([p.call for p in part], [p.owner for p in part])
+                elif any(p.parts for p in part):
                     made = _parallel_chain(part, width)
                 else:
                     made = _chain([p.step for p in part], [p.owner for p in part], [p.entry for p in part])
@@ -170,6 +178,14 @@ def chained(calls: list, owners: list, width: int = 1) -> tuple:
         run.clear()
 
     for call, owner in zip(calls, owners):
+        ahead = _aot.as_step(call) if owner is not None else None
+        if ahead is not None and ahead.tramp:
+            if run and type(run[0].call) is not AotStep:
+                flush()   # a chain is all numba's steps or all the library's
+            run.append(Planned(ahead, owner, None, 0, 0, ahead))
+            continue
+        if run and type(run[0].call) is AotStep:
+            flush()
         entry = _entry(call) if owner is not None else None
         if entry is not None:
             run.append(Planned(call, owner, entry, 0, 0, call))
