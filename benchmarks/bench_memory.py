@@ -11,12 +11,17 @@ stage: VmHWM (peak resident set), and at the end RssAnon (heap: arena, packed we
 compiled code) and RssFile (mapped files: the weights file, which load_model maps read-only, and
 the shared libraries). bench_cpu.py's RSS column converts the .onnx inside the measured process,
 so it is convert's peak, not run's. Memory is not timing: this may run on a busy machine.
+
+`--aot` runs ours a second time with the kernels served ahead of time (MACE_AOT=1, one thread:
+build the library first, `python tools/converter.py warmup --aot`): its peak, its ratio to
+onnxruntime's and whether numba was imported after all.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -59,26 +64,30 @@ def child(kind: str, case: dict) -> dict:
     stages["imported"] = status()
     pb = Path(case["pb"])
     graph = load_model(pb, pb.with_suffix(".data"))
-    engine = Engine(graph)
+    engine = Engine(graph, options={"num_threads": 1} if kind == "ahead" else None)
     stages["loaded"] = status()
     for _ in range(2):
         engine.run({graph.input_names[0]: x})
     stages["ran"] = status()
+    stages["numba"] = "numba" in sys.modules
+    if kind == "ahead":   # counting numba's kernels would import it
+        return stages
     stages["kernels"] = sum(len(v) for v in kernel_cache.used().values())
     stages["arena_mb"] = engine.plan.arena_size / 2**20
     stages["weights_mb"] = pb.with_suffix(".data").stat().st_size / 2**20
     return stages
 
 
-def _spawn(*args) -> dict:
-    r = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=1800)
+def _spawn(*args, env=None) -> dict:
+    r = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, timeout=1800, env=env)
     if r.returncode:
         raise RuntimeError((r.stderr.strip().splitlines() or ["failed"])[-1])
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def convert(case: dict, work: Path) -> dict:
-    """Convert the case with the CLI; {pb, convert peak MB}."""
+def deployment(case: dict, work: Path) -> Path:
+    """work/deploy.yml converting the case's .onnx for the CPU (tools/gen_kernel_signatures.py
+    records the benchmark models from it too)."""
     import onnx
     import yaml
     model = onnx.load(case["model"], load_external_data=False)
@@ -93,6 +102,12 @@ def convert(case: dict, work: Path) -> dict:
                                    "model_data_format": "file", "models": {"m": {
                                        "platform": "onnx", "model_file_path": case["model"],
                                        "model_sha256_checksum": sha, "runtime": "cpu", "subgraphs": [sg]}}}))
+    return yml
+
+
+def convert(case: dict, work: Path) -> dict:
+    """Convert the case with the CLI; {pb, convert peak MB}."""
+    yml = deployment(case, work)
     # the convert's own peak: the child's rusage (ru_maxrss, KB on Linux) read by a wrapper
     wrapper = ("import resource, subprocess, sys; r = subprocess.run(sys.argv[1:], capture_output=True); "
                "print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)")
@@ -109,6 +124,8 @@ def main(argv=None) -> int:
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--out", type=Path, help="write the markdown table here")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    p.add_argument("--aot", action="store_true",
+                   help="also run ours with the kernels served ahead of time (MACE_AOT=1, one thread)")
     args = p.parse_args(argv)
     if args.child:
         print(json.dumps(child(args.child[0], json.loads(Path(args.child[1]).read_text()))))
@@ -124,19 +141,26 @@ def main(argv=None) -> int:
             case.update(convert(case, work))
             spec = work / "case.json"
             spec.write_text(json.dumps(case))
-            ours, ort = _spawn("--child", "ours", str(spec)), _spawn("--child", "ort", str(spec))
-            rows.append((name, case, ours, ort))
+            ours = _spawn("--child", "ours", str(spec), env=dict(os.environ, MACE_AOT="0"))
+            ort = _spawn("--child", "ort", str(spec))
+            ahead = _spawn("--child", "ahead", str(spec), env=dict(os.environ, MACE_AOT="1")) if args.aot else None
+            rows.append((name, case, ours, ort, ahead))
     header = ("model", "weights MB", "ours: peak RSS of run MB", "onnxruntime peak MB", "ours / ort",
               "ours after imports MB", "ours heap (RssAnon) MB", "ours mapped files (RssFile) MB",
               "compiled kernels loaded", "arena MB", "convert peak MB")
+    if args.aot:
+        header += ("ours ahead (MACE_AOT=1, 1 thread) peak MB", "ahead / ort", "numba imported")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for name, case, ours, ort in rows:
+    for name, case, ours, ort, ahead in rows:
         ratio = ours["ran"]["VmHWM"] / ort["ran"]["VmHWM"]
-        lines.append("| " + " | ".join([
-            name, f"{ours['weights_mb']:.1f}", f"{ours['ran']['VmHWM']:.0f}", f"{ort['ran']['VmHWM']:.0f}",
-            f"{ratio:.2f}", f"{ours['imported']['VmRSS']:.0f}", f"{ours['ran']['RssAnon']:.0f}",
-            f"{ours['ran']['RssFile']:.0f}", str(ours["kernels"]), f"{ours['arena_mb']:.1f}",
-            f"{case['convert_mb']:.0f}"]) + " |")
+        cells = [name, f"{ours['weights_mb']:.1f}", f"{ours['ran']['VmHWM']:.0f}", f"{ort['ran']['VmHWM']:.0f}",
+                 f"{ratio:.2f}", f"{ours['imported']['VmRSS']:.0f}", f"{ours['ran']['RssAnon']:.0f}",
+                 f"{ours['ran']['RssFile']:.0f}", str(ours["kernels"]), f"{ours['arena_mb']:.1f}",
+                 f"{case['convert_mb']:.0f}"]
+        if ahead:
+            cells += [f"{ahead['ran']['VmHWM']:.0f}", f"{ahead['ran']['VmHWM'] / ort['ran']['VmHWM']:.2f}",
+                      "yes" if ahead["numba"] else "no"]
+        lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines) + "\n"
     print(table)
     if args.out:

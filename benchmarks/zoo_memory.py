@@ -106,7 +106,10 @@ def table(models: list, results: dict, ahead: bool = False) -> tuple:
                      f"{ratio:.2f}x", f"{ours['imported']:.0f}", f"{ours['RssAnon']:.0f}", f"{ours['RssFile']:.0f}"])
         if ahead:
             ratio = served["VmHWM"] / theirs["VmHWM"]
-            rows[-1] += [f"{served['VmHWM']:.0f}", f"{ratio:.2f}x", "yes" if served["numba"] else "no"]
+            missed = (served.get("served") or "").partition("does not hold, which")[0].rpartition("except ")[2]
+            rows[-1] += [f"{served['VmHWM']:.0f}", f"{ratio:.2f}x",
+                         f"yes ({missed.strip()})" if served["numba"] and missed else
+                         "yes" if served["numba"] else "no"]
         ratios.append((ratio, m["name"]))
     if not ratios:
         return header, rows, ["no row was measured"]

@@ -17,7 +17,12 @@ cd "$(dirname "$0")/.."
 # - qemu-user-static: the ARM test boards (tests/devices/arm_board.py) are Debian's aarch64 and
 #   armhf python3 with numpy run by qemu-aarch64-static / qemu-arm-static; their packages (26 MB for
 #   aarch64, 15 MB for armhf) are downloaded once per machine into ~/.cache/mace-test-boards (docs/test_board.md).
+# - python3-dev: Python's C headers, where the interpreter came without them (Debian's python3):
+#   numba's ahead-of-time compiler builds `warmup --aot`'s kernel library against them
+#   (tests/ops/test_aot.py).
 missing=()
+python3 -c "import os, sysconfig; assert os.path.isfile(os.path.join(sysconfig.get_paths()['include'], 'Python.h'))" \
+  2>/dev/null || missing+=(python3-dev)
 dpkg -s pocl-opencl-icd >/dev/null 2>&1 || missing+=(pocl-opencl-icd)
 [ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 command -v chromium >/dev/null || command -v chromium-browser >/dev/null || missing+=(chromium)

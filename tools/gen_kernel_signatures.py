@@ -12,6 +12,7 @@ signatures are merged into the file (what it already lists stays, unless --fresh
 
     python tools/gen_kernel_signatures.py                         # examples + the default corpus rows
     python tools/gen_kernel_signatures.py --models nudenet_yolov8n,mtcnn_pnet --runtimes cpu,quant
+    python tools/gen_kernel_signatures.py --models '' --no-examples --bench shufflenet,squeezenet
 
 Run it after changing a loop's arguments: tests/ops/test_kernel_cache.py fails while the list
 names a signature its kernel no longer takes, or misses one the digits example calls. Rows
@@ -106,10 +107,29 @@ def corpus_ymls(names: list, runtimes: list, work: Path) -> list:
     return out
 
 
+def bench_ymls(names: list, work: Path) -> list:
+    """[(label, deployment yml)] of benchmark architectures (random weights: the kernels' signatures
+    depend on shapes and ops, not values), as benchmarks/bench_memory.py converts them."""
+    if not names:
+        return []
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import bench_memory
+    import bench_models
+    out = []
+    for name in names:
+        where = work / f"bench-{name}"
+        where.mkdir(parents=True)
+        out.append((f"{name} (benchmark)", bench_memory.deployment(bench_models.build_case(name, work / "cases"),
+                                                                  where)))
+    return out
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default=DEFAULT_MODELS, help="corpus rows (comma-separated; '' for none)")
     p.add_argument("--runtimes", default="cpu,quant", help="cpu, quant")
+    p.add_argument("--bench", default="", help="benchmark architectures too (benchmarks/bench_models.py names, "
+                                               "e.g. shufflenet,squeezenet; comma-separated)")
     p.add_argument("--no-examples", action="store_true", help="skip the bundled examples")
     p.add_argument("--fresh", action="store_true", help="replace the file instead of adding to it")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
@@ -134,6 +154,7 @@ def main(argv=None) -> int:
                 jobs.append((f"{ex} (quantized)", _quantized(ROOT / ex, work / f"example{i}q.yml")))
         names = [m for m in args.models.split(",") if m]
         jobs += corpus_ymls(names, [r for r in args.runtimes.split(",") if r], work)
+        jobs += bench_ymls([b for b in args.bench.split(",") if b], work)
         with Progress() as progress:
             task = progress.add_task("recording", total=len(jobs))
             for label, yml in jobs:

@@ -93,7 +93,13 @@ def _ahead(rows: list, console) -> int:
 
         def linking(n: int) -> None:
             status.update(f"compiling {n} kernel signatures into one library (about {max(5, n // 3)} s) ...")
-        built = aot_build.build(rows, on_step=step, on_compile=linking)
+        try:
+            built = aot_build.build(rows, on_step=step, on_compile=linking)
+        except Exception as e:   # no C compiler, no Python headers: nothing is left behind
+            print(f"error: warmup --aot: the library could not be built ({type(e).__name__}: {' '.join(str(e).split())[:200]}); "
+                  "numba's ahead-of-time compiler needs a C compiler (gcc) and Python's C headers "
+                  "(Debian: python3-dev)", file=sys.stderr)
+            return 1
     left = ", ".join(f"{n} {why}" for why, n in sorted(built.skipped.items()))
     if not built.exported:
         print(f"error: warmup --aot: none of the {len(rows)} signatures can be compiled ahead of time"

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 from functools import partial
 from pathlib import Path
@@ -24,6 +26,11 @@ from tests.cli_helpers import ROOT, cli, save_onnx, small_model_entry, write_dep
 
 numba = pytest.importorskip("numba", reason="numba is not installed: nothing can be compiled ahead")
 aot_build = pytest.importorskip("mace.ops.fast.aot_build")
+_HEADERS = Path(sysconfig.get_paths()["include"]) / "Python.h"
+needs_a_compiler = pytest.mark.skipif(
+    not _HEADERS.is_file() or not (shutil.which("cc") or shutil.which("gcc")),
+    reason=f"building a library needs a C compiler and Python's headers ({_HEADERS}; Debian: python3-dev, "
+           f"which setup/test.sh installs)")
 
 
 def _values():
@@ -218,6 +225,7 @@ def _run(pb: Path, out: Path, env: dict, threads: int = 1) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+@needs_a_compiler
 def test_a_model_runs_from_the_library_without_numba_and_byte_equal(tmp_path):
     work = tmp_path / "work"
     work.mkdir()
@@ -299,3 +307,14 @@ def test_warmup_aot_refuses_a_list_it_can_compile_none_of(tmp_path):
     r = cli("warmup", "--aot", "--signatures", listed, cwd=tmp_path, env=env, timeout=300)
     assert r.returncode == 1 and "none of the 1 signatures can be compiled ahead" in r.stderr, r.stderr
     assert "Traceback" not in r.stderr and not list((tmp_path / "lib").glob("mace_kernels_*"))
+
+
+def test_warmup_aot_without_a_c_compiler_says_what_it_needs_and_leaves_nothing(tmp_path):
+    listed = tmp_path / "one.txt"
+    name, sig = next(r for r in kernel_cache.recorded() if r[0].endswith("_loops:binary_clip"))
+    kernel_cache.write_recorded({name: {sig}}, listed)
+    env = dict(os.environ, MACE_AOT_DIR=str(tmp_path / "lib"), CC=str(tmp_path / "no-such-cc"))
+    r = cli("warmup", "--aot", "--signatures", listed, cwd=tmp_path, env=env, timeout=300)
+    assert r.returncode == 1 and "the library could not be built" in r.stderr, r.stderr
+    assert "needs a C compiler" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert not (tmp_path / "lib").exists() or not any((tmp_path / "lib").iterdir())

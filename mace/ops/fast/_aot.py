@@ -11,8 +11,11 @@ arguments' types (`AotKernel`), a module constant from the build's manifest, or 
 module's own attribute (numba is imported then, as without the library).
 
 What the library does not hold runs through numba as before: the parallel drivers (a module built
-ahead has no threading layer), a signature no recorded model called, and a small model's chain
-of steps (generated per model: an ahead-of-time run calls its steps one by one).
+ahead has no threading layer) and a signature no recorded model called (a run says which, and
+notes them for the next build: kernel_cache.served_ahead). A small model's steps still chain
+without numba: each export has a trampoline loading its arguments from an int64 and a float64
+array (`pack` lays them out) and the library's one runner walks a model's table of trampolines
+(`chain`; numba's chains are generated and compiled per model).
 
 The library is named by a stamp of what its machine code depends on (our kernel sources, numba's
 and Python's versions, the CPU and numba's CPU settings): an edited kernel or another machine
@@ -28,6 +31,7 @@ import importlib.util
 import logging
 import os
 import platform
+import re
 import sys
 import sysconfig
 from functools import partial
@@ -70,6 +74,10 @@ def _cpu_identity() -> str:
     return "\n".join(parts)
 
 
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+(mace\.ops\.fast[\w.]*)[ \t]+import[ \t]+([\w ,()]+)"
+                     r"|import[ \t]+(?:mace\.ops\.fast[\w.]*))", re.M)
+
+
 def _compiled_files() -> list:
     """The sources the library's machine code comes from: the loop modules, the modules they
     import from this package (read with `ast`, to the end), and the build itself."""
@@ -80,13 +88,12 @@ def _compiled_files() -> list:
         path = todo.pop()
         if path in seen or not path.is_file():
             continue
-        seen[path] = source = path.read_bytes()
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.ImportFrom) and node.module:   # a module, or modules of a package
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
-            else:
-                names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
-            for name in names:
+        seen[path] = source = path.read_text()
+        # `from mace.ops.fast.X import a, b` / `from mace.ops.fast import X` / `import mace.ops.fast.X`
+        # (a regular expression, not ast: every process served ahead computes this at start)
+        for module, names in _IMPORT.findall(source):
+            for name in [module] + [f"{module}.{n.strip()}" for n in names.replace("(", "").split(",") if n.strip()]:
+                name = name.split(" as ")[0].strip()
                 if name.startswith("mace.ops.fast."):   # a name that is no module: no such file, skipped
                     todo.append(FAST.joinpath(*name.split(".")[3:]).with_suffix(".py"))
     return sorted(seen)
@@ -136,8 +143,9 @@ def paths(where: Path | None = None, key: str | None = None) -> tuple:
 
 def value_key(v):
     """The key of one argument's numba type, without numba: arrays by dtype, ndim, layout and
-    read-only (numba types every array as aligned); Python and numpy scalars by numba's name of their type; tuples by
-    their items. Something numba would type otherwise gets a key no export has."""
+    read-only (numba types every array as aligned); Python and numpy scalars by numba's name of
+    their type; tuples by their items. Something numba would type otherwise gets a key no export
+    has."""
     if isinstance(v, np.ndarray):
         f = v.flags
         layout = "C" if f.c_contiguous else "F" if f.f_contiguous else "A"
