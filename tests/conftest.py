@@ -16,6 +16,9 @@ imports pyopencl; variables the user set are kept.
   multiply-adds on one thread (mace/ops/fast/compute.py, for_run), and the suite's graphs are
   that small, so without it the compute pool's split paths would go untested. The tests of that
   choice itself (tests/runtime/test_small_runs.py) ask for it in their options.
+- The kernels are numba's (MACE_AOT=0 whatever the user's shell says): a library served ahead of
+  time (`warmup --aot`) would stand in for the numba dispatchers many tests inspect;
+  tests/ops/test_aot.py sets MACE_AOT=1 in the processes it starts.
 """
 import os
 import subprocess
@@ -51,5 +54,6 @@ def pytest_configure(config):
         os.environ["POCL_CACHE_DIR"] = _PREFIX + (worker or "main")
 
     os.environ.setdefault("MACE_SPLIT_SMALL_RUNS", "1")
+    os.environ["MACE_AOT"] = "0"
     from mace.ops import registry
     registry.STRICT_ATTRS = True

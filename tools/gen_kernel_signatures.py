@@ -65,7 +65,7 @@ def record(pb: Path, threads: int, pooled: bool = True) -> dict:
     ahead of time does (MACE_AOT=1, mace/ops/fast/_aot.py)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as f:
         env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads),
-                   MACE_NO_POOL="0" if pooled else "1")
+                   MACE_NO_POOL="0" if pooled else "1", MACE_AOT="0")   # numba's loops: their signatures
         r = subprocess.run([sys.executable, __file__, "--child", str(pb), f.name], env=env,
                            capture_output=True, text=True)
         if r.returncode:

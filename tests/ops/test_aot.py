@@ -197,6 +197,17 @@ def _activation_model(path: Path) -> str:
     return save_onnx(path, nodes, [("x", [1, 3, 24, 24])], [("prob", [1, 10])], init)
 
 
+def _converted(tmp_path: Path) -> Path:
+    """tmp_path/work with the activation model converted by the CLI (deploy.yml)."""
+    work = tmp_path / "work"
+    work.mkdir()
+    checksum = _activation_model(work / "act.onnx")
+    write_deployment(work / "deploy.yml", {"act": small_model_entry(
+        work / "act.onnx", checksum, "x", "1,3,24,24", "prob", input_ranges="0,1")}, library="act")
+    assert cli("convert", "--config=deploy.yml", cwd=work, timeout=300).returncode == 0
+    return work
+
+
 CHILD = textwrap.dedent("""
     import json, sys
     import numpy as np
@@ -227,12 +238,7 @@ def _run(pb: Path, out: Path, env: dict, threads: int = 1) -> dict:
 
 @needs_a_compiler
 def test_a_model_runs_from_the_library_without_numba_and_byte_equal(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    checksum = _activation_model(work / "act.onnx")
-    write_deployment(work / "deploy.yml", {"act": small_model_entry(
-        work / "act.onnx", checksum, "x", "1,3,24,24", "prob", input_ranges="0,1")}, library="act")
-    assert cli("convert", "--config=deploy.yml", cwd=work, timeout=300).returncode == 0
+    work = _converted(tmp_path)
     pb = next((work / "builds").rglob("*.pb"))
     env = dict(os.environ, MACE_AOT_DIR=str(tmp_path / "lib"))
     env.pop("MACE_NO_JIT", None)
@@ -286,12 +292,7 @@ def test_a_model_runs_from_the_library_without_numba_and_byte_equal(tmp_path):
 
 
 def test_no_library_is_said_with_the_command_that_builds_it(tmp_path):
-    work = tmp_path / "work"
-    work.mkdir()
-    checksum = _activation_model(work / "act.onnx")
-    write_deployment(work / "deploy.yml", {"act": small_model_entry(
-        work / "act.onnx", checksum, "x", "1,3,24,24", "prob", input_ranges="0,1")}, library="act")
-    assert cli("convert", "--config=deploy.yml", cwd=work, timeout=300).returncode == 0
+    work = _converted(tmp_path)
     env = dict(os.environ, MACE_AOT="1", MACE_AOT_DIR=str(tmp_path / "empty"))
     env.pop("MACE_NO_JIT", None)
     run = cli("run", "--config=deploy.yml", cwd=work, env=env)

@@ -300,10 +300,13 @@ class AotModule:
             raise AttributeError(attr)
         entry = self._entry
         if attr in entry["kernels"]:
-            table = {key: (getattr(self._ext, symbol), tramp) for key, symbol, tramp in entry["kernels"][attr]}
+            # an export the module lacks (its manifest replaced by a newer build's in between) is
+            # as a signature it does not hold: numba's
+            table = {key: (getattr(self._ext, symbol), tramp) for key, symbol, tramp in entry["kernels"][attr]
+                     if hasattr(self._ext, symbol) and (not tramp or hasattr(self._ext, tramp))}
             value = AotKernel(attr, self, table)
-        elif attr in entry["addresses"]:
-            value = Address(int(getattr(self._ext, entry["addresses"][attr])()))
+        elif attr in entry["addresses"] and hasattr(self._ext, entry["addresses"][attr]):
+            value = Address(self.address(entry["addresses"][attr]))
         elif attr in entry["constants"]:
             value = entry["constants"][attr]
         else:

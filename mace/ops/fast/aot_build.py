@@ -9,7 +9,10 @@ layer), signatures with literal or omitted arguments (numba specialises on a val
 of a loop module (store_rows: the packed GEMM's fused activation, called by address) is linked
 in too, and an export returns its address in the loaded library. Module constants (numbers,
 strings, tuples of them) go in the manifest, so the kernels' Python side reads them without
-numba.
+numba. Each export returning nothing also gets a trampoline (`_trampoline`: its arguments loaded
+from an int64 and a float64 array as _aot.pack lays them out) whose address an export returns,
+and the module holds one chain runner (_chain_loops.run_table): a small model's steps chain
+without compiling anything per model.
 
 Built for the CPU numba compiles for (its CPU name and feature list: NUMBA_CPU_NAME /
 NUMBA_CPU_FEATURES or the host's), into a temporary folder, then moved into place: a failed
@@ -79,12 +82,12 @@ def _trampoline(kernel, keys: tuple):
     counts = [0, 0]   # ints, floats used so far
 
     def load(key) -> str:
-        if key[0] == "a" if isinstance(key, tuple) else False:
+        if isinstance(key, tuple) and key[0] == "a":
             _, dtype, ndim, layout, readonly = key
             text = f'array_at(ints, bi + {counts[0]}, "{dtype} {int(ndim)} {layout} {int(readonly)}")'
             counts[0] += 1 + 2 * int(ndim)
             return text
-        if isinstance(key, tuple):
+        if isinstance(key, tuple):   # ("t", items...): a tuple expression of its items' loads
             return "(" + "".join(load(k) + ", " for k in key[1:]) + ")"
         if key == "none":
             return "None"
