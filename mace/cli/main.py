@@ -30,7 +30,7 @@ EPILOG = """examples:
   python tools/converter.py visualize --config=examples/digits/digits.yml
   python tools/converter.py debug --config=examples/digits/digits.yml
   python tools/converter.py warmup      # compile the CPU kernels for this machine, once
-  python tools/converter.py warmup --aot   # also into one library: MACE_AOT=1 runs load it, no numba
+  python tools/converter.py warmup --aot   # also into one library: one-thread runs with MACE_AOT=1 need no numba
   python tools/converter.py sweep --config=a.yml --config=b.yml --runtimes=cpu,quantized --devices=all
   python tools/converter.py build --config=deploy.yml && \
     python tools/converter.py run --config=deploy.yml --device_yml=devices.yml --validate

@@ -5,9 +5,9 @@ and caches the machine code; without this, a model's first run pays for the kern
 first to use. The signatures compiled here are those the corpus and the examples call
 (mace/ops/fast/kernel_signatures.txt), so a model never seen before finds them cached.
 
-`--aot` then compiles the serial ones once more into one library (mace/ops/fast/aot_build.py) that
-runs load with MACE_AOT=1 without numba in the process: a small model's run then peaks near 50 MB
-instead of ~170 (docs/memory.md).
+`--aot` then compiles the serial ones once more into one library (mace/ops/fast/aot_build.py),
+which one-thread runs with MACE_AOT=1 load without numba in the process: a small model's run then
+peaks near 50 MB instead of ~170 (docs/memory.md).
 """
 from __future__ import annotations
 
@@ -34,8 +34,8 @@ def add_arguments(p) -> None:
                         "for other models)")
     p.add_argument("--aot", action="store_true",
                    help="also compile them ahead of time into one library for this machine (a C compiler is "
-                        "needed); runs with MACE_AOT=1 then load it without numba: a fraction of the memory, "
-                        "one thread (docs/memory.md)")
+                        "needed); one-thread runs with MACE_AOT=1 then load it without numba: a fraction of "
+                        "the memory (docs/memory.md)")
 
 
 def _wanted(rows: list, kernels: str) -> list:
@@ -78,7 +78,7 @@ def main(args) -> int:
     return _ahead(rows, console) if args.aot else 0
 
 
-RUN_HINT = "MACE_AOT=1 python tools/converter.py run --config <your deployment.yml>"
+RUN_HINT = "MACE_AOT=1 python tools/converter.py run --config <your deployment.yml> --omp_num_threads 1"
 
 
 def _ahead(rows: list, console) -> int:
@@ -108,5 +108,5 @@ def _ahead(rows: list, console) -> int:
     print(f"warmup --aot: {built.exported} kernel signatures compiled ahead of time into {built.path} "
           f"({built.size_mb:.1f} MB) in {built.seconds:.1f} s"
           + (f"; left to numba at run time: {left}" if left else ""))
-    print(f"runs load it with MACE_AOT=1 (one thread, without numba), e.g. `{RUN_HINT}`")
+    print(f"runs of one thread load it with MACE_AOT=1 and import no numba, e.g. `{RUN_HINT}`")
     return 0

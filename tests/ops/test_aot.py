@@ -262,7 +262,7 @@ def test_a_model_runs_from_the_library_without_numba_and_byte_equal(tmp_path):
     assert len(list((tmp_path / "lib").glob("mace_kernels_*"))) == 2   # the module and its manifest
 
     # the run gets that loop from numba, says so and notes its signature; the hint compiles it in
-    run = cli("run", "--config=deploy.yml", cwd=work, env=dict(env, MACE_AOT="1"))
+    run = cli("run", "--config=deploy.yml", "--omp_num_threads", "1", cwd=work, env=dict(env, MACE_AOT="1"))
     assert run.returncode == 0, run.stderr
     assert "except 1 loop(s) it does not hold" in run.stderr and "_loops.depthwise" in run.stderr, run.stderr
     assert f"`{_aot.AOT_HINT}` compiles them in" in run.stderr, run.stderr
@@ -283,12 +283,19 @@ def test_a_model_runs_from_the_library_without_numba_and_byte_equal(tmp_path):
     assert two["numba"] is True
     np.testing.assert_allclose(np.load(tmp_path / "two.npy"), np.load(tmp_path / "numba.npy"), rtol=1e-6)
 
-    # the command warmup prints, as a user runs it: it says what served the kernels
-    hint_run = built.stdout.split("`")[1].split()
-    assert hint_run[:5] == ["MACE_AOT=1", "python", "tools/converter.py", "run", "--config"], built.stdout
-    run = cli("run", "--config=deploy.yml", cwd=work, env=dict(env, MACE_AOT="1"))
+    # the command warmup prints, as a user runs it (their deployment file for the placeholder):
+    # it says what served the kernels
+    words = built.stdout.split("`")[1].replace("<your deployment.yml>", "deploy.yml").split()
+    assert words[:4] == ["MACE_AOT=1", "python", "tools/converter.py", "run"], built.stdout
+    run = cli(*words[3:], cwd=work, env=dict(env, MACE_AOT="1"))
     assert run.returncode == 0, run.stderr
     assert "CPU kernels served ahead of time" in run.stderr and "numba was not loaded" in run.stderr, run.stderr
+    # two threads: the compute pool is numba's, and the note says so
+    run = cli("run", "--config=deploy.yml", "--omp_num_threads", "2", cwd=work,
+              env=dict(env, MACE_AOT="1", MACE_SPLIT_SMALL_RUNS="1"))
+    assert run.returncode == 0, run.stderr
+    assert "numba was loaded all the same, for the compute pool's threads" in run.stderr, run.stderr
+    assert "does not hold" not in run.stderr, run.stderr   # its parallel loops are numba's by design
 
 
 def test_no_library_is_said_with_the_command_that_builds_it(tmp_path):

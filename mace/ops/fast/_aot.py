@@ -321,7 +321,8 @@ class AotModule:
     def numba_attr(self, attr: str, args: tuple | None = None):
         """numba's own `attr` of this module (compiling as numba does), for what the library lacks."""
         why = "not in the library" if args is None else f"no signature {args_key(args)}"
-        if (attr, why) not in self.fallbacks:
+        # a parallel loop is numba's by design (the pool's threads, which numba runs): not a miss
+        if (attr, why) not in self.fallbacks and attr not in self._entry.get("parallel", ()):
             self.fallbacks.append((attr, why))
             log.debug("ahead-of-time kernels: %s.%s from numba (%s)", self.__name__, attr, why)
         real = self._fallback()
@@ -340,7 +341,8 @@ class Library:
 
     def module(self, name: str, fallback) -> AotModule:
         if name not in self.modules:
-            entry = self.manifest["modules"].get(name, {"kernels": {}, "addresses": {}, "constants": {}})
+            entry = self.manifest["modules"].get(name, {"kernels": {}, "addresses": {}, "constants": {},
+                                                        "parallel": []})
             self.modules[name] = AotModule(name, self.ext, entry, fallback)
         return self.modules[name]
 
@@ -366,6 +368,9 @@ def report() -> str | None:
     missed = sorted({f"{m.__name__.rpartition('.')[2]}.{attr}" for m in lib.modules.values()
                      for attr, _ in m.fallbacks})
     where = f"CPU kernels served ahead of time ({lib.path})"
+    if not missed and "numba" in sys.modules:   # an engine of two or more threads started the pool
+        return (where + "; numba was loaded all the same, for the compute pool's threads (runs of one thread, "
+                "--omp_num_threads 1, need no numba)")
     if not missed:
         return where + "; numba was not loaded"
     return (f"{where}, except {len(missed)} loop(s) it does not hold, which numba compiled or loaded "

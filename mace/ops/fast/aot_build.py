@@ -202,7 +202,7 @@ class _Builder:
         self.out = Built()
         self.reals = {name: m for name in kernel_cache.module_names() for m in [jitted(name)] if m is not None}
         self.found = kernel_cache.dispatchers(list(self.reals.values()))
-        self.mods = {name: {"kernels": {}, "addresses": {}, "constants": {}} for name in self.reals}
+        self.mods = {name: {"kernels": {}, "addresses": {}, "constants": {}, "parallel": []} for name in self.reals}
         self.cc = CC(_aot.module_name())
         self.cc.verbose = False
         self.cc.target_cpu = config.CPU_NAME or "host"
@@ -261,6 +261,8 @@ class _Builder:
                     entry["addresses"][attr] = symbol
                 elif f"{module}:{attr}" in self.found:
                     entry["kernels"].setdefault(attr, [])
+                    if self.found[f"{module}:{attr}"].targetoptions.get("parallel"):
+                        entry["parallel"].append(attr)   # numba's by design: the pool's threads
                 elif _constant(value) and not attr.startswith("__"):
                     entry["constants"][attr] = value
 

@@ -91,16 +91,18 @@ class ComputeContext:
     def pool(self) -> _pool.Pool | None:
         """The process's compute pool (started under this context's wait policy when it is the
         first to ask), or None: no pool here, MACE_NO_POOL, a forked child, or the kernels served
-        ahead of time and no thread count above one asked."""
+        ahead of time on one thread (`serial_ahead`)."""
         if self._pool is _UNSET:
             self._pool = _pool.process_pool(self.wait_policy) if self.pooled and not self.serial_ahead() else None
         return None if self._pool is None or _pool.forked() else self._pool
 
     def serial_ahead(self) -> bool:
-        """The kernels are served ahead of time (MACE_AOT=1) and no thread count above one is
-        asked: this context runs every kernel's serial loop in the calling thread and starts no
-        pool (the pool is numba's OpenMP team, and importing numba is the memory the library saves)."""
-        return (self.threads or 1) == 1 and ahead_of_time()
+        """The kernels are served ahead of time (MACE_AOT=1) and this context's width is one thread
+        (asked, or OpenBLAS's count where none is: `--omp_num_threads 1`): it runs every kernel's
+        serial loop in the calling thread and starts no pool (the pool is numba's OpenMP team, and
+        importing numba is the memory the library saves). Two or more threads start it as without
+        the library."""
+        return ahead_of_time() and (self.threads or _pool.blas_threads() or 1) == 1
 
     def notes(self) -> list:
         """Why this context's wait policy is not the one its runs get (the pool started first
