@@ -64,6 +64,23 @@ def test_the_stamp_covers_the_loops_and_what_they_import():
     assert "compute.py" not in files   # the kernels' Python side: editing it keeps the library
 
 
+def test_an_edited_loop_or_a_helper_it_imports_names_another_library(tmp_path, monkeypatch):
+    import shutil as sh
+    fast = tmp_path / "fast"
+    sh.copytree(_aot.FAST, fast, ignore=sh.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(_aot, "FAST", fast)
+    stamps = []
+    for edit in (None, "_loops.py", "_tile_ir.py", "compute.py"):
+        if edit:
+            with open(fast / edit, "a") as f:
+                f.write("\n# edited\n")
+        _aot.stamp.cache_clear()
+        stamps.append(_aot.stamp())
+    _aot.stamp.cache_clear()
+    # a loop module and a module it imports change the machine code; the kernels' Python side does not
+    assert stamps[0] != stamps[1] != stamps[2] and stamps[3] == stamps[2]
+
+
 def test_serial_twins_of_the_pool_drivers():
     found = kernel_cache.dispatchers()
     rows = [r for r in kernel_cache.recorded() if r[0] == "mace.ops.fast._act_loops:unary_par"]

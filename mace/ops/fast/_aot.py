@@ -82,7 +82,7 @@ def _compiled_files() -> list:
     """The sources the library's machine code comes from: the loop modules, the modules they
     import from this package (read with `ast`, to the end), and the build itself."""
     todo = sorted(FAST.glob("_*loops.py")) + sorted((FAST / "int8").glob("_*loops.py"))
-    todo += [FAST / "aot_build.py", Path(__file__).resolve()]
+    todo += [FAST / "aot_build.py", FAST / "_aot.py"]
     seen = {}
     while todo:
         path = todo.pop()
