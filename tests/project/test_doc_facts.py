@@ -22,7 +22,7 @@ def test_deployment_file_doc_lists_every_platform():
 def test_readme_names_each_system_package_the_test_command_installs():
     script = (ROOT / "setup" / "test.sh").read_text()
     packages = set(re.findall(r"missing\+=\((\S+)\)", script))
-    assert packages == {"pocl-opencl-icd", "openssh-server", "qemu-user-static", "chromium"}, packages
+    assert packages == {"pocl-opencl-icd", "openssh-server", "qemu-user-static", "chromium", "python3-dev"}, packages
     readme = _text("README.md")
     for package in packages:
         assert f"`{package}`" in readme, package
