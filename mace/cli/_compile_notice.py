@@ -23,12 +23,12 @@ class _Notice:
         self.status = None
         self.t0 = None
 
-    def started(self, name: str) -> None:
-        self.tally.started(name)
+    def started(self, name: str, chain: bool = False) -> None:
+        self.tally.started(name, chain)
         if self.t0 is None:
             self.t0 = time.perf_counter()
-            # a model's chain of steps (its function is `chain`) is nothing warmup compiles ahead
-            note = kernel_cache.CHAIN_NOTE if name == "chain" else kernel_cache.FIRST_NOTE
+            # a model's chain of steps is nothing warmup compiles ahead (the listener tells it apart)
+            note = kernel_cache.CHAIN_NOTE if chain else kernel_cache.FIRST_NOTE
             self.console.print(f"note: {note}", markup=False, highlight=False)
             if self.console.is_terminal:
                 with contextlib.suppress(Exception):   # another live display holds the terminal

@@ -446,5 +446,5 @@ def test_the_cli_names_warmup_only_when_a_kernel_compiles_first(first, note):
     from mace.ops.fast import kernel_cache
     out = io.StringIO()
     notice = _Notice(Console(file=out, width=300))
-    notice.started(first), notice.finished()
+    notice.started(first, first == "chain"), notice.finished()
     assert out.getvalue().splitlines()[0] == "note: " + getattr(kernel_cache, note)

@@ -252,11 +252,6 @@ class AotKernel:
     def __init__(self, name: str, module: "AotModule", table: dict):
         self.__name__, self.module, self.table = name, module, table
 
-    def pick(self, args: tuple):
-        """The export for `args`' types, or None (the library has no such signature)."""
-        found = self.table.get(args_key(args))
-        return None if found is None else found[0]
-
     def bound(self, args: tuple):
         """An AotStep calling the export for `args`' types with them, or None."""
         keys = args_key(args)
@@ -351,9 +346,6 @@ class Library:
         symbol = self.manifest.get("runner")
         return getattr(self.ext, symbol) if symbol else None
 
-    @property
-    def signatures(self) -> int:
-        return sum(len(t) for m in self.manifest["modules"].values() for t in m["kernels"].values())
 
 
 _LOADED = []   # the library this process loaded (library() asked and found one)

@@ -38,12 +38,13 @@ class _Listener:
         if depth == 0:
             dispatcher = event.data.get("dispatcher")
             name = getattr(dispatcher, "__name__", "kernel")
-            for o in list(_OBSERVERS):
-                o.started(name)
-            # a library user: say it once, by logging; a chain of a model's steps (mace/ops/fast/
-            # chain.py, after its 16th run: a parallel one compiles for 1-3 s) says so once with
-            # its own note, without the warmup hint (no warmup could have compiled it)
+            # a chain of a model's steps (mace/ops/fast/chain.py, after its 16th run: a parallel
+            # one compiles for 1-3 s) is nothing warmup compiles ahead: told apart here, once
             chain = (getattr(getattr(dispatcher, "py_func", None), "__module__", None) or "").startswith(CHAIN_MODULES)
+            for o in list(_OBSERVERS):
+                o.started(name, chain)
+            # a library user: say it once, by logging; a chain says so once with its own note,
+            # without the warmup hint (no warmup could have compiled it)
             if not _OBSERVERS and chain and not self.chain_announced:
                 self.chain_announced = True
                 log.warning("note: " + CHAIN_NOTE)
@@ -87,7 +88,8 @@ def listener() -> _Listener | None:
 
 @contextlib.contextmanager
 def watch(observer):
-    """Within the block, `observer.started(kernel name)` and `observer.finished()` are called
+    """Within the block, `observer.started(kernel name, chain)` (chain: a model's chain of steps,
+    not a kernel warmup compiles) and `observer.finished()` are called
     around each top-level compile (from any thread). numba is not imported for this: the
     listener is registered when the loops are (mace/ops/fast/_jit.py)."""
     _OBSERVERS.append(observer)
@@ -105,7 +107,7 @@ class Tally:
     _t0: float = 0.0
     current: str = ""
 
-    def started(self, name: str) -> None:
+    def started(self, name: str, chain: bool = False) -> None:
         self._t0, self.current = time.perf_counter(), name
 
     def finished(self) -> None:

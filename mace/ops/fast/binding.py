@@ -21,7 +21,7 @@ from __future__ import annotations
 import collections
 from functools import partial
 
-from mace.ops.fast._aot import AotKernel
+from mace.ops.fast._aot import as_step
 from mace.ops.fast.chain import chained  # noqa: F401 (the engine's program takes it from here)
 from mace.ops.fast.compute import SMALL_RUN_MACS, ComputeContext  # noqa: F401 (the engine takes them from here)
 
@@ -38,8 +38,9 @@ def direct(step):
     func = getattr(step, "func", None)
     if type(step) is not partial or step.keywords:
         return step
-    if isinstance(func, AotKernel):   # a loop of the library built ahead: its export for these types
-        return func.bound(step.args) or step
+    ahead = as_step(step)   # a loop of the library built ahead: its export for these types
+    if ahead is not None:
+        return ahead
     if not hasattr(func, "overloads"):
         return step
     try:
